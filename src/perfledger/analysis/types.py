@@ -1,0 +1,158 @@
+"""Typed, frozen results of the analyses: what every renderer reads.
+
+Renderers never compute: a figure shown in the terminal, a CSV, summary.json and the HTML
+report is one field of one of these objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Final
+
+import pyarrow as pa
+
+# Idle causes, in the order of DESIGN.md's attribution rules.
+IDLE_HOST_DISPATCH: Final = "host_dispatch"
+IDLE_SYNC: Final = "sync"
+IDLE_DATALOADER: Final = "dataloader"
+IDLE_LAUNCH_LATENCY: Final = "launch_latency"
+IDLE_OTHER: Final = "other"
+IDLE_CAUSES: Final = (
+    IDLE_HOST_DISPATCH,
+    IDLE_SYNC,
+    IDLE_DATALOADER,
+    IDLE_LAUNCH_LATENCY,
+    IDLE_OTHER,
+)
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """One step of one rank: the host annotation and the device-side window it owns.
+
+    ``host_start_ns``/``host_end_ns`` are the step annotation; ``start_ns``/``end_ns`` the
+    window used for accounting (DESIGN.md: end = max(host end, end of the last device task
+    issued inside the step); windows tile without overlap).
+    """
+
+    rank: int
+    step: int
+    host_start_ns: int
+    host_end_ns: int
+    start_ns: int
+    end_ns: int
+
+    @property
+    def wall_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class WindowAccount:
+    """The time account of one device over one window (a step, or the whole span: step -1).
+
+    Invariant: compute + communication + memcpy + memset + idle == wall, and the idle causes
+    sum to idle, all in integer ns.
+    """
+
+    rank: int
+    device: int
+    step: int
+    start_ns: int
+    end_ns: int
+    compute_ns: int
+    communication_ns: int  # exposed: communication with no kernel running
+    overlapped_communication_ns: int  # communication under compute (extra figure)
+    memcpy_ns: int
+    memset_ns: int
+    idle_ns: int
+    idle_host_dispatch_ns: int
+    idle_sync_ns: int
+    idle_dataloader_ns: int
+    idle_launch_latency_ns: int
+    idle_other_ns: int
+
+    @property
+    def wall_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def busy_ns(self) -> int:
+        return self.compute_ns + self.communication_ns + self.memcpy_ns + self.memset_ns
+
+    def self_check(self) -> None:
+        """Raise AssertionError when the accounting invariants do not hold."""
+        parts = self.busy_ns + self.idle_ns
+        assert parts == self.wall_ns, f"categories {parts} != window {self.wall_ns}"
+        causes = (
+            self.idle_host_dispatch_ns
+            + self.idle_sync_ns
+            + self.idle_dataloader_ns
+            + self.idle_launch_latency_ns
+            + self.idle_other_ns
+        )
+        assert causes == self.idle_ns, f"idle causes {causes} != idle {self.idle_ns}"
+        assert all(getattr(self, f.name) >= 0 for f in fields(self) if f.name.endswith("_ns"))
+
+
+@dataclass(frozen=True)
+class HostWindowAccount:
+    """The account of a host-only (CPU) run's main thread over one window.
+
+    Every instant of the window belongs to exactly one category: dataloader (inside the data
+    loader), else optimizer / backward / forward when some operator covers it (by phase),
+    else overhead (framework and Python time covered by no operator). operator_ns is
+    forward + backward + optimizer.
+    """
+
+    rank: int
+    step: int
+    start_ns: int
+    end_ns: int
+    dataloader_ns: int
+    forward_ns: int
+    backward_ns: int
+    optimizer_ns: int
+    overhead_ns: int
+
+    @property
+    def wall_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def operator_ns(self) -> int:
+        return self.forward_ns + self.backward_ns + self.optimizer_ns
+
+    def self_check(self) -> None:
+        parts = self.dataloader_ns + self.operator_ns + self.overhead_ns
+        assert parts == self.wall_ns, f"categories {parts} != window {self.wall_ns}"
+
+
+# Schema of Accounting.gaps: one row per idle interval of a device inside a window.
+GAPS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("device", pa.int16()),
+        pa.field("step", pa.int32()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("end_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("cause", pa.string()),
+        # the device task that ends the gap (-1 when none) as a row index into the events table
+        pa.field("next_task", pa.int64()),
+        # start of the host call that launched that task (-1 when unknown)
+        pa.field("launch_start_ns", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """Device accounting of one rank: a row per (device, step) and per device span (step -1).
+
+    ``gaps`` follows :data:`GAPS_SCHEMA` and covers the step windows (not the span rows).
+    """
+
+    windows: tuple[WindowAccount, ...]
+    gaps: pa.Table
+    host: tuple[HostWindowAccount, ...] = ()

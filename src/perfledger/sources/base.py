@@ -1,0 +1,31 @@
+"""What every importer returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One rank's trace in canonical form.
+
+    Attributes:
+        events: rows in :data:`perfledger.schema.EVENTS_SCHEMA`, sorted by start_ns.
+        counters: rows in :data:`perfledger.schema.COUNTERS_SCHEMA`.
+        meta: run metadata found in the source (device properties, distributed info,
+            versions, base time ...); JSON-serialisable.
+        source_kind: e.g. ``"kineto"``.
+        source_files: the files the trace was read from.
+        loss: what could not be read (a truncated file), or None when nothing was lost.
+    """
+
+    events: pa.Table
+    counters: pa.Table
+    meta: dict[str, Any] = field(default_factory=dict)
+    source_kind: str = "unknown"
+    source_files: tuple[Path, ...] = ()
+    loss: str | None = None
