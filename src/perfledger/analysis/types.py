@@ -99,10 +99,12 @@ class WindowAccount:
 class HostWindowAccount:
     """The account of a host-only (CPU) run's main thread over one window.
 
-    Every instant of the window belongs to exactly one category: dataloader (inside the data
-    loader), else optimizer / backward / forward when some operator covers it (by phase),
-    else overhead (framework and Python time covered by no operator). operator_ns is
-    forward + backward + optimizer.
+    Two partitions of the same window, each summing to its length exactly:
+    - by phase: dataloader (inside the data loader), optimizer (inside an optimizer step or
+      zero_grad), backward (from the first to the last autograd backward operator), and
+      forward (the rest of the step);
+    - by coverage: dataloader, operator (some operator runs, outside the data loader) and
+      overhead (framework and Python time covered by no operator).
     """
 
     rank: int
@@ -113,19 +115,20 @@ class HostWindowAccount:
     forward_ns: int
     backward_ns: int
     optimizer_ns: int
+    operator_ns: int
     overhead_ns: int
 
     @property
     def wall_ns(self) -> int:
         return self.end_ns - self.start_ns
 
-    @property
-    def operator_ns(self) -> int:
-        return self.forward_ns + self.backward_ns + self.optimizer_ns
-
     def self_check(self) -> None:
-        parts = self.dataloader_ns + self.operator_ns + self.overhead_ns
-        assert parts == self.wall_ns, f"categories {parts} != window {self.wall_ns}"
+        """Raise AssertionError when the accounting invariants do not hold."""
+        phases = self.dataloader_ns + self.forward_ns + self.backward_ns + self.optimizer_ns
+        assert phases == self.wall_ns, f"phases {phases} != window {self.wall_ns}"
+        coverage = self.dataloader_ns + self.operator_ns + self.overhead_ns
+        assert coverage == self.wall_ns, f"coverage {coverage} != window {self.wall_ns}"
+        assert all(getattr(self, f.name) >= 0 for f in fields(self) if f.name.endswith("_ns"))
 
 
 # Schema of Accounting.gaps: one row per idle interval of a device inside a window.
