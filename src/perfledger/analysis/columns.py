@@ -1,0 +1,69 @@
+"""Fast column access on canonical tables: numpy views and masks over dictionary columns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from perfledger.analysis.intervals import Int64Array
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+def int64(table: pa.Table, column: str) -> Int64Array:
+    """A column as an int64 numpy array."""
+    return np.asarray(table.column(column).to_numpy(), dtype=np.int64)
+
+
+def _dictionary_mask(
+    column: pa.ChunkedArray, wanted: Callable[[npt.NDArray[np.object_]], BoolArray]
+) -> BoolArray:
+    """Evaluate a predicate once per distinct value of a dictionary (or string) column."""
+    masks: list[BoolArray] = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            values = np.asarray(chunk.dictionary.to_pylist(), dtype=object)
+            hit = wanted(values) if values.size else np.zeros(0, dtype=bool)
+            indices = chunk.indices.to_numpy(zero_copy_only=False)
+            masks.append(hit[indices] if indices.size else np.zeros(0, dtype=bool))
+        else:
+            values = np.asarray(chunk.to_pylist(), dtype=object)
+            masks.append(wanted(values) if values.size else np.zeros(0, dtype=bool))
+    if not masks:
+        return np.zeros(0, dtype=bool)
+    return np.concatenate(masks)
+
+
+def isin(table: pa.Table, column: str, values: Iterable[str]) -> BoolArray:
+    """Rows whose (dictionary) string column is one of ``values``."""
+    value_set = set(values)
+    return _dictionary_mask(
+        table.column(column),
+        lambda distinct: np.fromiter((v in value_set for v in distinct), bool, distinct.size),
+    )
+
+
+def matches(table: pa.Table, column: str, predicate: Callable[[str], bool]) -> BoolArray:
+    """Rows whose string column satisfies ``predicate`` (evaluated once per distinct value)."""
+    return _dictionary_mask(
+        table.column(column),
+        lambda distinct: np.fromiter(
+            (v is not None and predicate(v) for v in distinct), bool, distinct.size
+        ),
+    )
+
+
+def strings(table: pa.Table, column: str) -> npt.NDArray[np.object_]:
+    """A string column as an object array (decoded once per distinct value)."""
+    parts: list[npt.NDArray[np.object_]] = []
+    for chunk in table.column(column).chunks:
+        if pa.types.is_dictionary(chunk.type):
+            values = np.asarray(chunk.dictionary.to_pylist(), dtype=object)
+            indices = chunk.indices.to_numpy(zero_copy_only=False)
+            parts.append(values[indices] if indices.size else np.zeros(0, dtype=object))
+        else:
+            parts.append(np.asarray(chunk.to_pylist(), dtype=object))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=object)
