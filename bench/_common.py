@@ -1,0 +1,220 @@
+"""Shared pieces of the benchmarks: child-process timing with peak RSS, and the HTA venv."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+BENCH_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = BENCH_DIR.parent
+DEFAULT_WORKDIR = BENCH_DIR / "out"
+SHARED_TRACES = PROJECT_ROOT / ".." / "shared" / "traces"
+
+# HTA 0.5.0 is the last release on PyPI; it breaks on pandas 3 and numpy 2.
+HTA_REQUIREMENTS: tuple[str, ...] = (
+    "holistictraceanalysis==0.5.0",
+    "pandas==2.2.*",
+    "numpy==1.26.*",
+)
+
+# Run inside the HTA venv: argv[1] = trace directory, argv[2] = result JSON path.
+# Phases are timed from the first line of the driver so that import cost is counted, as it
+# is for the perfledger CLI.
+HTA_DRIVER = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+from importlib.metadata import version
+t1 = time.perf_counter()
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+t2 = time.perf_counter()
+frame = analyzer.get_temporal_breakdown(visualize=False)
+t3 = time.perf_counter()
+rows = json.loads(frame.to_json(orient="records"))
+with open(sys.argv[2], "w") as fh:
+    json.dump({
+        "hta_version": version("HolisticTraceAnalysis"),
+        "import_s": t1 - t0, "parse_s": t2 - t1, "breakdown_s": t3 - t2,
+        "temporal_breakdown": rows,
+    }, fh)
+"""
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """Wall time and peak memory of one child process (and everything it spawned)."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    wall_s: float
+    peak_tree_rss: int  # largest sum of RSS over the process tree seen by polling, bytes
+    max_rss: int  # ru_maxrss of the child and its reaped descendants (largest one), bytes
+    stdout: str
+    stderr: str
+
+    @property
+    def peak_rss(self) -> int:
+        """The peak RSS we report: the larger of the two measurements."""
+        return max(self.peak_tree_rss, self.max_rss)
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    """Sum of RSS over a process and its live descendants; 0 once it is gone."""
+    try:
+        members = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    return sum(_rss(member) for member in members)
+
+
+def _rss(proc: psutil.Process) -> int:
+    """RSS of one process; 0 if it has just exited."""
+    try:
+        return int(proc.memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
+def run_measured(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    poll_s: float = 0.05,
+) -> ChildRun:
+    """Run a command to completion, timing it and recording its peak RSS two ways.
+
+    Polling sees the sum over the whole process tree (HTA parses in a forked pool worker while
+    its parent is alive); wait4's ru_maxrss sees the largest single process even between polls.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        popen = subprocess.Popen(list(argv), stdout=out, stderr=err, env=env, cwd=cwd)
+        watched = psutil.Process(popen.pid)
+        peak = 0
+        done = threading.Event()
+
+        def poll() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, _tree_rss(watched))
+                done.wait(poll_s)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        _, status, usage = os.wait4(popen.pid, 0)
+        wall = time.perf_counter() - start
+        done.set()
+        poller.join()
+        popen.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return ChildRun(
+            argv=tuple(argv),
+            returncode=popen.returncode,
+            wall_s=wall,
+            peak_tree_rss=peak,
+            max_rss=usage.ru_maxrss * 1024,  # Linux reports KiB
+            stdout=out.read().decode(errors="replace"),
+            stderr=err.read().decode(errors="replace"),
+        )
+
+
+def ensure_hta_venv(workdir: Path) -> Path:
+    """Create (once) a venv holding HTA and its pinned pandas/numpy; return its python."""
+    venv = workdir / "hta-venv"
+    python = venv / "bin" / "python"
+    stamp = venv / ".requirements"
+    wanted = "\n".join(HTA_REQUIREMENTS)
+    if python.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return python
+    print(f"creating HTA venv in {venv} ({' '.join(HTA_REQUIREMENTS)}) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    # pip's own chatter (index warnings) is kept out of the bench output unless it fails.
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        + list(HTA_REQUIREMENTS),
+        capture_output=True,
+        text=True,
+    )
+    if install.returncode != 0:
+        raise RuntimeError(f"pip could not install HTA into {venv}:\n{install.stderr[-4000:]}")
+    stamp.write_text(wanted)
+    return python
+
+
+@dataclass(frozen=True)
+class HtaRun:
+    """One HTA run: the measured child and what the driver reported."""
+
+    child: ChildRun
+    hta_version: str
+    import_s: float
+    parse_s: float
+    breakdown_s: float
+    temporal_breakdown: list[dict[str, Any]]
+
+
+def hta_trace_dir(trace: Path, rank: int, workdir: Path) -> Path:
+    """A directory holding only ``trace`` (HTA reads every trace file of a directory)."""
+    suffix = ".json.gz" if trace.name.endswith(".gz") else ".json"
+    folder = workdir / "hta-dirs" / trace.name.removesuffix(".gz").removesuffix(".json")
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / f"rank-{rank}{suffix}"
+    for stale in folder.iterdir():
+        if stale != link:
+            stale.unlink()
+    if not link.is_symlink() or link.resolve() != trace.resolve():
+        link.unlink(missing_ok=True)
+        link.symlink_to(trace.resolve())
+    return folder
+
+
+def run_hta(python: Path, trace_dir: Path) -> HtaRun:
+    """Time HTA's parse + temporal breakdown of ``trace_dir`` in a child process."""
+    with tempfile.TemporaryDirectory() as scratch:
+        result_path = Path(scratch) / "hta_result.json"
+        child = run_measured([str(python), "-c", HTA_DRIVER, str(trace_dir), str(result_path)])
+        if child.returncode != 0 or not result_path.exists():
+            raise RuntimeError(
+                f"HTA failed on {trace_dir} (exit {child.returncode}):\n{child.stderr[-4000:]}"
+            )
+        result = json.loads(result_path.read_text())
+    return HtaRun(
+        child=child,
+        hta_version=str(result["hta_version"]),
+        import_s=float(result["import_s"]),
+        parse_s=float(result["parse_s"]),
+        breakdown_s=float(result["breakdown_s"]),
+        temporal_breakdown=list(result["temporal_breakdown"]),
+    )
+
+
+def perfledger_argv(trace: Path, out_dir: Path) -> list[str]:
+    """The command line of ``perfledger analyze`` run from this project's interpreter."""
+    return [
+        sys.executable,
+        "-m",
+        "perfledger",
+        "analyze",
+        str(trace),
+        "-o",
+        str(out_dir),
+        "--force",
+    ]
+
+
+def mb(n_bytes: float) -> float:
+    """Bytes to decimal megabytes (the unit of the throughput figures)."""
+    return n_bytes / 1e6
