@@ -1,0 +1,519 @@
+"""Operator and host-API analyses: op summary, op statistics, kernel details, API statistics.
+
+Every function takes a canonical events table (:data:`perfledger.schema.EVENTS_SCHEMA`, the
+``step`` column already assigned) and returns an Arrow table with the schema below. Times are
+integer ns; figures aggregate every row of the table given (call per rank for per-rank figures).
+
+``op_summary`` on a trace with device tasks (:data:`OP_SUMMARY_SCHEMA`), one row per device task
+(kernel, comm, memcpy, memset), sorted by rank, start_ns, device, stream:
+    rank, device, stream, step, kind, name, start_ns, dur_ns,
+    wait_ns    -- gap since the previous task on the same (rank, device, stream) ended; 0 for the
+                  first task and for a task that starts before its predecessors ended,
+    host_op    -- name of the cpu_op that launched the task (null when unknown),
+    launch_ns  -- start of the runtime call that launched it (-1 when unknown),
+    bytes      -- bytes the task moved (-1 when unknown),
+    shapes, dtypes -- input shapes and types of the host op (null when unknown).
+
+The launching host op: the runtime/sync call with the task's (rank, correlation) gives an
+external id (the task's own external id when the call is missing); the cpu_op of that rank with
+that external id is the host op (the shortest one if several share it). Older traces link
+operators only by time, so when no cpu_op carries the id the host op is the innermost cpu_op
+running on the launching thread when the call began.
+
+``op_summary`` on a host-only trace (no device task at all; :data:`HOST_OP_SUMMARY_SCHEMA`), one
+row per cpu_op, sorted by rank, start_ns, stream:
+    rank, device (-1), stream (host thread), step, kind, name, start_ns, dur_ns,
+    self_ns    -- dur_ns minus the time covered by its direct children on the same thread,
+    shapes, dtypes.
+
+``op_statistic`` (:data:`OP_STATISTIC_SCHEMA`), one row per (op type, kind), sorted by total_ns
+descending, then name and kind:
+    name (the host op that launched the task when known, else the task name; on host-only
+    traces the cpu_op name), kind, count, total_ns, min_ns, avg_ns, max_ns, ratio (share of the
+    sum of total_ns over all rows). Device traces measure task durations, host-only traces
+    operator self time (so that nested operators are not counted twice).
+
+``kernel_details`` (:data:`KERNEL_DETAILS_SCHEMA`), one row per kernel or comm task, sorted by
+start_ns, rank, device, stream:
+    rank, device, stream, step, kind, name, start_ns, dur_ns, wait_ns, host_op,
+    grid, block     -- launch dimensions as "x,y,z" (null when absent),
+    registers_per_thread, shared_memory_bytes, blocks_per_sm, warps_per_sm,
+    occupancy_pct  -- estimated achieved occupancy; all null when absent from args.
+
+``api_statistic`` (:data:`API_STATISTIC_SCHEMA`), one row per (runtime/sync call name, kind),
+sorted by total_ns descending, then name and kind:
+    name, kind, count, total_ns, avg_ns, min_ns, max_ns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger import schema
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+OP_SUMMARY_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("device", pa.int16()),
+        pa.field("stream", pa.int64()),
+        pa.field("step", pa.int32()),
+        pa.field("kind", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("wait_ns", pa.int64()),
+        pa.field("host_op", pa.string()),
+        pa.field("launch_ns", pa.int64()),
+        pa.field("bytes", pa.int64()),
+        pa.field("shapes", pa.string()),
+        pa.field("dtypes", pa.string()),
+    ]
+)
+
+HOST_OP_SUMMARY_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("device", pa.int16()),
+        pa.field("stream", pa.int64()),
+        pa.field("step", pa.int32()),
+        pa.field("kind", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("self_ns", pa.int64()),
+        pa.field("shapes", pa.string()),
+        pa.field("dtypes", pa.string()),
+    ]
+)
+
+OP_STATISTIC_SCHEMA: Final = pa.schema(
+    [
+        pa.field("name", pa.string()),
+        pa.field("kind", pa.string()),
+        pa.field("count", pa.int64()),
+        pa.field("total_ns", pa.int64()),
+        pa.field("min_ns", pa.int64()),
+        pa.field("avg_ns", pa.float64()),
+        pa.field("max_ns", pa.int64()),
+        pa.field("ratio", pa.float64()),
+    ]
+)
+
+KERNEL_DETAILS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("device", pa.int16()),
+        pa.field("stream", pa.int64()),
+        pa.field("step", pa.int32()),
+        pa.field("kind", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("wait_ns", pa.int64()),
+        pa.field("host_op", pa.string()),
+        pa.field("grid", pa.string()),
+        pa.field("block", pa.string()),
+        pa.field("registers_per_thread", pa.int64()),
+        pa.field("shared_memory_bytes", pa.int64()),
+        pa.field("blocks_per_sm", pa.float64()),
+        pa.field("warps_per_sm", pa.float64()),
+        pa.field("occupancy_pct", pa.float64()),
+    ]
+)
+
+API_STATISTIC_SCHEMA: Final = pa.schema(
+    [
+        pa.field("name", pa.string()),
+        pa.field("kind", pa.string()),
+        pa.field("count", pa.int64()),
+        pa.field("total_ns", pa.int64()),
+        pa.field("avg_ns", pa.float64()),
+        pa.field("min_ns", pa.int64()),
+        pa.field("max_ns", pa.int64()),
+    ]
+)
+
+# Launch-configuration keys in a kernel's args (Kineto spelling), per output column.
+_KERNEL_ARG_KEYS: Final = {
+    "grid": "grid",
+    "block": "block",
+    "registers_per_thread": "registers per thread",
+    "shared_memory_bytes": "shared memory",
+    "blocks_per_sm": "blocks per SM",
+    "warps_per_sm": "warps per SM",
+    "occupancy_pct": "est. achieved occupancy %",
+}
+
+_NEEDED_COLUMNS: Final = (
+    "rank",
+    "kind",
+    "name",
+    "device",
+    "stream",
+    "pid",
+    "start_ns",
+    "dur_ns",
+    "correlation",
+    "external_id",
+    "step",
+    "bytes",
+    "shapes",
+    "dtypes",
+    "args",
+)
+
+
+def op_summary(events: pa.Table) -> pa.Table:
+    """One row per device task with its wait and host op (per cpu_op on host-only traces)."""
+    _check_columns(events)
+    if not _kind_mask(events, schema.DEVICE_TASK_KINDS).any():
+        return _host_op_summary(events)
+    return _device_frame(events).drop_columns(["row"]).select(OP_SUMMARY_SCHEMA.names)
+
+
+def op_statistic(events: pa.Table, summary: pa.Table | None = None) -> pa.Table:
+    """Count, total, min, avg, max and share of time per op type and kind.
+
+    Args:
+        events: canonical events.
+        summary: ``op_summary(events)`` when the caller already has it (saves recomputing).
+    """
+    summary = op_summary(events) if summary is None else summary
+    if "self_ns" in summary.column_names:
+        op_type, measure = "name", "self_ns"
+    else:
+        op_type, measure = "coalesce(host_op, name)", "dur_ns"
+    query = f"""
+        WITH grouped AS (
+            SELECT {op_type} AS name, kind, count(*) AS count, sum({measure})::BIGINT AS total_ns,
+                   min({measure}) AS min_ns, avg({measure}) AS avg_ns, max({measure}) AS max_ns
+            FROM summary GROUP BY ALL
+        )
+        SELECT name, kind, count, total_ns, min_ns, avg_ns, max_ns,
+               CASE WHEN sum(total_ns) OVER () > 0
+                    THEN total_ns / sum(total_ns) OVER () ELSE 0.0 END AS ratio
+        FROM grouped ORDER BY total_ns DESC, name, kind
+    """
+    return _query(query, OP_STATISTIC_SCHEMA, summary=summary)
+
+
+def kernel_details(events: pa.Table) -> pa.Table:
+    """One row per kernel or comm task with its launch configuration and wait time."""
+    _check_columns(events)
+    frame = _device_frame(events)
+    frame = frame.filter(pc.is_in(frame["kind"], value_set=pa.array([schema.KERNEL, schema.COMM])))
+    args = pc.cast(events.column("args").take(frame["row"]), pa.string())
+    frame = frame.append_column("args", args)
+    launch_config = ",\n".join(
+        _arg_expression(column, key, KERNEL_DETAILS_SCHEMA.field(column).type)
+        for column, key in _KERNEL_ARG_KEYS.items()
+    )
+    query = f"""
+        WITH parsed AS (
+            SELECT *, CASE WHEN json_valid(args) THEN args END AS valid_args FROM frame
+        )
+        SELECT rank, device, stream, step, kind, name, start_ns, dur_ns, wait_ns, host_op,
+               {launch_config}
+        FROM parsed ORDER BY start_ns, rank, device, stream, row
+    """
+    return _query(query, KERNEL_DETAILS_SCHEMA, frame=frame)
+
+
+def api_statistic(events: pa.Table) -> pa.Table:
+    """Count and time of the host runtime and synchronisation calls, per call name."""
+    _check_columns(events)
+    calls = events.filter(pc.is_in(events["kind"], value_set=pa.array(list(schema.LAUNCH_KINDS))))
+    calls = pa.table(
+        {
+            "name": pc.cast(calls["name"], pa.string()),
+            "kind": pc.cast(calls["kind"], pa.string()),
+            "dur_ns": calls["dur_ns"],
+        }
+    )
+    query = """
+        SELECT name, kind, count(*) AS count, sum(dur_ns)::BIGINT AS total_ns,
+               avg(dur_ns) AS avg_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
+        FROM calls GROUP BY name, kind ORDER BY total_ns DESC, name, kind
+    """
+    return _query(query, API_STATISTIC_SCHEMA, calls=calls)
+
+
+def operator_nesting(group: IntArray, start_ns: IntArray, end_ns: IntArray) -> IntArray:
+    """Index of the innermost interval of the same group enclosing each interval (-1: none).
+
+    Intervals of one group (one host thread) are expected to nest; one that ends exactly where
+    another begins is its sibling, not its parent. Among identical intervals the earlier index
+    is the parent. Vectorised: a sweep over start/end boundaries gives every interval's depth,
+    then each interval's parent is the closest preceding interval one level up.
+    """
+    n = len(start_ns)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    order = np.lexsort((np.arange(n), -end_ns, start_ns, group))
+    group_sorted = group[order]
+    start_sorted = start_ns[order]
+    end_sorted = end_ns[order]
+    position = np.arange(n)
+    # Boundaries in time order; an end at t closes before a start at t opens (siblings touch),
+    # but a zero-length interval closes after the starts at its instant so that it never
+    # lowers the depth of an interval opening at the same time.
+    boundary_type = np.concatenate(
+        [np.ones(n, dtype=np.int8), np.where(end_sorted > start_sorted, 0, 2).astype(np.int8)]
+    )
+    boundary_order = np.lexsort(
+        (
+            np.concatenate([position, position]),
+            boundary_type,
+            np.concatenate([start_sorted, end_sorted]),
+            np.concatenate([group_sorted, group_sorted]),
+        )
+    )
+    delta = np.where(boundary_order < n, 1, -1)
+    open_count = np.cumsum(delta)
+    is_start = boundary_order < n
+    depth = np.empty(n, dtype=np.int64)
+    depth[boundary_order[is_start]] = open_count[is_start] - 1
+
+    parent_sorted = np.full(n, -1, dtype=np.int64)
+    by_depth = np.argsort(depth, kind="stable")  # positions grouped by depth, ascending within
+    bounds = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
+    for level in range(1, int(depth.max()) + 1):
+        children = by_depth[bounds[level] : bounds[level + 1]]
+        candidates = by_depth[bounds[level - 1] : bounds[level]]
+        k = np.searchsorted(candidates, children) - 1
+        found = k >= 0
+        chosen = np.where(found, candidates[np.maximum(k, 0)], -1)
+        same_group = found & (group_sorted[np.maximum(chosen, 0)] == group_sorted[children])
+        parent_sorted[children] = np.where(same_group, chosen, -1)
+    has_parent = parent_sorted >= 0
+    parent[order[has_parent]] = order[parent_sorted[has_parent]]
+    return parent
+
+
+def innermost_enclosing(
+    group: IntArray,
+    start_ns: IntArray,
+    end_ns: IntArray,
+    parent: IntArray,
+    query_group: IntArray,
+    query_ns: IntArray,
+) -> IntArray:
+    """For each query instant, the innermost interval of its group running then (-1: none).
+
+    ``parent`` is ``operator_nesting(group, start_ns, end_ns)``. An interval runs at t when
+    start <= t < end.
+    """
+    n, m = len(start_ns), len(query_ns)
+    found = np.full(m, -1, dtype=np.int64)
+    if n == 0 or m == 0:
+        return found
+    # Merge intervals and queries in (group, time, interval before query, innermost last)
+    # order: the last interval before a query is the innermost one started by then.
+    item = np.arange(n + m)
+    is_query = item >= n
+    order = np.lexsort(
+        (
+            item,
+            np.concatenate([-end_ns, np.zeros(m, dtype=np.int64)]),
+            is_query,
+            np.concatenate([start_ns, query_ns]),
+            np.concatenate([group, query_group]),
+        )
+    )
+    query_sorted = is_query[order]
+    last_position = np.maximum.accumulate(np.where(query_sorted, -1, np.arange(n + m)))
+    last_interval = np.where(last_position >= 0, order[np.maximum(last_position, 0)], -1)
+    candidate = np.empty(m, dtype=np.int64)
+    candidate[order[query_sorted] - n] = last_interval[query_sorted]
+    same_group = candidate >= 0
+    same_group[same_group] = group[candidate[same_group]] == query_group[same_group]
+    candidate = np.where(same_group, candidate, -1)
+    # Walk up the nesting until an interval still runs at the query instant.
+    for _ in range(n + 1):
+        ended = candidate >= 0
+        ended[ended] = end_ns[candidate[ended]] <= query_ns[ended]
+        if not ended.any():
+            break
+        candidate[ended] = parent[candidate[ended]]
+    return candidate
+
+
+def self_time(start_ns: IntArray, end_ns: IntArray, parent: IntArray) -> IntArray:
+    """Duration of each interval minus the time its direct children cover inside it."""
+    child = np.flatnonzero(parent >= 0)
+    of = parent[child]
+    covered = np.minimum(end_ns[child], end_ns[of]) - np.maximum(start_ns[child], start_ns[of])
+    children_ns = np.zeros(len(start_ns), dtype=np.int64)
+    np.add.at(children_ns, of, np.maximum(covered, 0))
+    own_ns: IntArray = np.maximum(end_ns - start_ns - children_ns, 0)
+    return own_ns
+
+
+def _check_columns(events: pa.Table) -> None:
+    missing = [name for name in _NEEDED_COLUMNS if name not in events.column_names]
+    if missing:
+        raise ValueError(f"events table lacks columns: {', '.join(missing)}")
+
+
+def _kind_mask(events: pa.Table, kinds: Sequence[str]) -> BoolArray:
+    mask = pc.is_in(events["kind"], value_set=pa.array(list(kinds), pa.string()))
+    return np.asarray(pc.fill_null(mask, False), dtype=bool)
+
+
+def _int_column(events: pa.Table, name: str) -> IntArray:
+    return np.asarray(events[name], dtype=np.int64)
+
+
+def _thread_group(events: pa.Table) -> IntArray:
+    """A dense id per host thread: (rank, pid, thread)."""
+    keys = np.stack(
+        [_int_column(events, "rank"), _int_column(events, "pid"), _int_column(events, "stream")]
+    )
+    if keys.shape[1] == 0:
+        return np.empty(0, dtype=np.int64)
+    _, inverse = np.unique(keys, axis=1, return_inverse=True)
+    return np.asarray(inverse, dtype=np.int64).reshape(-1)
+
+
+def _string_take(events: pa.Table, column: str, rows: pa.Array) -> pa.ChunkedArray:
+    return pc.cast(events.column(column).take(rows), pa.string())
+
+
+def _host_op_summary(events: pa.Table) -> pa.Table:
+    ops = events.filter(pc.equal(events["kind"], schema.CPU_OP))
+    start = _int_column(ops, "start_ns")
+    end = start + _int_column(ops, "dur_ns")
+    parent = operator_nesting(_thread_group(ops), start, end)
+    table = pa.table(
+        {
+            "rank": ops["rank"],
+            "device": ops["device"],
+            "stream": ops["stream"],
+            "step": ops["step"],
+            "kind": pc.cast(ops["kind"], pa.string()),
+            "name": pc.cast(ops["name"], pa.string()),
+            "start_ns": ops["start_ns"],
+            "dur_ns": ops["dur_ns"],
+            "self_ns": pa.array(self_time(start, end, parent), pa.int64()),
+            "shapes": pc.cast(ops["shapes"], pa.string()),
+            "dtypes": pc.cast(ops["dtypes"], pa.string()),
+        }
+    ).cast(HOST_OP_SUMMARY_SCHEMA)
+    order = np.lexsort(
+        (np.arange(ops.num_rows), _int_column(ops, "stream"), start, _int_column(ops, "rank"))
+    )
+    return table.take(pa.array(order, pa.int64()))
+
+
+def _device_frame(events: pa.Table) -> pa.Table:
+    """op_summary's columns plus ``row`` (the task's row index in ``events``)."""
+    start = _int_column(events, "start_ns")
+    end = start + _int_column(events, "dur_ns")
+    is_launch = _kind_mask(events, schema.LAUNCH_KINDS) & (
+        _int_column(events, "correlation") != schema.NO_ID
+    )
+    op_rows = np.flatnonzero(_kind_mask(events, (schema.CPU_OP,)))
+    launch_rows = np.flatnonzero(is_launch)
+    task_rows = np.flatnonzero(_kind_mask(events, schema.DEVICE_TASK_KINDS))
+
+    # Innermost cpu_op running on the launching thread when each launch call began.
+    host_rows = np.concatenate([op_rows, launch_rows])
+    thread = _thread_group(events.take(pa.array(host_rows, pa.int64())))
+    op_thread, launch_thread = thread[: len(op_rows)], thread[len(op_rows) :]
+    parent = operator_nesting(op_thread, start[op_rows], end[op_rows])
+    enclosing = innermost_enclosing(
+        op_thread, start[op_rows], end[op_rows], parent, launch_thread, start[launch_rows]
+    )
+    enclosing_row = np.where(enclosing >= 0, op_rows[np.maximum(enclosing, 0)], -1)
+
+    def subset(rows: IntArray, columns: Sequence[str]) -> pa.Table:
+        taken = events.select(list(columns)).take(pa.array(rows, pa.int64()))
+        return taken.append_column("row", pa.array(rows, pa.int64()))
+
+    tasks = subset(
+        task_rows, ["rank", "device", "stream", "start_ns", "dur_ns", "correlation", "external_id"]
+    )
+    launches = subset(launch_rows, ["rank", "correlation", "external_id", "start_ns"])
+    launches = launches.append_column(
+        "enclosing_op", pa.array(enclosing_row, pa.int64(), mask=enclosing_row < 0)
+    )
+    ops = subset(op_rows, ["rank", "external_id", "start_ns", "dur_ns"])
+    query = """
+        WITH launch AS (
+            SELECT * FROM launches
+            QUALIFY row_number() OVER (PARTITION BY rank, correlation ORDER BY start_ns, row) = 1
+        ),
+        op_by_id AS (
+            SELECT * FROM ops WHERE external_id <> -1
+            QUALIFY row_number() OVER (
+                PARTITION BY rank, external_id ORDER BY dur_ns, start_ns DESC, row DESC) = 1
+        ),
+        linked AS (
+            SELECT t.row, t.rank, t.device, t.stream, t.start_ns, t.dur_ns,
+                   coalesce(l.start_ns, -1) AS launch_ns,
+                   coalesce(nullif(l.external_id, -1), nullif(t.external_id, -1)) AS op_id,
+                   l.enclosing_op
+            FROM tasks t LEFT JOIN launch l
+                ON t.correlation <> -1 AND t.rank = l.rank AND t.correlation = l.correlation
+        )
+        SELECT k.row, coalesce(o.row, k.enclosing_op) AS op_row, k.launch_ns,
+               greatest(0, k.start_ns - coalesce(max(k.start_ns + k.dur_ns) OVER (
+                   PARTITION BY k.rank, k.device, k.stream ORDER BY k.start_ns, k.dur_ns, k.row
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), k.start_ns)) AS wait_ns
+        FROM linked k LEFT JOIN op_by_id o ON k.rank = o.rank AND k.op_id = o.external_id
+        ORDER BY k.rank, k.start_ns, k.device, k.stream, k.row
+    """
+    with duckdb.connect() as con:
+        for name, table in (("tasks", tasks), ("launches", launches), ("ops", ops)):
+            con.register(name, table)
+        linked = con.sql(query).to_arrow_table()
+    rows = linked["row"].cast(pa.int64())
+    op_row = linked["op_row"].cast(pa.int64())
+    return pa.table(
+        {
+            "rank": events["rank"].take(rows),
+            "device": events["device"].take(rows),
+            "stream": events["stream"].take(rows),
+            "step": events["step"].take(rows),
+            "kind": _string_take(events, "kind", rows),
+            "name": _string_take(events, "name", rows),
+            "start_ns": events["start_ns"].take(rows),
+            "dur_ns": events["dur_ns"].take(rows),
+            "wait_ns": linked["wait_ns"].cast(pa.int64()),
+            "host_op": _string_take(events, "name", op_row),
+            "launch_ns": linked["launch_ns"].cast(pa.int64()),
+            "bytes": events["bytes"].take(rows),
+            "shapes": _string_take(events, "shapes", op_row),
+            "dtypes": _string_take(events, "dtypes", op_row),
+            "row": rows,
+        }
+    )
+
+
+def _arg_expression(column: str, key: str, type_: pa.DataType) -> str:
+    path = f"'$.\"{key}\"'"
+    if pa.types.is_string(type_):
+        # A list [x, y, z] becomes "x,y,z"; a scalar stays as written.
+        raw = f"CAST(json_extract(valid_args, {path}) AS VARCHAR)"
+        return f"nullif(regexp_replace({raw}, '[\\[\\] \"]', '', 'g'), 'null') AS {column}"
+    sql_type = "BIGINT" if pa.types.is_integer(type_) else "DOUBLE"
+    return f"TRY_CAST(json_extract_string(valid_args, {path}) AS {sql_type}) AS {column}"
+
+
+def _query(query: str, result_schema: pa.Schema, **tables: pa.Table) -> pa.Table:
+    with duckdb.connect() as con:
+        for name, table in tables.items():
+            con.register(name, table)
+        result = con.sql(query).to_arrow_table()
+    return result.cast(result_schema)
