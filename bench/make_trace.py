@@ -84,8 +84,8 @@ class _Template:
     step_offset: int
 
 
-def _open_source(path: Path) -> io.BufferedIOBase:
-    """The source opened for binary reading, gzip or plain by its name."""
+def open_trace(path: Path) -> io.BufferedIOBase:
+    """A trace opened for binary reading, gzip or plain by its name."""
     if path.name.endswith(".gz"):
         return gzip.open(path, "rb")
     return path.open("rb")
@@ -93,7 +93,7 @@ def _open_source(path: Path) -> io.BufferedIOBase:
 
 def _read_text(path: Path) -> str:
     """The whole source as text."""
-    with _open_source(path) as fh:
+    with open_trace(path) as fh:
         return fh.read().decode("utf-8")
 
 

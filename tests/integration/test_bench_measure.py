@@ -1,0 +1,54 @@
+"""Peak RSS of a child process tree as the benchmarks measure it."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MB = 1_000_000
+
+
+def _common() -> ModuleType:
+    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+    try:
+        return importlib.import_module("_common")
+    finally:
+        sys.path.remove(str(PROJECT_ROOT / "bench"))
+
+
+common = _common()
+
+# Touches every page (b"x" * n), unlike bytearray(n) whose zeroed pages may never be resident.
+HOLD_150MB = "import time; block = b'x' * 150_000_000; time.sleep(0.6)"
+
+
+def test_single_process_peak() -> None:
+    run = common.run_measured([sys.executable, "-c", HOLD_150MB])
+    assert run.returncode == 0
+    assert 150 * MB <= run.max_rss < 250 * MB
+    assert 150 * MB <= run.peak_tree_rss < 250 * MB
+    assert run.wall_s >= 0.6
+
+
+def test_tree_peak_adds_concurrent_children() -> None:
+    # Parent and child each hold 150 MB at the same time: the tree holds 300 MB, no single
+    # process more than about 150 MB.
+    script = (
+        "import subprocess, sys, time; "
+        f"child = subprocess.Popen([sys.executable, '-c', {HOLD_150MB!r}]); "
+        "block = b'y' * 150_000_000; child.wait()"
+    )
+    run = common.run_measured([sys.executable, "-c", script])
+    assert run.returncode == 0
+    assert run.peak_tree_rss >= 300 * MB
+    assert 150 * MB <= run.max_rss < 250 * MB
+    assert run.peak_rss == run.peak_tree_rss
+
+
+def test_exit_code_and_output_are_kept() -> None:
+    run = common.run_measured([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"])
+    assert run.returncode == 3
+    assert run.stdout.strip() == "out"
