@@ -1,0 +1,188 @@
+"""Device idle gaps: how long they are, why the device was idle, and the worst of them.
+
+``gap_report(gaps, events)`` reads the idle intervals of the accounting
+(:data:`perfledger.analysis.types.GAPS_SCHEMA`) and returns a :class:`GapReport`:
+- ``buckets``: a histogram of gap durations in :data:`GAP_BUCKETS` (<10 µs, 10–100 µs,
+  0.1–1 ms, 1–10 ms, >10 ms; lower bound included), with count and total ns per bucket and per
+  idle cause (every cause of IDLE_CAUSES, then any other cause found; a null cause counts as
+  "other"); gaps of zero length are left out;
+- ``worst``: the longest gaps (longest first, ties by start), :data:`WORST_GAPS_SCHEMA`:
+    rank, device, step, start_ns, end_ns, dur_ns, cause,
+    next_task       -- name of the device task that ends the gap (null when none),
+    host_op         -- the innermost cpu_op running on the host at the gap start (null if none),
+    host_annotation -- the innermost user annotation running then (null if none).
+  "Innermost" is the latest started among those running at the gap start on any thread of the
+  rank (the shortest on a tie): the host's most specific activity at that moment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger import schema
+from perfledger.analysis.types import IDLE_CAUSES
+
+# (label, lower bound ns included, upper bound ns excluded; None: unbounded)
+GAP_BUCKETS: Final = (
+    ("<10us", 0, 10_000),
+    ("10-100us", 10_000, 100_000),
+    ("0.1-1ms", 100_000, 1_000_000),
+    ("1-10ms", 1_000_000, 10_000_000),
+    (">10ms", 10_000_000, None),
+)
+WORST_GAPS: Final = 20
+
+WORST_GAPS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("device", pa.int16()),
+        pa.field("step", pa.int32()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("end_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("cause", pa.string()),
+        pa.field("next_task", pa.string()),
+        pa.field("host_op", pa.string()),
+        pa.field("host_annotation", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class CauseShare:
+    """Gaps of one idle cause inside one duration bucket."""
+
+    cause: str
+    count: int
+    total_ns: int
+
+
+@dataclass(frozen=True)
+class GapBucket:
+    """Gaps whose duration lies in [lower_ns, upper_ns)."""
+
+    label: str
+    lower_ns: int
+    upper_ns: int | None  # None: no upper bound
+    count: int
+    total_ns: int
+    by_cause: tuple[CauseShare, ...]  # every idle cause, in IDLE_CAUSES order
+
+
+@dataclass(frozen=True)
+class GapReport:
+    """Histogram of idle gaps and the worst ones (see the module docstring)."""
+
+    buckets: tuple[GapBucket, ...]
+    count: int
+    total_ns: int
+    worst: pa.Table  # WORST_GAPS_SCHEMA
+
+
+def gap_report(gaps: pa.Table, events: pa.Table, worst: int = WORST_GAPS) -> GapReport:
+    """Histogram of gap durations by bucket and cause, and the ``worst`` longest gaps."""
+    dur = np.asarray(gaps["dur_ns"], dtype=np.int64)
+    kept = np.flatnonzero(dur > 0)
+    gaps = gaps.take(pa.array(kept, pa.int64()))
+    dur = dur[kept]
+    cause = pc.fill_null(pc.cast(gaps["cause"], pa.string()), "other")
+    seen = {str(c) for c in pc.unique(cause).to_pylist()}
+    known = list(IDLE_CAUSES) + sorted(seen - set(IDLE_CAUSES))
+    cause_index = np.asarray(
+        pc.index_in(cause, value_set=pa.array(known, pa.string())), dtype=np.int64
+    )
+
+    edges = np.array([lower for _, lower, _ in GAP_BUCKETS[1:]], dtype=np.int64)
+    bucket = np.searchsorted(edges, dur, side="right")
+    cell = bucket * len(known) + cause_index
+    size = len(GAP_BUCKETS) * len(known)
+    cell_count = np.bincount(cell, minlength=size).reshape(len(GAP_BUCKETS), len(known))
+    cell_total = _int_bincount(cell, dur, size).reshape(len(GAP_BUCKETS), len(known))
+    buckets = tuple(
+        GapBucket(
+            label=label,
+            lower_ns=lower,
+            upper_ns=upper,
+            count=int(cell_count[b].sum()),
+            total_ns=int(cell_total[b].sum()),
+            by_cause=tuple(
+                CauseShare(name, int(cell_count[b, c]), int(cell_total[b, c]))
+                for c, name in enumerate(known)
+            ),
+        )
+        for b, (label, lower, upper) in enumerate(GAP_BUCKETS)
+    )
+    return GapReport(
+        buckets=buckets,
+        count=int(dur.size),
+        total_ns=int(dur.sum()),
+        worst=_worst_gaps(gaps, events, worst),
+    )
+
+
+def _int_bincount(
+    index: npt.NDArray[np.int64], weight: npt.NDArray[np.int64], size: int
+) -> npt.NDArray[np.int64]:
+    # np.bincount sums weights in float64; ns totals must stay exact integers.
+    total = np.zeros(size, dtype=np.int64)
+    np.add.at(total, index, weight)
+    return total
+
+
+def _worst_gaps(gaps: pa.Table, events: pa.Table, worst: int) -> pa.Table:
+    order = np.lexsort(
+        (
+            np.asarray(gaps["device"], dtype=np.int64),
+            np.asarray(gaps["rank"], dtype=np.int64),
+            np.asarray(gaps["start_ns"], dtype=np.int64),
+            -np.asarray(gaps["dur_ns"], dtype=np.int64),
+        )
+    )[:worst]
+    top = gaps.take(pa.array(order, pa.int64()))
+    next_task = np.asarray(top["next_task"], dtype=np.int64)
+    known_task = (next_task >= 0) & (next_task < events.num_rows)
+    task_names = pc.cast(
+        events["name"].take(pa.array(np.maximum(next_task, 0), pa.int64(), mask=~known_task)),
+        pa.string(),
+    )
+    rank = np.asarray(top["rank"], dtype=np.int64)
+    start = np.asarray(top["start_ns"], dtype=np.int64)
+    return pa.table(
+        {
+            "rank": top["rank"],
+            "device": top["device"],
+            "step": top["step"],
+            "start_ns": top["start_ns"],
+            "end_ns": top["end_ns"],
+            "dur_ns": top["dur_ns"],
+            "cause": top["cause"],
+            "next_task": task_names,
+            "host_op": _running_at(events, schema.CPU_OP, rank, start),
+            "host_annotation": _running_at(events, schema.ANNOTATION, rank, start),
+        }
+    ).cast(WORST_GAPS_SCHEMA)
+
+
+def _running_at(
+    events: pa.Table, kind: str, rank: npt.NDArray[np.int64], at_ns: npt.NDArray[np.int64]
+) -> pa.Array:
+    """Name of the innermost ``kind`` event of each rank running at each instant (or null)."""
+    host = events.filter(pc.equal(events["kind"], kind))
+    host_rank = np.asarray(host["rank"], dtype=np.int64)
+    host_start = np.asarray(host["start_ns"], dtype=np.int64)
+    host_end = host_start + np.asarray(host["dur_ns"], dtype=np.int64)
+    chosen = np.full(len(at_ns), -1, dtype=np.int64)
+    # One vectorised pass per reported gap (a handful), not per event.
+    for i, (r, t) in enumerate(zip(rank, at_ns, strict=True)):
+        running = np.flatnonzero((host_rank == r) & (host_start <= t) & (host_end > t))
+        if running.size:
+            pick = np.lexsort((host_end[running] - host_start[running], -host_start[running]))
+            chosen[i] = running[pick[0]]
+    names = host["name"].take(pa.array(np.maximum(chosen, 0), pa.int64(), mask=chosen < 0))
+    return pc.cast(names, pa.string()).combine_chunks()

@@ -1,0 +1,115 @@
+"""Gap histogram and worst gaps on hand-built gaps and host activity."""
+
+from __future__ import annotations
+
+from tests.synth import EventsBuilder, gaps_table
+
+from perfledger.analysis.gaps import GAP_BUCKETS, WORST_GAPS_SCHEMA, gap_report
+from perfledger.analysis.types import IDLE_CAUSES
+
+US = 1_000
+MS = 1_000_000
+
+
+def test_histogram_buckets_and_causes() -> None:
+    gaps = gaps_table(
+        [
+            {"start_ns": 0, "end_ns": 9_999, "cause": "launch_latency"},  # < 10 µs
+            {"start_ns": 100_000, "end_ns": 110_000, "cause": "sync"},  # exactly 10 µs
+            {"start_ns": 200_000, "end_ns": 299_999, "cause": "sync"},  # just under 100 µs
+            {"start_ns": 1 * MS, "end_ns": 2 * MS, "cause": "host_dispatch"},  # exactly 1 ms
+            {"start_ns": 3 * MS, "end_ns": 3 * MS + 500 * US, "cause": "dataloader"},
+            {"start_ns": 10 * MS, "end_ns": 30 * MS, "cause": "other"},  # 20 ms
+            {"start_ns": 40 * MS, "end_ns": 40 * MS, "cause": "other"},  # empty: ignored
+        ]
+    )
+    report = gap_report(gaps, EventsBuilder().table())
+    assert [b.label for b in report.buckets] == [label for label, _, _ in GAP_BUCKETS]
+    counts = [(b.count, b.total_ns) for b in report.buckets]
+    assert counts == [
+        (1, 9_999),
+        (2, 10_000 + 99_999),
+        (1, 500 * US),
+        (1, 1 * MS),
+        (1, 20 * MS),
+    ]
+    assert report.count == 6
+    assert report.total_ns == 9_999 + 10_000 + 99_999 + 500 * US + 1 * MS + 20 * MS
+    second = report.buckets[1]
+    assert [c.cause for c in second.by_cause] == list(IDLE_CAUSES)
+    sync = {c.cause: (c.count, c.total_ns) for c in second.by_cause}
+    assert sync == {
+        "host_dispatch": (0, 0),
+        "sync": (2, 109_999),
+        "dataloader": (0, 0),
+        "launch_latency": (0, 0),
+        "other": (0, 0),
+    }
+    assert report.buckets[4].upper_ns is None
+    assert (report.buckets[3].lower_ns, report.buckets[3].upper_ns) == (1 * MS, 10 * MS)
+
+
+def test_worst_gaps_are_longest_first_with_host_context() -> None:
+    # Host: step > forward (annotations); forward > aten::linear > aten::item, a second
+    # thread running aten::copy_ that started earlier than aten::item.
+    events = (
+        EventsBuilder()
+        .annotation(0, 1_000 * US, "ProfilerStep#1 region")
+        .annotation(100 * US, 500 * US, "forward")
+        .cpu_op(150 * US, 400 * US, "aten::linear")
+        .cpu_op(200 * US, 100 * US, "aten::item")
+        .cpu_op(120 * US, 800 * US, "aten::copy_", thread=2)
+        .kernel(700 * US, 10 * US, "gemm")  # row 5 after sorting by start
+        .annotation(0, 5_000 * US, "on another rank", rank=1)
+        .table()
+    )
+    gemm_row = events["name"].to_pylist().index("gemm")
+    gaps = gaps_table(
+        [
+            # during aten::item (running at 250 µs): the innermost host op and annotation
+            {"start_ns": 250 * US, "end_ns": 700 * US, "cause": "sync", "next_task": gemm_row},
+            # same length, later start: second
+            {"start_ns": 800 * US, "end_ns": 1_250 * US, "cause": "host_dispatch", "step": 2},
+            # host idle at the start of this one: no op, no annotation on rank 0
+            {"start_ns": 2_000 * US, "end_ns": 2_100 * US, "cause": "other"},
+            {"start_ns": 3_000 * US, "end_ns": 3_001 * US, "cause": "other"},
+        ]
+    )
+    worst = gap_report(gaps, events, worst=3).worst
+    assert worst.schema.equals(WORST_GAPS_SCHEMA)
+    rows = worst.to_pylist()
+    assert [(r["start_ns"], r["dur_ns"]) for r in rows] == [
+        (250 * US, 450 * US),
+        (800 * US, 450 * US),
+        (2_000 * US, 100 * US),
+    ]
+    first, second, third = rows
+    assert (first["host_op"], first["host_annotation"], first["next_task"]) == (
+        "aten::item",
+        "forward",
+        "gemm",
+    )
+    assert first["cause"] == "sync"
+    # at 800 µs only aten::copy_ (thread 2) runs; the step region is the only annotation
+    assert (second["host_op"], second["host_annotation"]) == (
+        "aten::copy_",
+        "ProfilerStep#1 region",
+    )
+    assert (second["step"], second["next_task"]) == (2, None)
+    assert (third["host_op"], third["host_annotation"]) == (None, None)
+
+
+def test_default_keeps_the_twenty_longest() -> None:
+    gaps = gaps_table(
+        [{"start_ns": i * MS, "end_ns": i * MS + i + 1, "cause": "other"} for i in range(30)]
+    )
+    worst = gap_report(gaps, EventsBuilder().table()).worst
+    assert worst["dur_ns"].to_pylist() == list(range(30, 10, -1))
+
+
+def test_no_gaps() -> None:
+    report = gap_report(gaps_table([]), EventsBuilder().table())
+    assert report.count == 0
+    assert report.total_ns == 0
+    assert all(b.count == 0 for b in report.buckets)
+    assert report.worst.num_rows == 0
