@@ -1,0 +1,1167 @@
+"""The profile as a Chrome trace (JSON) that Perfetto and chrome://tracing load without errors.
+
+Tracks, in this order for every rank: host threads (ops, runtime calls, annotations), device
+streams (with a lane of idle gaps coloured by cause), then an analysis process holding the
+counters (host CPU %, RSS, device memory, device busy %) and the spans of findings. Flows join
+each launch to the device task it issued.
+
+What keeps Perfetto's importer from truncating or dropping slices:
+
+- ``ts`` and ``dur`` are µs relative to the profile start with three decimals (exact ns).
+  Perfetto turns a number into ns as ``trunc(x * 1000)`` in doubles, which loses 1 ns for
+  about 1% of three-decimal values; those values get a fourth decimal ``1`` (0.1 ns), so the
+  truncation lands on the exact ns again and ends still nest.
+- One track holds only slices that nest or are disjoint: a slice that partially overlaps an
+  earlier one moves to an overflow lane of its track (durations are never altered).
+- Flows use small sequential ids (far below 2^53) and sit at the middle of their slices, so
+  they bind to the launch and the task, never to a neighbour starting at the same instant.
+- Pids and tids are small synthetic numbers, unique across the file; the real ones are in
+  the track names.
+
+Everything is formatted column-wise with pyarrow: the only Python loops run over tracks,
+distinct names and output chunks, never over events.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger import __version__, schema
+from perfledger.analysis import intervals
+from perfledger.analysis.types import GAPS_SCHEMA, StepWindow
+from perfledger.errors import PerfledgerError
+
+Int64Array = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+TIMELINE_FORMAT_VERSION: Final = 1
+# A step slice holds at most this many trace events, so one step always opens fast.
+STEP_MAX_EVENTS: Final = 200_000
+DEVICE_BUSY_BUCKET_NS: Final = 1_000_000
+# Device busy % gets at most this many buckets per device; longer profiles widen the bucket.
+DEVICE_BUSY_MAX_BUCKETS: Final = 200_000
+# A track needing more overflow lanes than this is pathological; the rest is dropped (counted).
+MAX_LANES: Final = 32
+_GZIP_LEVEL: Final = 3
+_CHUNK_RECORDS: Final = 100_000
+
+# Chrome's reserved colour names; Perfetto colours slices by name, so causes also differ there.
+IDLE_CAUSE_COLOURS: Final = {
+    "host_dispatch": "terrible",
+    "sync": "bad",
+    "dataloader": "yellow",
+    "launch_latency": "olive",
+    "other": "grey",
+}
+
+# Among slices with the same start and duration on one track, the outer one comes first.
+_KIND_NESTING_ORDER: Final = {
+    schema.STEP: 0,
+    schema.DATALOADER: 1,
+    schema.ANNOTATION: 2,
+    schema.PYTHON: 3,
+    schema.CPU_OP: 4,
+    schema.RUNTIME: 5,
+    schema.SYNC: 6,
+    schema.DEVICE_ANNOTATION: 7,
+    schema.KERNEL: 8,
+    schema.COMM: 9,
+    schema.MEMCPY: 10,
+    schema.MEMSET: 11,
+    schema.INSTANT: 12,
+}
+
+# Process categories, in display order within a rank.
+_HOST, _DEVICE, _ANALYSIS = 0, 1, 2
+# Thread classes inside a device process, in display order.
+_GAPS_LANE, _STREAM_LANE, _ANNOTATION_LANE = 0, 1, 2
+# Record classes: at equal ts a slice is written before the flow ends and counters at it.
+_SLICE, _INSTANT, _FLOW_OUT, _FLOW_IN, _COUNTER = 0, 1, 2, 3, 4
+
+
+@dataclass(frozen=True)
+class TimelineStats:
+    """What one written timeline holds.
+
+    Attributes:
+        path: the file written.
+        events_total: trace events (slices and instants of the events table) in the window.
+        events_written: those written (fewer when ``max_events`` cut the timeline).
+        truncated_at_ns: where the cut fell (absolute ns), or None when nothing was cut.
+        flows: launch → task flows written.
+        counters: counter samples written.
+        overlapping: slices moved to overflow lanes because they partially overlapped.
+        dropped: slices left out because their track needed more than MAX_LANES lanes.
+    """
+
+    path: Path
+    events_total: int
+    events_written: int
+    truncated_at_ns: int | None
+    flows: int
+    counters: int
+    overlapping: int
+    dropped: int
+
+
+def profile_origin_ns(events: pa.Table, counters: pa.Table | None = None) -> int:
+    """The profile start every timeline time is relative to: the first event (else sample)."""
+    if events.num_rows:
+        return int(pc.min(events.column("start_ns")).as_py())
+    if counters is not None and counters.num_rows:
+        return int(pc.min(counters.column("ts_ns")).as_py())
+    return 0
+
+
+def device_busy_counters(
+    events: pa.Table,
+    *,
+    bucket_ns: int = DEVICE_BUSY_BUCKET_NS,
+    origin_ns: int | None = None,
+    max_buckets: int = DEVICE_BUSY_MAX_BUCKETS,
+) -> pa.Table:
+    """Device busy % per bucket (union of device tasks over all streams), as counter rows.
+
+    One sample per bucket [t, t + bucket) aligned on the profile start, track
+    ``device <d>``, name ``busy % (<bucket> ms)``. A profile longer than ``max_buckets``
+    buckets gets wider buckets (whole multiples of ``bucket_ns``).
+    """
+    if events.num_rows == 0:
+        return schema.empty_counters()
+    origin = profile_origin_ns(events) if origin_ns is None else origin_ns
+    device = _int64(events, "device")
+    task = _kind_mask(events, schema.DEVICE_TASK_KINDS) & (device >= 0)
+    if not task.any():
+        return schema.empty_counters()
+    rank = _int64(events, "rank")
+    start = _int64(events, "start_ns")
+    end = start + _int64(events, "dur_ns")
+    parts: list[pa.Table] = []
+    keys = np.unique(np.stack([rank[task], device[task]], axis=1), axis=0)
+    for r, d in keys:
+        rows = task & (rank == r) & (device == d)
+        busy = intervals.union(start[rows], end[rows])
+        span_end = int(busy.ends[-1]) if len(busy) else origin
+        width = bucket_ns
+        count = -(-(span_end - origin) // width)
+        if count > max_buckets:
+            width = bucket_ns * -(-count // max_buckets)
+            count = -(-(span_end - origin) // width)
+        edges = origin + np.arange(count, dtype=np.int64) * width
+        busy_pct = busy.covered(edges, edges + width) * (100.0 / width)
+        label = f"busy % ({width / 1e6:g} ms)"
+        parts.append(
+            pa.table(
+                {
+                    "rank": pa.array(np.full(count, r, dtype=np.int32)),
+                    "track": pa.array([f"device {d}"] * count, pa.string()),
+                    "name": pa.array([label] * count, pa.string()),
+                    "ts_ns": pa.array(edges),
+                    "value": pa.array(np.round(busy_pct, 3)),
+                },
+                schema=schema.COUNTERS_SCHEMA,
+            )
+        )
+    return pa.concat_tables(parts) if parts else schema.empty_counters()
+
+
+def write_timeline(
+    path: Path,
+    events: pa.Table,
+    *,
+    gaps: pa.Table | None = None,
+    counters: pa.Table | None = None,
+    window: tuple[int, int] | None = None,
+    max_events: int | None = None,
+    process_names: Mapping[int, str] | None = None,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    origin_ns: int | None = None,
+    device_busy: bool = True,
+) -> TimelineStats:
+    """Write the Chrome trace of a profile (gzip when ``path`` ends with ``.gz``).
+
+    Args:
+        path: the output file; written under a temporary name, then renamed.
+        events: canonical events (:data:`perfledger.schema.EVENTS_SCHEMA`).
+        gaps: idle gaps (:data:`perfledger.analysis.types.GAPS_SCHEMA`), shown by cause.
+        counters: counter samples (:data:`perfledger.schema.COUNTERS_SCHEMA`).
+        window: only what overlaps [start_ns, end_ns) (absolute ns, the events' time base).
+        max_events: keep only the earliest events, at most this many.
+        process_names: a label per rank (host name, job name), else ``rank <n>``.
+        findings: findings whose ``spans`` (``[{rank, start_ns, end_ns}]``) become slices.
+        origin_ns: time zero of the file; the first event by default. Step slices share
+            the origin of the whole profile so their times agree with it.
+        device_busy: add the device busy % counters computed from the device tasks.
+    """
+    prepared = _prepare(
+        events,
+        gaps=gaps,
+        counters=counters,
+        findings=findings,
+        process_names=process_names,
+        origin_ns=origin_ns,
+        device_busy=device_busy,
+    )
+    return _write(prepared, Path(path), window=window, max_events=max_events)
+
+
+def write_step_timelines(
+    dir: Path,  # noqa: A002 - the name of the public contract
+    events: pa.Table,
+    windows: Sequence[StepWindow],
+    gaps: pa.Table | None,
+    counters: pa.Table | None,
+    *,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    process_names: Mapping[int, str] | None = None,
+    max_events: int | None = STEP_MAX_EVENTS,
+) -> list[Path]:
+    """Write one ``step_<n>.json.gz`` per step (the hull of that step's windows over ranks).
+
+    The tracks, names and time origin are those of the whole profile, so a step slice and
+    the full timeline line up; each slice holds at most ``max_events`` events.
+    """
+    out_dir = Path(dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hulls: dict[int, tuple[int, int]] = {}
+    for w in windows:
+        lo, hi = hulls.get(w.step, (w.start_ns, w.end_ns))
+        hulls[w.step] = (min(lo, w.start_ns), max(hi, w.end_ns))
+    if not hulls:
+        return []
+    prepared = _prepare(
+        events,
+        gaps=gaps,
+        counters=counters,
+        findings=findings,
+        process_names=process_names,
+        origin_ns=None,
+        device_busy=True,
+    )
+    written = []
+    for step in sorted(hulls):
+        target = out_dir / f"step_{step}.json.gz"
+        _write(prepared, target, window=hulls[step], max_events=max_events)
+        written.append(target)
+    return written
+
+
+# --------------------------------------------------------------------------------------------
+# Preparation: tracks, lanes, flows and the record arrays, once per profile.
+
+
+@dataclass(frozen=True)
+class _Slices:
+    """Slices and instants of one origin (events, gaps or findings), columns by row."""
+
+    start: Int64Array
+    dur: Int64Array
+    pid: Int64Array
+    tid: Int64Array
+    instant: BoolArray
+    nesting: Int64Array  # tie-break among equal start and duration
+    name_index: Int64Array
+    names: pa.Array  # JSON-escaped distinct names, indexed by name_index
+    cat_index: Int64Array
+    cats: pa.Array
+    args: Callable[[Int64Array], pa.Array]  # JSON args objects of the given rows
+    # ``,"cname":"..."`` per distinct name (same index as names), or None
+    colours: pa.Array | None = None
+
+    @property
+    def size(self) -> int:
+        return int(self.start.size)
+
+
+@dataclass(frozen=True)
+class _Counters:
+    ts: Int64Array
+    pid: Int64Array
+    series: Int64Array  # index into names/keys
+    names: pa.Array  # JSON-escaped track name per series
+    keys: pa.Array  # JSON-escaped counter name per series
+    value: npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    origin: int
+    events: _Slices
+    analysis: list[_Slices]
+    flow_from: Int64Array  # row of the launch in ``events``
+    flow_to: Int64Array  # row of the device task in ``events``
+    counters: _Counters
+    metadata: list[tuple[int, int, str, int, str]]  # pid, tid (0: process), name, sort, kind
+    overlapping: int
+    dropped: Int64Array  # rows of ``events`` left out
+    other: dict[str, Any] = field(default_factory=dict)
+
+
+def _int64(table: pa.Table, column: str) -> Int64Array:
+    return np.asarray(table.column(column).to_numpy(), dtype=np.int64)
+
+
+def _dictionary(table: pa.Table, column: str) -> tuple[Int64Array, list[str | None]]:
+    """A string column as (codes, distinct values); works on dictionary and plain strings."""
+    col = table.column(column)
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    col = pa.chunked_array(col.chunks, type=col.type) if col.num_chunks else col
+    if col.num_chunks == 0:
+        return np.zeros(0, dtype=np.int64), []
+    combined = col.unify_dictionaries() if hasattr(col, "unify_dictionaries") else col
+    dictionary = combined.chunk(0).dictionary
+    codes = np.concatenate(
+        [np.asarray(c.indices.fill_null(0).to_numpy(), dtype=np.int64) for c in combined.chunks]
+    )
+    return codes, dictionary.to_pylist()
+
+
+def _kind_mask(events: pa.Table, kinds: Iterable[str]) -> BoolArray:
+    codes, values = _dictionary(events, "kind")
+    wanted = set(kinds)
+    hit = np.fromiter((v in wanted for v in values), dtype=bool, count=len(values))
+    return hit[codes] if codes.size else np.zeros(0, dtype=bool)
+
+
+def _json_strings(values: Sequence[str | None]) -> pa.Array:
+    """JSON string literals of distinct values (null becomes an empty string)."""
+    return pa.array([json.dumps("" if v is None else v, ensure_ascii=False) for v in values])
+
+
+def _lanes(start: Int64Array, end: Int64Array) -> Int64Array:
+    """A lane per interval so that every lane holds only nested or disjoint intervals.
+
+    Lane 0 keeps as many as it can; intervals crossing an earlier one go to lane 1, and so
+    on; -1 marks intervals beyond MAX_LANES (left out). Zero-length intervals nest anywhere.
+    """
+    lane = np.full(start.size, -1, dtype=np.int64)
+    pending = np.arange(start.size)
+    for k in range(MAX_LANES):
+        if pending.size == 0:
+            break
+        crossing = _crossing(start[pending], end[pending])
+        lane[pending[~crossing]] = k
+        pending = pending[crossing]
+    return lane
+
+
+def _crossing(start: Int64Array, end: Int64Array) -> BoolArray:
+    """Intervals to take out so that the others are laminar (nested or disjoint)."""
+    out = np.zeros(start.size, dtype=bool)
+    rows = np.flatnonzero(end > start)
+    rounds = 0
+    while rows.size > 1:
+        true_crossing, unsure = _violations(start[rows], end[rows])
+        # The first crossing in start order is always a true one; after a few rounds also
+        # drop the intervals only suspected, so that the loop ends quickly on odd tracks.
+        drop = true_crossing | unsure if rounds >= 8 else true_crossing
+        if not drop.any():
+            break
+        out[rows[drop]] = True
+        rows = rows[~drop]
+        rounds += 1
+    return out
+
+
+def _violations(start: Int64Array, end: Int64Array) -> tuple[BoolArray, BoolArray]:
+    """Intervals (all of positive length) that cross their parent, vectorised.
+
+    In start order (longer first on ties), the depth of interval i is the number of
+    intervals open at its start, itself included; in a laminar prefix its parent is the
+    last earlier interval one level up. Interval i crosses when it outlives an open parent;
+    it is ``unsure`` when that parent is already closed (a crossing happened before it).
+    """
+    n = start.size
+    order = np.lexsort((-end, start))
+    s = start[order]
+    e = end[order]
+    closed = np.searchsorted(np.sort(e), s, side="right")
+    depth = np.arange(1, n + 1, dtype=np.int64) - closed
+    stride = np.int64(n + 1)
+    key = depth * stride + np.arange(n, dtype=np.int64)
+    key_sorted = np.sort(key)
+    nested = depth >= 2
+    target = (depth - 1) * stride + np.arange(n, dtype=np.int64)
+    pos = np.searchsorted(key_sorted, target, side="left") - 1
+    pos_c = np.clip(pos, 0, n - 1)
+    parent = key_sorted[pos_c] % stride
+    found = nested & (pos >= 0) & (key_sorted[pos_c] // stride == depth - 1)
+    parent_end = e[parent]
+    open_parent = found & (parent_end > s)
+    true_crossing = open_parent & (e > parent_end)
+    unsure = nested & ~open_parent
+    result_true = np.zeros(n, dtype=bool)
+    result_unsure = np.zeros(n, dtype=bool)
+    result_true[order] = true_crossing
+    result_unsure[order] = unsure
+    return result_true, result_unsure
+
+
+class _Layout:
+    """Synthetic pids/tids and the metadata naming them, in display order."""
+
+    def __init__(self, process_names: Mapping[int, str] | None) -> None:
+        self._labels = dict(process_names or {})
+        # (rank, category, id) -> name ; threads: (process key, sort tuple) -> name
+        self.processes: dict[tuple[int, int, int], str] = {}
+        self.threads: dict[tuple[tuple[int, int, int], tuple[Any, ...]], str] = {}
+
+    def label(self, rank: int) -> str:
+        return self._labels.get(rank, f"rank {rank}")
+
+    def process(self, rank: int, category: int, ident: int) -> tuple[int, int, int]:
+        key = (rank, category, ident)
+        if key not in self.processes:
+            label = self.label(rank)
+            if category == _HOST:
+                name = f"{label} host (pid {ident})"
+            elif category == _DEVICE:
+                name = f"{label} device {ident}"
+            else:
+                name = f"{label} analysis"
+            self.processes[key] = name
+        return key
+
+    def thread(self, process: tuple[int, int, int], sort: tuple[Any, ...], name: str) -> None:
+        self.threads.setdefault((process, sort), name)
+
+    def assign(self) -> tuple[dict[Any, int], dict[Any, int], list[tuple[int, int, str, int, str]]]:
+        """Number processes and threads in display order; return the maps and metadata."""
+        pids: dict[Any, int] = {}
+        tids: dict[Any, int] = {}
+        metadata: list[tuple[int, int, str, int, str]] = []
+        for i, key in enumerate(sorted(self.processes), start=1):
+            pids[key] = i
+            metadata.append((i, 0, self.processes[key], i, "process"))
+        threads = sorted(self.threads, key=lambda t: (t[0], t[1]))
+        for j, tkey in enumerate(threads, start=1):
+            tids[tkey] = j
+            metadata.append((pids[tkey[0]], j, self.threads[tkey], j, "thread"))
+        return pids, tids, metadata
+
+
+def _event_tracks(events: pa.Table, layout: _Layout) -> tuple[Int64Array, list[Any], int]:
+    """The thread of every event row (index into the returned keys, -1: left out).
+
+    A track is a host thread or a device stream (device annotations get their own);
+    partial overlaps on a track spill into overflow lanes, each its own thread.
+    """
+    n = events.num_rows
+    rank = _int64(events, "rank")
+    device = _int64(events, "device")
+    stream = _int64(events, "stream")
+    on_device = device >= 0
+    annotation = _kind_mask(events, (schema.DEVICE_ANNOTATION,)) & on_device
+    category = np.where(on_device, _DEVICE, _HOST)
+    ident = np.where(on_device, device, _int64(events, "pid"))
+    lane_class = np.where(annotation, _ANNOTATION_LANE, _STREAM_LANE)
+    start = _int64(events, "start_ns")
+    end = start + _int64(events, "dur_ns")
+    step_rows = _kind_mask(events, (schema.STEP,))
+    row_thread = np.full(n, -1, dtype=np.int64)
+    thread_keys: list[Any] = []
+    if n == 0:
+        return row_thread, thread_keys, 0
+    columns = np.stack([rank, category, ident, stream, lane_class], axis=1)
+    keys, track = np.unique(columns, axis=0, return_inverse=True)
+    track = track.reshape(-1)
+    order = np.argsort(track, kind="stable")
+    bounds = np.searchsorted(track[order], np.arange(keys.shape[0] + 1))
+    overlapping = 0
+    for t in range(keys.shape[0]):  # one pass per track, vectorised inside
+        r, cat, idn, strm, cls = (int(v) for v in keys[t])
+        rows = order[bounds[t] : bounds[t + 1]]
+        lane = _lanes(start[rows], end[rows])
+        overlapping += int((lane > 0).sum())
+        process = layout.process(r, cat, idn)
+        # host: the thread holding the step marks (the main thread) first, then by start
+        main = 0 if step_rows[rows].any() else 1
+        first = int(start[rows].min())
+        for k in np.unique(lane[lane >= 0]):
+            suffix = f" (overlap {k})" if k else ""
+            if cat == _HOST:
+                sort: tuple[Any, ...] = (main, first, strm, int(k))
+                name = f"thread {strm}{suffix}"
+            else:
+                sort = (cls, strm, int(k))
+                what = " annotations" if cls == _ANNOTATION_LANE else ""
+                name = f"stream {strm}{what}{suffix}"
+            layout.thread(process, sort, name)
+            row_thread[rows[lane == k]] = len(thread_keys)
+            thread_keys.append((process, sort))
+    return row_thread, thread_keys, overlapping
+
+
+def _event_slices(
+    events: pa.Table,
+    row_thread: Int64Array,
+    thread_keys: list[Any],
+    pids: Mapping[Any, int],
+    tids: Mapping[Any, int],
+) -> _Slices:
+    start = _int64(events, "start_ns")
+    thread_pid = np.array([pids[k[0]] for k in thread_keys] + [-1], dtype=np.int64)
+    thread_tid = np.array([tids[k] for k in thread_keys] + [-1], dtype=np.int64)
+    pid = thread_pid[row_thread]  # -1 picks the sentinel
+    tid = thread_tid[row_thread]
+    kind_codes, kinds = _dictionary(events, "kind")
+    nesting_of_kind = np.array([_KIND_NESTING_ORDER.get(k or "", 99) for k in kinds] or [0])
+    name_codes, names = _dictionary(events, "name")
+    step = _int64(events, "step")
+    correlation = _int64(events, "correlation")
+    external_id = _int64(events, "external_id")
+    moved = _int64(events, "bytes")
+    shapes = events.column("shapes")
+    dtypes = events.column("dtypes")
+
+    def args(rows: Int64Array) -> pa.Array:
+        idx = pa.array(rows)
+        parts: list[Any] = ['{"step":', _ints(step[rows])]
+        for key, values, absent in (
+            ("correlation", correlation, schema.NO_ID),
+            ("external_id", external_id, schema.NO_ID),
+            ("bytes", moved, -1),
+        ):
+            sel = values[rows]
+            parts.append(
+                pc.if_else(
+                    pa.array(sel != absent),
+                    pc.binary_join_element_wise(f',"{key}":', _ints(sel), ""),
+                    "",
+                )
+            )
+        for key, column in (("shapes", shapes), ("dtypes", dtypes)):
+            values = column.take(idx)
+            parts.append(_optional_string_field(key, values))
+        parts.append("}")
+        return pc.binary_join_element_wise(*parts, "")
+
+    kind_values = [k or "" for k in kinds]
+    return _Slices(
+        start=start,
+        dur=_int64(events, "dur_ns"),
+        pid=pid,
+        tid=tid,
+        instant=_kind_mask(events, (schema.INSTANT,)),
+        nesting=nesting_of_kind[kind_codes] if kind_codes.size else np.zeros(0, np.int64),
+        name_index=name_codes,
+        names=_json_strings(names),
+        cat_index=kind_codes,
+        cats=_json_strings(kind_values),
+        args=args,
+    )
+
+
+def _optional_string_field(key: str, values: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """``,"key":"value"`` where the value is set and not empty, else nothing."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    encoded = pc.dictionary_encode(values)
+    literals = _json_strings(encoded.dictionary.to_pylist())
+    codes = encoded.indices
+    present = pc.and_(pc.is_valid(values), pc.not_equal(pc.utf8_length(values), 0))
+    present = pc.fill_null(present, False)
+    if len(literals) == 0:
+        return pa.array([""] * len(values), pa.string())
+    text = pc.binary_join_element_wise(f',"{key}":', literals.take(pc.fill_null(codes, 0)), "")
+    return pc.if_else(present, text, "")
+
+
+def _ints(values: Int64Array) -> pa.Array:
+    return pc.cast(pa.array(np.asarray(values, dtype=np.int64)), pa.string())
+
+
+def _us(ns: Int64Array) -> pa.Array:
+    """Non-negative ns as µs text with three decimals, Perfetto-exact (see module doc)."""
+    ns = np.asarray(ns, dtype=np.int64)
+    whole = ns // 1000
+    frac = ns - whole * 1000
+    # what Perfetto computes: trunc(double(text) * 1000); double(text) == ns / 1000.0
+    short = (ns / 1000.0) * 1000.0 < ns
+    text = pc.binary_join_element_wise(
+        _ints(whole),
+        ".",
+        pc.utf8_lpad(_ints(frac), 3, "0"),
+        pc.if_else(pa.array(short), "1", ""),
+        "",
+    )
+    return text
+
+
+def _gap_slices(
+    gaps: pa.Table, layout: _Layout
+) -> tuple[pa.Table, Callable[[Mapping[Any, int], Mapping[Any, int]], _Slices]]:
+    missing = [f.name for f in GAPS_SCHEMA if f.name not in gaps.column_names]
+    if missing:
+        raise PerfledgerError(f"gaps table lacks columns: {', '.join(missing)}")
+    rank = _int64(gaps, "rank")
+    device = _int64(gaps, "device")
+    pairs: list[tuple[int, int]] = (
+        [(int(r), int(d)) for r, d in np.unique(np.stack([rank, device], axis=1), axis=0)]
+        if gaps.num_rows
+        else []
+    )
+    for r, d in pairs:
+        process = layout.process(int(r), _DEVICE, int(d))
+        layout.thread(process, (_GAPS_LANE, -1, 0), "idle gaps")
+
+    def build(pids: Mapping[Any, int], tids: Mapping[Any, int]) -> _Slices:
+        n = gaps.num_rows
+        pid = np.zeros(n, dtype=np.int64)
+        tid = np.zeros(n, dtype=np.int64)
+        for r, d in pairs:
+            process = (int(r), _DEVICE, int(d))
+            sel = (rank == r) & (device == d)
+            pid[sel] = pids[process]
+            tid[sel] = tids[(process, (_GAPS_LANE, -1, 0))]
+        start = _int64(gaps, "start_ns")
+        cause_codes, causes = _dictionary(gaps, "cause")
+        step = _int64(gaps, "step")
+        cause_text = [c or "other" for c in causes]
+
+        def args(rows: Int64Array) -> pa.Array:
+            causes_json = _json_strings(cause_text)
+            return pc.binary_join_element_wise(
+                '{"step":',
+                _ints(step[rows]),
+                ',"cause":',
+                causes_json.take(pa.array(cause_codes[rows])),
+                "}",
+                "",
+            )
+
+        return _Slices(
+            start=start,
+            dur=np.maximum(_int64(gaps, "end_ns") - start, 0),
+            pid=pid,
+            tid=tid,
+            instant=np.zeros(n, dtype=bool),
+            nesting=np.zeros(n, dtype=np.int64),
+            name_index=cause_codes,
+            names=_json_strings([f"idle: {c}" for c in cause_text]),
+            colours=pa.array(
+                [f',"cname":"{IDLE_CAUSE_COLOURS.get(c, "grey")}"' for c in cause_text],
+                pa.string(),
+            ),
+            cat_index=np.zeros(n, dtype=np.int64),
+            cats=_json_strings(["idle"]),
+            args=args,
+        )
+
+    return gaps, build
+
+
+def _finding_spans(
+    findings: Sequence[Mapping[str, Any]], layout: _Layout
+) -> Callable[[Mapping[Any, int], Mapping[Any, int]], _Slices] | None:
+    rows: list[tuple[int, int, int, str, str]] = []
+    for finding in findings:
+        for span in finding.get("spans") or ():
+            try:
+                lo, hi = int(span["start_ns"]), int(span["end_ns"])
+                owner = int(span.get("rank", 0))
+            except (KeyError, TypeError, ValueError):
+                continue
+            if hi >= lo:
+                rows.append(
+                    (owner, lo, hi, str(finding.get("id", "")), str(finding.get("title", "")))
+                )
+    if not rows:
+        return None
+    rank = np.array([r[0] for r in rows], dtype=np.int64)
+    start = np.array([r[1] for r in rows], dtype=np.int64)
+    end = np.array([r[2] for r in rows], dtype=np.int64)
+    lane = np.zeros(len(rows), dtype=np.int64)
+    for r in np.unique(rank):
+        sel = np.flatnonzero(rank == r)
+        lane[sel] = _lanes(start[sel], end[sel])
+        process = layout.process(int(r), _ANALYSIS, 0)
+        for k in np.unique(lane[sel]):
+            if k >= 0:
+                suffix = f" (overlap {k})" if k else ""
+                layout.thread(process, (1, int(k)), f"findings{suffix}")
+    ids = [r[3] for r in rows]
+    titles = [r[4] for r in rows]
+
+    def build(pids: Mapping[Any, int], tids: Mapping[Any, int]) -> _Slices:
+        n = len(rows)
+        pid = np.zeros(n, dtype=np.int64)
+        tid = np.zeros(n, dtype=np.int64)
+        for i in range(n):  # one row per finding span: a handful
+            if lane[i] < 0:
+                pid[i] = -1
+                continue
+            process = (int(rank[i]), _ANALYSIS, 0)
+            pid[i] = pids[process]
+            tid[i] = tids[(process, (1, int(lane[i])))]
+        title_json = _json_strings(titles)
+
+        def args(sel: Int64Array) -> pa.Array:
+            return pc.binary_join_element_wise('{"title":', title_json.take(pa.array(sel)), "}", "")
+
+        keep = pid >= 0
+        return _Slices(
+            start=start[keep],
+            dur=(end - start)[keep],
+            pid=pid[keep],
+            tid=tid[keep],
+            instant=np.zeros(int(keep.sum()), dtype=bool),
+            nesting=np.zeros(int(keep.sum()), dtype=np.int64),
+            name_index=np.arange(n, dtype=np.int64)[keep],
+            names=_json_strings(ids),
+            cat_index=np.zeros(int(keep.sum()), dtype=np.int64),
+            cats=_json_strings(["finding"]),
+            args=args,
+        )
+
+    return build
+
+
+def _counter_series(
+    counters: pa.Table, layout: _Layout, origin: int
+) -> Callable[[Mapping[Any, int]], _Counters]:
+    missing = [f.name for f in schema.COUNTERS_SCHEMA if f.name not in counters.column_names]
+    if missing:
+        raise PerfledgerError(f"counters table lacks columns: {', '.join(missing)}")
+    value = np.asarray(counters.column("value").to_numpy(), dtype=np.float64)
+    finite = np.isfinite(value)
+    counters = counters.filter(pa.array(finite))
+    value = value[finite]
+    rank = _int64(counters, "rank")
+    ts = _int64(counters, "ts_ns")
+    track_codes, tracks = _dictionary(counters, "track")
+    name_codes, names = _dictionary(counters, "name")
+    key = np.stack([rank, track_codes, name_codes], axis=1)
+    uniq, series = np.unique(key, axis=0, return_inverse=True) if key.size else (key, key[:, 0])
+    series = series.reshape(-1)
+    for r in np.unique(rank):
+        layout.process(int(r), _ANALYSIS, 0)
+    # samples before the origin: only the last of each series is kept, at the origin
+    before = ts < origin
+    if before.any():
+        last_before = np.zeros(ts.size, dtype=bool)
+        rows = np.flatnonzero(before)
+        order = rows[np.lexsort((ts[rows], series[rows]))]
+        is_last = np.ones(order.size, dtype=bool)
+        is_last[:-1] = series[order][1:] != series[order][:-1]
+        last_before[order[is_last]] = True
+        keep = ~before | last_before
+        ts = np.where(before, origin, ts)[keep]
+        value = value[keep]
+        series = series[keep]
+        rank = rank[keep]
+
+    def build(pids: Mapping[Any, int]) -> _Counters:
+        pid = np.array([pids[(int(r), _ANALYSIS, 0)] for r in uniq[:, 0]] or [0])[series]
+        return _Counters(
+            ts=ts,
+            pid=pid if series.size else np.zeros(0, np.int64),
+            series=series,
+            names=_json_strings([tracks[int(t)] or "counter" for t in uniq[:, 1]]),
+            keys=_json_strings([names[int(n)] or "value" for n in uniq[:, 2]]),
+            value=value,
+        )
+
+    return build
+
+
+def _check_events(events: pa.Table) -> None:
+    missing = [f.name for f in schema.EVENTS_SCHEMA if f.name not in events.column_names]
+    if missing:
+        raise PerfledgerError(f"events table lacks columns: {', '.join(missing)}")
+
+
+def _flows(events: pa.Table) -> tuple[Int64Array, Int64Array]:
+    """(launch row, task row) per device task whose launch is known, by (rank, correlation)."""
+    correlation = _int64(events, "correlation")
+    device = _int64(events, "device")
+    rank = _int64(events, "rank")
+    start = _int64(events, "start_ns")
+    launch = _kind_mask(events, schema.LAUNCH_KINDS) & (device < 0) & (correlation >= 0)
+    task = _kind_mask(events, schema.DEVICE_TASK_KINDS) & (device >= 0) & (correlation >= 0)
+    launch_rows = np.flatnonzero(launch)
+    task_rows = np.flatnonzero(task)
+    if launch_rows.size == 0 or task_rows.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    # the earliest launch wins when a source repeats an id (as in the step analysis)
+    launch_keys = rank[launch_rows] * (1 << 40) + correlation[launch_rows]
+    order = np.lexsort((start[launch_rows], launch_keys))
+    keys_sorted = launch_keys[order]
+    first = np.ones(keys_sorted.size, dtype=bool)
+    first[1:] = keys_sorted[1:] != keys_sorted[:-1]
+    keys_unique = keys_sorted[first]
+    rows_unique = launch_rows[order][first]
+    task_keys = rank[task_rows] * (1 << 40) + correlation[task_rows]
+    pos = np.clip(np.searchsorted(keys_unique, task_keys), 0, keys_unique.size - 1)
+    found = keys_unique[pos] == task_keys
+    return rows_unique[pos[found]], task_rows[found]
+
+
+def _prepare(
+    events: pa.Table,
+    *,
+    gaps: pa.Table | None,
+    counters: pa.Table | None,
+    findings: Sequence[Mapping[str, Any]] | None,
+    process_names: Mapping[int, str] | None,
+    origin_ns: int | None,
+    device_busy: bool,
+) -> _Prepared:
+    _check_events(events)
+    origin = profile_origin_ns(events, counters) if origin_ns is None else origin_ns
+    layout = _Layout(process_names)
+    row_thread, thread_keys, overlapping = _event_tracks(events, layout)
+    gap_build = _gap_slices(gaps, layout)[1] if gaps is not None and gaps.num_rows else None
+    finding_build = _finding_spans(findings or (), layout)
+    all_counters = [c for c in (counters,) if c is not None and c.num_rows]
+    if device_busy:
+        busy = device_busy_counters(events, origin_ns=origin)
+        if busy.num_rows:
+            all_counters.append(busy)
+    counter_table = (
+        pa.concat_tables(
+            [
+                c.select(schema.COUNTERS_SCHEMA.names).cast(schema.COUNTERS_SCHEMA)
+                for c in all_counters
+            ]
+        )
+        if all_counters
+        else schema.empty_counters()
+    )
+    counter_build = _counter_series(counter_table, layout, origin)
+    pids, tids, metadata = layout.assign()
+    event_slices = _event_slices(events, row_thread, thread_keys, pids, tids)
+    analysis = [b(pids, tids) for b in (gap_build, finding_build) if b is not None]
+    flow_from, flow_to = _flows(events)
+    kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0)
+    return _Prepared(
+        origin=origin,
+        events=event_slices,
+        analysis=analysis,
+        flow_from=flow_from[kept],
+        flow_to=flow_to[kept],
+        counters=counter_build(pids),
+        metadata=metadata,
+        overlapping=overlapping,
+        dropped=np.flatnonzero(row_thread < 0),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Writing: select the window, cut at max_events, format column-wise, stream out in order.
+
+
+def _overlaps(start: Int64Array, dur: Int64Array, lo: int, hi: int) -> BoolArray:
+    end = start + dur
+    inside: BoolArray = (start < hi) & ((end > lo) | ((dur == 0) & (start >= lo)))
+    return inside
+
+
+def _slice_lines(s: _Slices, rows: Int64Array, origin: int) -> pa.Array:
+    ts = _us(s.start[rows] - origin)
+    names = s.names.take(pa.array(s.name_index[rows]))
+    cats = s.cats.take(pa.array(s.cat_index[rows]))
+    args = s.args(rows)
+    instant = s.instant[rows]
+    head = pc.if_else(pa.array(instant), ',\n{"ph":"i","s":"t","pid":', ',\n{"ph":"X","pid":')
+    dur = pc.if_else(
+        pa.array(instant), "", pc.binary_join_element_wise(',"dur":', _us(s.dur[rows]), "")
+    )
+    return pc.binary_join_element_wise(
+        head,
+        _ints(s.pid[rows]),
+        ',"tid":',
+        _ints(s.tid[rows]),
+        ',"ts":',
+        ts,
+        dur,
+        ',"name":',
+        names,
+        ',"cat":',
+        cats,
+        ',"args":',
+        args,
+        s.colours.take(pa.array(s.name_index[rows])) if s.colours is not None else "",
+        "}",
+        "",
+    )
+
+
+def _midpoints(s: _Slices, rows: Int64Array) -> Int64Array:
+    return s.start[rows] + s.dur[rows] // 2
+
+
+def _flow_lines(s: _Slices, rows: Int64Array, ids: Int64Array, phase: str, origin: int) -> pa.Array:
+    bind = ',"bp":"e"' if phase == "f" else ""
+    return pc.binary_join_element_wise(
+        f',\n{{"ph":"{phase}"{bind},"id":',
+        _ints(ids),
+        ',"pid":',
+        _ints(s.pid[rows]),
+        ',"tid":',
+        _ints(s.tid[rows]),
+        ',"ts":',
+        _us(_midpoints(s, rows) - origin),
+        ',"name":"launch","cat":"flow"}',
+        "",
+    )
+
+
+def _counter_lines(c: _Counters, rows: Int64Array, origin: int) -> pa.Array:
+    values = np.round(c.value[rows], 6)
+    values = np.where(values == 0, 0.0, values)  # no "-0"
+    series = pa.array(c.series[rows])
+    return pc.binary_join_element_wise(
+        ',\n{"ph":"C","pid":',
+        _ints(c.pid[rows]),
+        ',"ts":',
+        _us(c.ts[rows] - origin),
+        ',"name":',
+        c.names.take(series),
+        ',"args":{',
+        c.keys.take(series),
+        ":",
+        pc.cast(pa.array(values), pa.string()),
+        "}}",
+        "",
+    )
+
+
+def _metadata_lines(prepared: _Prepared, pids: set[int], tids: set[tuple[int, int]]) -> list[str]:
+    """Names and sort order of the processes and threads that hold something."""
+    lines = []
+    for pid, tid, name, sort, what in prepared.metadata:
+        if what == "process" and pid in pids:
+            ident: dict[str, int] = {"pid": pid}
+        elif what == "thread" and (pid, tid) in tids:
+            ident = {"pid": pid, "tid": tid}
+        else:
+            continue
+        for key, args in (("name", {"name": name}), ("sort_index", {"sort_index": sort})):
+            record = {"ph": "M", **ident, "name": f"{what}_{key}", "args": args}
+            lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+    return lines
+
+
+def _string_bytes(lines: pa.Array) -> memoryview:
+    """The UTF-8 bytes of a string array's values, concatenated, without copying."""
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    if len(lines) == 0:
+        return memoryview(b"")
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+    first = int(offsets[lines.offset])
+    last = int(offsets[lines.offset + len(lines)])
+    return memoryview(lines.buffers()[2]).cast("B")[first:last]
+
+
+def _write(
+    prepared: _Prepared, path: Path, *, window: tuple[int, int] | None, max_events: int | None
+) -> TimelineStats:
+    origin = prepared.origin
+    ev = prepared.events
+    lo, hi = window if window is not None else (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
+    if window is not None and hi <= lo:
+        raise PerfledgerError(f"empty timeline window [{lo}, {hi}) for {path}")
+    in_window = _overlaps(ev.start, ev.dur, lo, hi)
+    in_window[prepared.dropped] = False
+    event_rows = np.flatnonzero(in_window)
+    total = int(event_rows.size)
+    cut = hi
+    truncated_at: int | None = None
+    if max_events is not None and total > max_events:
+        starts = np.sort(ev.start[event_rows])
+        truncated_at = int(starts[max_events]) if max_events >= 0 else int(starts[0])
+        cut = min(hi, truncated_at)
+        event_rows = event_rows[ev.start[event_rows] < cut]
+
+    records: list[tuple[int, Int64Array, Int64Array, Int64Array]] = []  # source, rows, ts, -dur
+    records.append((0, event_rows, ev.start[event_rows], ev.dur[event_rows]))
+    for i, a in enumerate(prepared.analysis, start=1):
+        rows = np.flatnonzero(_overlaps(a.start, a.dur, lo, cut))
+        records.append((i, rows, a.start[rows], a.dur[rows]))
+
+    # flows whose both ends are written
+    kept = np.zeros(ev.size, dtype=bool)
+    kept[event_rows] = True
+    flow_sel = np.flatnonzero(kept[prepared.flow_from] & kept[prepared.flow_to])
+    f_from = prepared.flow_from[flow_sel]
+    f_to = prepared.flow_to[flow_sel]
+    # ids numbered by launch time, so the same profile always gets the same ids
+    flow_order = np.lexsort((f_to, ev.start[f_from]))
+    f_from, f_to = f_from[flow_order], f_to[flow_order]
+    flow_ids = np.arange(1, f_from.size + 1, dtype=np.int64)
+
+    c = prepared.counters
+    counter_rows = np.flatnonzero((c.ts >= max(lo, origin)) & (c.ts < cut))
+    counter_ts = c.ts[counter_rows]
+    if window is not None and c.ts.size:
+        # the value each series holds when the window opens
+        before = np.flatnonzero(c.ts < lo)
+        if before.size:
+            order = before[np.lexsort((c.ts[before], c.series[before]))]
+            last = np.ones(order.size, dtype=bool)
+            last[:-1] = c.series[order][1:] != c.series[order][:-1]
+            carried = order[last]
+            counter_rows = np.concatenate([carried, counter_rows])
+            counter_ts = np.concatenate([np.full(carried.size, lo, np.int64), counter_ts])
+
+    # one global order: time, then record class (slices before flow ends), longer first
+    n_parts = len(records) + 3
+    src_list: list[Int64Array] = []
+    local_list: list[Int64Array] = []
+    ts_list: list[Int64Array] = []
+    cls_list: list[Int64Array] = []
+    dur_list: list[Int64Array] = []
+    nest_list: list[Int64Array] = []
+    for src, rows, ts, dur in records:
+        s = ev if src == 0 else prepared.analysis[src - 1]
+        src_list.append(np.full(rows.size, src, np.int64))
+        local_list.append(np.arange(rows.size, dtype=np.int64))
+        ts_list.append(ts)
+        cls_list.append(np.where(s.instant[rows], _INSTANT, _SLICE).astype(np.int64))
+        dur_list.append(dur)
+        nest_list.append(s.nesting[rows])
+    for src, ts, cls in (
+        (n_parts - 3, _midpoints(ev, f_from), _FLOW_OUT),
+        (n_parts - 2, _midpoints(ev, f_to), _FLOW_IN),
+        (n_parts - 1, counter_ts, _COUNTER),
+    ):
+        src_list.append(np.full(ts.size, src, np.int64))
+        local_list.append(np.arange(ts.size, dtype=np.int64))
+        ts_list.append(ts)
+        cls_list.append(np.full(ts.size, cls, np.int64))
+        dur_list.append(np.zeros(ts.size, np.int64))
+        nest_list.append(np.zeros(ts.size, np.int64))
+    src_all = np.concatenate(src_list)
+    local_all = np.concatenate(local_list)
+    ts_all = np.concatenate(ts_list)
+    order = np.lexsort(
+        (
+            local_all,
+            src_all,
+            np.concatenate(nest_list),
+            -np.concatenate(dur_list),
+            np.concatenate(cls_list),
+            ts_all,
+        )
+    )
+
+    def lines_of(src: int, local: Int64Array) -> pa.Array:
+        if src < len(records):
+            s = ev if src == 0 else prepared.analysis[src - 1]
+            return _slice_lines(s, records[src][1][local], origin)
+        if src == n_parts - 3:
+            return _flow_lines(ev, f_from[local], flow_ids[local], "s", origin)
+        if src == n_parts - 2:
+            return _flow_lines(ev, f_to[local], flow_ids[local], "f", origin)
+        return _counter_lines_at(c, counter_rows[local], counter_ts[local], origin)
+
+    used_pids = set(np.unique(ev.pid[event_rows]).tolist())
+    used_threads = _used_threads(ev.pid[event_rows], ev.tid[event_rows])
+    for src, rows, _ts, _dur in records[1:]:
+        a = prepared.analysis[src - 1]
+        used_pids |= set(np.unique(a.pid[rows]).tolist())
+        used_threads |= _used_threads(a.pid[rows], a.tid[rows])
+    used_pids |= set(np.unique(c.pid[counter_rows]).tolist())
+    metadata = _metadata_lines(prepared, used_pids, used_threads)
+
+    other = {
+        "generator": f"perfledger {__version__}",
+        "timeline_format_version": TIMELINE_FORMAT_VERSION,
+        "origin_ns": origin,
+        "window_ns": list(window) if window is not None else None,
+        "events_total": total,
+        "events_written": int(event_rows.size),
+        "truncated_at_ns": truncated_at,
+        "overlapping_moved": prepared.overlapping,
+        "dropped": int(prepared.dropped.size),
+    }
+    header = (
+        '{"otherData":'
+        + json.dumps(other, sort_keys=True, separators=(",", ":"))
+        + ',\n"traceEvents":[\n'
+        + ",\n".join(metadata)
+    )
+    first_record = not metadata
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            out: IO[bytes] | gzip.GzipFile
+            if path.name.endswith(".gz"):
+                out = gzip.GzipFile(
+                    filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=_GZIP_LEVEL
+                )
+            else:
+                out = raw
+            out.write(header.encode())
+            for begin in range(0, order.size, _CHUNK_RECORDS):
+                chunk = order[begin : begin + _CHUNK_RECORDS]
+                chunk_src = src_all[chunk]
+                local = local_all[chunk]
+                pieces: list[pa.Array] = []
+                positions: list[Int64Array] = []
+                for value in np.unique(chunk_src):
+                    where = np.flatnonzero(chunk_src == value)
+                    pieces.append(lines_of(int(value), local[where]))
+                    positions.append(where)
+                merged = pa.concat_arrays(pieces).take(
+                    pa.array(np.argsort(np.concatenate(positions), kind="stable"))
+                )
+                data = _string_bytes(merged)
+                if first_record:
+                    data = data[2:]  # the leading ",\n" of the very first record
+                    first_record = False
+                out.write(data)
+            out.write(b"\n]}\n")
+            if out is not raw:
+                out.close()
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return TimelineStats(
+        path=path,
+        events_total=total,
+        events_written=int(event_rows.size),
+        truncated_at_ns=truncated_at,
+        flows=int(f_from.size),
+        counters=int(counter_rows.size),
+        overlapping=prepared.overlapping,
+        dropped=int(prepared.dropped.size),
+    )
+
+
+def _used_threads(pid: Int64Array, tid: Int64Array) -> set[tuple[int, int]]:
+    if pid.size == 0:
+        return set()
+    pairs = np.unique(np.stack([pid, tid], axis=1), axis=0)
+    return {(int(p), int(t)) for p, t in pairs}
+
+
+def _counter_lines_at(c: _Counters, rows: Int64Array, ts: Int64Array, origin: int) -> pa.Array:
+    shifted = _Counters(
+        ts=ts,
+        pid=c.pid[rows],
+        series=c.series[rows],
+        names=c.names,
+        keys=c.keys,
+        value=c.value[rows],
+    )
+    return _counter_lines(shifted, np.arange(rows.size, dtype=np.int64), origin)
