@@ -1,0 +1,158 @@
+"""CSV writers: any result table to a deterministic CSV file, and the step_trace.csv layouts.
+
+The bytes written depend only on the table: columns in table order, rows in table order (the
+analyses sort them), "\\n" line endings, integers as written, floats rounded to
+:data:`FLOAT_DECIMALS` decimals in their shortest form ("0.5", "10.48576", "3"), NaN, infinity
+and null as an empty cell, booleans as true/false, and a string quoted only when it holds a
+comma, a quote or a line break. Files are written under a temporary name and renamed, so an
+interrupted run never leaves a half file that looks whole.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger.analysis.types import HostWindowAccount, WindowAccount
+
+FLOAT_DECIMALS: Final = 6
+_BATCH_ROWS: Final = 65_536
+
+STEP_TRACE_COLUMNS: Final = (
+    "rank",
+    "device",
+    "step",
+    "start_ns",
+    "end_ns",
+    "wall_ns",
+    "compute_ns",
+    "communication_ns",
+    "overlapped_communication_ns",
+    "memcpy_ns",
+    "memset_ns",
+    "idle_ns",
+    "idle_host_dispatch_ns",
+    "idle_sync_ns",
+    "idle_dataloader_ns",
+    "idle_launch_latency_ns",
+    "idle_other_ns",
+)
+
+HOST_STEP_TRACE_COLUMNS: Final = (
+    "rank",
+    "device",
+    "step",
+    "start_ns",
+    "end_ns",
+    "wall_ns",
+    "dataloader_ns",
+    "forward_ns",
+    "backward_ns",
+    "optimizer_ns",
+    "operator_ns",
+    "overhead_ns",
+)
+
+_SMALL_INT_COLUMNS: Final = {"rank": pa.int32(), "device": pa.int16(), "step": pa.int32()}
+
+
+def step_trace_table(accounts: Sequence[WindowAccount]) -> pa.Table:
+    """step_trace.csv's rows: one per rank, device and step, the span row (step -1) last."""
+    ordered = sorted(accounts, key=lambda a: (a.rank, a.device, a.step == -1, a.step))
+    return _account_table(ordered, STEP_TRACE_COLUMNS)
+
+
+def host_step_trace_table(accounts: Sequence[HostWindowAccount]) -> pa.Table:
+    """step_trace.csv's rows for a host-only run (device -1), the span row (step -1) last."""
+    ordered = sorted(accounts, key=lambda a: (a.rank, a.step == -1, a.step))
+    return _account_table(ordered, HOST_STEP_TRACE_COLUMNS)
+
+
+def write_csv(table: pa.Table, path: Path) -> None:
+    """Write ``table`` as CSV to ``path`` atomically (temporary name, then rename)."""
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        with temporary.open("wb") as out:
+            out.write(_csv_line([_quote_text(name) for name in table.column_names]))
+            for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
+                if batch.num_rows:
+                    out.write(_format_batch(batch))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def csv_bytes(table: pa.Table) -> bytes:
+    """The exact bytes :func:`write_csv` writes for ``table``."""
+    parts = [_csv_line([_quote_text(name) for name in table.column_names])]
+    parts.extend(
+        _format_batch(batch)
+        for batch in table.to_batches(max_chunksize=_BATCH_ROWS)
+        if batch.num_rows
+    )
+    return b"".join(parts)
+
+
+def _account_table(accounts: Sequence[object], columns: Sequence[str]) -> pa.Table:
+    host_only = "dataloader_ns" in columns
+    data: dict[str, pa.Array] = {}
+    for column in columns:
+        if host_only and column == "device":
+            values: list[int] = [-1] * len(accounts)
+        else:
+            values = [int(getattr(account, column)) for account in accounts]
+        data[column] = pa.array(values, _SMALL_INT_COLUMNS.get(column, pa.int64()))
+    return pa.table(data)
+
+
+def _csv_line(cells: Sequence[str]) -> bytes:
+    return (",".join(cells) + "\n").encode("utf-8")
+
+
+def _quote_text(text: str) -> str:
+    if any(c in text for c in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _format_column(column: pa.Array) -> pa.Array:
+    """Every cell of a column as its CSV text (never null)."""
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        column = pc.cast(column, kind.value_type)
+        kind = column.type
+    if pa.types.is_floating(kind):
+        finite = pc.is_finite(column)
+        text = pc.cast(pc.round(column, FLOAT_DECIMALS), pa.string())
+        text = pc.if_else(pc.equal(text, "-0"), "0", text)
+        text = pc.if_else(pc.fill_null(finite, False), text, pa.scalar("", pa.string()))
+    elif pa.types.is_integer(kind) or pa.types.is_boolean(kind):
+        text = pc.cast(column, pa.string())
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        text = pc.cast(column, pa.string())
+        needs_quotes = pc.match_substring_regex(text, r'[,"\n\r]')
+        quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
+        text = pc.if_else(needs_quotes, quoted, text)
+    else:
+        raise TypeError(f"cannot write a column of type {kind} to CSV")
+    return pc.fill_null(text, "")
+
+
+def _format_batch(batch: pa.RecordBatch) -> bytes:
+    cells = [_format_column(column) for column in batch.columns]
+    lines = pc.binary_join_element_wise(*cells, ",")
+    lines = pc.binary_join_element_wise(lines, "", "\n")  # line + "\n" + ""
+    # The lines lie back to back in the array's data buffer: that buffer is the file's text.
+    text = lines.cast(pa.large_string())
+    offsets = pa.Array.from_buffers(
+        pa.int64(), len(text) + 1, [None, text.buffers()[1]], offset=text.offset
+    )
+    first, last = offsets[0].as_py(), offsets[len(text)].as_py()
+    data = text.buffers()[2]
+    return b"" if data is None else data.slice(first, last - first).to_pybytes()
