@@ -281,8 +281,17 @@ def device_accounting(
             )
             accounts.extend(span_rows)
     gaps_table = pa.concat_tables(gap_tables) if gap_tables else GAPS_SCHEMA.empty_table()
-    host_rows = () if devices else host_accounting(events, windows)
+    host_rows: tuple[HostWindowAccount, ...] = ()
+    if not devices and windows:
+        # host-only: the main thread per step, and over the whole trace (step -1)
+        whole = hull(columns.int64(events, "start_ns"), _ends(events))
+        span_window = StepWindow(rank, SPAN_STEP, *whole, *whole) if whole else None
+        host_rows = host_accounting(events, [*windows, *([span_window] if span_window else [])])
     return Accounting(windows=tuple(accounts), gaps=gaps_table, host=host_rows)
+
+
+def _ends(events: pa.Table) -> Int64Array:
+    return columns.int64(events, "start_ns") + columns.int64(events, "dur_ns")
 
 
 def _gaps_table(rank: int, device: int, steps: np.ndarray, gaps: dict[str, np.ndarray]) -> pa.Table:

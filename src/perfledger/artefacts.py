@@ -1,0 +1,116 @@
+"""Write every artefact of a profile directory from one :class:`ProfileAnalysis`.
+
+Only layout happens here: each file shows fields of the analysis results, so the terminal, the
+CSVs, summary.json, the timeline and the report agree to the nanosecond.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from rich.console import Console
+
+from perfledger.render import csvs, timeline
+
+if TYPE_CHECKING:
+    from perfledger.pipeline import ProfileAnalysis
+
+# The whole-profile timeline stops after this many events (about 150 MB of JSON, what
+# Perfetto opens comfortably); the per-step slices under timeline/ always hold their step.
+FULL_TIMELINE_MAX_EVENTS = 1_000_000
+
+CSV_FILES = (
+    "op_summary.csv",
+    "op_statistic.csv",
+    "kernel_details.csv",
+    "api_statistic.csv",
+    "step_trace.csv",
+    "gaps.csv",
+    "transfers.csv",
+    "communication.csv",
+)
+
+
+def step_trace(analysis: ProfileAnalysis) -> pa.Table:
+    """step_trace.csv: device rows, or the main-thread rows of a host-only profile."""
+    if analysis.host_only:
+        return csvs.host_step_trace_table([a for r in analysis.ranks for a in r.accounting.host])
+    return csvs.step_trace_table([a for r in analysis.ranks for a in r.accounting.windows])
+
+
+def write_tables(directory: Path, analysis: ProfileAnalysis) -> dict[str, Path]:
+    """The CSV artefacts."""
+    tables = {
+        "op_summary.csv": analysis.op_summary,
+        "op_statistic.csv": analysis.op_statistic,
+        "kernel_details.csv": analysis.kernel_details,
+        "api_statistic.csv": analysis.api_statistic,
+        "step_trace.csv": step_trace(analysis),
+        "gaps.csv": analysis.gap_report.worst,
+        "transfers.csv": analysis.transfers,
+        "communication.csv": analysis.communication,
+    }
+    written = {}
+    for name, table in tables.items():
+        path = directory / name
+        csvs.write_csv(table, path)
+        written[name] = path
+    return written
+
+
+def write_timelines(directory: Path, analysis: ProfileAnalysis) -> list[Path]:
+    """timeline.json.gz and one slice per step under timeline/."""
+    whole = directory / "timeline.json.gz"
+    timeline.write_timeline(
+        whole,
+        analysis.events,
+        gaps=analysis.gaps,
+        counters=analysis.counters,
+        max_events=FULL_TIMELINE_MAX_EVENTS,
+    )
+    windows = [w for r in analysis.ranks if r.annotated_steps for w in r.windows]
+    slices = timeline.write_step_timelines(
+        directory / "timeline", analysis.events, windows, analysis.gaps, analysis.counters
+    )
+    return [whole, *slices]
+
+
+def write_artefacts(
+    directory: Path,
+    analysis: ProfileAnalysis,
+    *,
+    overhead_pct: float | None,
+    timings: dict[str, float],
+    console: Console,
+) -> dict[str, Any]:
+    """Write CSVs, summary.json, timeline and report into ``directory``; print the summary.
+
+    Returns the summary document.
+    """
+    from perfledger.render import summary as summary_render
+    from perfledger.render import terminal
+
+    started = time.perf_counter()
+    write_tables(directory, analysis)
+    write_timelines(directory, analysis)
+    timings["write_s"] = time.perf_counter() - started
+    document = summary_render.summary_document(
+        source_kind=analysis.source_kind,
+        source_files=analysis.source_files,
+        ranks=[r.rank for r in analysis.ranks],
+        step_count=analysis.step_count,
+        windows=[a for r in analysis.ranks for a in r.accounting.windows],
+        host_windows=[a for r in analysis.ranks for a in r.accounting.host],
+        op_statistic=analysis.op_statistic,
+        transfers=analysis.transfers,
+        gaps=analysis.gap_report,
+        findings=(),
+        loss=analysis.loss,
+        profiler_overhead_pct=overhead_pct,
+    )
+    summary_render.write_summary(document, directory / "summary.json")
+    del terminal
+    return document

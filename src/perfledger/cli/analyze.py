@@ -1,0 +1,48 @@
+"""``perfledger analyze TRACE... [-o DIR]``: import traces and write a profile directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from perfledger.pipeline import build_profile
+from perfledger.profile import default_profile_name
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``analyze`` subcommand."""
+    parser = subparsers.add_parser(
+        "analyze",
+        help="analyse existing traces (Kineto JSON, Ascend torch_npu / msprof output)",
+        description=(
+            "Import traces and write a profile directory: the time account of every step, "
+            "op summaries and statistics, transfers, idle gaps, timeline and report."
+        ),
+    )
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        type=Path,
+        metavar="TRACE",
+        help="a trace file (.json, .json.gz), a folder of rank traces, or Ascend output",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="profile directory to write (default: prof_<date>_<time> in the current folder)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace the output directory if it exists"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Analyse the traces; the exit code is 0 on success."""
+    out = args.output or Path(default_profile_name())
+    build_profile(args.inputs, out, force=args.force, console=Console())
+    return 0

@@ -1,0 +1,94 @@
+"""``perfledger query PROFILE SQL``: DuckDB SQL over a profile's canonical tables, read-only."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table
+
+from perfledger.errors import PerfledgerError
+from perfledger.profile import TABLES_DIR
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``query`` subcommand."""
+    parser = subparsers.add_parser(
+        "query",
+        help="run SQL over a profile's tables (events, counters, steps, step_trace, gaps, ...)",
+        description=(
+            "Run a DuckDB SQL query over the tables of a profile directory. Each "
+            "tables/<name>.parquet is a table called <name>. The profile is opened read-only."
+        ),
+    )
+    parser.add_argument("profile", type=Path, help="profile directory")
+    parser.add_argument("sql", nargs="?", help="the query; omit with --tables")
+    parser.add_argument(
+        "--format", choices=("table", "csv", "json"), default="table", help="output format"
+    )
+    parser.add_argument("--tables", action="store_true", help="list the tables and columns")
+    parser.set_defaults(run=run)
+
+
+def open_profile(profile: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the profile's tables registered, locked down."""
+    tables_dir = profile / TABLES_DIR
+    if not tables_dir.is_dir():
+        raise PerfledgerError(f"{profile} is not a perfledger profile: {tables_dir} is missing")
+    connection = duckdb.connect(":memory:")
+    for path in sorted(tables_dir.glob("*.parquet")):
+        try:
+            table = pq.read_table(path, memory_map=True)
+        except (OSError, pa.ArrowInvalid) as error:
+            raise PerfledgerError(f"{path}: cannot read the table ({error})") from error
+        connection.register(path.stem, table)
+    # the query may read the registered tables only: no files, no extensions, no writes
+    connection.execute("SET enable_external_access = false")
+    connection.execute("SET lock_configuration = true")
+    return connection
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the query and print the result."""
+    connection = open_profile(args.profile)
+    if args.tables:
+        sql = (
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "ORDER BY table_name, ordinal_position"
+        )
+    elif args.sql:
+        sql = args.sql
+    else:
+        raise PerfledgerError("query: give an SQL query, or --tables to list the tables")
+    try:
+        result = connection.execute(sql)
+        names = [d[0] for d in result.description or []]
+        rows = result.fetchall()
+    except duckdb.Error as error:
+        message = str(error).splitlines()[0]
+        raise PerfledgerError(f"query failed: {message}") from error
+    _print(names, rows, args.format)
+    return 0
+
+
+def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows(rows)
+    elif fmt == "json":
+        records = [dict(zip(names, row, strict=True)) for row in rows]
+        print(json.dumps(records, indent=2, default=str))
+    else:
+        table = Table(*names, show_lines=False)
+        for row in rows:
+            table.add_row(*("" if v is None else str(v) for v in row))
+        Console().print(table)

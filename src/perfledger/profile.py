@@ -1,0 +1,122 @@
+"""The profile directory: created whole or not at all, never overwritten without ``--force``.
+
+Everything is written into a staging directory beside the target and renamed into place at the
+end, so an interrupted run never leaves a directory that looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from perfledger.errors import PerfledgerError
+
+TABLES_DIR = "tables"
+RAW_DIR = "raw"
+
+
+def default_profile_name(now: float | None = None) -> str:
+    """``prof_YYYYmmdd_HHMMSS`` in local time."""
+    return time.strftime("prof_%Y%m%d_%H%M%S", time.localtime(now))
+
+
+def check_target(path: Path, *, force: bool) -> None:
+    """Refuse to replace an existing file or profile unless forced."""
+    if path.exists() and not force:
+        raise PerfledgerError(
+            f"{path} already exists: choose another output with -o, or pass --force to replace it"
+        )
+    if path.exists() and not path.is_dir():
+        raise PerfledgerError(f"{path} exists and is not a directory: refusing to replace it")
+
+
+@contextlib.contextmanager
+def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
+    """A fresh staging directory that replaces ``target`` when the block ends without error.
+
+    On error the staging directory is removed and ``target`` is left as it was.
+    """
+    check_target(target, force=force)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if target.exists():
+        retired = target.with_name(f".{target.name}.old-{os.getpid()}")
+        target.rename(retired)
+        staging.rename(target)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        staging.rename(target)
+
+
+def link_or_copy(source: Path, destination: Path) -> None:
+    """Place an unchanged copy of a source file or folder (hard links where possible)."""
+    if source.is_dir():
+        shutil.copytree(source, destination, copy_function=_link_or_copy_file)
+    else:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        _link_or_copy_file(str(source), str(destination))
+
+
+def _link_or_copy_file(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def write_json(path: Path, document: Any) -> None:
+    """Write JSON deterministically (key order as given, 2-space indent, trailing newline)."""
+    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_table(directory: Path, name: str, table: pa.Table) -> Path:
+    """Store a canonical table as ``tables/<name>.parquet``."""
+    path = directory / TABLES_DIR / f"{name}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+    return path
+
+
+def read_table(profile: Path, name: str) -> pa.Table:
+    """Read ``tables/<name>.parquet`` of a profile directory."""
+    path = profile / TABLES_DIR / f"{name}.parquet"
+    if not path.is_file():
+        raise PerfledgerError(f"{profile} is not a perfledger profile: {path} is missing")
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise PerfledgerError(f"{path}: cannot read the table ({error})") from error
+
+
+def read_meta(profile: Path) -> dict[str, Any]:
+    """The meta.json of a profile directory."""
+    path = profile / "meta.json"
+    if not path.is_file():
+        raise PerfledgerError(f"{profile} is not a perfledger profile: meta.json is missing")
+    try:
+        meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise PerfledgerError(f"{path}: cannot read ({error})") from error
+    return meta
