@@ -1,0 +1,286 @@
+"""The terminal summary: the time account per rank and device, top operators, transfers, gaps.
+
+Formats fields of the analysis results and of the summary document; computes nothing but the
+share of a window a figure takes. Strings from traces are printed as plain text, never as
+markup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from perfledger.analysis.gaps import GapReport
+from perfledger.analysis.types import IDLE_CAUSES, HostWindowAccount, WindowAccount
+
+SPAN_STEP: Final = -1
+TOP_OPERATORS: Final = 10
+_CAUSE_TITLES: Final = {
+    "host_dispatch": "host dispatch",
+    "sync": "sync",
+    "dataloader": "dataloader",
+    "launch_latency": "launch latency",
+    "other": "other",
+}
+
+
+def print_summary(
+    console: Console,
+    summary: Mapping[str, Any],
+    *,
+    windows: Sequence[WindowAccount] = (),
+    host_windows: Sequence[HostWindowAccount] = (),
+    op_statistic: pa.Table | None = None,
+    transfers: pa.Table | None = None,
+    gaps: GapReport | None = None,
+    paths: Sequence[Path] = (),
+    top_operators: int = TOP_OPERATORS,
+) -> None:
+    """Print the profile's summary to ``console``.
+
+    Args:
+        console: where to print.
+        summary: the summary.json document (headline: source, steps, step time, loss).
+        windows: device accounts (step rows and the span rows, step -1).
+        host_windows: host-only accounts.
+        op_statistic: ``analysis.ops.op_statistic`` result, sorted by total.
+        transfers: ``analysis.transfers.transfers`` result.
+        gaps: ``analysis.gaps.gap_report`` result.
+        paths: the files written, listed last.
+        top_operators: how many operators to list.
+    """
+    console.print(_headline(summary))
+    for key, accounts in _by_rank_device(windows).items():
+        console.print(_device_table(key, accounts))
+        console.print(_idle_table(key, accounts))
+    for rank, host_accounts in _by_rank_host(host_windows).items():
+        console.print(_host_table(rank, host_accounts))
+    if op_statistic is not None and op_statistic.num_rows:
+        console.print(_operator_table(op_statistic, top_operators))
+    if transfers is not None and transfers.num_rows:
+        console.print(_transfer_table(transfers))
+    if gaps is not None and gaps.count:
+        console.print(_gap_table(gaps))
+    loss = summary.get("loss")
+    if loss:
+        console.print(Text.assemble(("trace incomplete: ", "bold yellow"), str(loss)))
+    if paths:
+        console.print(Text("wrote:", style="bold"))
+        for path in paths:
+            console.print(Text(f"  {path}"))
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def _share(ns: int, wall_ns: int) -> str:
+    pct = 100.0 * ns / wall_ns if wall_ns > 0 else 0.0
+    return f"{ns / 1e6:.3f} ({pct:.1f}%)"
+
+
+def _bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"  # pragma: no cover - the loop always returns
+
+
+def _step_label(step: int) -> str:
+    return "span" if step == SPAN_STEP else str(step)
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column(columns[0], justify="left", no_wrap=True)
+    for column in columns[1:]:
+        table.add_column(column, justify="right", no_wrap=True)
+    return table
+
+
+def _headline(summary: Mapping[str, Any]) -> Text:
+    source = summary.get("source") or {}
+    ranks = summary.get("ranks") or []
+    step_time = summary.get("step_time_ms")
+    overhead = summary.get("profiler_overhead_pct")
+    parts = [
+        f"source {source.get('kind', 'unknown')}",
+        f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''}",
+        f"{summary.get('step_count', 0)} steps",
+        f"step time {step_time:.3f} ms (median)" if step_time is not None else "no step marks",
+        f"profiler overhead {overhead:.2f}%" if overhead is not None else "overhead unknown",
+    ]
+    return Text.assemble(("perfledger", "bold"), "  ", " · ".join(parts))
+
+
+def _sorted_steps(accounts: Sequence[Any]) -> list[Any]:
+    return sorted(accounts, key=lambda a: (a.step == SPAN_STEP, a.step))
+
+
+def _before_span(accounts: Sequence[Any]) -> list[bool]:
+    # A rule above the span row sets the whole-span figures apart from the steps.
+    return [
+        i + 1 < len(accounts) and accounts[i + 1].step == SPAN_STEP and a.step != SPAN_STEP
+        for i, a in enumerate(accounts)
+    ]
+
+
+def _by_rank_device(windows: Sequence[WindowAccount]) -> dict[tuple[int, int], list[Any]]:
+    groups: dict[tuple[int, int], list[Any]] = {}
+    for w in sorted(windows, key=lambda w: (w.rank, w.device)):
+        groups.setdefault((w.rank, w.device), []).append(w)
+    return {key: _sorted_steps(group) for key, group in groups.items()}
+
+
+def _by_rank_host(windows: Sequence[HostWindowAccount]) -> dict[int, list[Any]]:
+    groups: dict[int, list[Any]] = {}
+    for w in sorted(windows, key=lambda w: w.rank):
+        groups.setdefault(w.rank, []).append(w)
+    return {rank: _sorted_steps(group) for rank, group in groups.items()}
+
+
+def _device_table(key: tuple[int, int], accounts: Sequence[WindowAccount]) -> Table:
+    rank, device = key
+    table = _table(
+        f"rank {rank} · device {device}: time account, ms (% of the window)",
+        "step",
+        "wall ms",
+        "compute",
+        "communication",
+        "memcpy",
+        "memset",
+        "idle",
+    )
+    for w, before_span in zip(accounts, _before_span(accounts), strict=True):
+        wall = w.wall_ns
+        table.add_row(
+            _step_label(w.step),
+            _ms(wall),
+            _share(w.compute_ns, wall),
+            _share(w.communication_ns, wall),
+            _share(w.memcpy_ns, wall),
+            _share(w.memset_ns, wall),
+            _share(w.idle_ns, wall),
+            end_section=before_span,
+        )
+    return table
+
+
+def _idle_table(key: tuple[int, int], accounts: Sequence[WindowAccount]) -> Table:
+    rank, device = key
+    table = _table(
+        f"rank {rank} · device {device}: idle by cause, ms (% of the window)",
+        "step",
+        "idle",
+        *(_CAUSE_TITLES[c] for c in IDLE_CAUSES),
+    )
+    for w, before_span in zip(accounts, _before_span(accounts), strict=True):
+        wall = w.wall_ns
+        table.add_row(
+            _step_label(w.step),
+            _share(w.idle_ns, wall),
+            *(_share(getattr(w, f"idle_{cause}_ns"), wall) for cause in IDLE_CAUSES),
+            end_section=before_span,
+        )
+    return table
+
+
+def _host_table(rank: int, accounts: Sequence[HostWindowAccount]) -> Table:
+    table = _table(
+        f"rank {rank} · host (main thread): time account, ms (% of the window)",
+        "step",
+        "wall ms",
+        "dataloader",
+        "forward",
+        "backward",
+        "optimizer",
+        "operators",
+        "overhead",
+    )
+    for w, before_span in zip(accounts, _before_span(accounts), strict=True):
+        wall = w.wall_ns
+        table.add_row(
+            _step_label(w.step),
+            _ms(wall),
+            _share(w.dataloader_ns, wall),
+            _share(w.forward_ns, wall),
+            _share(w.backward_ns, wall),
+            _share(w.optimizer_ns, wall),
+            _share(w.operator_ns, wall),
+            _share(w.overhead_ns, wall),
+            end_section=before_span,
+        )
+    return table
+
+
+def _operator_table(statistic: pa.Table, limit: int) -> Table:
+    table = _table(
+        f"top {limit} operators by time", "operator", "kind", "count", "total ms", "avg µs", "share"
+    )
+    table.columns[0].no_wrap = True
+    table.columns[0].overflow = "ellipsis"
+    table.columns[0].max_width = 60
+    for row in statistic.slice(0, limit).to_pylist():
+        table.add_row(
+            Text(str(row["name"])),
+            Text(str(row["kind"])),
+            str(row["count"]),
+            _ms(row["total_ns"]),
+            f"{row['avg_ns'] / 1e3:.3f}",
+            f"{100.0 * row['ratio']:.1f}%",
+        )
+    return table
+
+
+def _transfer_table(transfers: pa.Table) -> Table:
+    table = _table(
+        "memory copies",
+        "direction",
+        "count",
+        "bytes",
+        "time ms",
+        "GB/s",
+        "pageable",
+        "under 64 KiB",
+    )
+    for row in transfers.to_pylist():
+        gbps = row["gbps"]
+        table.add_row(
+            str(row["direction"]),
+            str(row["count"]),
+            _bytes(row["bytes"]),
+            _ms(row["time_ns"]),
+            "-" if gbps is None or math.isnan(gbps) else f"{gbps:.2f}",
+            str(row["pageable_count"]),
+            str(row["small_count"]),
+        )
+    return table
+
+
+def _gap_table(report: GapReport) -> Table:
+    table = _table(
+        "device idle gaps by duration, ms by cause",
+        "gap length",
+        "count",
+        "total ms",
+        *(_CAUSE_TITLES[c] for c in IDLE_CAUSES),
+    )
+    for bucket in report.buckets:
+        by_cause = {share.cause: share.total_ns for share in bucket.by_cause}
+        table.add_row(
+            bucket.label,
+            str(bucket.count),
+            _ms(bucket.total_ns),
+            *(_ms(by_cause.get(cause, 0)) for cause in IDLE_CAUSES),
+        )
+    return table
