@@ -163,6 +163,14 @@ def test_task_without_launch_call_uses_its_own_external_id() -> None:
     assert (row["host_op"], row["launch_ns"]) == ("aten::mul", -1)
 
 
+def test_launches_without_any_cpu_op() -> None:
+    events = (
+        EventsBuilder().runtime(0, 1_000, correlation=1).kernel(2_000, 1_000, correlation=1)
+    ).table()
+    row = op_summary(events).to_pylist()[0]
+    assert (row["host_op"], row["launch_ns"]) == (None, 0)
+
+
 def test_correlations_are_matched_within_a_rank() -> None:
     b = EventsBuilder()
     for rank, op in ((0, "aten::add"), (1, "aten::sub")):

@@ -435,7 +435,11 @@ def _device_frame(events: pa.Table) -> pa.Table:
     enclosing = innermost_enclosing(
         op_thread, start[op_rows], end[op_rows], parent, launch_thread, start[launch_rows]
     )
-    enclosing_row = np.where(enclosing >= 0, op_rows[np.maximum(enclosing, 0)], -1)
+    enclosing_row = (
+        np.where(enclosing >= 0, op_rows[np.maximum(enclosing, 0)], -1)
+        if op_rows.size
+        else enclosing
+    )
 
     def subset(rows: IntArray, columns: Sequence[str]) -> pa.Table:
         taken = events.select(list(columns)).take(pa.array(rows, pa.int64()))
