@@ -1,0 +1,281 @@
+"""Read the Ascend timelines: torch_npu's ``trace_view.json`` and msprof's ``msprof_*.json``.
+
+Both are Chrome-trace documents written as a bare JSON array, with ``ts`` as a *string* of epoch
+microseconds (``"1736412474725417.508"``) and ``dur`` as float microseconds. Events are decoded
+with typed msgspec structs whose variable fields stay raw JSON, then converted and classified in
+one DuckDB pass (no Python work per event beyond building the columns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import duckdb
+import msgspec
+import pyarrow as pa
+
+from perfledger import vendors_ascend
+from perfledger.errors import TraceFormatError
+from perfledger.sources import ascend_build as build
+
+# Process names of the timeline → what their events are.
+PROCESS_ROLES: Final = {
+    "Python": "host",
+    "PyTorch": "host",
+    "CANN": "cann",
+    "AscendCL": "cann",
+    "Runtime": "cann",
+    "Ascend Hardware": "device",
+    "Task Scheduler": "device",
+    "HCCL": "hccl",
+    "Communication": "hccl",
+    "Overlap Analysis": "derived",  # torch_npu's own accounting: recomputed, never imported
+}
+
+_EMPTY_RAW: Final = msgspec.Raw(b"")
+
+
+class _Event(msgspec.Struct):
+    """The fields of a timeline event; those whose JSON type varies stay raw."""
+
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    pid: msgspec.Raw = _EMPTY_RAW
+    tid: msgspec.Raw = _EMPTY_RAW
+    ts: msgspec.Raw = _EMPTY_RAW
+    dur: msgspec.Raw = _EMPTY_RAW
+    id: msgspec.Raw = _EMPTY_RAW
+    args: msgspec.Raw = _EMPTY_RAW
+
+
+_RAW_COLUMNS: Final = ("pid", "tid", "ts", "dur", "id", "args")
+
+
+def _decode(path: Path) -> pa.Table:
+    """One timeline file as a table of raw columns (strings)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not data.strip():
+        raise TraceFormatError(f"{path}: empty file")
+    try:
+        events = msgspec.json.decode(data, type=list[_Event])
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceFormatError(f"{path}: not a JSON array of trace events ({exc})") from exc
+    columns: dict[str, pa.Array] = {
+        "ph": pa.array([e.ph for e in events], pa.string()),
+        "name": pa.array([e.name for e in events], pa.string()),
+        "cat": pa.array([e.cat for e in events], pa.string()),
+    }
+    for column in _RAW_COLUMNS:
+        raw = pa.array([bytes(getattr(e, column)) for e in events], pa.binary())
+        columns[column] = raw.cast(pa.string())
+    return pa.table(columns)
+
+
+def _roles_sql() -> str:
+    pairs = ", ".join(f"'{name}': '{role}'" for name, role in PROCESS_ROLES.items())
+    return "MAP {" + pairs + "}"
+
+
+def _dtype_bytes_sql() -> str:
+    pairs = ", ".join(f"'{k}': {v}" for k, v in vendors_ascend.HCCL_DTYPE_BYTES.items())
+    return "MAP {" + pairs + "}"
+
+
+_TS_NS = (
+    "CAST(round(coalesce(TRY_CAST(trim(ts, '\"') AS DECIMAL(38, 6)), "
+    "TRY_CAST(TRY_CAST(trim(ts, '\"') AS DOUBLE) AS DECIMAL(38, 6))) * 1000) AS BIGINT)"
+)
+
+_PREPARE_SQL = f"""
+CREATE TEMP TABLE ev AS
+SELECT ph, name, cat,
+    TRY_CAST(trim(pid, '"') AS BIGINT) AS pid,
+    TRY_CAST(trim(tid, '"') AS BIGINT) AS tid,
+    {_TS_NS} AS ts_ns,
+    CAST(round(TRY_CAST(trim(dur, '"') AS DOUBLE) * 1000) AS BIGINT) AS dur_ns,
+    nullif(trim(id, '"'), '') AS flow_id,
+    CASE WHEN starts_with(args, '{{') THEN args END AS args
+FROM raw;
+
+CREATE TEMP TABLE procs AS
+SELECT pid,
+    any_value(json_extract_string(args, '$.name')) FILTER (WHERE name = 'process_name') AS pname,
+    any_value(json_extract_string(args, '$.labels')) FILTER (WHERE name = 'process_labels')
+        AS plabel
+FROM ev WHERE ph = 'M' GROUP BY pid;
+
+CREATE TEMP TABLE threads AS
+SELECT pid, tid, any_value(json_extract_string(args, '$.name')) AS tname
+FROM ev WHERE ph = 'M' AND name = 'thread_name' GROUP BY pid, tid;
+
+CREATE TEMP TABLE xev AS
+SELECT e.*, coalesce(roles[p.pname],
+        CASE WHEN e.cat IN {build.sql_list(tuple(vendors_ascend.HOST_CATEGORY_KIND))}
+        THEN 'host' END) AS role,
+    TRY_CAST(regexp_extract(p.plabel, '(\\d+)', 1) AS SMALLINT) AS label_device,
+    t.tname
+FROM ev e
+LEFT JOIN procs p USING (pid)
+LEFT JOIN threads t USING (pid, tid)
+WHERE e.ph = 'X' AND e.ts_ns IS NOT NULL;
+"""
+
+_HOST_SQL = """
+SELECT name, coalesce(cat, '') AS category, pid, tid, ts_ns AS start_ns,
+    coalesce(dur_ns, 0) AS dur_ns,
+    (row_number() OVER (ORDER BY ts_ns, tid, name, dur_ns DESC) - 1)::BIGINT AS op_key,
+    replace(json_extract_string(args, '$."Input Dims"'), chr(13) || chr(10), '') AS shapes,
+    replace(json_extract_string(args, '$."Input type"'), chr(13) || chr(10), '') AS dtypes,
+    args
+FROM xev WHERE role = 'host'
+"""
+
+_CANN_SQL = """
+SELECT name,
+    coalesce((SELECT min(pid) FROM xev WHERE role = 'host'), pid) AS pid,
+    coalesce(TRY_CAST(json_extract_string(args, '$."Thread Id"') AS BIGINT), tid) AS tid,
+    ts_ns AS start_ns, coalesce(dur_ns, 0) AS dur_ns,
+    TRY_CAST(json_extract_string(args, '$.connection_id') AS BIGINT) AS connection_id,
+    args
+FROM xev WHERE role = 'cann'
+"""
+
+# A task without a connection id in its args is linked through the HostToDevice flow whose
+# end lies on it: the flow's start lies on the CANN call that launched it.
+_TASKS_SQL = """
+WITH
+flow_end AS (
+    SELECT flow_id, pid, tid, ts_ns FROM ev WHERE ph = 'f' AND cat = 'HostToDevice'
+),
+flow_start AS (
+    SELECT flow_id, pid, tid, ts_ns FROM ev WHERE ph = 's' AND cat = 'HostToDevice'
+),
+cann_at AS (
+    SELECT pid, tid, ts_ns,
+        min(TRY_CAST(json_extract_string(args, '$.connection_id') AS BIGINT)) AS connection_id
+    FROM xev WHERE role = 'cann' GROUP BY pid, tid, ts_ns
+),
+flow_link AS (
+    SELECT fe.pid, fe.tid, fe.ts_ns, min(c.connection_id) AS connection_id
+    FROM flow_end fe JOIN flow_start fs USING (flow_id)
+    JOIN cann_at c ON c.pid = fs.pid AND c.tid = fs.tid AND c.ts_ns = fs.ts_ns
+    GROUP BY fe.pid, fe.tid, fe.ts_ns
+)
+SELECT x.name, json_extract_string(x.args, '$."Task Type"') AS hw_type,
+    NULL::VARCHAR AS core_type, NULL::VARCHAR AS op_type,
+    false AS is_compute, false AS is_comm_subtask,
+    coalesce(x.label_device, $device)::SMALLINT AS device,
+    coalesce(x.tid, TRY_CAST(json_extract_string(x.args, '$."Physic Stream Id"') AS BIGINT))
+        AS stream,
+    x.pid, x.ts_ns AS start_ns, coalesce(x.dur_ns, 0) AS dur_ns,
+    coalesce(TRY_CAST(json_extract_string(x.args, '$.connection_id') AS BIGINT),
+        fl.connection_id) AS connection_id,
+    TRY_CAST(json_extract_string(x.args, '$."data size(Byte)"') AS BIGINT) AS bytes,
+    NULL::VARCHAR AS shapes, NULL::VARCHAR AS dtypes, x.args
+FROM xev x
+LEFT JOIN flow_link fl ON fl.pid = x.pid AND fl.tid = x.tid AND fl.ts_ns = x.ts_ns
+WHERE x.role = 'device'
+"""
+
+_COMM_SQL = """
+SELECT name, coalesce(label_device, $device)::SMALLINT AS device, -1::BIGINT AS stream, pid,
+    ts_ns AS start_ns, coalesce(dur_ns, 0) AS dur_ns,
+    TRY_CAST(json_extract_string(args, '$.connection_id') AS BIGINT) AS connection_id,
+    CAST(TRY_CAST(json_extract_string(args, '$.count') AS DOUBLE)
+        * dtype_bytes[json_extract_string(args, '$.data_type')] AS BIGINT) AS bytes,
+    args
+FROM xev
+WHERE role = 'hccl'
+    AND (tname ILIKE '%communication%' OR (tname IS NULL AND json_exists(args, '$.alg_type')))
+"""
+
+# torch_to_npu flows start on the host operator that issued the work and end on the device
+# task (or collective); the innermost operator starting at the flow's start is the issuer.
+_LINKS_SQL = """
+WITH
+fs AS (SELECT flow_id, pid, tid, ts_ns FROM ev WHERE ph = 's' AND cat = 'async_npu'),
+fe AS (SELECT flow_id, pid, tid, ts_ns FROM ev WHERE ph = 'f' AND cat = 'async_npu'),
+op_at AS (
+    SELECT pid, tid, start_ns, arg_min(op_key, dur_ns) AS op_key FROM host_staged
+    GROUP BY pid, tid, start_ns
+),
+work_at AS (
+    SELECT pid, tid, ts_ns,
+        min(TRY_CAST(json_extract_string(args, '$.connection_id') AS BIGINT)) AS connection_id
+    FROM xev WHERE role IN ('device', 'hccl') GROUP BY pid, tid, ts_ns
+)
+SELECT DISTINCT o.op_key, w.connection_id
+FROM fs JOIN fe USING (flow_id)
+JOIN op_at o ON o.pid = fs.pid AND o.tid = fs.tid AND o.start_ns = fs.ts_ns
+JOIN work_at w ON w.pid = fe.pid AND w.tid = fe.tid AND w.ts_ns = fe.ts_ns
+WHERE w.connection_id IS NOT NULL
+"""
+
+# Counter events: one counter per numeric argument; KB/MB amounts become bytes.
+_COUNTERS_SQL = """
+WITH keyed AS (
+    SELECT coalesce(p.pname, 'npu') AS track, e.name AS event, e.ts_ns, e.args,
+        unnest(json_keys(e.args)) AS key
+    FROM ev e LEFT JOIN procs p USING (pid)
+    WHERE e.ph = 'C' AND e.args IS NOT NULL AND e.ts_ns IS NOT NULL
+)
+SELECT track,
+    event || '/' || CASE key WHEN 'KB' THEN 'bytes' WHEN 'MB' THEN 'bytes' ELSE key END AS name,
+    ts_ns,
+    TRY_CAST(json_extract_string(args, '$."' || key || '"') AS DOUBLE)
+        * CASE key WHEN 'KB' THEN 1024 WHEN 'MB' THEN 1048576 ELSE 1 END AS value
+FROM keyed
+WHERE NOT ends_with(lower(key), 'id')
+"""
+
+
+def _query(con: duckdb.DuckDBPyConnection, sql: str, target: pa.Schema, device: int) -> pa.Table:
+    sql = sql.replace("$device", str(int(device)))
+    table = con.sql(sql).to_arrow_table()
+    return table.select(target.names).cast(target)
+
+
+def read_timeline(paths: Sequence[Path], default_device: int) -> build.Staged:
+    """Read one rank's timeline (several files when msprof split it into slices).
+
+    Args:
+        paths: the timeline files of one rank.
+        default_device: the device index when the timeline does not name one.
+    """
+    tables = [_decode(path) for path in paths]
+    raw = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    con = duckdb.connect()
+    try:
+        con.register("raw", raw)
+        con.execute(
+            _PREPARE_SQL.replace("roles[", f"{_roles_sql()}[").replace(
+                "dtype_bytes[", f"{_dtype_bytes_sql()}["
+            )
+        )
+        host = _query(con, _HOST_SQL, build.HOST_SCHEMA, default_device)
+        con.register("host_staged", host)
+        cann = _query(con, _CANN_SQL, build.CANN_SCHEMA, default_device)
+        tasks = _query(con, _TASKS_SQL, build.TASK_SCHEMA, default_device)
+        comm = _query(
+            con,
+            _COMM_SQL.replace("dtype_bytes[", f"{_dtype_bytes_sql()}["),
+            build.COMM_SCHEMA,
+            default_device,
+        )
+        links = _query(con, _LINKS_SQL, build.LINK_SCHEMA, default_device)
+        counters = _query(con, _COUNTERS_SQL, build.STAGED_COUNTER_SCHEMA, default_device)
+    except duckdb.Error as exc:
+        raise TraceFormatError(f"{paths[0]}: unexpected timeline content ({exc})") from exc
+    finally:
+        con.close()
+    if host.num_rows + cann.num_rows + tasks.num_rows + comm.num_rows == 0:
+        raise TraceFormatError(f"{paths[0]}: no timeline events")
+    return build.Staged(
+        host=host, cann=cann, tasks=tasks, comm=comm, links=links, counters=counters
+    )
