@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from perfledger.analysis.ops import (
     operator_nesting,
     self_time,
 )
+from perfledger.render.csvs import csv_bytes
 
 
 def addmm_trace() -> EventsBuilder:
@@ -394,3 +396,17 @@ def test_operator_nesting_recovers_the_true_parents(
         running = [i for i in range(len(s)) if g[i] == group and s[i] <= t < e[i]]
         want = max(running, key=lambda i: depth[i]) if running else -1
         assert found[k] == want, (group, t)
+
+
+def test_results_do_not_depend_on_input_row_order() -> None:
+    events = (
+        addmm_trace()
+        .kernel(200_000, 2_000, "configured", stream=9, args={"grid": [2, 1, 1]})
+        .sync(170_000, 30_000, "cudaStreamSynchronize")
+        .table()
+    )
+    for table in (events, host_only_trace().table()):
+        reversed_rows = table.take(pa.array(range(table.num_rows - 1, -1, -1)))
+        for analysis in (op_summary, op_statistic, kernel_details, api_statistic):
+            assert analysis(table).equals(analysis(reversed_rows)), analysis.__name__
+            assert csv_bytes(analysis(table)) == csv_bytes(analysis(table)), analysis.__name__
