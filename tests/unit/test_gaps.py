@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 from tests.synth import EventsBuilder, gaps_table
 
 from perfledger.analysis.gaps import GAP_BUCKETS, WORST_GAPS_SCHEMA, gap_report
@@ -113,3 +114,23 @@ def test_no_gaps() -> None:
     assert report.total_ns == 0
     assert all(b.count == 0 for b in report.buckets)
     assert report.worst.num_rows == 0
+
+
+def test_next_task_of_concatenated_ranks() -> None:
+    # next_task is a row of each rank's own table; the profile concatenates the ranks' tables.
+    rank0 = EventsBuilder(rank=0).kernel(0, 10, "r0_first").kernel(500, 10, "r0_second").table()
+    rank1 = EventsBuilder(rank=1).kernel(0, 10, "r1_first").kernel(900, 10, "r1_second").table()
+    events = pa.concat_tables([rank0, rank1])
+    gaps = gaps_table(
+        [
+            {"rank": 0, "start_ns": 10, "end_ns": 500, "cause": "sync", "next_task": 1},
+            {"rank": 1, "start_ns": 10, "end_ns": 900, "cause": "sync", "next_task": 1},
+            {"rank": 1, "start_ns": 910, "end_ns": 2_000, "cause": "other", "next_task": -1},
+        ]
+    )
+    worst = gap_report(gaps, events).worst.to_pylist()
+    assert [(r["rank"], r["next_task"]) for r in worst] == [
+        (1, None),  # 1090 ns, ended by no task
+        (1, "r1_second"),
+        (0, "r0_second"),
+    ]

@@ -145,12 +145,7 @@ def _worst_gaps(gaps: pa.Table, events: pa.Table, worst: int) -> pa.Table:
         )
     )[:worst]
     top = gaps.take(pa.array(order, pa.int64()))
-    next_task = np.asarray(top["next_task"], dtype=np.int64)
-    known_task = (next_task >= 0) & (next_task < events.num_rows)
-    task_names = pc.cast(
-        events["name"].take(pa.array(np.maximum(next_task, 0), pa.int64(), mask=~known_task)),
-        pa.string(),
-    )
+    task_names = _ending_task(events, top)
     rank = np.asarray(top["rank"], dtype=np.int64)
     start = np.asarray(top["start_ns"], dtype=np.int64)
     return pa.table(
@@ -167,6 +162,47 @@ def _worst_gaps(gaps: pa.Table, events: pa.Table, worst: int) -> pa.Table:
             "host_annotation": _running_at(events, schema.ANNOTATION, rank, start),
         }
     ).cast(WORST_GAPS_SCHEMA)
+
+
+def _ending_task(events: pa.Table, top: pa.Table) -> pa.Array:
+    """Name of the device task that ends each gap (null when the gap names none).
+
+    ``next_task`` is a row of the rank's own events table; when the row does not hold a task
+    of that rank and device starting at the gap end (tables of several ranks concatenated),
+    the task is looked up by (rank, device, start).
+    """
+    next_task = np.asarray(top["next_task"], dtype=np.int64)
+    rank = np.asarray(top["rank"], dtype=np.int64)
+    device = np.asarray(top["device"], dtype=np.int64)
+    end = np.asarray(top["end_ns"], dtype=np.int64)
+    event_rank = np.asarray(events["rank"], dtype=np.int64)
+    event_device = np.asarray(events["device"], dtype=np.int64)
+    event_start = np.asarray(events["start_ns"], dtype=np.int64)
+    is_task = np.asarray(
+        pc.is_in(events["kind"], value_set=pa.array(list(schema.DEVICE_TASK_KINDS))), dtype=bool
+    )
+    chosen = np.full(len(next_task), -1, dtype=np.int64)
+    for i, row in enumerate(next_task):
+        if row < 0:
+            continue
+        if (
+            row < events.num_rows
+            and is_task[row]
+            and (event_rank[row], event_device[row], event_start[row])
+            == (rank[i], device[i], end[i])
+        ):
+            chosen[i] = row
+            continue
+        match = np.flatnonzero(
+            is_task
+            & (event_rank == rank[i])
+            & (event_device == device[i])
+            & (event_start == end[i])
+        )
+        if match.size:
+            chosen[i] = match[0]
+    names = events["name"].take(pa.array(np.maximum(chosen, 0), pa.int64(), mask=chosen < 0))
+    return pc.cast(names, pa.string()).combine_chunks()
 
 
 def _running_at(
