@@ -84,14 +84,13 @@ def write_artefacts(
     *,
     overhead_pct: float | None,
     timings: dict[str, float],
-    console: Console,
+    console: Console | None = None,
 ) -> dict[str, Any]:
-    """Write CSVs, summary.json, timeline and report into ``directory``; print the summary.
+    """Write CSVs, summary.json, timeline and report into ``directory``.
 
     Returns the summary document.
     """
     from perfledger.render import summary as summary_render
-    from perfledger.render import terminal
 
     started = time.perf_counter()
     write_tables(directory, analysis)
@@ -112,5 +111,22 @@ def write_artefacts(
         profiler_overhead_pct=overhead_pct,
     )
     summary_render.write_summary(document, directory / "summary.json")
-    del terminal
     return document
+
+
+def print_profile(
+    console: Console, analysis: ProfileAnalysis, document: dict[str, Any], directory: Path
+) -> None:
+    """The terminal summary of a written profile."""
+    from perfledger.render import terminal
+
+    terminal.print_summary(
+        console,
+        document,
+        windows=[a for r in analysis.ranks for a in r.accounting.windows],
+        host_windows=[a for r in analysis.ranks for a in r.accounting.host],
+        op_statistic=analysis.op_statistic,
+        transfers=analysis.transfers,
+        gaps=analysis.gap_report,
+        paths=[directory, directory / "report.html", directory / "summary.json"],
+    )

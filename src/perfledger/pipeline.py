@@ -292,18 +292,23 @@ def build_profile(
     with staged_directory(out_dir, force=force) as staging:
         raw = staging / RAW_DIR
         raw.mkdir()
-        for source in {p for t in traces for p in t.source_files} or set(inputs):
-            link_or_copy(source, raw / source.name)
+        sources = sorted({p for t in traces for p in t.source_files} or set(inputs))
+        for index, source in enumerate(sources):
+            name = source.name if not (raw / source.name).exists() else f"{index}_{source.name}"
+            link_or_copy(source, raw / name)
         write_table(staging, "events", analysis.events)
         write_table(staging, "counters", analysis.counters)
         write_table(staging, "steps", analysis.steps)
         write_table(staging, "gaps", analysis.gaps)
         if step_times is not None:
             write_table(staging, "step_times", step_times.cast(STEP_TIMES_SCHEMA))
-        write_json(staging / "meta.json", _meta_document(traces, inputs, meta))
         summary = artefacts.write_artefacts(
-            staging, analysis, overhead_pct=overhead, timings=timings, console=console
+            staging, analysis, overhead_pct=overhead, timings=timings
         )
+        document = _meta_document(traces, inputs, meta)
+        document["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
+        write_json(staging / "meta.json", document)
+    artefacts.print_profile(console, analysis, summary, out_dir)
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
 
 
