@@ -15,9 +15,10 @@ docs/formats.md for the measurement) and carries the same facts.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -378,6 +379,7 @@ def load_ascend(path: Path, *, progress: Callable[[int, int], None] | None = Non
         if progress is not None:
             progress(done, len(sources))
     ranks = _assign_ranks(loaded)
+    loaded = _flag_copies(sources, loaded, ranks)
     world = max(len(loaded), *(int(item.meta.get("hccl_ranks", 0)) for item in loaded))
     traces = []
     for rank, item in sorted(zip(ranks, loaded, strict=True), key=lambda pair: pair[0]):
@@ -395,6 +397,50 @@ def load_ascend(path: Path, *, progress: Callable[[int, int], None] | None = Non
             )
         )
     return traces
+
+
+def _main_file(source: _RankSource) -> Path | None:
+    if source.db is not None:
+        return source.db
+    files = source.text.timeline or source.text.kernels
+    return files[0] if files else None
+
+
+def _fingerprint(path: Path) -> tuple[int, bytes]:
+    """Size and a hash of the head and tail: enough to tell two ranks' outputs apart."""
+    size = path.stat().st_size
+    digest = hashlib.blake2b(digest_size=16)
+    with path.open("rb") as stream:
+        digest.update(stream.read(1 << 20))
+        if size > 2 << 20:
+            stream.seek(-(1 << 20), 2)
+            digest.update(stream.read())
+    return size, digest.digest()
+
+
+def _flag_copies(
+    sources: list[_RankSource], loaded: list[_Loaded], ranks: list[int]
+) -> list[_Loaded]:
+    """Report ranks whose output is byte for byte another rank's (a copy gone wrong)."""
+    seen: dict[tuple[int, bytes], tuple[int, Path]] = {}
+    flagged: list[_Loaded] = []
+    for source, item, rank in zip(sources, loaded, ranks, strict=True):
+        path = _main_file(source)
+        if path is None or len(sources) == 1:
+            flagged.append(item)
+            continue
+        key = _fingerprint(path)
+        if key in seen:
+            other_rank, other = seen[key]
+            note = (
+                f"{path}: same content as rank {other_rank}'s {other}; "
+                "one rank's output was probably copied over another's"
+            )
+            item = replace(item, loss="; ".join(x for x in (item.loss, note) if x))
+        else:
+            seen[key] = (rank, path)
+        flagged.append(item)
+    return flagged
 
 
 def _assign_ranks(loaded: list[_Loaded]) -> list[int]:
