@@ -183,3 +183,27 @@ def test_host_only_table_and_no_steps() -> None:
 
 def test_rendering_twice_gives_the_same_text() -> None:
     assert full_render() == full_render()
+
+
+def test_a_narrow_console_stacks_figures_instead_of_cutting_them() -> None:
+    console = Console(width=80, record=True, force_terminal=False)
+    table = events()
+    gaps = gaps_table([{"start_ns": 0, "end_ns": 2_000_000, "cause": "host_dispatch"}])
+    windows = [window(1, 0, 1_234), window(-1, 0, 1_234)]
+    print_summary(
+        console,
+        headline(),
+        windows=windows,
+        op_statistic=op_statistic(table),
+        transfers=transfers(table),
+        gaps=gap_report(gaps, table),
+    )
+    text = console.export_text()
+    lines = text.split("\n")
+    assert all(len(line) <= 80 for line in lines)
+    # step 1 of 1234 ms: compute 740.4 ms (60%) over two lines, nothing cut
+    first = next(i for i, line in enumerate(lines) if line.split()[:2] == ["1", "1234.000"])
+    assert " ".join(lines[first].split()) == "1 1234.000 740.400 123.400 61.700 61.700 246.800"
+    assert " ".join(lines[first + 1].split()) == "(60.0%) (10.0%) (5.0%) (5.0%) (20.0%)"
+    assert "…" not in text[: text.index("top 10")]
+    assert row(text, "1-10ms", "idle gaps") == "1-10ms 1 2.000 2.000 0.000 0.000 0.000 0.000"

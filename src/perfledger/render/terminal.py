@@ -59,16 +59,16 @@ def print_summary(
     """
     console.print(_headline(summary))
     for key, accounts in _by_rank_device(windows).items():
-        console.print(_device_table(key, accounts))
-        console.print(_idle_table(key, accounts))
+        console.print(_device_table(key, accounts, console.width))
+        console.print(_idle_table(key, accounts, console.width))
     for rank, host_accounts in _by_rank_host(host_windows).items():
-        console.print(_host_table(rank, host_accounts))
+        console.print(_host_table(rank, host_accounts, console.width))
     if op_statistic is not None and op_statistic.num_rows:
-        console.print(_operator_table(op_statistic, top_operators))
+        console.print(_operator_table(op_statistic, top_operators, console.width))
     if transfers is not None and transfers.num_rows:
-        console.print(_transfer_table(transfers))
+        console.print(_transfer_table(transfers, console.width))
     if gaps is not None and gaps.count:
-        console.print(_gap_table(gaps))
+        console.print(_gap_table(gaps, console.width))
     loss = summary.get("loss")
     if loss:
         console.print(Text.assemble(("trace incomplete: ", "bold yellow"), str(loss)))
@@ -100,12 +100,69 @@ def _step_label(step: int) -> str:
     return "span" if step == SPAN_STEP else str(step)
 
 
-def _table(title: str, *columns: str) -> Table:
+Cell = str | Text
+
+
+def _table(
+    title: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    width: int,
+    sections: Sequence[bool] = (),
+    name_width: int | None = None,
+) -> Table:
+    """A table whose numbers are never cut: on a narrow console a cell wraps at its spaces.
+
+    Args:
+        title: shown above the table.
+        header: column titles; the first column is left-aligned, the others right-aligned.
+        rows: the cells.
+        sections: per row, whether a rule follows it.
+        width: the console width; when the rows do not fit on one line each, a cell's
+            figures are stacked ("12.345" over "(40.0%)") rather than cut.
+        name_width: when set, the first column holds names cut with an ellipsis beyond this
+            width (trace strings can be hundreds of characters long).
+    """
+    natural = sum(
+        max([len(header[i]), *(len(_plain(row[i])) for row in rows)]) + 2
+        for i in range(len(header))
+        if not (i == 0 and name_width is not None)
+    )
+    if natural > width:
+        rows = [[_stacked(cell) for cell in row] for row in rows]
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column(columns[0], justify="left", no_wrap=True)
-    for column in columns[1:]:
-        table.add_column(column, justify="right", no_wrap=True)
+    for index, title_text in enumerate(header):
+        texts = [title_text, *(_plain(row[index]) for row in rows)]
+        # The longest unbreakable word of the column: numbers wrap between words, never inside.
+        longest_word = max(len(word) for text in texts for word in text.split() or [""])
+        if index == 0 and name_width is not None:
+            table.add_column(
+                title_text,
+                justify="left",
+                no_wrap=True,
+                overflow="ellipsis",
+                min_width=min(longest_word, 16),
+                max_width=name_width,
+            )
+        else:
+            table.add_column(
+                title_text,
+                justify="left" if index == 0 else "right",
+                overflow="fold",
+                min_width=longest_word,
+            )
+    for index, row in enumerate(rows):
+        table.add_row(*row, end_section=index < len(sections) and sections[index])
     return table
+
+
+def _stacked(cell: Cell) -> Cell:
+    return cell.replace(" (", "\n(") if isinstance(cell, str) else cell
+
+
+def _plain(cell: Cell) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
 
 
 def _headline(summary: Mapping[str, Any]) -> Text:
@@ -149,138 +206,131 @@ def _by_rank_host(windows: Sequence[HostWindowAccount]) -> dict[int, list[Any]]:
     return {rank: _sorted_steps(group) for rank, group in groups.items()}
 
 
-def _device_table(key: tuple[int, int], accounts: Sequence[WindowAccount]) -> Table:
+def _device_table(key: tuple[int, int], accounts: Sequence[WindowAccount], width: int) -> Table:
     rank, device = key
-    table = _table(
+    rows = [
+        [
+            _step_label(w.step),
+            _ms(w.wall_ns),
+            _share(w.compute_ns, w.wall_ns),
+            _share(w.communication_ns, w.wall_ns),
+            _share(w.memcpy_ns, w.wall_ns),
+            _share(w.memset_ns, w.wall_ns),
+            _share(w.idle_ns, w.wall_ns),
+        ]
+        for w in accounts
+    ]
+    return _table(
         f"rank {rank} · device {device}: time account, ms (% of the window)",
-        "step",
-        "wall ms",
-        "compute",
-        "communication",
-        "memcpy",
-        "memset",
-        "idle",
+        ["step", "wall ms", "compute", "communication", "memcpy", "memset", "idle"],
+        rows,
+        sections=_before_span(accounts),
+        width=width,
     )
-    for w, before_span in zip(accounts, _before_span(accounts), strict=True):
-        wall = w.wall_ns
-        table.add_row(
-            _step_label(w.step),
-            _ms(wall),
-            _share(w.compute_ns, wall),
-            _share(w.communication_ns, wall),
-            _share(w.memcpy_ns, wall),
-            _share(w.memset_ns, wall),
-            _share(w.idle_ns, wall),
-            end_section=before_span,
-        )
-    return table
 
 
-def _idle_table(key: tuple[int, int], accounts: Sequence[WindowAccount]) -> Table:
+def _idle_table(key: tuple[int, int], accounts: Sequence[WindowAccount], width: int) -> Table:
     rank, device = key
-    table = _table(
+    rows = [
+        [
+            _step_label(w.step),
+            _share(w.idle_ns, w.wall_ns),
+            *(_share(getattr(w, f"idle_{cause}_ns"), w.wall_ns) for cause in IDLE_CAUSES),
+        ]
+        for w in accounts
+    ]
+    return _table(
         f"rank {rank} · device {device}: idle by cause, ms (% of the window)",
-        "step",
-        "idle",
-        *(_CAUSE_TITLES[c] for c in IDLE_CAUSES),
+        ["step", "idle", *(_CAUSE_TITLES[c] for c in IDLE_CAUSES)],
+        rows,
+        sections=_before_span(accounts),
+        width=width,
     )
-    for w, before_span in zip(accounts, _before_span(accounts), strict=True):
-        wall = w.wall_ns
-        table.add_row(
+
+
+def _host_table(rank: int, accounts: Sequence[HostWindowAccount], width: int) -> Table:
+    rows = [
+        [
             _step_label(w.step),
-            _share(w.idle_ns, wall),
-            *(_share(getattr(w, f"idle_{cause}_ns"), wall) for cause in IDLE_CAUSES),
-            end_section=before_span,
-        )
-    return table
-
-
-def _host_table(rank: int, accounts: Sequence[HostWindowAccount]) -> Table:
-    table = _table(
+            _ms(w.wall_ns),
+            _share(w.dataloader_ns, w.wall_ns),
+            _share(w.forward_ns, w.wall_ns),
+            _share(w.backward_ns, w.wall_ns),
+            _share(w.optimizer_ns, w.wall_ns),
+            _share(w.operator_ns, w.wall_ns),
+            _share(w.overhead_ns, w.wall_ns),
+        ]
+        for w in accounts
+    ]
+    header = ["step", "wall ms", "dataloader", "forward", "backward", "optimizer"]
+    return _table(
         f"rank {rank} · host (main thread): time account, ms (% of the window)",
-        "step",
-        "wall ms",
-        "dataloader",
-        "forward",
-        "backward",
-        "optimizer",
-        "operators",
-        "overhead",
+        [*header, "operators", "overhead"],
+        rows,
+        sections=_before_span(accounts),
+        width=width,
     )
-    for w, before_span in zip(accounts, _before_span(accounts), strict=True):
-        wall = w.wall_ns
-        table.add_row(
-            _step_label(w.step),
-            _ms(wall),
-            _share(w.dataloader_ns, wall),
-            _share(w.forward_ns, wall),
-            _share(w.backward_ns, wall),
-            _share(w.optimizer_ns, wall),
-            _share(w.operator_ns, wall),
-            _share(w.overhead_ns, wall),
-            end_section=before_span,
-        )
-    return table
 
 
-def _operator_table(statistic: pa.Table, limit: int) -> Table:
-    table = _table(
-        f"top {limit} operators by time", "operator", "kind", "count", "total ms", "avg µs", "share"
-    )
-    table.columns[0].no_wrap = True
-    table.columns[0].overflow = "ellipsis"
-    table.columns[0].max_width = 60
-    for row in statistic.slice(0, limit).to_pylist():
-        table.add_row(
+def _operator_table(statistic: pa.Table, limit: int, width: int) -> Table:
+    rows: list[list[Cell]] = [
+        [
             Text(str(row["name"])),
             Text(str(row["kind"])),
             str(row["count"]),
             _ms(row["total_ns"]),
             f"{row['avg_ns'] / 1e3:.3f}",
             f"{100.0 * row['ratio']:.1f}%",
-        )
-    return table
-
-
-def _transfer_table(transfers: pa.Table) -> Table:
-    table = _table(
-        "memory copies",
-        "direction",
-        "count",
-        "bytes",
-        "time ms",
-        "GB/s",
-        "pageable",
-        "under 64 KiB",
+        ]
+        for row in statistic.slice(0, limit).to_pylist()
+    ]
+    return _table(
+        f"top {limit} operators by time",
+        ["operator", "kind", "count", "total ms", "avg µs", "share"],
+        rows,
+        name_width=60,
+        width=width,
     )
+
+
+def _transfer_table(transfers: pa.Table, width: int) -> Table:
+    rows: list[list[Cell]] = []
     for row in transfers.to_pylist():
         gbps = row["gbps"]
-        table.add_row(
-            str(row["direction"]),
-            str(row["count"]),
-            _bytes(row["bytes"]),
-            _ms(row["time_ns"]),
-            "-" if gbps is None or math.isnan(gbps) else f"{gbps:.2f}",
-            str(row["pageable_count"]),
-            str(row["small_count"]),
+        rows.append(
+            [
+                str(row["direction"]),
+                str(row["count"]),
+                _bytes(row["bytes"]),
+                _ms(row["time_ns"]),
+                "-" if gbps is None or math.isnan(gbps) else f"{gbps:.2f}",
+                str(row["pageable_count"]),
+                str(row["small_count"]),
+            ]
         )
-    return table
-
-
-def _gap_table(report: GapReport) -> Table:
-    table = _table(
-        "device idle gaps by duration, ms by cause",
-        "gap length",
-        "count",
-        "total ms",
-        *(_CAUSE_TITLES[c] for c in IDLE_CAUSES),
+    return _table(
+        "memory copies",
+        ["direction", "count", "bytes", "time ms", "GB/s", "pageable", "under 64 KiB"],
+        rows,
+        width=width,
     )
+
+
+def _gap_table(report: GapReport, width: int) -> Table:
+    rows: list[list[Cell]] = []
     for bucket in report.buckets:
         by_cause = {share.cause: share.total_ns for share in bucket.by_cause}
-        table.add_row(
-            bucket.label,
-            str(bucket.count),
-            _ms(bucket.total_ns),
-            *(_ms(by_cause.get(cause, 0)) for cause in IDLE_CAUSES),
+        rows.append(
+            [
+                bucket.label,
+                str(bucket.count),
+                _ms(bucket.total_ns),
+                *(_ms(by_cause.get(cause, 0)) for cause in IDLE_CAUSES),
+            ]
         )
-    return table
+    return _table(
+        "device idle gaps by duration, ms by cause",
+        ["gap length", "count", "total ms", *(_CAUSE_TITLES[c] for c in IDLE_CAUSES)],
+        rows,
+        width=width,
+    )
