@@ -100,3 +100,28 @@ def test_float_timestamps_keep_nanoseconds() -> None:
     row = span_rows("v100_ns_timestamps.json.gz")[0]
     assert abs(row.wall_ns / 1000 - hta_rows("v100_ns_timestamps")[0].span_us) < 1.0
     assert row.wall_ns % 1000 != 0
+
+
+def test_tasks_without_launch_are_the_whole_v100_test_difference() -> None:
+    import numpy as np
+
+    from perfledger.analysis import columns
+    from perfledger.analysis.intervals import union
+    from perfledger.analysis.steps import launch_starts, step_annotations
+
+    (trace,) = load_traces([shared_trace("kineto/v100_rank1_test.json.gz")])
+    events = trace.events
+    launches = launch_starts(events)
+    is_task = columns.isin(events, "kind", ["kernel", "comm", "memcpy", "memset"])
+    start = columns.int64(events, "start_ns")
+    end = start + columns.int64(events, "dur_ns")
+    last_step_start = step_annotations(events)[-1][1]
+    linked = is_task & (launches >= 0) & (launches < last_step_start)
+    busy = union(start[linked], end[linked])
+    hta = hta_rows("v100_rank1_test")[1]
+    assert busy.total / 1000 == pytest.approx(hta.compute_us + hta.non_compute_us, abs=1)
+    assert (busy.ends[-1] - busy.starts[0]) / 1000 == pytest.approx(hta.span_us, abs=1)
+    # ... and the tasks HTA leaves out all precede the first launch the trace holds
+    orphans = is_task & (launches < 0)
+    assert int(orphans.sum()) == 614
+    assert start[orphans].max() < np.min(launches[launches >= 0]) + 40_000_000
