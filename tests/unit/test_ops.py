@@ -273,6 +273,12 @@ def test_kernel_details_reads_the_launch_configuration() -> None:
     assert rows[0]["host_op"] == "aten::addmm"
 
 
+def test_kernel_details_reads_an_ascend_block_dim_as_the_grid() -> None:
+    events = EventsBuilder().kernel(0, 5, "MatMulV2", args={"block_dim": 24}).table()
+    row = kernel_details(events).to_pylist()[0]
+    assert (row["grid"], row["block"], row["registers_per_thread"]) == ("24", None, None)
+
+
 def test_api_statistic_groups_runtime_and_sync_calls() -> None:
     events = (
         addmm_trace()

@@ -36,7 +36,8 @@ descending, then name and kind:
 ``kernel_details`` (:data:`KERNEL_DETAILS_SCHEMA`), one row per kernel or comm task, sorted by
 start_ns, rank, device, stream:
     rank, device, stream, step, kind, name, start_ns, dur_ns, wait_ns, host_op,
-    grid, block     -- launch dimensions as "x,y,z" (null when absent),
+    grid, block     -- launch dimensions as "x,y,z" (null when absent; grid is the block dim
+                       of an Ascend kernel),
     registers_per_thread, shared_memory_bytes, blocks_per_sm, warps_per_sm,
     occupancy_pct  -- estimated achieved occupancy; all null when absent from args.
 
@@ -143,15 +144,17 @@ API_STATISTIC_SCHEMA: Final = pa.schema(
     ]
 )
 
-# Launch-configuration keys in a kernel's args (Kineto spelling), per output column.
+# Launch-configuration keys in a kernel's args, per output column, first found wins: Kineto's
+# spelling, then the Ascend importers' (an Ascend kernel's block dim is its number of blocks,
+# CUDA's grid size).
 _KERNEL_ARG_KEYS: Final = {
-    "grid": "grid",
-    "block": "block",
-    "registers_per_thread": "registers per thread",
-    "shared_memory_bytes": "shared memory",
-    "blocks_per_sm": "blocks per SM",
-    "warps_per_sm": "warps per SM",
-    "occupancy_pct": "est. achieved occupancy %",
+    "grid": ("grid", "block_dim"),
+    "block": ("block",),
+    "registers_per_thread": ("registers per thread",),
+    "shared_memory_bytes": ("shared memory",),
+    "blocks_per_sm": ("blocks per SM",),
+    "warps_per_sm": ("warps per SM",),
+    "occupancy_pct": ("est. achieved occupancy %",),
 }
 
 _NEEDED_COLUMNS: Final = (
@@ -215,8 +218,8 @@ def kernel_details(events: pa.Table) -> pa.Table:
     args = pc.cast(events.column("args").take(frame["row"]), pa.string())
     frame = frame.append_column("args", args)
     launch_config = ",\n".join(
-        _arg_expression(column, key, KERNEL_DETAILS_SCHEMA.field(column).type)
-        for column, key in _KERNEL_ARG_KEYS.items()
+        _arg_expression(column, keys, KERNEL_DETAILS_SCHEMA.field(column).type)
+        for column, keys in _KERNEL_ARG_KEYS.items()
     )
     query = f"""
         WITH parsed AS (
@@ -508,14 +511,18 @@ def _device_frame(events: pa.Table) -> pa.Table:
     )
 
 
-def _arg_expression(column: str, key: str, type_: pa.DataType) -> str:
-    path = f"'$.\"{key}\"'"
-    if pa.types.is_string(type_):
-        # A list [x, y, z] becomes "x,y,z"; a scalar stays as written.
-        raw = f"CAST(json_extract(valid_args, {path}) AS VARCHAR)"
-        return f"nullif(regexp_replace({raw}, '[\\[\\] \"]', '', 'g'), 'null') AS {column}"
-    sql_type = "BIGINT" if pa.types.is_integer(type_) else "DOUBLE"
-    return f"TRY_CAST(json_extract_string(valid_args, {path}) AS {sql_type}) AS {column}"
+def _arg_expression(column: str, keys: Sequence[str], type_: pa.DataType) -> str:
+    values = []
+    for key in keys:
+        path = f"'$.\"{key}\"'"
+        if pa.types.is_string(type_):
+            # A list [x, y, z] becomes "x,y,z"; a scalar stays as written.
+            raw = f"CAST(json_extract(valid_args, {path}) AS VARCHAR)"
+            values.append(f"nullif(regexp_replace({raw}, '[\\[\\] \"]', '', 'g'), 'null')")
+        else:
+            sql_type = "BIGINT" if pa.types.is_integer(type_) else "DOUBLE"
+            values.append(f"TRY_CAST(json_extract_string(valid_args, {path}) AS {sql_type})")
+    return f"coalesce({', '.join(values)}) AS {column}"
 
 
 def _query(query: str, result_schema: pa.Schema, **tables: pa.Table) -> pa.Table:
