@@ -1,0 +1,728 @@
+"""The in-process driver: cuts a Python program into steps and drives ``torch.profiler`` over them.
+
+It runs inside the profiled program (started by the bootstrap's ``sitecustomize`` or by the Python
+API), so it imports only the standard library, and torch only once the program has imported it.
+
+Steps come, in order of precedence, from explicit marks (:func:`mark_step`, ``prof.step()``),
+from ``Optimizer.step`` (a training step ends when the outermost step of the first optimizer
+returns; the next begins right after), or from DataLoader batches (a new step begins when a batch
+is fetched from an iterator that already gave one in the current step and no backward pass ran).
+Every step's wall time is appended to a JSON-lines step log as it ends, whether it is profiled or
+not; the profiler itself runs only over the ``--skip``/``--steps`` window, through torch's own
+schedule, so the trace carries torch's ``ProfilerStep#N`` annotations (N counts from 0).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+ENV_STAGING: Final = "PERFLEDGER_STAGING"
+ENV_OPTIONS: Final = "PERFLEDGER_OPTIONS"
+
+LEVELS: Final = ("light", "default", "full")
+
+# What the profiler does during a step (torch's ProfilerAction, named for the step log).
+ACTION_NONE: Final = "none"
+ACTION_WARMUP: Final = "warmup"
+ACTION_RECORD: Final = "record"
+ACTION_SAVE: Final = "save"  # the last recorded step: the trace is written when it ends
+RECORDED_ACTIONS: Final = (ACTION_RECORD, ACTION_SAVE)
+
+STEP_LOG_PREFIX: Final = "steps-"
+STEP_LOG_SUFFIX: Final = ".jsonl"
+TRACE_PREFIX: Final = "rank"
+TRACE_SUFFIX: Final = ".json"
+
+
+@dataclass(frozen=True)
+class DriverOptions:
+    """What to profile: skip the first ``skip`` steps, then record ``steps`` (0: all the rest).
+
+    Raises:
+        ValueError: a negative count or an unknown level.
+    """
+
+    skip: int = 1
+    steps: int = 10
+    level: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.skip < 0:
+            raise ValueError(f"--skip must be >= 0 (got {self.skip})")
+        if self.steps < 0:
+            raise ValueError(f"--steps must be >= 0, 0 for all (got {self.steps})")
+        if self.level not in LEVELS:
+            raise ValueError(f"level must be one of {', '.join(LEVELS)} (got {self.level!r})")
+
+    def to_json(self) -> str:
+        """The options as the JSON carried by the environment to every worker."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> DriverOptions:
+        """Options read back from :meth:`to_json`; ValueError when malformed."""
+        try:
+            fields = json.loads(text)
+            return cls(skip=int(fields["skip"]), steps=int(fields["steps"]), level=fields["level"])
+        except (TypeError, KeyError, json.JSONDecodeError) as error:
+            raise ValueError(f"malformed {ENV_OPTIONS}: {text!r}") from error
+
+
+def planned_action(step: int, skip: int, steps: int) -> str:
+    """What the profiler does during ``step`` (0-based) with ``--skip skip --steps steps``.
+
+    The last skipped step warms the profiler up, so that the first recorded step does not pay
+    for the profiler's start; ``steps == 0`` records every step after the skipped ones.
+    """
+    if step < skip - 1:
+        return ACTION_NONE
+    if step == skip - 1:
+        return ACTION_WARMUP
+    if steps == 0:
+        return ACTION_RECORD
+    last = skip + steps - 1
+    if step < last:
+        return ACTION_RECORD
+    if step == last:
+        return ACTION_SAVE
+    return ACTION_NONE
+
+
+class StepLog:
+    """An append-only JSON-lines file, one record per line.
+
+    Each record is written by a single ``write`` call on an ``O_APPEND`` descriptor, so a process
+    killed at any point leaves every earlier record whole (at worst the last line is cut, and the
+    reader drops it).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record."""
+        if self._fd is None:
+            return
+        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        os.write(self._fd, line.encode())
+
+    def close(self) -> None:
+        """Close the file; later appends are dropped."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def distributed_info() -> dict[str, Any]:
+    """Rank, local rank, world size and backend, from torch.distributed or the launcher's env."""
+    info: dict[str, Any] = {}
+    for key, var in (("rank", "RANK"), ("local_rank", "LOCAL_RANK"), ("world_size", "WORLD_SIZE")):
+        value = os.environ.get(var, "")
+        info[key] = int(value) if value.isdigit() else None
+    dist = _loaded_module("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            info["rank"] = int(dist.get_rank())
+            info["world_size"] = int(dist.get_world_size())
+            info["backend"] = str(dist.get_backend())
+    except Exception:  # a half-initialised process group: the environment is all we know
+        pass
+    return info
+
+
+def torch_info() -> dict[str, Any]:
+    """Torch, CUDA/HIP versions and the properties of the devices this process initialised."""
+    torch = _loaded_module("torch")
+    if torch is None:
+        return {}
+    info: dict[str, Any] = {
+        "torch": str(torch.__version__),
+        "cuda": getattr(torch.version, "cuda", None),
+        "hip": getattr(torch.version, "hip", None),
+        "num_threads": int(torch.get_num_threads()),
+        "devices": [],
+    }
+    try:
+        # Querying properties would create a CUDA context in a process that has none: only
+        # describe devices the program already initialised.
+        if torch.cuda.is_initialized():
+            for index in range(torch.cuda.device_count()):
+                props = torch.cuda.get_device_properties(index)
+                info["devices"].append(
+                    {
+                        "index": index,
+                        "name": props.name,
+                        "total_memory": int(props.total_memory),
+                        "capability": f"{props.major}.{props.minor}",
+                        "multi_processor_count": int(props.multi_processor_count),
+                    }
+                )
+    except Exception as error:  # a broken driver must not cost the trace
+        info["devices_error"] = str(error)
+    return info
+
+
+def _loaded_module(name: str) -> Any:
+    """The module if the program has imported it, else None (never imports it ourselves)."""
+    return sys.modules.get(name)
+
+
+class StepDriver:
+    """Cuts one process's run into steps, logs every step and profiles the planned window.
+
+    Args:
+        staging: the directory receiving the step log and the trace.
+        options: the profiled window and level.
+        manual: only explicit marks cut steps (the Python API); otherwise optimizer steps and
+            DataLoader batches do too, until the first explicit mark.
+        profiler_factory: makes the (unstarted) scheduled profiler from the options and the
+            trace-ready callback; ``torch.profiler`` by default.
+    """
+
+    def __init__(
+        self,
+        staging: Path,
+        options: DriverOptions,
+        *,
+        manual: bool = False,
+        profiler_factory: Callable[[DriverOptions, Callable[[Any], None]], Any] | None = None,
+    ) -> None:
+        self.staging = staging
+        self.options = options
+        self._profiler_factory = profiler_factory or make_torch_profiler
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._started = False
+        self._finished = False
+        self._manual = manual
+        self._training = False
+        self._optimizer_key: int | None = None
+        self._fetched: set[int] = set()
+        self._backward_seen = False
+        self._step = 0
+        self._action = ACTION_NONE
+        self._step_start_ns = 0
+        self._profiler: Any = None
+        self._log: StepLog | None = None
+        self._pending_signal: int | None = None
+        self._end_reason = "exit"
+        self._previous_excepthook = sys.excepthook
+        self._signals: list[tuple[int, Any]] = []
+        self.trace_files: list[Path] = []
+
+    # -- step signals ---------------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        """Whether the first step has begun."""
+        return self._started
+
+    @property
+    def step(self) -> int:
+        """The number of the step running now."""
+        return self._step
+
+    def note_backward(self) -> None:
+        """A backward pass ran: the current step is a training step, batches do not cut it."""
+        self._backward_seen = True
+
+    def on_batch(self, iterator_id: int) -> None:
+        """A DataLoader iterator is about to fetch a batch."""
+        if self._manual or self._training or self._finished:
+            return
+        with self._locked():
+            if not self._started:
+                self._begin()
+            elif iterator_id in self._fetched and not self._backward_seen:
+                self._cut()
+            self._fetched.add(iterator_id)
+
+    def on_optimizer_step(self, optimizer: object) -> None:
+        """An outermost ``Optimizer.step`` returned."""
+        if self._manual or self._finished:
+            return
+        key = id(optimizer)
+        if self._optimizer_key is None:
+            # The first optimizer to step defines the step; others (a GAN's second one) run
+            # inside it.
+            self._optimizer_key = key
+            self._training = True
+        elif key != self._optimizer_key:
+            return
+        with self._locked():
+            if not self._started:
+                self._begin()
+            else:
+                self._cut()
+
+    def mark_step(self) -> None:
+        """An explicit step boundary: ends the running step and begins the next."""
+        if self._finished:
+            return
+        self._manual = True
+        with self._locked():
+            if not self._started:
+                self._begin()
+            else:
+                self._cut()
+
+    def start(self) -> None:
+        """Begin step 0 now (the Python API's ``__enter__``)."""
+        with self._locked():
+            if not self._started and not self._finished:
+                self._begin()
+
+    def finish(self, reason: str | None = None) -> None:
+        """Stop the profiler, write the trace if steps were being recorded, close the log.
+
+        Idempotent; called at exit, on an uncaught exception and on SIGTERM/SIGINT.
+        """
+        if os.getpid() != self._pid:
+            return
+        with self._lock:
+            self._finish_locked(reason or self._end_reason)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._lock:
+            yield
+        pending, self._pending_signal = self._pending_signal, None
+        if pending is not None:
+            # Raised again rather than handled here: this may not be the main thread, and only
+            # the main thread may raise KeyboardInterrupt for the program.
+            signal.raise_signal(pending)
+
+    def _begin(self) -> None:
+        self.staging.mkdir(parents=True, exist_ok=True)
+        self._log = StepLog(self.staging / f"{STEP_LOG_PREFIX}{self._pid}{STEP_LOG_SUFFIX}")
+        self._log.append(
+            {
+                "event": "start",
+                "pid": self._pid,
+                "ppid": os.getppid(),
+                "argv": list(sys.argv),
+                "executable": sys.executable,
+                "options": asdict(self.options),
+                "time_ns": time.time_ns(),
+                **distributed_info(),
+            }
+        )
+        self._started = True
+        self._install_exit_handlers()
+        self._profiler = self._make_profiler()
+        if self._profiler is not None:
+            self._call_profiler(self._profiler.start)
+        self._step = 0
+        self._action = self._planned(0)
+        self._step_start_ns = time.time_ns()
+
+    def _planned(self, step: int) -> str:
+        if self._profiler is None:
+            return ACTION_NONE
+        return planned_action(step, self.options.skip, self.options.steps)
+
+    def _cut(self) -> None:
+        # The step ends before the profiler's bookkeeping and the next begins after it, so a
+        # step's logged time is the program's own, not the profiler's start or export.
+        end_ns = time.time_ns()
+        assert self._log is not None
+        self._log.append(
+            {
+                "event": "step",
+                "step": self._step,
+                "start_ns": self._step_start_ns,
+                "end_ns": end_ns,
+                "action": self._action,
+            }
+        )
+        profiler = self._profiler
+        if profiler is not None:
+            self._call_profiler(profiler.step)
+            if self._action == ACTION_SAVE:
+                # The window is over and the trace written: close the step annotation torch
+                # opened and stop driving the profiler at all.
+                self._call_profiler(profiler.stop)
+                self._profiler = None
+        self._step += 1
+        self._action = self._planned(self._step)
+        self._fetched.clear()
+        self._backward_seen = False
+        self._step_start_ns = time.time_ns()
+
+    def _finish_locked(self, reason: str) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if not self._started:
+            return
+        end_ns = time.time_ns()
+        if self._profiler is not None:
+            self._call_profiler(self._profiler.stop)
+            self._profiler = None
+        assert self._log is not None
+        self._log.append(
+            {
+                "event": "end",
+                "reason": reason,
+                "step": self._step,
+                "start_ns": self._step_start_ns,
+                "end_ns": end_ns,
+                "action": self._action,
+                "time_ns": time.time_ns(),
+                "torch": torch_info(),
+                **distributed_info(),
+            }
+        )
+        self._log.close()
+        self._remove_exit_handlers()
+
+    def _make_profiler(self) -> Any:
+        return self._profiler_factory(self.options, self._export_trace)
+
+    def _call_profiler(self, action: Callable[[], object]) -> None:
+        """Run one profiler transition; a profiler failure ends profiling, never the program."""
+        global _USER_SCOPE_ONLY
+        _USER_SCOPE_ONLY = self.options.level == "light"
+        try:
+            action()
+        except Exception as error:
+            if self._log is not None:
+                self._log.append({"event": "profiler_error", "error": repr(error)[:2000]})
+            self._profiler = None
+        finally:
+            _USER_SCOPE_ONLY = False
+
+    def _export_trace(self, profiler: Any) -> None:
+        rank = distributed_info().get("rank") or 0
+        name = f"{TRACE_PREFIX}{rank}{TRACE_SUFFIX}"
+        if (self.staging / name).exists():  # two processes claim the same rank
+            name = f"{TRACE_PREFIX}{rank}-{self._pid}{TRACE_SUFFIX}"
+        target = self.staging / name
+        partial = self.staging / f".{name}.partial"
+        started = time.time_ns()
+        profiler.export_chrome_trace(str(partial))
+        os.replace(partial, target)
+        self.trace_files.append(target)
+        if self._log is not None:
+            self._log.append(
+                {
+                    "event": "trace",
+                    "file": name,
+                    "rank": rank,
+                    "export_ns": time.time_ns() - started,
+                    "torch": torch_info(),
+                    **distributed_info(),
+                }
+            )
+
+    def _install_exit_handlers(self) -> None:
+        atexit.register(self.finish)
+        self._previous_excepthook = sys.excepthook
+        sys.excepthook = self._excepthook
+        if threading.current_thread() is not threading.main_thread():
+            return
+        # Take over only the default dispositions: a program with its own handlers keeps them
+        # (and exits through atexit, which finishes the trace too).
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, self._on_signal)
+            self._signals.append((signal.SIGTERM, signal.SIG_DFL))
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, self._on_signal)
+            self._signals.append((signal.SIGINT, signal.default_int_handler))
+
+    def _remove_exit_handlers(self) -> None:
+        atexit.unregister(self.finish)
+        if sys.excepthook == self._excepthook:
+            sys.excepthook = self._previous_excepthook
+        if threading.current_thread() is threading.main_thread():
+            for signum, previous in self._signals:
+                if signal.getsignal(signum) == self._on_signal:
+                    signal.signal(signum, previous)
+        self._signals.clear()
+
+    def _excepthook(
+        self, kind: type[BaseException], value: BaseException, tb: types.TracebackType | None
+    ) -> None:
+        self._end_reason = f"exception {kind.__name__}: {value}"[:500]
+        self._previous_excepthook(kind, value, tb)
+
+    def _on_signal(self, signum: int, frame: types.FrameType | None) -> None:
+        if os.getpid() == self._pid and self._lock.locked():
+            # A step boundary is half done: let it finish, then act on the signal.
+            self._pending_signal = signum
+            return
+        self._deliver(signum)
+
+    def _deliver(self, signum: int) -> None:
+        if signum == signal.SIGINT:
+            # Python's own behaviour: KeyboardInterrupt; atexit then writes the trace and the
+            # interpreter reports death by SIGINT.
+            raise KeyboardInterrupt
+        if os.getpid() == self._pid:
+            self.finish(f"signal {signal.Signals(signum).name}")
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+# -- torch glue -------------------------------------------------------------------------------
+
+_USER_SCOPE_ONLY = False
+
+
+def _torch_schedule(options: DriverOptions, step: int) -> Any:
+    from torch.profiler import ProfilerAction
+
+    action = planned_action(step, options.skip, options.steps)
+    return {
+        ACTION_NONE: ProfilerAction.NONE,
+        ACTION_WARMUP: ProfilerAction.WARMUP,
+        ACTION_RECORD: ProfilerAction.RECORD,
+        ACTION_SAVE: ProfilerAction.RECORD_AND_SAVE,
+    }[action]
+
+
+def profiler_settings(level: str) -> dict[str, Any]:
+    """``torch.profiler.profile`` keyword arguments of a level (activities excepted)."""
+    from torch._C._profiler import _ExperimentalConfig
+
+    if level == "full":
+        return {
+            "record_shapes": True,
+            "with_flops": True,
+            "with_stack": True,
+            "profile_memory": True,
+            "experimental_config": _ExperimentalConfig(verbose=True),
+        }
+    settings: dict[str, Any] = {}
+    if level == "default":
+        settings.update(record_shapes=True, with_flops=True)
+    # We only ever export the trace: skip building torch's Python event objects at stop
+    # (an option since torch 2.12).
+    with contextlib.suppress(TypeError):
+        settings["experimental_config"] = _ExperimentalConfig(trace_only=True)
+    return settings
+
+
+def make_torch_profiler(options: DriverOptions, on_trace_ready: Callable[[Any], None]) -> Any:
+    """A scheduled ``torch.profiler.profile`` for ``options`` (not started)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    if options.level == "light":
+        _install_scope_filter()
+    return profile(
+        activities=activities,
+        schedule=functools.partial(_torch_schedule, options),
+        on_trace_ready=on_trace_ready,
+        **profiler_settings(options.level),
+    )
+
+
+def _install_scope_filter() -> None:
+    """Let the light level record user annotations only (steps, data loader, optimizer).
+
+    torch.profiler has no option for it, but its enable call takes the record-function scopes to
+    observe; operators are left out while device activities (CUPTI) are still collected.
+    """
+    from torch._C._profiler import RecordScope
+
+    autograd_profiler: Any = importlib.import_module("torch.autograd.profiler")
+    original = autograd_profiler._enable_profiler
+    if getattr(original, "_perfledger_scope_filter", False):
+        return
+
+    @functools.wraps(original)
+    def enable_profiler(config: Any, activities: Any, scopes: Any = None) -> Any:
+        if _USER_SCOPE_ONLY:
+            scopes = {RecordScope.USER_SCOPE}
+        if scopes is None:
+            return original(config, activities)
+        return original(config, activities, scopes)
+
+    enable_profiler._perfledger_scope_filter = True  # type: ignore[attr-defined]
+    autograd_profiler._enable_profiler = enable_profiler
+
+
+# -- process-wide hooks (used under ``perfledger record``) ----------------------------------
+
+_DRIVER: StepDriver | None = None
+_CONFIG: tuple[Path, DriverOptions] | None = None
+_OPTIMIZER_DEPTH = threading.local()
+
+
+def current_driver() -> StepDriver | None:
+    """The driver of this process, created at the first step signal when recording."""
+    global _DRIVER
+    if _DRIVER is None and _CONFIG is not None:
+        _DRIVER = StepDriver(*_CONFIG)
+    return _DRIVER
+
+
+def set_driver(driver: StepDriver | None) -> StepDriver | None:
+    """Make ``driver`` receive :func:`mark_step` (the Python API); return the previous one."""
+    global _DRIVER
+    previous, _DRIVER = _DRIVER, driver
+    return previous
+
+
+def recording() -> bool:
+    """Whether this process runs under ``perfledger record``."""
+    return _CONFIG is not None
+
+
+def mark_step() -> None:
+    """End the running step and begin the next; a no-op when nothing is profiling."""
+    driver = current_driver()
+    if driver is not None:
+        driver.mark_step()
+
+
+def _on_batch(iterator: object) -> None:
+    driver = _DRIVER if _DRIVER is not None else current_driver()
+    if driver is not None:
+        driver.on_batch(id(iterator))
+
+
+def _on_backward() -> None:
+    if _DRIVER is not None:
+        _DRIVER.note_backward()
+
+
+def _on_optimizer_step(optimizer: object) -> None:
+    driver = _DRIVER if _DRIVER is not None else current_driver()
+    if driver is not None:
+        driver.on_optimizer_step(optimizer)
+
+
+def install_torch_hooks(torch: Any) -> None:
+    """Watch DataLoader batches, backward passes and optimizer steps (idempotent)."""
+    dataloader: Any = importlib.import_module("torch.utils.data.dataloader")
+    iterator_class: Any = dataloader._BaseDataLoaderIter
+    if getattr(iterator_class.__next__, "_perfledger_hook", False):
+        return
+    original_next = iterator_class.__next__
+
+    @functools.wraps(original_next)
+    def next_batch(self: object) -> Any:
+        _on_batch(self)
+        return original_next(self)
+
+    next_batch._perfledger_hook = True  # type: ignore[attr-defined]
+    iterator_class.__next__ = next_batch
+
+    original_backward = torch.autograd.backward
+
+    @functools.wraps(original_backward)
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        _on_backward()
+        return original_backward(*args, **kwargs)
+
+    torch.autograd.backward = backward
+
+    optimizer_class = torch.optim.Optimizer
+    original_hook_step = optimizer_class.profile_hook_step
+
+    def profile_hook_step(func: Callable[..., Any]) -> Callable[..., Any]:
+        hooked = original_hook_step(func)
+
+        @functools.wraps(hooked)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            # Depth keeps a wrapping optimizer (ZeroRedundancyOptimizer over an inner one)
+            # from ending the step when its inner step returns.
+            depth = getattr(_OPTIMIZER_DEPTH, "value", 0)
+            _OPTIMIZER_DEPTH.value = depth + 1
+            try:
+                result = hooked(*args, **kwargs)
+            finally:
+                _OPTIMIZER_DEPTH.value = depth
+            if depth == 0 and args:
+                _on_optimizer_step(args[0])
+            return result
+
+        return step
+
+    optimizer_class.profile_hook_step = staticmethod(profile_hook_step)
+
+
+class _TorchImportWatcher(importlib.abc.MetaPathFinder):
+    """Installs the torch hooks right after ``import torch`` finishes, without importing it."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "torch":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_then_hook(module: types.ModuleType) -> None:
+            exec_module(module)
+            try:
+                install_torch_hooks(module)
+            except Exception as error:  # never break the program for the profiler's sake
+                print(f"perfledger: cannot watch steps in this process: {error}", file=sys.stderr)
+
+        setattr(loader, "exec_module", exec_then_hook)  # noqa: B010 - this spec's loader only
+        return spec
+
+
+def _forget_in_child() -> None:
+    # A forked child (a DataLoader worker) shares the parent's profiler state but is not a
+    # worker of the program: it must never cut steps or write a trace.
+    global _DRIVER, _CONFIG
+    _DRIVER = None
+    _CONFIG = None
+
+
+def configure_from_env(environ: dict[str, str] | None = None) -> bool:
+    """Arm the driver from the environment the launcher set; True when recording.
+
+    Called by the bootstrap at interpreter start: cheap, imports nothing heavy.
+    """
+    global _CONFIG
+    env = os.environ if environ is None else environ
+    staging = env.get(ENV_STAGING)
+    if not staging:
+        return False
+    text = env.get(ENV_OPTIONS)
+    options = DriverOptions.from_json(text) if text else DriverOptions()
+    _CONFIG = (Path(staging), options)
+    os.register_at_fork(after_in_child=_forget_in_child)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        install_torch_hooks(torch)
+    elif not any(isinstance(finder, _TorchImportWatcher) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _TorchImportWatcher())
+    return True

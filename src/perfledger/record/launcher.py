@@ -1,0 +1,381 @@
+"""The launcher: run a program under the profiler, sample its host, then analyse what it left.
+
+The program runs as a child process with our bootstrap first on ``PYTHONPATH``, so every Python
+worker it starts (``python script.py``, ``python -m``, torchrun's workers) arms the step driver
+when it imports torch. The child stays in our process group, so a Ctrl-C at the terminal reaches
+it exactly as it would without us; signals sent to the launcher alone (``kill``) are forwarded.
+When the program ends, in any way, the staged traces are analysed into the profile directory
+and the program's own exit code is returned.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+
+import perfledger
+from perfledger.errors import PerfledgerError
+from perfledger.record import inprocess
+from perfledger.record.bootstrap import BOOTSTRAP_DIR
+from perfledger.record.counters import HostSampler, HostSamples, counters_table
+from perfledger.record.metadata import run_meta
+from perfledger.record.staging import (
+    ProcessRecord,
+    finish_trace,
+    incomplete_recorded_step,
+    read_staging,
+    step_times_table,
+)
+
+# Signals a user or a scheduler sends to stop or poke a job: passed on to the program.
+FORWARDED_SIGNALS: Final = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+EXIT_COMMAND_NOT_FOUND: Final = 127
+EXIT_COMMAND_NOT_EXECUTABLE: Final = 126
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """The options of ``perfledger record`` (see docs/record.md)."""
+
+    output: Path | None = None
+    label: str | None = None
+    skip: int = 2
+    steps: int = 5
+    level: str = "default"
+    host_interval_s: float = 0.05
+    force: bool = False
+
+    def driver_options(self) -> inprocess.DriverOptions:
+        """The in-process part; PerfledgerError for bad values."""
+        try:
+            return inprocess.DriverOptions(skip=self.skip, steps=self.steps, level=self.level)
+        except ValueError as error:
+            raise PerfledgerError(f"record: {error}") from error
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    """How a recording ended.
+
+    Attributes:
+        exit_code: the program's exit code (128 + N when it died of signal N).
+        profile: the profile directory written, or None.
+        kept_staging: the raw traces and step logs, kept when they could not be analysed.
+        processes: the profiled processes, from their step logs.
+    """
+
+    exit_code: int
+    profile: Path | None
+    kept_staging: Path | None
+    processes: tuple[ProcessRecord, ...]
+
+
+def child_environment(
+    environ: Mapping[str, str], staging: Path, options: inprocess.DriverOptions
+) -> dict[str, str]:
+    """The program's environment: ours plus the bootstrap and the driver's settings."""
+    env = dict(environ)
+    python_path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOTSTRAP_DIR), python_path) if p)
+    env[inprocess.ENV_STAGING] = str(staging)
+    env[inprocess.ENV_OPTIONS] = options.to_json()
+    env["PERFLEDGER_HOME"] = str(Path(perfledger.__file__).resolve().parent.parent)
+    return env
+
+
+def exit_code_of(returncode: int) -> int:
+    """A shell's exit code for a child's return code (death by signal N gives 128 + N)."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def record(
+    command: Sequence[str],
+    options: RecordOptions,
+    *,
+    console: Console | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> RecordResult:
+    """Run ``command`` under the profiler and analyse it into a profile directory.
+
+    Raises:
+        PerfledgerError: no command, bad options, an existing output without ``force``, or a
+            command that cannot be started (exit code 127/126).
+    """
+    console = console or Console()
+    if not command:
+        raise PerfledgerError(
+            "record: no program given: put it after --, e.g. perfledger record -- python train.py"
+        )
+    if options.host_interval_s <= 0:
+        raise PerfledgerError(
+            f"record: --host-interval must be > 0 (got {options.host_interval_s})"
+        )
+    if os.name != "posix":
+        raise PerfledgerError("record: only POSIX systems are supported")
+    driver_options = options.driver_options()
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else cwd
+    output = options.output or Path(time.strftime("prof_%Y%m%d_%H%M%S"))
+    output = output if output.is_absolute() else cwd / output
+    # Refused before the program runs, not after an hour of training.
+    if output.exists() and not options.force:
+        raise PerfledgerError(
+            f"{output} already exists: choose another output with -o, or pass --force to replace it"
+        )
+    staging = output.with_name(f".{output.name}.record-{os.getpid()}")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+
+    console.print(
+        f"[bold]perfledger record[/]: {' '.join(command)}  "
+        f"(skip {driver_options.skip}, steps {driver_options.steps or 'all'}, "
+        f"level {driver_options.level})",
+        highlight=False,
+    )
+    started_ns = time.time_ns()
+    try:
+        returncode, samples = _run_program(
+            command,
+            child_environment(environ, staging, driver_options),
+            cwd,
+            options.host_interval_s,
+        )
+    except PerfledgerError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    exit_code = exit_code_of(returncode)
+    ended_ns = time.time_ns()
+    return analyse_staging(
+        command=command,
+        options=options,
+        environ=environ,
+        cwd=cwd,
+        staging=staging,
+        output=output,
+        exit_code=exit_code,
+        started_ns=started_ns,
+        ended_ns=ended_ns,
+        samples=samples,
+        console=console,
+    )
+
+
+def analyse_staging(
+    *,
+    command: Sequence[str],
+    options: RecordOptions,
+    environ: Mapping[str, str],
+    cwd: Path,
+    staging: Path,
+    output: Path,
+    exit_code: int,
+    started_ns: int,
+    ended_ns: int,
+    samples: HostSamples,
+    console: Console,
+    program_ended: bool = True,
+) -> RecordResult:
+    """Turn a staging directory into the profile ``output``; remove it unless analysis failed.
+
+    Used by the launcher after the program ended, and by the Python API at the end of its block
+    (``program_ended=False``).
+    """
+    processes = read_staging(staging)
+    steps = sum(len(p.steps) for p in processes)
+    profiled = sum(s.profiled for p in processes for s in p.steps)
+    ended = ", ".join(sorted({f"rank {p.rank}: {p.end_reason}" for p in processes}))
+    console.print(
+        (f"program exited with code {exit_code}: " if program_ended else "")
+        + f"{steps} steps, {profiled} profiled"
+        + (f" ({ended})" if ended and program_ended else ""),
+        highlight=False,
+    )
+    traces = [
+        finish_trace(trace, incomplete_step=incomplete_recorded_step(process))
+        for process in processes
+        for trace in process.traces
+        if trace.exists()
+    ]
+    if not traces:
+        shutil.rmtree(staging, ignore_errors=True)
+        console.print(
+            "[yellow]no step was profiled[/]: "
+            + (
+                "the program ended before the first profiled step"
+                if processes
+                else "no step was detected (steps come from Optimizer.step, DataLoader batches "
+                "or perfledger.mark_step(), in a Python process that imports torch)"
+            )
+            + "; nothing written",
+            highlight=False,
+        )
+        return RecordResult(exit_code, None, None, processes)
+
+    sampler_cost = samples.sample_cost_ns / max(samples.sample_count, 1)
+    meta = run_meta(
+        command=command,
+        cwd=cwd,
+        environ=environ,
+        options={
+            **asdict(options.driver_options()),
+            "host_interval_s": options.host_interval_s,
+        },
+        label=options.label,
+        processes=processes,
+        exit_code=exit_code,
+        started_ns=started_ns,
+        ended_ns=ended_ns,
+        sampler={
+            "interval_s": options.host_interval_s,
+            "samples": samples.sample_count,
+            "mean_sample_cost_us": round(sampler_cost / 1e3, 1),
+        },
+    )
+    counters = counters_table(samples, {p.rank: p.pid for p in processes})
+    try:
+        profile = _build_profile(
+            traces,
+            output,
+            force=options.force,
+            meta=meta,
+            counters=counters,
+            step_times=step_times_table(processes),
+            console=console,
+        )
+    except PerfledgerError as error:
+        console.print(f"[red]analysis failed[/]: {error}", highlight=False)
+        console.print(f"raw traces and step logs kept in {staging}", highlight=False)
+        return RecordResult(exit_code or error.exit_code, None, staging, processes)
+    except KeyboardInterrupt:
+        console.print(f"analysis interrupted: raw traces kept in {staging}", highlight=False)
+        return RecordResult(exit_code or 130, None, staging, processes)
+    except Exception:
+        console.print(f"[red]analysis failed[/]: raw traces kept in {staging}", highlight=False)
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    console.print(f"profile: {profile}", highlight=False)
+    return RecordResult(exit_code, profile, None, processes)
+
+
+def _build_profile(traces: Sequence[Path], output: Path, **kwargs: Any) -> Path:
+    try:
+        from perfledger.pipeline import build_profile
+    except ImportError as error:
+        raise PerfledgerError(f"the analysis pipeline is not available ({error})") from error
+    result = build_profile(traces, output, **kwargs)
+    return Path(result.path)
+
+
+def _run_program(
+    command: Sequence[str], env: Mapping[str, str], cwd: Path, host_interval_s: float
+) -> tuple[int, HostSamples]:
+    """Start the program, sample its host and pass signals on until it ends."""
+    waiter = _SignalWaiter()
+    with waiter.blocking():
+        try:
+            child = subprocess.Popen(
+                list(command), env=dict(env), cwd=cwd, preexec_fn=waiter.unblock_in_child
+            )
+        except FileNotFoundError as error:
+            raise PerfledgerError(
+                f"record: cannot run {command[0]!r}: command not found", EXIT_COMMAND_NOT_FOUND
+            ) from error
+        except PermissionError as error:
+            raise PerfledgerError(
+                f"record: cannot run {command[0]!r}: permission denied",
+                EXIT_COMMAND_NOT_EXECUTABLE,
+            ) from error
+        # Started after the fork, so the sampling thread inherits the blocked signals and
+        # never runs a handler.
+        sampler = HostSampler(child.pid, host_interval_s)
+        sampler.start()
+        try:
+            returncode = waiter.wait(child, forward=lambda signum: _forward(child, signum))
+        finally:
+            samples = sampler.stop()
+    return returncode, samples
+
+
+def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
+    if child.poll() is None:
+        with suppress(ProcessLookupError):
+            os.kill(child.pid, signum)
+
+
+class _SignalWaiter:
+    """Waits for the child while taking the forwarded signals synchronously.
+
+    The signals are blocked in the launcher and read with ``sigtimedwait``, which tells who sent
+    them: a signal the terminal sent (Ctrl-C, Ctrl-\\) went to the whole foreground process group,
+    the program included, and is not sent again; one sent to the launcher alone is forwarded.
+    Where ``sigtimedwait`` is missing, Python handlers forward every signal.
+    """
+
+    # si_code > 0 means the kernel generated the signal (SI_KERNEL: a terminal's Ctrl-C);
+    # kill(2), tgkill(2) and sigqueue(3) give SI_USER (0) or negative codes.
+    def __init__(self) -> None:
+        self._synchronous = hasattr(signal, "sigtimedwait") and sys.platform.startswith("linux")
+        self._waited = {*FORWARDED_SIGNALS, signal.SIGCHLD}
+
+    @contextmanager
+    def blocking(self) -> Iterator[None]:
+        if not self._synchronous:
+            yield
+            return
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, self._waited)
+        try:
+            yield
+        finally:
+            # The program has ended: signals sent meanwhile were meant for it, drop them
+            # rather than interrupt the analysis that follows.
+            while signal.sigtimedwait(self._waited, 0) is not None:
+                pass
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    def unblock_in_child(self) -> None:
+        if self._synchronous:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, self._waited)
+
+    def wait(self, child: subprocess.Popen[bytes], forward: Callable[[int], None]) -> int:
+        if not self._synchronous:
+            return self._wait_with_handlers(child, forward)
+        while True:
+            info = signal.sigtimedwait(self._waited, 1.0)
+            returncode = child.poll()
+            if returncode is not None:
+                return returncode
+            if info is None or info.si_signo == signal.SIGCHLD:
+                continue
+            if info.si_code <= 0:
+                forward(info.si_signo)
+
+    @staticmethod
+    def _wait_with_handlers(child: subprocess.Popen[bytes], forward: Callable[[int], None]) -> int:
+        previous = {signum: signal.getsignal(signum) for signum in FORWARDED_SIGNALS}
+        for signum in FORWARDED_SIGNALS:
+            signal.signal(signum, lambda received, _frame: forward(received))
+        try:
+            return child.wait()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

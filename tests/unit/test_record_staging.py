@@ -1,0 +1,174 @@
+"""Reading what the workers staged: step logs, step times, overhead, finished traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfledger.errors import PerfledgerError
+from perfledger.record.staging import (
+    INCOMPLETE_STEP_PREFIX,
+    STEP_TIMES_SCHEMA,
+    StepRecord,
+    finish_trace,
+    profiler_overhead,
+    read_staging,
+    read_step_log,
+    step_times_table,
+)
+
+MS = 1_000_000
+
+
+def write_log(path: Path, records: list[dict[str, Any]], tail: str = "") -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+    return path
+
+
+def step(n: int, start_ms: int, end_ms: int, action: str) -> dict[str, Any]:
+    return {"event": "step", "step": n, "start_ns": start_ms * MS, "end_ns": end_ms * MS,
+            "action": action}  # fmt: skip
+
+
+def test_a_killed_process_keeps_its_whole_lines(tmp_path: Path) -> None:
+    log = write_log(
+        tmp_path / "steps-41.jsonl",
+        [
+            {"event": "start", "pid": 41, "rank": None},
+            step(0, 0, 10, "none"),
+            step(1, 10, 25, "warmup"),
+        ],
+        tail='{"event":"step","step":2,"sta',  # SIGKILL in the middle of a write
+    )
+    process = read_step_log(log)
+    assert process.pid == 41
+    assert process.rank == 0
+    assert [(s.step, s.wall_ns) for s in process.steps] == [(0, 10 * MS), (1, 15 * MS)]
+    assert process.end is None
+    assert process.end_reason == "killed"
+    assert process.open_step is None
+    assert process.traces == ()
+
+
+def test_the_rank_is_the_last_one_the_process_knew(tmp_path: Path) -> None:
+    # The environment said nothing; torch.distributed was initialised before the export.
+    log = write_log(
+        tmp_path / "steps-7.jsonl",
+        [
+            {"event": "start", "pid": 7, "rank": None, "world_size": None},
+            step(0, 0, 5, "save"),
+            {"event": "trace", "file": "rank3.json", "rank": 3, "world_size": 4, "backend": "gloo"},
+            {
+                "event": "end",
+                "reason": "exit",
+                "step": 1,
+                "start_ns": 5 * MS,
+                "end_ns": 6 * MS,
+                "action": "none",
+                "rank": None,
+                "backend": None,
+            },  # fmt: skip
+        ],
+    )
+    process = read_step_log(log)
+    assert process.rank == 3
+    assert process.fact("world_size") == 4
+    assert process.fact("backend") == "gloo"  # destroyed before the end: kept from the trace
+    assert process.traces == (tmp_path / "rank3.json",)
+    assert process.open_step == StepRecord(1, 5 * MS, 6 * MS, "none")
+
+
+def test_a_foreign_file_is_refused_with_its_name(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "steps-1.jsonl", [step(0, 0, 1, "none")])
+    with pytest.raises(PerfledgerError, match="steps-1.jsonl"):
+        read_step_log(log)
+
+
+def test_step_times_hold_every_complete_step_of_every_rank(tmp_path: Path) -> None:
+    for pid, rank in ((20, 1), (10, 0)):
+        write_log(
+            tmp_path / f"steps-{pid}.jsonl",
+            [
+                {"event": "start", "pid": pid, "rank": rank},
+                step(0, 0, 10, "warmup"),
+                step(1, 10, 30, "save"),
+                {
+                    "event": "end",
+                    "reason": "exit",
+                    "step": 2,
+                    "start_ns": 30 * MS,
+                    "end_ns": 31 * MS,
+                    "action": "none",
+                },  # fmt: skip
+            ],
+        )
+    processes = read_staging(tmp_path)
+    assert [p.rank for p in processes] == [0, 1]
+    table = step_times_table(processes)
+    assert table.schema == STEP_TIMES_SCHEMA
+    assert table.to_pylist() == [
+        {"rank": r, "step": s, "start_ns": a * MS, "end_ns": b * MS, "profiled": p}
+        for r in (0, 1)
+        for s, a, b, p in ((0, 0, 10, False), (1, 10, 30, True))
+    ]
+    assert step_times_table([]).equals(STEP_TIMES_SCHEMA.empty_table())
+
+
+def test_overhead_compares_recorded_steps_with_plain_ones() -> None:
+    walls = [
+        (0, 500, "none"),  # first step: initialisation, not a fair baseline
+        (1, 140, "warmup"),  # profiler armed: not a plain step
+        (2, 110, "record"),
+        (3, 130, "record"),
+        (4, 120, "save"),
+        (5, 100, "none"),
+        (6, 104, "none"),
+        (7, 98, "none"),
+    ]
+    steps = [StepRecord(n, 0, ms * MS, action) for n, ms, action in walls]
+    estimate = profiler_overhead(steps)
+    assert estimate is not None
+    assert estimate.profiled_ms == 120.0  # median of 110, 130, 120
+    assert estimate.unprofiled_ms == 100.0  # median of 100, 104, 98
+    assert (estimate.profiled_steps, estimate.unprofiled_steps) == (3, 3)
+    assert estimate.overhead_pct == pytest.approx(20.0)
+    assert profiler_overhead(steps[:5]) is None  # no plain step after the window
+
+
+def test_finishing_a_trace_gzips_it_and_renames_only_the_incomplete_step(tmp_path: Path) -> None:
+    text = (
+        '{"traceEvents": [{"name": "ProfilerStep#6", "ts": 1},'
+        ' {"name": "ProfilerStep#60"}, {"name": "ProfilerStep#5"},'
+        ' {"cat": "gpu_user_annotation", "name": "ProfilerStep#6"}]}'
+    )
+    trace = tmp_path / "rank0.json"
+    trace.write_text(text)
+    finished = finish_trace(trace, incomplete_step=6, chunk_bytes=7)
+    assert finished == tmp_path / "rank0.json.gz"
+    assert not trace.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.json.gz"]
+    expected = text.replace('"ProfilerStep#6"', f'"{INCOMPLETE_STEP_PREFIX}6"')
+    assert gzip.decompress(finished.read_bytes()).decode() == expected
+    assert '"ProfilerStep#60"' in expected and '"ProfilerStep#5"' in expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    body=st.lists(st.sampled_from(['"ProfilerStep#3"', "ProfilerStep#3", '"', "x", "#3", ", "])),
+    chunk=st.integers(min_value=1, max_value=40),
+)
+def test_renaming_is_the_same_whatever_the_chunk_size(
+    tmp_path_factory: pytest.TempPathFactory, body: list[str], chunk: int
+) -> None:
+    trace = tmp_path_factory.mktemp("trace") / "rank0.json"
+    text = "".join(body)
+    trace.write_text(text)
+    finished = finish_trace(trace, incomplete_step=3, chunk_bytes=chunk)
+    expected = text.replace('"ProfilerStep#3"', f'"{INCOMPLETE_STEP_PREFIX}3"')
+    assert gzip.decompress(finished.read_bytes()).decode() == expected
