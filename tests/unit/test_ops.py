@@ -274,9 +274,20 @@ def test_kernel_details_reads_the_launch_configuration() -> None:
 
 
 def test_kernel_details_reads_an_ascend_block_dim_as_the_grid() -> None:
-    events = EventsBuilder().kernel(0, 5, "MatMulV2", args={"block_dim": 24}).table()
-    row = kernel_details(events).to_pylist()[0]
-    assert (row["grid"], row["block"], row["registers_per_thread"]) == ("24", None, None)
+    events = (
+        EventsBuilder()
+        .kernel(0, 5, "MatMulV2", args={"block_dim": 24})
+        .kernel(10, 5, "TransData", args={"block_dim": 8.0})  # a CSV import gives floats
+        .kernel(20, 5, "Cast", args={"block_dim": 2.5, "grid": [1.0, 10.0, 1]})
+        .table()
+    )
+    rows = kernel_details(events).to_pylist()
+    assert (rows[0]["grid"], rows[0]["block"], rows[0]["registers_per_thread"]) == (
+        "24",
+        None,
+        None,
+    )
+    assert [r["grid"] for r in rows[1:]] == ["8", "1,10,1"]
 
 
 def test_api_statistic_groups_runtime_and_sync_calls() -> None:

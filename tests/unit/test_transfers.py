@@ -105,6 +105,8 @@ def test_direction_from_args_kind_when_the_name_is_silent() -> None:
         ("CopyHostToDevice", None, "HtoD"),
         ("CopyDeviceToHost", None, "DtoH"),
         ("CopyDeviceToDevice", None, "DtoD"),
+        ("acl_memcpy_host_to_device", None, "HtoD"),
+        ("MEMCPY_ASYNC", None, "unknown"),
         ("Memcpy HtoD (Host -> Device)", "DtoH", "HtoD"),  # the name wins
         ("memcpy", "0", "HtoH"),
         ("memcpy", "3", "DtoD"),

@@ -516,9 +516,11 @@ def _arg_expression(column: str, keys: Sequence[str], type_: pa.DataType) -> str
     for key in keys:
         path = f"'$.\"{key}\"'"
         if pa.types.is_string(type_):
-            # A list [x, y, z] becomes "x,y,z"; a scalar stays as written.
             raw = f"CAST(json_extract(valid_args, {path}) AS VARCHAR)"
-            values.append(f"nullif(regexp_replace({raw}, '[\\[\\] \"]', '', 'g'), 'null')")
+            # "x,y,z" from a list; whole numbers written as floats lose their ".0".
+            bare = f"regexp_replace({raw}, '[\\[\\] \"]', '', 'g')"
+            whole = f"regexp_replace({bare}, '\\.0+(,|$)', '\\1', 'g')"
+            values.append(f"nullif({whole}, 'null')")
         else:
             sql_type = "BIGINT" if pa.types.is_integer(type_) else "DOUBLE"
             values.append(f"TRY_CAST(json_extract_string(valid_args, {path}) AS {sql_type})")

@@ -33,13 +33,13 @@ SMALL_COPY_BYTES: Final = 64 * 1024
 
 # Vendor knowledge: how copy names and args spell the direction. Kineto (CUDA, and HIP through
 # roctracer) names its copies "Memcpy HtoD (Pinned -> Device)"; rocprof writes
-# "CopyHostToDevice"; Ascend and some runtimes abbreviate as "H2D".
+# "CopyHostToDevice"; Ascend and some runtimes write "H2D" or "host_to_device".
 _DIRECTION_PATTERNS: Final = (
-    ("HtoD", re.compile(r"HtoD|H2D|HostToDevice", re.IGNORECASE)),
-    ("DtoH", re.compile(r"DtoH|D2H|DeviceToHost", re.IGNORECASE)),
-    ("DtoD", re.compile(r"DtoD|D2D|DeviceToDevice", re.IGNORECASE)),
-    ("HtoH", re.compile(r"HtoH|H2H|HostToHost", re.IGNORECASE)),
-    ("PtoP", re.compile(r"PtoP|P2P|PeerToPeer", re.IGNORECASE)),
+    ("HtoD", re.compile(r"HtoD|H2D|Host_?To_?Device", re.IGNORECASE)),
+    ("DtoH", re.compile(r"DtoH|D2H|Device_?To_?Host", re.IGNORECASE)),
+    ("DtoD", re.compile(r"DtoD|D2D|Device_?To_?Device", re.IGNORECASE)),
+    ("HtoH", re.compile(r"HtoH|H2H|Host_?To_?Host", re.IGNORECASE)),
+    ("PtoP", re.compile(r"PtoP|P2P|Peer_?To_?Peer", re.IGNORECASE)),
 )
 # cudaMemcpyKind / hipMemcpyKind values as a trace's args.kind may carry them (4, "default",
 # lets the runtime infer the direction: unknown here).
