@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -40,6 +41,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("perfledger: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("PERFLEDGER_DEBUG"):
+            raise
+        print(
+            f"perfledger: internal error: {type(error).__name__}: {error} "
+            "(set PERFLEDGER_DEBUG=1 to see where)",
+            file=sys.stderr,
+        )
+        return 3
     return code
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from rich.console import Console
 from rich.progress import (
@@ -170,6 +171,22 @@ def _steps_table(ranks: Sequence[RankAnalysis]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema_)
 
 
+def _profile_gaps(ranks: Sequence[RankAnalysis]) -> pa.Table:
+    """The gaps of all ranks, ``next_task`` re-pointed at rows of the concatenated events."""
+    if not ranks:
+        return GAPS_SCHEMA.empty_table()
+    parts = []
+    offset = 0
+    for rank in ranks:
+        gaps = rank.accounting.gaps
+        index = gaps.schema.get_field_index("next_task")
+        task = gaps.column("next_task").to_numpy()
+        shifted = pa.array(np.where(task >= 0, task + offset, -1), pa.int64())
+        parts.append(gaps.set_column(index, gaps.schema.field("next_task"), shifted))
+        offset += rank.events.num_rows
+    return pa.concat_tables(parts)
+
+
 def analyze_traces(traces: Sequence[Trace], counters: pa.Table | None = None) -> ProfileAnalysis:
     """Analyse every rank and gather the tables of the profile."""
     started = time.perf_counter()
@@ -178,9 +195,7 @@ def analyze_traces(traces: Sequence[Trace], counters: pa.Table | None = None) ->
     all_counters = [t.counters for t in traces]
     if counters is not None:
         all_counters.append(counters.cast(schema.COUNTERS_SCHEMA))
-    gaps = (
-        pa.concat_tables([r.accounting.gaps for r in ranks]) if ranks else GAPS_SCHEMA.empty_table()
-    )
+    gaps = _profile_gaps(ranks)
     accounted = time.perf_counter()
     summary = ops.op_summary(events)
     analysis = ProfileAnalysis(
