@@ -58,6 +58,12 @@ STEP_TIMES_SCHEMA = pa.schema(
 )
 
 
+def _loss_line(trace: Trace) -> str:
+    """What was lost from a trace, naming its file."""
+    where = trace.source_files[0].name if trace.source_files else "trace"
+    return f"{where}: {trace.loss}"
+
+
 @dataclass(frozen=True)
 class RankAnalysis:
     """Everything computed for one rank."""
@@ -122,7 +128,7 @@ class ProfileAnalysis:
 
     @property
     def loss(self) -> str | None:
-        lost = [r.trace.loss for r in self.ranks if r.trace.loss]
+        lost = [_loss_line(r.trace) for r in self.ranks if r.trace.loss]
         return "; ".join(lost) if lost else None
 
 
@@ -258,7 +264,7 @@ def _meta_document(
         "command_line": [Path(sys.argv[0]).name, *sys.argv[1:]],
         "working_dir": os.getcwd(),
         "ranks": {str(_rank_of(t)): t.meta for t in traces},
-        "loss": "; ".join(t.loss for t in traces if t.loss) or None,
+        "loss": "; ".join(_loss_line(t) for t in traces if t.loss) or None,
     }
     if extra:
         document.update(extra)
