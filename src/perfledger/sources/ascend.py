@@ -255,7 +255,7 @@ def is_ascend(path: Path) -> bool:
 def _read_json(path: Path) -> Any:
     try:
         return msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as exc:
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise TraceFormatError(f"{path}: not valid JSON ({exc})") from exc
 
 

@@ -396,6 +396,15 @@ def _strip_null_args(table: pa.Table) -> pa.Table:
 
 def read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
     """One rank's database in staging form, and the run facts it records (meta)."""
+    try:
+        return _read_db(path)
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{path}: damaged or unexpected database ({exc})") from exc
+    except duckdb.Error as exc:
+        raise TraceFormatError(f"{path}: unexpected database content ({exc})") from exc
+
+
+def _read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
     with connect(path) as con:
         tables = _tables(con, path)
         if "TASK" not in tables and "PYTORCH_API" not in tables:
@@ -448,6 +457,13 @@ def _facts(con: sqlite3.Connection, tables: dict[str, set[str]]) -> dict[str, An
 
 def analysis_summaries(path: Path) -> dict[str, list[dict[str, Any]]]:
     """torch_npu's own step split from ``analysis.db`` (StepTraceTime), kept for comparison."""
+    try:
+        return _analysis_summaries(path)
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{path}: damaged or unexpected database ({exc})") from exc
+
+
+def _analysis_summaries(path: Path) -> dict[str, list[dict[str, Any]]]:
     result: dict[str, list[dict[str, Any]]] = {}
     with connect(path) as con:
         tables = _tables(con, path)

@@ -81,6 +81,20 @@ FROM kernels k WHERE {_IS_HCCL}
 """
 
 
+# The operator type of a collective is only in the kernel table (hcom_allReduce_ ...).
+_COMM_OP_TYPE_SQL = f"""
+WITH types AS (
+    SELECT k.name, min(k.op_type) AS op_type FROM kernels k
+    WHERE {_IS_HCCL} AND k.op_type IS NOT NULL GROUP BY k.name
+)
+SELECT c.* EXCLUDE (args),
+    CASE WHEN t.op_type IS NULL THEN c.args
+        ELSE json_merge_patch(coalesce(c.args, '{{}}'), json_object('op_type', t.op_type))::VARCHAR
+    END AS args
+FROM comm c LEFT JOIN types t USING (name)
+"""
+
+
 def enrich(staged: build.Staged, kernels: pa.Table) -> build.Staged:
     """Join the kernel table onto the timeline's hardware tasks (start time and name)."""
     con = duckdb.connect()
@@ -91,6 +105,9 @@ def enrich(staged: build.Staged, kernels: pa.Table) -> build.Staged:
         comm = staged.comm
         if comm.num_rows == 0:
             comm = con.sql(_KERNEL_COMM_SQL).to_arrow_table()
+        else:
+            con.register("comm", comm)
+            comm = con.sql(_COMM_OP_TYPE_SQL).to_arrow_table()
     finally:
         con.close()
     return build.Staged(
@@ -123,7 +140,7 @@ def communication_info(path: Path) -> dict[str, dict[str, Any]]:
     """Per collective (name without its ``@group`` suffix): HCCL's time split and link use."""
     try:
         document = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as exc:
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise TraceFormatError(f"{path}: not a JSON communication summary ({exc})") from exc
     if not isinstance(document, dict):
         raise TraceFormatError(f"{path}: not a JSON communication summary")

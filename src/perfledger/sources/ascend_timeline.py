@@ -64,16 +64,19 @@ def _decode(path: Path) -> pa.Table:
         raise TraceFormatError(f"{path}: empty file")
     try:
         events = msgspec.json.decode(data, type=list[_Event])
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise TraceFormatError(f"{path}: not a JSON array of trace events ({exc})") from exc
     columns: dict[str, pa.Array] = {
         "ph": pa.array([e.ph for e in events], pa.string()),
         "name": pa.array([e.name for e in events], pa.string()),
         "cat": pa.array([e.cat for e in events], pa.string()),
     }
-    for column in _RAW_COLUMNS:
-        raw = pa.array([bytes(getattr(e, column)) for e in events], pa.binary())
-        columns[column] = raw.cast(pa.string())
+    try:
+        for column in _RAW_COLUMNS:
+            raw = pa.array([bytes(getattr(e, column)) for e in events], pa.binary())
+            columns[column] = raw.cast(pa.string())
+    except pa.ArrowInvalid as exc:
+        raise TraceFormatError(f"{path}: text that is not UTF-8 ({exc})") from exc
     return pa.table(columns)
 
 
