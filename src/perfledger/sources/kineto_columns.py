@@ -1,0 +1,666 @@
+"""Kineto event chunks to columns: numbers converted exactly, args decoded once, no row loops.
+
+The per-event Python work is reading attributes of decoded events into lists (one list
+comprehension per field); the rest is numpy and Arrow compute on whole chunks. Args are
+decoded per group of categories with a struct of only the keys that group carries (and only
+those present in the chunk), since each extracted field costs a pass over the rows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger import vendors
+from perfledger.sources.kineto_stream import Chunk, FastEvent, TextEvent
+
+Int64Array = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+# Phase codes of the rows kept as events.
+PHASE_COMPLETE = 0
+PHASE_INSTANT = 1
+
+_NS_PER_US = 1000
+_MAX_US = (2**63 - 1) // _NS_PER_US  # largest µs whose ns value fits in int64
+_FLOAT_NS_EXACT = float(2**43)  # below this many µs, float64 resolves better than 0.5 ns
+_FLOAT_INT_EXACT = float(2**53)
+_TRAILING_NUMBER = re.compile(r"(\d+)\s*$")
+_PLAIN_DECIMAL = r"^[0-9]+(\.[0-9]*)?$"
+_PHASES = pa.array(["X", "i", "I", "M", "s", "f", "t", "C"])
+_PH_X, _PH_I, _PH_I2, _PH_M, _PH_S, _PH_F, _PH_T, _PH_C = range(8)
+_SEPARATOR = b"\x00"  # cannot occur in JSON text: splits joined values again
+_ANY_DECODER = msgspec.json.Decoder()
+
+
+# --- args ---------------------------------------------------------------------------------
+
+# (attribute, JSON key, type, default)
+_ARG_FIELDS: dict[str, tuple[str, Any, Any]] = {
+    "external_id": ("External id", int, -1),
+    "external_id_old": ("external id", int, -1),  # PyTorch <= 1.10
+    "correlation": ("correlation", int, -1),
+    "device": ("device", int, -1),
+    "stream": ("stream", int | str, -1),
+    "bytes": ("bytes", int, -1),
+    "size": ("size", int | str, -1),  # HIP runtime copies (a string), MTIA DMA requests
+    "flops": ("flops", float, math.nan),
+    "input_dims": ("Input Dims", msgspec.Raw, msgspec.Raw(b"")),
+    "input_type": ("Input type", msgspec.Raw, msgspec.Raw(b"")),
+    "total_allocated": ("Total Allocated", int, -1),
+    "total_reserved": ("Total Reserved", int, -1),
+    "device_type": ("Device Type", int, -1),
+    "device_id": ("Device Id", int, -1),
+}
+
+# Which args each group of categories carries: (always decoded, decoded when present).
+GROUP_HOST, GROUP_LAUNCH, GROUP_DEVICE, GROUP_INSTANT, GROUP_OTHER = range(5)
+_GROUP_FIELDS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    GROUP_HOST: (("external_id",), ("external_id_old", "input_dims", "input_type", "flops")),
+    GROUP_LAUNCH: (("external_id", "correlation"), ("external_id_old", "bytes", "size")),
+    GROUP_DEVICE: (
+        ("external_id", "correlation", "device", "stream"),
+        ("external_id_old", "bytes", "size"),
+    ),
+    GROUP_INSTANT: ((), ("total_allocated", "total_reserved", "device_type", "device_id")),
+    GROUP_OTHER: ((), tuple(_ARG_FIELDS)),
+}
+_decoders: dict[tuple[str, ...], tuple[type[msgspec.Struct], msgspec.json.Decoder[Any]]] = {}
+
+
+def _struct_for(fields: tuple[str, ...]) -> tuple[type[msgspec.Struct], msgspec.json.Decoder[Any]]:
+    """A struct (and list decoder) reading only ``fields`` of the args; built once per set."""
+    if fields not in _decoders:
+        spec = [
+            (
+                attr,
+                _ARG_FIELDS[attr][1],
+                msgspec.field(default=_ARG_FIELDS[attr][2], name=_ARG_FIELDS[attr][0]),
+            )
+            for attr in fields
+        ]
+        struct = msgspec.defstruct("Args", spec, gc=False)
+        _decoders[fields] = (struct, msgspec.json.Decoder(list[struct]))  # type: ignore[valid-type]
+    return _decoders[fields]
+
+
+def _lenient_args(raw: bytes, struct: type[msgspec.Struct], fields: tuple[str, ...]) -> Any:
+    """Args whose value types do not match the struct: take what can be read."""
+    try:
+        value = _ANY_DECODER.decode(raw)
+    except msgspec.DecodeError:
+        value = None
+    if not isinstance(value, dict):
+        return struct()
+    found: dict[str, Any] = {}
+    for attr in fields:
+        key = _ARG_FIELDS[attr][0]
+        if key not in value:
+            continue
+        item = value[key]
+        if attr in ("input_dims", "input_type"):
+            found[attr] = msgspec.Raw(msgspec.json.encode(item))
+        elif attr == "flops":
+            if isinstance(item, int | float) and not isinstance(item, bool):
+                found[attr] = float(item)
+        elif attr in ("stream", "size"):
+            ok = isinstance(item, int | str) and not isinstance(item, bool)
+            found[attr] = item if ok else -1
+        else:
+            found[attr] = _to_int(item)
+    return struct(**found)
+
+
+def _decode_group(texts: list[msgspec.Raw], group: int) -> tuple[list[Any], tuple[str, ...]]:
+    """Decode the args of one group of rows: list of structs and the fields they hold."""
+    joined = b"[" + b",".join(texts) + b"]"
+    always, optional = _GROUP_FIELDS[group]
+    present = tuple(a for a in optional if b'"' + _ARG_FIELDS[a][0].encode() + b'"' in joined)
+    fields = always + present
+    struct, decoder = _struct_for(fields)
+    try:
+        return decoder.decode(joined), fields
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    one = msgspec.json.Decoder(struct)
+    return [_decode_one(one, raw, struct, fields) for raw in texts], fields
+
+
+def _decode_one(
+    decoder: msgspec.json.Decoder[Any],
+    raw: msgspec.Raw,
+    struct: type[msgspec.Struct],
+    fields: tuple[str, ...],
+) -> Any:
+    try:
+        return decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _lenient_args(bytes(raw), struct, fields)
+
+
+# --- numbers ------------------------------------------------------------------------------
+
+
+def _string_array(data: bytes, lengths: Int64Array, valid: BoolArray | None) -> pa.Array:
+    """A string array over one buffer of concatenated values (no per-value copies)."""
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    validity = None
+    if valid is not None and not valid.all():
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if offsets[-1] < 2**31:
+        return pa.StringArray.from_buffers(
+            lengths.size, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), validity
+        )
+    return pa.LargeStringArray.from_buffers(
+        lengths.size, pa.py_buffer(offsets), pa.py_buffer(data), validity
+    ).cast(pa.string())
+
+
+def texts_array(raws: list[msgspec.Raw], *, empty: int = 0) -> pa.Array:
+    """The texts of raw JSON values as strings; null where the text is ``empty`` bytes or less.
+
+    Values are joined with a separator that JSON text cannot hold, so that the lengths come
+    from one vectorised search instead of a call per value.
+    """
+    joined = _SEPARATOR.join(raws) + _SEPARATOR
+    stops = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
+    lengths = np.diff(stops, prepend=-1) - 1
+    return _string_array(joined.replace(_SEPARATOR, b""), lengths, lengths > empty)
+
+
+def _decimal_ns(text: str) -> int | None:
+    """One number written in µs as exact integer ns (exponents, quoted numbers, signs)."""
+    text = text.strip().strip('"').strip()
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        return None
+    if not value.is_finite():
+        return None
+    ns = int((value * _NS_PER_US).to_integral_value())
+    return ns if -(2**63) <= ns < 2**63 else None
+
+
+def float_us_ns(values: FloatArray) -> tuple[Int64Array, BoolArray] | None:
+    """µs decoded as float64 (from JSON ints or floats) to exact ns; None when text is needed.
+
+    Integers below 2**53 are exact in a float64. Below 2**43 µs a float64 resolves the µs
+    fraction to better than 0.5 ns, so the ns written in the text is recovered by rounding
+    the fraction alone. Larger fractional values need the text.
+    """
+    valid = ~np.isnan(values)
+    clean = np.where(valid, values, 0.0)
+    whole = np.floor(clean)
+    fraction = clean - whole
+    magnitude = float(np.abs(clean).max()) if clean.size else 0.0
+    if fraction.any():
+        if magnitude >= _FLOAT_NS_EXACT:
+            return None
+    elif magnitude >= _FLOAT_INT_EXACT:
+        return None
+    ns = whole.astype(np.int64) * _NS_PER_US + np.rint(fraction * _NS_PER_US).astype(np.int64)
+    return ns, valid
+
+
+def text_us_ns(raws: list[msgspec.Raw], *, required: bool) -> tuple[Int64Array, BoolArray]:
+    """Numbers written in µs as text (integers, floats with ns digits) to exact integer ns.
+
+    Returns the values (0 where absent or invalid) and which rows hold a valid number. An
+    absent value (empty text) is a valid 0 unless ``required``.
+    """
+    joined = _SEPARATOR.join(raws) + _SEPARATOR
+    stops = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
+    lengths = np.diff(stops, prepend=-1) - 1
+    present = lengths > 0
+    values, valid = _parse_text_ns(joined.replace(_SEPARATOR, b""), lengths, present)
+    return values, (valid & present) if required else valid
+
+
+def _parse_text_ns(
+    data: bytes, lengths: Int64Array, present: BoolArray
+) -> tuple[Int64Array, BoolArray]:
+    n = lengths.size
+    if not data:
+        return np.zeros(n, np.int64), np.ones(n, np.bool_)
+    if data.isdigit() and int(lengths.max()) <= 18:  # integer µs
+        values = _cast_int64(data, lengths, present)
+        if values is not None and int(values.max()) <= _MAX_US:
+            return values * _NS_PER_US, np.ones(n, np.bool_)
+    # Kineto's float writer: "<µs>.<3 digits>", i.e. the ns value with a dot inside.
+    digits = data.replace(b".", b"")
+    if digits.isdigit() and len(data) - len(digits) == int(present.sum()):
+        ends = np.cumsum(lengths)
+        dots = np.flatnonzero(np.frombuffer(data, np.uint8) == 0x2E)
+        if np.array_equal(dots, ends[present] - 4) and int(lengths.max()) <= 19:
+            values = _cast_int64(digits, lengths - present, present)
+            if values is not None:
+                return values, np.ones(n, np.bool_)
+    return _general_ns(data, lengths, present)
+
+
+def _cast_int64(data: bytes, lengths: Int64Array, present: BoolArray) -> Int64Array | None:
+    """Decimal digit strings to int64; None when some do not fit."""
+    try:
+        values = pc.cast(_string_array(data, lengths, present), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _general_ns(
+    data: bytes, lengths: Int64Array, present: BoolArray
+) -> tuple[Int64Array, BoolArray]:
+    """Any decimal text: vectorised for plain ``123.456...``, exact Decimal for the rest."""
+    n = lengths.size
+    array = _string_array(data, lengths, present)
+    plain = pc.fill_null(pc.match_substring_regex(array, _PLAIN_DECIMAL), False)
+    plain_np = np.asarray(plain.to_numpy(zero_copy_only=False), dtype=np.bool_)
+    values = np.zeros(n, np.int64)
+    valid = ~present  # absent counts as a valid 0
+    rows = np.flatnonzero(plain_np)
+    if rows.size:
+        parts = pc.split_pattern(array.take(pa.array(rows)), ".", max_splits=1)
+        whole_text = pc.list_element(parts, 0)
+        short = pc.less_equal(pc.utf8_length(whole_text), 18)
+        whole = np.asarray(
+            pc.cast(pc.if_else(short, whole_text, "0"), pa.int64()).to_numpy(zero_copy_only=False),
+            dtype=np.int64,
+        )
+        fits = np.asarray(short.to_numpy(zero_copy_only=False), dtype=np.bool_) & (whole <= _MAX_US)
+        sizes = np.asarray(pc.list_value_length(parts).to_numpy(zero_copy_only=False))
+        fraction_ns = np.zeros(rows.size, np.int64)
+        with_fraction = np.flatnonzero(sizes == 2)
+        if with_fraction.size:
+            fraction = pc.list_flatten(pc.list_slice(parts, 1, 2))
+            first3 = pc.utf8_slice_codeunits(pc.utf8_rpad(fraction, 3, "0"), 0, 3)
+            round_up = pc.greater_equal(pc.utf8_slice_codeunits(fraction, 3, 4), "5")
+            fraction_ns[with_fraction] = np.asarray(
+                pc.cast(first3, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64
+            ) + np.asarray(round_up.to_numpy(zero_copy_only=False), dtype=np.int64)
+        values[rows] = np.where(fits, whole * _NS_PER_US + fraction_ns, 0)
+        valid[rows] = fits
+    others = np.flatnonzero(present & ~plain_np)
+    if others.size:
+        texts = array.take(pa.array(others)).to_pylist()
+        for row, text in zip(others.tolist(), texts, strict=True):
+            ns = _decimal_ns(text)
+            if ns is not None:
+                values[row] = ns
+                valid[row] = True
+    return values, valid
+
+
+# --- ids ----------------------------------------------------------------------------------
+
+
+def _to_int(value: Any) -> int:
+    """An id written as an int or a numeric string ("25738", "stream 7", "0x0"); else -1."""
+    if isinstance(value, bool):
+        return -1
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else -1
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text, 0) if text[:2].lower() == "0x" else int(text)
+        except ValueError:
+            match = _TRAILING_NUMBER.search(text)
+            return int(match.group(1)) if match else -1
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return -1
+
+
+def int_column(values: list[Any]) -> Int64Array:
+    """Ids as int64 (numeric strings parsed, anything else -1)."""
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter(map(_to_int, values), np.int64, len(values))
+
+
+def _numeric_pid(values: list[int | str]) -> tuple[Int64Array, BoolArray]:
+    """Pids as int64 and which are numeric: Kineto's bookkeeping rows use names as pids."""
+    n = len(values)
+    try:
+        return np.fromiter(values, np.int64, n), np.ones(n, np.bool_)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    ids = np.fromiter(map(_pid_or_none, values), np.int64, n)
+    numeric = np.fromiter((_pid_is_numeric(v) for v in values), np.bool_, n)
+    return ids, numeric
+
+
+def _pid_is_numeric(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    return isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 19
+
+
+def _pid_or_none(value: Any) -> int:
+    return int(value) if _pid_is_numeric(value) else -1
+
+
+# --- chunk → block ------------------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    """The kept rows (complete and instant events) of one chunk, as columns.
+
+    Optional columns are None when no row of the chunk carries them.
+    """
+
+    cat: pa.Array  # dictionary<string>
+    name: pa.Array  # dictionary<string>
+    phase: npt.NDArray[np.int8]
+    pid: Int64Array
+    tid: Int64Array
+    stream: Int64Array  # device rows: args.stream, else tid; host rows: tid
+    device: npt.NDArray[np.int32]  # args.device, else the pid
+    ts: Int64Array  # ns, before the base time is added
+    dur: Int64Array
+    correlation: Int64Array
+    external_id: Int64Array
+    nbytes: Int64Array | None  # args.bytes, else args.size
+    flops: FloatArray | None
+    shapes: pa.Array | None
+    dtypes: pa.Array | None
+    args: pa.Array
+
+
+@dataclass
+class Side:
+    """What a chunk holds besides events: metadata, flows, counters, bookkeeping."""
+
+    metadata: list[tuple[str, int | str, int | str, dict[str, Any]]] = field(default_factory=list)
+    flow_pid: list[Int64Array] = field(default_factory=list)
+    flow_tid: list[Int64Array] = field(default_factory=list)
+    flow_ts: list[Int64Array] = field(default_factory=list)
+    flow_id: list[Int64Array] = field(default_factory=list)
+    flow_start: list[BoolArray] = field(default_factory=list)
+    counter_ts: list[Int64Array] = field(default_factory=list)
+    counter_track: list[pa.Array] = field(default_factory=list)
+    counter_name: list[pa.Array] = field(default_factory=list)
+    counter_value: list[FloatArray] = field(default_factory=list)
+    spans: list[tuple[str, int, int]] = field(default_factory=list)
+    markers: list[tuple[str, int]] = field(default_factory=list)
+    malformed: int = 0
+    other_phases: dict[str, int] = field(default_factory=dict)
+
+
+def _times(
+    chunk: Chunk,
+) -> tuple[list[FastEvent] | list[TextEvent], Int64Array, BoolArray, Int64Array, BoolArray]:
+    """Start and duration of every event in ns, and which rows have valid ones."""
+    events = chunk.events
+    if events and isinstance(events[0], FastEvent):
+        ts_us = np.fromiter([e.ts for e in events], np.float64, len(events))
+        dur_us = np.fromiter([e.dur for e in events], np.float64, len(events))
+        ts = float_us_ns(ts_us)
+        dur = float_us_ns(dur_us)
+        if ts is not None and dur is not None:
+            return events, ts[0], ts[1], dur[0], dur[1]
+        events = chunk.as_text()
+    ts_ns, ts_ok = text_us_ns([e.ts for e in events], required=True)  # type: ignore[misc]
+    dur_ns, dur_ok = text_us_ns([e.dur for e in events], required=False)  # type: ignore[misc]
+    return events, ts_ns, ts_ok, dur_ns, dur_ok
+
+
+def _category_groups(cats: pa.Array) -> tuple[pa.Array, Int64Array, BoolArray]:
+    """Per row: the category (dictionary-encoded), its args group, whether it is on a device."""
+    encoded = pc.dictionary_encode(cats)
+    names = encoded.dictionary.to_pylist()
+    group = np.full(len(names), GROUP_OTHER, np.int64)
+    device = np.zeros(len(names), np.bool_)
+    for i, category in enumerate(names):
+        lowered = category.lower()
+        kind = vendors.KINETO_CATEGORY_KINDS.get(lowered)
+        device[i] = lowered in vendors.KINETO_DEVICE_CATEGORIES
+        if device[i]:
+            group[i] = GROUP_DEVICE
+        elif kind in ("runtime", "sync"):
+            group[i] = GROUP_LAUNCH
+        elif kind is not None:
+            group[i] = GROUP_HOST
+    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return encoded, group[codes], device[codes]
+
+
+def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
+    """Columns of one decoded chunk; metadata, flows and counters go to ``side``."""
+    events, ts, ts_ok, dur, dur_ok = _times(chunk)
+    phase_code = pc.index_in(pa.array([e.ph for e in events], pa.string()), value_set=_PHASES)
+    codes = np.asarray(phase_code.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    pid, numeric_pid = _numeric_pid([e.pid for e in events])
+    tid = int_column([e.tid for e in events])
+    cats = pa.array([e.cat for e in events], pa.string())
+
+    is_instant = (codes == _PH_I) | (codes == _PH_I2)
+    candidate = ((codes == _PH_X) | is_instant) & numeric_pid
+    bad_time = candidate & ~(ts_ok & dur_ok)
+    side.malformed += int(bad_time.sum())
+    keep = np.flatnonzero(candidate & ~bad_time)
+
+    _bookkeeping(events, codes, numeric_pid, ts, dur, side)
+    _metadata(events, codes, side)
+    _flows(events, codes, cats, pid, tid, ts, side)
+    _other_phases(events, codes, side)
+    if keep.size == 0:
+        return None
+
+    kept = keep.tolist()
+    cat, group, on_device = _category_groups(cats.take(pa.array(keep)))
+    group[is_instant[keep]] = GROUP_INSTANT
+    texts = [events[i].args for i in kept]
+    columns = _args_columns(texts, group, ts[keep], side)
+    kept_pid = pid[keep]
+    kept_tid = tid[keep]
+    stream = columns.pop("stream")
+    device = columns.pop("device")
+    external = columns.pop("external_id")
+    external_old = columns.pop("external_id_old", None)
+    if external_old is not None:
+        external = np.where(external != -1, external, external_old)
+    nbytes = columns.pop("bytes", None)
+    size = columns.pop("size", None)
+    if nbytes is None:
+        nbytes = size
+    elif size is not None:
+        nbytes = np.where(nbytes >= 0, nbytes, size)
+    return Block(
+        cat=cat,
+        name=pc.dictionary_encode(pa.array([events[i].name for i in kept], pa.string())),
+        phase=np.where(is_instant[keep], PHASE_INSTANT, PHASE_COMPLETE).astype(np.int8),
+        pid=kept_pid,
+        tid=kept_tid,
+        stream=np.where(on_device & (stream >= 0), stream, kept_tid),
+        device=np.where(device >= 0, device, kept_pid).clip(-(2**31), 2**31 - 1).astype(np.int32),
+        ts=ts[keep],
+        dur=np.maximum(dur[keep], 0),
+        correlation=columns.pop("correlation"),
+        external_id=external,
+        nbytes=nbytes,
+        flops=columns.pop("flops", None),
+        shapes=columns.pop("input_dims", None),
+        dtypes=columns.pop("input_type", None),
+        args=texts_array(texts, empty=2),  # "{}": no args
+    )
+
+
+_INT_DEFAULTS = ("external_id", "correlation", "device", "stream")
+_ABSENT = msgspec.Raw(b"")
+
+
+def _args_columns(
+    texts: list[Any], group: Int64Array, ts: Int64Array, side: Side
+) -> dict[str, Any]:
+    """Decode the kept rows' args group by group; scatter the fields into row order."""
+    m = len(texts)
+    columns: dict[str, Any] = {attr: np.full(m, -1, np.int64) for attr in _INT_DEFAULTS}
+    raw_columns: dict[str, list[msgspec.Raw]] = {}
+    raw_rows: dict[str, list[Int64Array]] = {}
+    for g in np.unique(group).tolist():
+        rows = np.flatnonzero(group == g)
+        subset = texts if rows.size == m else [texts[i] for i in rows.tolist()]
+        structs, fields = _decode_group(subset, g)
+        if g == GROUP_INSTANT:
+            _memory_counters(structs, fields, ts[rows], side)
+            continue
+        for attr in fields:
+            values = list(map(attrgetter(attr), structs))
+            if attr in ("input_dims", "input_type"):
+                raw_columns.setdefault(attr, []).extend(values)
+                raw_rows.setdefault(attr, []).append(rows)
+                continue
+            if attr == "flops":
+                target = columns.setdefault(attr, np.full(m, np.nan, np.float64))
+                target[rows] = np.fromiter(values, np.float64, len(values))
+                continue
+            target = columns.setdefault(attr, np.full(m, -1, np.int64))
+            target[rows] = int_column(values)
+    for attr, values in raw_columns.items():
+        # the values in group order, plus one absent value for the rows of other groups
+        array = texts_array([*values, _ABSENT])
+        if array.null_count == len(array):
+            continue
+        index = np.full(m, len(values), np.int64)
+        index[np.concatenate(raw_rows[attr])] = np.arange(len(values))
+        columns[attr] = array.take(pa.array(index))
+    return columns
+
+
+def _bookkeeping(
+    events: list[FastEvent] | list[TextEvent],
+    codes: Int64Array,
+    numeric_pid: BoolArray,
+    ts: Int64Array,
+    dur: Int64Array,
+    side: Side,
+) -> None:
+    """Kineto's own rows (string pids): the profiler span and the record window markers."""
+    for row in np.flatnonzero(~numeric_pid).tolist():
+        event = events[row]
+        if codes[row] == _PH_X and event.cat.lower() in vendors.KINETO_SPAN_CATEGORIES:
+            side.spans.append((event.name, int(ts[row]), int(dur[row])))
+        elif codes[row] in (_PH_I, _PH_I2):
+            side.markers.append((event.name, int(ts[row])))
+
+
+def _metadata(events: list[FastEvent] | list[TextEvent], codes: Int64Array, side: Side) -> None:
+    for row in np.flatnonzero(codes == _PH_M).tolist():
+        event = events[row]
+        try:
+            args = _ANY_DECODER.decode(event.args)
+        except msgspec.DecodeError:
+            args = {}
+        side.metadata.append(
+            (event.name, event.pid, event.tid, args if isinstance(args, dict) else {})
+        )
+
+
+def _flows(
+    events: list[FastEvent] | list[TextEvent],
+    codes: Int64Array,
+    cats: pa.Array,
+    pid: Int64Array,
+    tid: Int64Array,
+    ts: Int64Array,
+    side: Side,
+) -> None:
+    """Launch flows (host call → device task): their ids are correlation ids."""
+    is_flow = (codes == _PH_S) | (codes == _PH_F) | (codes == _PH_T)
+    if not is_flow.any():
+        return
+    launch = np.asarray(
+        pc.is_in(
+            pc.utf8_lower(cats),
+            value_set=pa.array(sorted(vendors.KINETO_LAUNCH_FLOW_CATEGORIES)),
+        ).to_numpy(zero_copy_only=False),
+        dtype=np.bool_,
+    )
+    rows = np.flatnonzero(is_flow & launch)
+    if rows.size == 0:
+        return
+    ids = int_column([events[i].id for i in rows.tolist()])
+    ok = ids >= 0
+    rows = rows[ok]
+    side.flow_pid.append(pid[rows])
+    side.flow_tid.append(tid[rows])
+    side.flow_ts.append(ts[rows])
+    side.flow_id.append(ids[ok])
+    side.flow_start.append(codes[rows] == _PH_S)
+
+
+def _other_phases(events: list[FastEvent] | list[TextEvent], codes: Int64Array, side: Side) -> None:
+    """Counter events become counters; phases not imported (B/E ...) are counted."""
+    for row in np.flatnonzero(codes < 0).tolist():
+        phase = events[row].ph
+        side.other_phases[phase] = side.other_phases.get(phase, 0) + 1
+    for row in np.flatnonzero(codes == _PH_C).tolist():
+        event = events[row]
+        try:
+            values = _ANY_DECODER.decode(event.args)
+        except msgspec.DecodeError:
+            continue
+        text = (
+            event.ts if isinstance(event, TextEvent) else msgspec.Raw(msgspec.json.encode(event.ts))
+        )
+        ts, ok = text_us_ns([text], required=True)
+        if not isinstance(values, dict) or not ok[0]:
+            continue
+        for key, value in values.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                side.counter_ts.append(ts)
+                side.counter_track.append(pa.array([event.name], pa.string()))
+                side.counter_name.append(pa.array([str(key)], pa.string()))
+                side.counter_value.append(np.array([float(value)]))
+
+
+def _memory_counters(
+    structs: list[Any], fields: tuple[str, ...], ts: Int64Array, side: Side
+) -> None:
+    """``[memory]`` instants carry the allocator totals: device and host memory counters."""
+    if "total_allocated" not in fields and "total_reserved" not in fields:
+        return
+    get = {
+        attr: int_column(list(map(attrgetter(attr), structs)))
+        if attr in fields
+        else np.full(len(structs), -1, np.int64)
+        for attr in ("total_allocated", "total_reserved", "device_type", "device_id")
+    }
+    rows = np.flatnonzero((get["total_allocated"] >= 0) | (get["total_reserved"] >= 0))
+    if rows.size == 0:
+        return
+    keys = list(
+        zip(get["device_type"][rows].tolist(), get["device_id"][rows].tolist(), strict=True)
+    )
+    labels = {}
+    for device_type, device_id in set(keys):
+        kind = vendors.TORCH_DEVICE_TYPES.get(device_type, f"device_type_{device_type}")
+        labels[device_type, device_id] = kind if device_id < 0 else f"{kind}:{device_id}"
+    tracks = pa.array([labels[key] for key in keys], pa.string())
+    for name, attr in (
+        ("allocated_bytes", "total_allocated"),
+        ("reserved_bytes", "total_reserved"),
+    ):
+        values = get[attr][rows]
+        present = values >= 0
+        side.counter_ts.append(ts[rows][present])
+        side.counter_track.append(tracks.filter(pa.array(present)))
+        side.counter_name.append(pa.array([name] * int(present.sum()), pa.string()))
+        side.counter_value.append(values[present].astype(np.float64))

@@ -1,0 +1,485 @@
+"""Streaming reader of Chrome-trace JSON: the traceEvents array, decoded in chunks.
+
+Kineto writes one pretty-printed JSON object (about ten lines per event) that can be gigabytes
+long. Decoding it whole takes several times its size in memory, so the reader streams the file
+(gzip streamed too), cuts the traceEvents array into chunks of whole elements and decodes each
+chunk with a typed msgspec decoder. Everything outside the array is decoded as plain JSON.
+
+Cutting: a chunk ends after a ``}`` followed by ``,`` and ``{`` (the separator of two events,
+found with a regex near the end of the buffer). A wrong guess (the pattern inside a string or a
+nested object) cannot decode as a JSON array, so a failed decode falls back to an exact scan of
+the bytes (string, escape and nesting state, vectorised with numpy) which also finds the end of
+the array and any damage. A file cut short (a killed job) or damaged is read up to the damage.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+
+from perfledger.errors import TraceFormatError
+
+CHUNK_BYTES = 8 << 20
+_SCAN_BLOCK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
+_LEADING_COMMA = re.compile(rb"\s*,")
+_NO_ARGS_TEXT = b"{}"
+
+Progress = Callable[[int, int], None]
+
+
+class FastEvent(msgspec.Struct, gc=False):
+    """The fields of one trace event that the importer reads.
+
+    ``ts``/``dur`` decode as numbers: integer µs exactly, and float µs exactly enough while a
+    float64 still resolves a nanosecond (below 2**43 µs, which covers Kineto's timestamps
+    relative to ``baseTimeNanoseconds``). Larger floats are re-read as text (TextEvent).
+    """
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = -1
+    tid: int | str = -1
+    ts: int | float = math.nan
+    dur: int | float = 0
+    id: int | str | None = None
+    args: msgspec.Raw = msgspec.Raw(_NO_ARGS_TEXT)
+
+
+class TextEvent(msgspec.Struct, gc=False):
+    """As :class:`FastEvent`, with ``ts``/``dur`` kept as their JSON text."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = -1
+    tid: int | str = -1
+    # float µs with ns digits in epoch time (1712195495505543.123) do not survive float64
+    ts: msgspec.Raw = msgspec.Raw(b"")
+    dur: msgspec.Raw = msgspec.Raw(b"")
+    id: int | str | None = None
+    args: msgspec.Raw = msgspec.Raw(_NO_ARGS_TEXT)
+
+
+RawEvent = FastEvent | TextEvent
+
+
+@dataclass
+class Chunk:
+    """Decoded events of one stretch of the array, and the text they were decoded from."""
+
+    events: list[FastEvent] | list[TextEvent]
+    payload: bytes | None = None
+
+    def as_text(self) -> list[TextEvent]:
+        """The same events with their timestamps as text."""
+        if self.payload is None:
+            return self.events  # type: ignore[return-value]
+        return _TEXT_DECODER.decode(self.payload)
+
+
+_FAST_DECODER = msgspec.json.Decoder(list[FastEvent])
+_TEXT_DECODER = msgspec.json.Decoder(list[TextEvent])
+_EVENT_DECODER = msgspec.json.Decoder(TextEvent)
+_ANY_DECODER = msgspec.json.Decoder()
+
+
+def _decode_payload(payload: bytes) -> Chunk:
+    """Decode ``[e1, e2, ...]``; raises msgspec errors when it is not an array of events."""
+    try:
+        return Chunk(_FAST_DECODER.decode(payload), payload)
+    except msgspec.ValidationError:
+        return Chunk(_TEXT_DECODER.decode(payload), None)
+
+
+@dataclass
+class ReadResult:
+    """What the reader found besides the events: top-level keys and what was lost."""
+
+    head: dict[str, Any] = field(default_factory=dict)
+    tail: dict[str, Any] = field(default_factory=dict)
+    bare_array: bool = False
+    events_seen: int = 0
+    malformed: int = 0
+    loss: list[str] = field(default_factory=list)
+
+
+class _Source:
+    """The bytes of a trace file, gunzipped on the fly; reports progress as it goes."""
+
+    def __init__(self, path: Path, progress: Progress | None) -> None:
+        self.path = path
+        self._raw: IO[bytes] = path.open("rb")
+        self.total = path.stat().st_size
+        self._progress = progress
+        magic = self._raw.read(2)
+        self._raw.seek(0)
+        self._gzip = gzip.GzipFile(fileobj=self._raw, mode="rb") if magic == _GZIP_MAGIC else None
+        self.eof = False
+        self.damage: str | None = None
+        self.offset = 0  # decompressed bytes delivered so far
+
+    def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes; fewer only at the end of the data (or where it is damaged)."""
+        parts: list[bytes] = []
+        got = 0
+        while got < size and not self.eof:
+            try:
+                # read1: a stream cut short loses nothing that was decompressed before the cut
+                part = (
+                    self._gzip.read1(size - got)
+                    if self._gzip is not None
+                    else self._raw.read(size - got)
+                )
+            except EOFError:
+                self.damage = "the compressed stream ends early"
+                part = b""
+            except (zlib.error, gzip.BadGzipFile, OSError) as exc:
+                self.damage = f"the compressed data is corrupt ({exc})"
+                part = b""
+            if not part:
+                self.eof = True
+                break
+            parts.append(part)
+            got += len(part)
+        self.offset += got
+        if self._progress is not None:
+            self._progress(min(self._raw.tell(), self.total), self.total)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self._gzip is not None:
+            self._gzip.close()
+        self._raw.close()
+
+
+def _structure(buf: bytes, start: int, stop: int) -> tuple[list[int], int, int]:
+    """Exact scan of array elements in ``buf[start:stop]``, which begins at element level.
+
+    Returns the end offsets (one past ``}``) of the complete top-level elements, the offset of
+    the ``]`` that closes the array (-1 when not reached) and the offset where the nesting
+    breaks (-1 when it does not).
+    """
+    ends: list[int] = []
+    in_string = 0
+    depth = 0
+    backslash_carry = 0  # parity of the backslash run that ended the previous block
+    for b0 in range(start, stop, _SCAN_BLOCK):
+        b1 = min(stop, b0 + _SCAN_BLOCK)
+        chars = np.frombuffer(buf, np.uint8, b1 - b0, b0)
+        quote = chars == 0x22
+        backslash = chars == 0x5C
+        if backslash_carry or backslash.any():
+            # A quote is escaped when an odd run of backslashes precedes it.
+            idx = np.arange(chars.size)
+            last_other = np.maximum.accumulate(np.where(backslash, -1, idx))
+            qpos = np.flatnonzero(quote)
+            prev = qpos - 1
+            before = np.where(prev >= 0, last_other[np.maximum(prev, 0)], -1)
+            run = np.where(before >= 0, prev - before, qpos + backslash_carry)
+            quote[qpos[(run & 1) == 1]] = False
+            tail_other = int(last_other[-1])
+            run_end = chars.size - 1 - tail_other
+            backslash_carry = (run_end + (backslash_carry if tail_other < 0 else 0)) & 1
+        parity = (np.cumsum(quote, dtype=np.int64) + in_string) & 1
+        in_string = int(parity[-1])
+        is_open = (chars == 0x7B) | (chars == 0x5B)
+        is_close = (chars == 0x7D) | (chars == 0x5D)
+        pos = np.flatnonzero((is_open | is_close) & (parity == 0))
+        if pos.size == 0:
+            continue
+        step = np.where(is_open[pos], 1, -1)
+        level = depth + np.cumsum(step)
+        below = np.flatnonzero(level < 0)
+        if below.size:
+            first = int(below[0])
+            at = int(pos[first])
+            ends.extend(
+                (pos[:first][(level[:first] == 0) & (chars[pos[:first]] == 0x7D)] + b0 + 1).tolist()
+            )
+            if chars[at] == 0x5D:
+                return ends, b0 + at, -1
+            return ends, -1, b0 + at
+        closing = (level == 0) & (chars[pos] == 0x7D)
+        ends.extend((pos[closing] + b0 + 1).tolist())
+        depth = int(level[-1])
+    return ends, -1, -1
+
+
+def _strip_separator(piece: bytes) -> bytes:
+    """An element's text without the separator that precedes it."""
+    match = _LEADING_COMMA.match(piece)
+    return piece[match.end() :] if match else piece
+
+
+def _lenient_event(value: Any) -> TextEvent | None:
+    """An event from a decoded JSON value whose field types do not match :class:`TextEvent`."""
+    if not isinstance(value, dict):
+        return None
+
+    def text(key: str) -> str:
+        item = value.get(key, "")
+        return item if isinstance(item, str) else ""
+
+    def ident(key: str) -> int | str:
+        item = value.get(key, -1)
+        if isinstance(item, bool):
+            return -1
+        if isinstance(item, int | str):
+            return item
+        if isinstance(item, float) and item.is_integer():
+            return int(item)
+        return -1
+
+    def number(key: str) -> msgspec.Raw:
+        item = value.get(key)
+        if isinstance(item, bool) or not isinstance(item, int | float | str):
+            return msgspec.Raw(b"")
+        return msgspec.Raw(msgspec.json.encode(item))
+
+    flow_id = value.get("id")
+    args = value.get("args")
+    return TextEvent(
+        ph=text("ph"),
+        cat=text("cat"),
+        name=text("name"),
+        pid=ident("pid"),
+        tid=ident("tid"),
+        ts=number("ts"),
+        dur=number("dur"),
+        id=flow_id if isinstance(flow_id, int | str) and not isinstance(flow_id, bool) else None,
+        args=msgspec.Raw(msgspec.json.encode(args if isinstance(args, dict) else {})),
+    )
+
+
+class _Splitter:
+    """Turns the bytes after ``"traceEvents": [`` into decoded chunks of events."""
+
+    def __init__(self, source: _Source, result: ReadResult, first: bytes) -> None:
+        self.source = source
+        self.result = result
+        self.buf = first
+        self.base = source.offset - len(first)  # file offset of buf[0]
+        self.finished = False
+        self.array_closed = False
+        self.tail_text = b""
+
+    def _fill(self, size: int) -> None:
+        if len(self.buf) < size and not self.source.eof:
+            self.buf = self.buf + self.source.read(size - len(self.buf))
+
+    def _consume(self, cut: int) -> None:
+        self.base += cut
+        self.buf = self.buf[cut:]
+
+    def _decode_pieces(self, ends: list[int]) -> Chunk:
+        """Decode elements one by one (after a chunk failed): skip the damaged ones."""
+        events: list[TextEvent] = []
+        prev = 0
+        for end in ends:
+            piece = _strip_separator(self.buf[prev:end])
+            prev = end
+            try:
+                events.append(_EVENT_DECODER.decode(piece))
+                continue
+            except msgspec.ValidationError:
+                try:
+                    lenient = _lenient_event(_ANY_DECODER.decode(piece))
+                except msgspec.DecodeError:
+                    lenient = None
+            except msgspec.DecodeError:
+                lenient = None
+            if lenient is None:
+                self.result.malformed += 1
+            else:
+                events.append(lenient)
+        return Chunk(events)
+
+    def _decode_exact(self, limit: int) -> tuple[Chunk, int]:
+        """Decode ``buf[:limit]`` after an exact scan; returns events and bytes consumed."""
+        ends, array_end, broken = _structure(self.buf, 0, limit)
+        cut = ends[-1] if ends else 0
+        events = Chunk([])
+        if ends:
+            try:
+                events = _decode_payload(b"[" + _strip_separator(self.buf[:cut]) + b"]")
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                events = self._decode_pieces(ends)
+        if array_end >= 0:
+            self.finished = True
+            self.array_closed = True
+            self.tail_text = self.buf[array_end + 1 :]
+            return events, array_end + 1
+        if broken >= 0:
+            self.finished = True
+            self.result.loss.append(
+                f"the trace is damaged at byte {self.base + broken:,}"
+                f" after {self.result.events_seen + len(events.events):,} events:"
+                " the rest of the trace is lost"
+            )
+            return events, limit
+        return events, cut
+
+    def chunks(self) -> Iterator[Chunk]:
+        """Decoded chunks of events, in file order; the tail keys are kept in ``tail_text``."""
+        size = CHUNK_BYTES
+        while not self.finished:
+            self._fill(size)
+            if self.source.eof:
+                events, used = self._decode_exact(len(self.buf))
+                self.result.events_seen += len(events.events)
+                if not self.finished:
+                    self._truncated(used)
+                    self.finished = True
+                if events.events:
+                    yield events
+                break
+            cut = self._last_separator(len(self.buf))
+            if cut <= 0:
+                size *= 2  # one element larger than the buffer: read more
+                continue
+            try:
+                events = _decode_payload(b"[" + _strip_separator(self.buf[:cut]) + b"]")
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                events, cut = self._decode_exact(len(self.buf))
+                if cut == 0 and not self.finished:
+                    size *= 2
+                    continue
+            size = CHUNK_BYTES
+            self.result.events_seen += len(events.events)
+            self._consume(cut)
+            if events.events:
+                yield events
+        if self.array_closed:
+            parts = [self.tail_text]
+            while not self.source.eof:
+                parts.append(self.source.read(CHUNK_BYTES))
+            self.tail_text = b"".join(parts)
+
+    def _last_separator(self, stop: int) -> int:
+        """Offset just past the ``}`` of the last element separator in ``buf[:stop]``."""
+        window = 1 << 16
+        while True:
+            begin = max(0, stop - window)
+            last = -1
+            for match in _SEPARATOR.finditer(self.buf, begin, stop):
+                last = match.start() + 1
+            if last > 0 or begin == 0:
+                return last
+            window *= 8
+
+    def _truncated(self, used: int) -> None:
+        why = self.source.damage or "the file ends early"
+        self.result.loss.append(
+            f"{why} after {self.result.events_seen:,} events at byte"
+            f" {self.base + used:,}: the rest of the trace is lost"
+        )
+
+
+def _decode_object(text: bytes) -> dict[str, Any] | None:
+    try:
+        value = _ANY_DECODER.decode(text)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _tail_keys(tail: bytes, result: ReadResult) -> dict[str, Any]:
+    """The top-level keys written after the traceEvents array (``, "k": v ... }``)."""
+    if result.bare_array:
+        return {}
+    text = _strip_separator(tail).strip()
+    value = _decode_object(b"{" + text)
+    if value is None:
+        result.loss.append("the keys after traceEvents could not be read")
+        return {}
+    return value
+
+
+def read_events(path: Path, progress: Progress | None = None) -> tuple[ReadResult, Iterator[Chunk]]:
+    """Open a Chrome-trace file; return its top-level keys and an iterator of event chunks.
+
+    The :class:`ReadResult` is filled in as the iterator runs (tail keys, losses).
+
+    Raises:
+        TraceFormatError: the file is missing, empty, not JSON, or not a trace.
+    """
+    try:
+        source = _Source(path, progress)
+    except FileNotFoundError:
+        raise TraceFormatError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TraceFormatError(f"{path}: is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        result, first = _open_array(source)
+    except BaseException:
+        source.close()
+        raise
+    return result, _iterate(source, result, first)
+
+
+def _open_array(source: _Source) -> tuple[ReadResult, bytes]:
+    """Read up to the start of the traceEvents array; decode the keys before it."""
+    path = source.path
+    result = ReadResult()
+    buf = source.read(1 << 16)
+    if buf.startswith(_BOM):
+        buf = buf[len(_BOM) :]
+    while not buf.strip() and not source.eof:
+        buf = source.read(1 << 16)
+    if not buf.strip():
+        if source.damage:
+            raise TraceFormatError(f"{path}: not a readable gzip file ({source.damage})")
+        raise TraceFormatError(f"{path}: the file is empty")
+    stripped = buf.lstrip()
+    if stripped[:1] == b"[":
+        result.bare_array = True
+        return result, stripped[1:]
+    if stripped[:1] != b"{":
+        raise TraceFormatError(f"{path}: not a trace: the file is not a JSON object or array")
+    searched = 0
+    while True:
+        match = _EVENTS_KEY.search(buf, max(0, searched - 64))
+        if match:
+            break
+        searched = len(buf)
+        if source.eof:
+            value = _decode_object(buf)
+            if value is None:
+                raise TraceFormatError(f"{path}: not valid JSON")
+            raise TraceFormatError(f"{path}: JSON without traceEvents: not a Chrome/Kineto trace")
+        buf += source.read(max(len(buf), 1 << 16))
+    head_text = buf[: match.start()].rstrip()
+    if head_text.endswith(b","):
+        head_text = head_text[:-1]
+    head = _decode_object(head_text.lstrip() + b"}")
+    if head is None:
+        raise TraceFormatError(f"{path}: not valid JSON before traceEvents")
+    result.head = head
+    return result, buf[match.end() :]
+
+
+def _iterate(source: _Source, result: ReadResult, first: bytes) -> Iterator[Chunk]:
+    splitter = _Splitter(source, result, first)
+    try:
+        yield from splitter.chunks()
+        if splitter.array_closed:
+            result.tail = _tail_keys(splitter.tail_text, result)
+    finally:
+        source.close()

@@ -1,0 +1,708 @@
+"""Kineto importer on synthetic documents: every mapping rule, exact times, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from tests import kineto_gen as gen
+from tests.kineto_gen import Num
+
+from perfledger import schema
+from perfledger.errors import PerfledgerError, TraceFormatError
+from perfledger.sources import kineto_stream
+from perfledger.sources.kineto import is_kineto, load_kineto
+
+HOST = 100
+GPU = 0
+
+
+def rows(trace_events: pa.Table) -> list[dict[str, Any]]:
+    return trace_events.to_pylist()
+
+
+def by_name(table: pa.Table) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in rows(table)}
+
+
+def write(tmp_path: Path, events: list[dict[str, Any]], name: str = "t.json", **top: Any) -> Path:
+    return gen.write_kineto(tmp_path / name, events, **top)
+
+
+# --- timestamps -------------------------------------------------------------------------------
+
+
+def test_integer_microseconds_become_ns(tmp_path: Path) -> None:
+    path = write(tmp_path, [gen.cpu_op("aten::mm", 1669783687464181, 45, external_id=1)])
+    (row,) = rows(load_kineto(path).events)
+    assert row["start_ns"] == 1669783687464181000
+    assert row["dur_ns"] == 45000
+
+
+def test_epoch_float_microseconds_keep_every_digit(tmp_path: Path) -> None:
+    # float64 cannot hold these: 1712195495505543.2 is 1712195495505543.25 as a double
+    events = [
+        gen.cpu_op("a", Num("1712195495505543.2"), Num("63.813"), external_id=1),
+        gen.cpu_op("b", Num("1712195495519689.047"), Num("0.001"), external_id=2),
+        gen.cpu_op("c", Num("1712195495519700"), Num("68.0"), external_id=3),
+    ]
+    found = by_name(load_kineto(write(tmp_path, events)).events)
+    assert found["a"]["start_ns"] == 1712195495505543200
+    assert found["a"]["dur_ns"] == 63813
+    assert found["b"]["start_ns"] == 1712195495519689047
+    assert found["b"]["dur_ns"] == 1
+    assert found["c"]["start_ns"] == 1712195495519700000
+    assert found["c"]["dur_ns"] == 68000
+
+
+def test_relative_float_timestamps_add_the_base_time(tmp_path: Path) -> None:
+    base = 1735632360000000000
+    events = [
+        gen.cpu_op("a", Num("4203669604595.407"), Num("340.024"), external_id=1),
+        gen.cpu_op("b", Num("4203669604613.811"), Num("0.999"), external_id=2),
+    ]
+    trace = load_kineto(write(tmp_path, events, _after={"baseTimeNanoseconds": base}))
+    found = by_name(trace.events)
+    assert found["a"]["start_ns"] == base + 4203669604595407
+    assert found["a"]["dur_ns"] == 340024
+    assert found["b"]["start_ns"] == base + 4203669604613811
+    assert found["b"]["dur_ns"] == 999
+    assert trace.meta["base_time_ns"] == base
+
+
+def test_unusual_number_spellings_are_read_exactly(tmp_path: Path) -> None:
+    events = [
+        gen.cpu_op("exp", Num("1.5e3"), Num("2E1"), external_id=1),
+        gen.cpu_op("many", Num("10.1234567"), Num("1.0005"), external_id=2),
+        gen.cpu_op("quoted", "1736408883704643.212", "1.5", external_id=3),
+    ]
+    found = by_name(load_kineto(write(tmp_path, events)).events)
+    assert (found["exp"]["start_ns"], found["exp"]["dur_ns"]) == (1_500_000, 20_000)
+    # digits past the ns are rounded half up
+    assert (found["many"]["start_ns"], found["many"]["dur_ns"]) == (10_123, 1_001)
+    assert found["quoted"]["start_ns"] == 1736408883704643212
+    assert found["quoted"]["dur_ns"] == 1500
+
+
+# --- kinds --------------------------------------------------------------------------------------
+
+
+def _gpu_trace() -> list[dict[str, Any]]:
+    return [
+        gen.complete("user_annotation", "ProfilerStep#7", 1000, 500, **{"External id": 1}),
+        gen.complete("user_annotation", "my_region", 1001, 10, **{"External id": 2}),
+        gen.complete(
+            "user_annotation",
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            1002,
+            50,
+            **{"External id": 3},
+        ),
+        gen.cpu_op(
+            "aten::mm",
+            1100,
+            30,
+            external_id=4,
+            **{"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"], "flops": 48},
+        ),
+        gen.complete("python_function", "nn.Module: Linear", 1090, 60, **{"Python id": 9}),
+        gen.runtime("cudaLaunchKernel", 1105, 5, correlation=11, external_id=4),
+        gen.runtime("cudaMemcpyAsync", 1111, 4, correlation=12, external_id=4),
+        gen.runtime("cudaStreamSynchronize", 1116, 40, correlation=13, external_id=4),
+        gen.runtime("cudaMemsetAsync", 1157, 2, correlation=14, external_id=4),
+        gen.runtime("cudaLaunchKernel", 1160, 3, correlation=15, external_id=4),
+        gen.device_task("kernel", "volta_sgemm_128x64_nn", 1120, 20, correlation=11, stream=7),
+        gen.device_task(
+            "gpu_memcpy",
+            "Memcpy HtoD (Pageable -> Device)",
+            1141,
+            9,
+            correlation=12,
+            stream=7,
+            bytes=4096,
+        ),
+        gen.device_task(
+            "cuda_sync",
+            "Stream Sync",
+            1155,
+            1,
+            correlation=13,
+            stream=7,
+            cuda_sync_kind="Stream Sync",
+        ),
+        gen.device_task(
+            "gpu_memset", "Memset (Device)", 1158, 1, correlation=14, stream=7, bytes=512
+        ),
+        gen.device_task(
+            "kernel",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
+            1165,
+            50,
+            correlation=15,
+            stream=20,
+        ),
+        gen.device_task(
+            "gpu_user_annotation", "nccl:all_reduce", 1165, 50, correlation=None, stream=20
+        ),
+        gen.instant(
+            "[memory]",
+            1101,
+            **{
+                "Device Type": 1,
+                "Device Id": 0,
+                "Bytes": 4096,
+                "Total Allocated": 8192,
+                "Total Reserved": 1 << 20,
+            },
+        ),
+        gen.metadata("process_name", HOST, name="python"),
+        gen.metadata("process_labels", GPU, labels="GPU 0"),
+        gen.metadata("thread_name", HOST, HOST, name="thread 100 (python)"),
+        *gen.profiler_span(900, 2000),
+    ]
+
+
+@pytest.fixture
+def gpu_trace(tmp_path: Path) -> Any:
+    return load_kineto(
+        write(
+            tmp_path,
+            _gpu_trace(),
+            schemaVersion=1,
+            deviceProperties=[{"id": 0, "name": "NVIDIA A100"}],
+            distributedInfo={"backend": "nccl", "rank": 3, "world_size": 8},
+        )
+    )
+
+
+def test_each_category_maps_to_its_kind(gpu_trace: Any) -> None:
+    kinds = {r["name"]: r["kind"] for r in rows(gpu_trace.events)}
+    assert kinds == {
+        "ProfilerStep#7": schema.STEP,
+        "my_region": schema.ANNOTATION,
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__": schema.DATALOADER,
+        "aten::mm": schema.CPU_OP,
+        "nn.Module: Linear": schema.PYTHON,
+        "cudaLaunchKernel": schema.RUNTIME,
+        "cudaMemcpyAsync": schema.RUNTIME,
+        "cudaStreamSynchronize": schema.SYNC,
+        "cudaMemsetAsync": schema.RUNTIME,
+        "volta_sgemm_128x64_nn": schema.KERNEL,
+        "Memcpy HtoD (Pageable -> Device)": schema.MEMCPY,
+        # a device-side marker of the host's stream sync: not device work
+        "Stream Sync": schema.DEVICE_ANNOTATION,
+        "Memset (Device)": schema.MEMSET,
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)": schema.COMM,
+        "nccl:all_reduce": schema.DEVICE_ANNOTATION,
+        "[memory]": schema.INSTANT,
+    }
+
+
+def test_bookkeeping_and_metadata_are_not_events(gpu_trace: Any) -> None:
+    names = {r["name"] for r in rows(gpu_trace.events)}
+    assert "PyTorch Profiler (0)" not in names
+    assert "Record Window End" not in names
+    assert "process_name" not in names
+    meta = gpu_trace.meta
+    assert meta["process_names"] == {"100": "python"}
+    assert meta["process_labels"] == {"0": "GPU 0"}
+    assert meta["thread_names"] == {"100:100": "thread 100 (python)"}
+    assert meta["profiler_span"] == {
+        "name": "PyTorch Profiler (0)",
+        "start_ns": 900_000,
+        "dur_ns": 2_000_000,
+    }
+    assert meta["rank"] == 3
+    assert meta["world_size"] == 8
+    assert meta["backend"] == "nccl"
+    assert meta["vendor"] == "cuda"
+    assert meta["device_properties"] == [{"id": 0, "name": "NVIDIA A100"}]
+
+
+def test_host_and_device_columns(gpu_trace: Any) -> None:
+    found = by_name(gpu_trace.events)
+    mm = found["aten::mm"]
+    assert (mm["device"], mm["stream"], mm["pid"]) == (-1, HOST, HOST)
+    assert mm["shapes"] == "[[2, 3], [3, 4]]"
+    assert mm["dtypes"] == '["float", "float"]'
+    assert mm["flops"] == 48.0
+    assert mm["external_id"] == 4
+    assert mm["correlation"] == -1
+    kernel = found["volta_sgemm_128x64_nn"]
+    assert (kernel["device"], kernel["stream"], kernel["pid"]) == (GPU, 7, GPU)
+    assert kernel["correlation"] == 11
+    assert math.isnan(kernel["flops"])
+    assert kernel["bytes"] == -1
+    assert found["Memcpy HtoD (Pageable -> Device)"]["bytes"] == 4096
+    assert found["Memset (Device)"]["bytes"] == 512
+    assert found["ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"]["stream"] == 20
+    launch = found["cudaStreamSynchronize"]
+    assert (launch["device"], launch["stream"], launch["correlation"]) == (-1, HOST, 13)
+    assert found["[memory]"]["device"] == -1
+    assert all(r["rank"] == 3 and r["step"] == -1 for r in rows(gpu_trace.events))
+
+
+def test_args_are_kept_verbatim(gpu_trace: Any) -> None:
+    found = by_name(gpu_trace.events)
+    assert json.loads(found["aten::mm"]["args"]) == {
+        "External id": 4,
+        "Input Dims": [[2, 3], [3, 4]],
+        "Input type": ["float", "float"],
+        "flops": 48,
+    }
+    assert json.loads(found["Stream Sync"]["args"])["cuda_sync_kind"] == "Stream Sync"
+    assert found["ProfilerStep#7"]["args"] is not None
+
+
+def test_memory_events_feed_counters(gpu_trace: Any) -> None:
+    assert gpu_trace.counters.to_pylist() == [
+        {
+            "rank": 3,
+            "track": "cuda:0",
+            "name": "allocated_bytes",
+            "ts_ns": 1_101_000,
+            "value": 8192.0,
+        },
+        {
+            "rank": 3,
+            "track": "cuda:0",
+            "name": "reserved_bytes",
+            "ts_ns": 1_101_000,
+            "value": float(1 << 20),
+        },
+    ]
+
+
+def test_events_are_sorted_by_start_then_longest_first(gpu_trace: Any) -> None:
+    table = gpu_trace.events
+    keys = list(zip(table["start_ns"].to_pylist(), table["dur_ns"].to_pylist(), strict=True))
+    assert keys == sorted(keys, key=lambda k: (k[0], -k[1]))
+    # the nccl kernel and its annotation start together: the longer one (equal here) keeps
+    # file order, so the result is deterministic
+    assert table.schema == schema.EVENTS_SCHEMA
+
+
+def test_rank_argument_overrides_the_trace(tmp_path: Path) -> None:
+    path = write(tmp_path, _gpu_trace(), distributedInfo={"rank": 3})
+    trace = load_kineto(path, rank=5)
+    assert set(trace.events["rank"].to_pylist()) == {5}
+    assert trace.meta["rank"] == 5
+    assert load_kineto(write(tmp_path, _gpu_trace(), name="u.json")).meta["rank"] == 0
+
+
+# --- old formats ----------------------------------------------------------------------------
+
+
+def test_pytorch_18_categories_and_arg_names(tmp_path: Path) -> None:
+    events = [
+        gen.complete("Operator", "ProfilerStep#3", 100, 900, **{"External id": 1}),
+        gen.complete(
+            "Operator", "aten::conv2d", 110, 50, **{"External id": 2, "Input Dims": [[1, 3]]}
+        ),
+        gen.complete(
+            "Runtime",
+            "cudaLaunchKernel",
+            120,
+            5,
+            cbid=211,
+            correlation=7,
+            **{"external id": 2, "external ts": 110},
+        ),
+        gen.complete(
+            "Kernel",
+            "implicit_convolve_sgemm",
+            130,
+            30,
+            pid=0,
+            tid="stream 7",
+            queued=0,
+            device=0,
+            stream=7,
+            correlation=7,
+            **{"external id": 2},
+        ),
+        gen.complete(
+            "Memcpy",
+            "Memcpy HtoD (Pageable -> Device)",
+            170,
+            3,
+            pid=0,
+            tid="stream 7",
+            device=0,
+            stream=7,
+            correlation=8,
+            bytes=256,
+            **{"external id": 3},
+        ),
+        gen.complete(
+            "Memset",
+            "Memset (Device)",
+            180,
+            1,
+            pid=0,
+            tid="stream 7",
+            device=0,
+            stream=7,
+            correlation=9,
+            bytes=64,
+            **{"external id": 4},
+        ),
+        gen.complete(
+            "Runtime",
+            "cudaMemcpyAsync",
+            160,
+            5,
+            pid=HOST,
+            tid=str(HOST),
+            correlation=8,
+            **{"external id": 3},
+        ),
+    ]
+    found = by_name(load_kineto(write(tmp_path, events)).events)
+    assert found["ProfilerStep#3"]["kind"] == schema.STEP
+    assert found["aten::conv2d"]["kind"] == schema.CPU_OP
+    assert found["aten::conv2d"]["shapes"] == "[[1, 3]]"
+    assert found["cudaLaunchKernel"]["kind"] == schema.RUNTIME
+    assert found["cudaLaunchKernel"]["external_id"] == 2
+    kernel = found["implicit_convolve_sgemm"]
+    assert (kernel["kind"], kernel["external_id"], kernel["correlation"]) == ("kernel", 2, 7)
+    assert (kernel["device"], kernel["stream"]) == (0, 7)
+    assert found["Memcpy HtoD (Pageable -> Device)"]["kind"] == schema.MEMCPY
+    assert found["Memcpy HtoD (Pageable -> Device)"]["bytes"] == 256
+    assert found["Memset (Device)"]["kind"] == schema.MEMSET
+    # a thread id written as a string
+    assert found["cudaMemcpyAsync"]["stream"] == HOST
+
+
+def test_flows_give_correlation_when_args_lack_it(tmp_path: Path) -> None:
+    events = [
+        gen.complete("Runtime", "cudaLaunchKernel", 100, 5, **{"external id": 1}),
+        gen.flow("s", "async_gpu", 538860, 100, pid=HOST, tid=HOST, name="cudaLaunchKernel"),
+        gen.complete("Kernel", "k1", 110, 10, pid=0, tid=7, device=0, stream=7),
+        gen.flow("f", "async_gpu", 538860, 110, pid=0, tid=7, name="cudaLaunchKernel"),
+        # a forward-backward flow is not a launch: it must not give a correlation
+        gen.complete("cpu_op", "aten::add", 200, 5, **{"External id": 5}),
+        gen.flow("s", "fwdbwd", 99, 200, pid=HOST, tid=HOST),
+        gen.complete("kernel", "k2", 300, 10, pid=0, tid=7, device=0, stream=7),
+        gen.flow("f", "fwdbwd", 99, 300, pid=0, tid=7),
+        # ac2g flows of newer traces work the same way
+        gen.complete("cuda_runtime", "cudaLaunchKernel", 400, 5),
+        gen.flow("s", "ac2g", 77, 400, pid=HOST, tid=HOST),
+        gen.complete("kernel", "k3", 410, 10, pid=0, tid=7, device=0, stream=7),
+        gen.flow("f", "ac2g", 77, 410, pid=0, tid=7),
+    ]
+    table = load_kineto(write(tmp_path, events)).events
+    correlation = {(r["name"], r["start_ns"]): r["correlation"] for r in rows(table)}
+    assert correlation[("cudaLaunchKernel", 100_000)] == 538860
+    assert correlation[("k1", 110_000)] == 538860
+    assert correlation[("k2", 300_000)] == -1
+    assert correlation[("cudaLaunchKernel", 400_000)] == 77
+    assert correlation[("k3", 410_000)] == 77
+
+
+def test_rocm_names_and_string_args(tmp_path: Path) -> None:
+    events = [
+        gen.runtime(
+            "hipMemcpyWithStream", 100, 60, correlation=117, stream="0x0", size="2560", kind="1"
+        ),
+        gen.runtime("hipLaunchKernel", 200, 10, correlation=118, kernel="k"),
+        gen.runtime("hipDeviceSynchronize", 300, 50, correlation=119),
+        gen.device_task(
+            "gpu_memcpy",
+            "Memcpy HtoD (Host -> Device)",
+            110,
+            20,
+            correlation=117,
+            device=2,
+            stream=0,
+            kind="HtoD",
+        ),
+        gen.device_task(
+            "kernel", "Cijk_Alik_Bljk_SB", 215, 30, correlation=118, device=2, stream=0
+        ),
+    ]
+    trace = load_kineto(write(tmp_path, events, deviceProperties=[{"id": 0, "name": "AMD"}]))
+    found = by_name(trace.events)
+    assert found["hipMemcpyWithStream"]["kind"] == schema.SYNC  # a blocking copy
+    assert found["hipMemcpyWithStream"]["bytes"] == 2560
+    assert found["hipMemcpyWithStream"]["stream"] == HOST
+    assert found["hipLaunchKernel"]["kind"] == schema.RUNTIME
+    assert found["hipDeviceSynchronize"]["kind"] == schema.SYNC
+    assert found["Cijk_Alik_Bljk_SB"]["device"] == 2
+    assert trace.meta["vendor"] == "rocm"
+
+
+def test_mtia_device_events(tmp_path: Path) -> None:
+    events = [
+        gen.complete(
+            "mtia_runtime",
+            "enqueueCommand memcpyHtoDAsync",
+            100,
+            1,
+            pid=HOST,
+            tid=5,
+            correlation=1,
+            device=17,
+            stream_id=101,
+        ),
+        gen.complete(
+            "mtia_runtime",
+            "runFunction - job_prep_and_submit_for_execution",
+            102,
+            8,
+            pid=HOST,
+            tid=5,
+            correlation=2,
+            device=17,
+            stream_id=101,
+        ),
+        gen.complete(
+            "mtia_runtime",
+            "synchronizeStream",
+            150,
+            3,
+            pid=HOST,
+            tid=5,
+            correlation=3,
+            device=17,
+            stream_id=101,
+        ),
+        gen.complete(
+            "mtia_runtime",
+            "synchronize",
+            151,
+            1,
+            pid=17,
+            tid=3568,
+            correlation=3,
+            device=17,
+            stream_id=101,
+        ),
+        gen.complete(
+            "mtia_ccp_events",
+            "dma_request",
+            105,
+            20,
+            pid=17,
+            tid=3536,
+            correlation=1,
+            stream=101,
+            direction="HOST_TO_DEVICE",
+            size=1024,
+        ),
+        gen.complete(
+            "mtia_ccp_events", "remote", 126, 20, pid=17, tid=3536, correlation=2, stream=101
+        ),
+        gen.complete("mtia_ccp_events", "event_wait", 90, 60, pid=17, tid=3537, stream=102),
+    ]
+    trace = load_kineto(write(tmp_path, events))
+    found = by_name(trace.events)
+    assert found["dma_request"]["kind"] == schema.MEMCPY
+    assert found["dma_request"]["bytes"] == 1024
+    assert (found["dma_request"]["device"], found["dma_request"]["stream"]) == (17, 101)
+    assert found["remote"]["kind"] == schema.KERNEL
+    assert found["event_wait"]["kind"] == schema.DEVICE_ANNOTATION
+    assert found["enqueueCommand memcpyHtoDAsync"]["kind"] == schema.RUNTIME
+    assert found["synchronizeStream"]["kind"] == schema.SYNC
+    # the runtime's record on the device's own process is a device-side mark
+    assert found["synchronize"]["kind"] == schema.DEVICE_ANNOTATION
+    assert found["synchronize"]["device"] == 17
+    assert trace.meta["vendor"] == "mtia"
+
+
+def test_cpu_only_trace(tmp_path: Path) -> None:
+    events = [
+        gen.complete("user_annotation", "ProfilerStep#551", 100, 900, **{"External id": 1}),
+        gen.cpu_op("aten::add", 200, 10, external_id=2),
+    ]
+    trace = load_kineto(write(tmp_path, events))
+    assert set(trace.events["device"].to_pylist()) == {-1}
+    assert trace.meta["vendor"] == "cpu"
+
+
+def test_unknown_categories_are_kept_as_annotations(tmp_path: Path) -> None:
+    events = [
+        gen.cpu_op("aten::add", 100, 10, external_id=1),
+        gen.complete("kernel", "k", 120, 10, pid=0, tid=7, device=0, stream=7, correlation=1),
+        gen.complete("some_future_cat", "host thing", 130, 5),
+        gen.complete("other_future_cat", "device thing", 140, 5, pid=0, tid=7),
+    ]
+    trace = load_kineto(write(tmp_path, events))
+    found = by_name(trace.events)
+    assert found["host thing"]["kind"] == schema.ANNOTATION
+    assert found["device thing"]["kind"] == schema.DEVICE_ANNOTATION
+    assert found["device thing"]["device"] == 0
+    assert trace.meta["unmapped_categories"] == ["other_future_cat", "some_future_cat"]
+
+
+# --- document shapes ----------------------------------------------------------------------
+
+
+def _plain(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows with NaN spelled out, so that equal tables compare equal."""
+    return [
+        {k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        for row in table.to_pylist()
+    ]
+
+
+def _same_table(a: pa.Table, b: pa.Table) -> None:
+    assert _plain(a) == _plain(b)
+
+
+def test_compact_bare_gzip_and_pretty_documents_agree(tmp_path: Path) -> None:
+    events = _gpu_trace()
+    pretty = load_kineto(write(tmp_path, events, name="a.json"))
+    compact = load_kineto(write(tmp_path, events, name="b.json", style="compact"))
+    zipped = load_kineto(write(tmp_path, events, name="c.json.gz"))
+    bare = load_kineto(write(tmp_path, events, name="d.json", bare=True))
+    _same_table(pretty.events, zipped.events)
+    _same_table(pretty.events, bare.events)
+    # the compact writer has no whitespace inside args: compare everything else
+    _same_table(pretty.events.drop(["args"]), compact.events.drop(["args"]))
+
+
+def test_chunk_boundaries_do_not_change_the_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tricky = [
+        # separators and quotes inside strings: a naive cut would split here
+        gen.cpu_op('weird }, { "name', 10, 1, external_id=1),
+        gen.cpu_op('esc \\" }, {', 11, 1, external_id=2, note='\\\\"}, {"'),
+        gen.cpu_op("nested", 12, 1, external_id=3, obj=[{"a": 1}, {"b": [2, {"c": "}, {"}]}]),
+    ]
+    events = tricky + [gen.cpu_op(f"op{i}", 100 + i, 1, external_id=10 + i) for i in range(300)]
+    for style in ("pretty", "compact"):
+        path = write(tmp_path, events, name=f"{style}.json", style=style, _after={"x": 1})
+        whole = load_kineto(path)
+        monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 97)
+        pieces = load_kineto(path)
+        monkeypatch.undo()
+        _same_table(whole.events, pieces.events)
+        assert whole.events.num_rows == len(events)
+        assert pieces.meta["trace_keys"] == {"x": 1}
+        assert whole.loss is None and pieces.loss is None
+
+
+def test_progress_reports_the_whole_file(tmp_path: Path) -> None:
+    path = write(tmp_path, _gpu_trace(), name="p.json.gz")
+    calls: list[tuple[int, int]] = []
+    load_kineto(path, progress=lambda done, total: calls.append((done, total)))
+    size = path.stat().st_size
+    assert calls[-1] == (size, size)
+    assert all(done <= total == size for done, total in calls)
+
+
+def test_is_kineto(tmp_path: Path) -> None:
+    assert is_kineto(write(tmp_path, _gpu_trace(), name="a.json"))
+    assert is_kineto(write(tmp_path, _gpu_trace(), name="b.json.gz"))
+    assert is_kineto(write(tmp_path, _gpu_trace(), name="c.json", bare=True))
+    (tmp_path / "d.json").write_text('{"a": 1}')
+    assert not is_kineto(tmp_path / "d.json")
+    (tmp_path / "e.csv").write_text('{"traceEvents": []}')
+    assert not is_kineto(tmp_path / "e.csv")
+    assert not is_kineto(tmp_path / "missing.json")
+    assert not is_kineto(tmp_path)
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "the file is empty"),
+        (b"   \n ", "the file is empty"),
+        (b"hello", "not a trace"),
+        (b"{not json", "not valid JSON"),
+        (b"{}", "without traceEvents"),
+        (b'{"a": 1}', "without traceEvents"),
+        (b'{"traceEvents": []}', "traceEvents is empty"),
+        (b"[]", "traceEvents is empty"),
+        (
+            b'{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, '
+            b'"args": {"name": "x"}}]}',
+            "only metadata",
+        ),
+    ],
+)
+def test_bad_documents_raise_one_line_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceFormatError) as raised:
+        load_kineto(path)
+    text = str(raised.value)
+    assert message in text
+    assert str(path) in text
+    assert "\n" not in text
+    assert raised.value.exit_code == 2
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceFormatError, match="no such file"):
+        load_kineto(tmp_path / "nope.json")
+
+
+def test_not_gzip_data_behind_a_gzip_name(tmp_path: Path) -> None:
+    path = tmp_path / "x.json.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(TraceFormatError) as raised:
+        load_kineto(path)
+    assert str(path) in str(raised.value)
+
+
+def _many_ops(count: int) -> list[dict[str, Any]]:
+    return [gen.cpu_op(f"op{i}", 1000 + 10 * i, 5, external_id=i) for i in range(count)]
+
+
+def test_truncated_json_keeps_the_complete_events(tmp_path: Path) -> None:
+    events = _many_ops(50)
+    text = gen.document_text(events, schemaVersion=1, _after={"traceName": "x"}).encode()
+    # cut inside the 31st event: 30 complete events remain
+    cut = text.index(b'"op30"') + 3
+    path = tmp_path / "cut.json"
+    path.write_bytes(text[:cut])
+    trace = load_kineto(path)
+    assert trace.events["name"].to_pylist() == [f"op{i}" for i in range(30)]
+    assert trace.loss is not None
+    assert "ends early after 30 events" in trace.loss
+    assert "the rest of the trace is lost" in trace.loss
+    # the reported byte offset is where the complete data ends
+    offset = int(trace.loss.split("at byte ")[1].split(":")[0].replace(",", ""))
+    assert text[:offset].rstrip().endswith(b"}")
+    assert text[offset:].lstrip().startswith(b",")
+
+
+def test_truncated_gzip_stream_keeps_the_complete_events(tmp_path: Path) -> None:
+    events = _many_ops(2000)
+    text = gen.document_text(events, schemaVersion=1).encode()
+    packed = gzip.compress(text, mtime=0)
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(packed[: len(packed) // 2])
+    trace = load_kineto(path)
+    names = trace.events["name"].to_pylist()
+    assert 0 < len(names) < 2000
+    assert names == [f"op{i}" for i in range(len(names))]
+    assert trace.loss is not None and "compressed stream ends early" in trace.loss
+
+
+def test_a_damaged_event_is_skipped_and_reported(tmp_path: Path) -> None:
+    events = _many_ops(20)
+    events[5]["ts"] = "not a number"
+    events[6]["pid"] = 1.5
+    trace = load_kineto(write(tmp_path, events))
+    names = trace.events["name"].to_pylist()
+    assert "op5" not in names
+    assert len(names) == 19
+    assert trace.loss == "1 malformed events were skipped"
+
+
+def test_perfledger_error_is_the_base(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("[1, 2")
+    with pytest.raises(PerfledgerError):
+        load_kineto(tmp_path / "bad.json")
