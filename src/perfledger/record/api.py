@@ -96,7 +96,7 @@ class Profile:
     ) -> None:
         if self._driver is None or self._sampler is None or self._staging is None:
             return
-        reason = "exit" if kind is None else f"exception {kind.__name__}: {value}"[:500]
+        reason = "exit" if kind is None else inprocess.describe_exception(kind, value)
         self._driver.finish(reason)
         inprocess.set_driver(self._previous)
         samples = self._sampler.stop()

@@ -181,6 +181,12 @@ def torch_info() -> dict[str, Any]:
     return info
 
 
+def describe_exception(kind: type[BaseException], value: BaseException | None) -> str:
+    """``exception Kind: message`` as a step log's end reason (bounded length)."""
+    message = str(value) if value is not None else ""
+    return (f"exception {kind.__name__}" + (f": {message}" if message else ""))[:500]
+
+
 def _loaded_module(name: str) -> Any:
     """The module if the program has imported it, else None (never imports it ourselves)."""
     return sys.modules.get(name)
@@ -464,7 +470,7 @@ class StepDriver:
     def _excepthook(
         self, kind: type[BaseException], value: BaseException, tb: types.TracebackType | None
     ) -> None:
-        self._end_reason = f"exception {kind.__name__}: {value}"[:500]
+        self._end_reason = describe_exception(kind, value)
         self._previous_excepthook(kind, value, tb)
 
     def _on_signal(self, signum: int, frame: types.FrameType | None) -> None:

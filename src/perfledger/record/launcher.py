@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rich.console import Console
+from rich.markup import escape
 
 import perfledger
 from perfledger.errors import PerfledgerError
@@ -146,11 +147,11 @@ def record(
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
 
-    console.print(
-        f"[bold]perfledger record[/]: {' '.join(command)}  "
-        f"(skip {driver_options.skip}, steps {driver_options.steps or 'all'}, "
-        f"level {driver_options.level})",
-        highlight=False,
+    _say(
+        console,
+        f"{' '.join(command)}  (skip {driver_options.skip}, "
+        f"steps {driver_options.steps or 'all'}, level {driver_options.level})",
+        "[bold]perfledger record[/]: ",
     )
     started_ns = time.time_ns()
     try:
@@ -203,12 +204,12 @@ def analyse_staging(
     processes = read_staging(staging)
     steps = sum(len(p.steps) for p in processes)
     profiled = sum(s.profiled for p in processes for s in p.steps)
-    ended = ", ".join(sorted({f"rank {p.rank}: {p.end_reason}" for p in processes}))
-    console.print(
+    ended = ", ".join(sorted({f"rank {p.rank}: {_shorten(p.end_reason)}" for p in processes}))
+    _say(
+        console,
         (f"program exited with code {exit_code}: " if program_ended else "")
         + f"{steps} steps, {profiled} profiled"
         + (f" ({ended})" if ended and program_ended else ""),
-        highlight=False,
     )
     traces = [
         finish_trace(trace, incomplete_step=incomplete_recorded_step(process))
@@ -218,16 +219,16 @@ def analyse_staging(
     ]
     if not traces:
         shutil.rmtree(staging, ignore_errors=True)
-        console.print(
-            "[yellow]no step was profiled[/]: "
-            + (
+        _say(
+            console,
+            (
                 "the program ended before the first profiled step"
                 if processes
                 else "no step was detected (steps come from Optimizer.step, DataLoader batches "
                 "or perfledger.mark_step(), in a Python process that imports torch)"
             )
             + "; nothing written",
-            highlight=False,
+            "[yellow]no step was profiled[/]: ",
         )
         return RecordResult(exit_code, None, None, processes)
 
@@ -263,18 +264,29 @@ def analyse_staging(
             console=console,
         )
     except PerfledgerError as error:
-        console.print(f"[red]analysis failed[/]: {error}", highlight=False)
-        console.print(f"raw traces and step logs kept in {staging}", highlight=False)
+        _say(console, str(error), "[red]analysis failed[/]: ")
+        _say(console, f"raw traces and step logs kept in {staging}")
         return RecordResult(exit_code or error.exit_code, None, staging, processes)
     except KeyboardInterrupt:
-        console.print(f"analysis interrupted: raw traces kept in {staging}", highlight=False)
+        _say(console, f"analysis interrupted: raw traces kept in {staging}")
         return RecordResult(exit_code or 130, None, staging, processes)
     except Exception:
-        console.print(f"[red]analysis failed[/]: raw traces kept in {staging}", highlight=False)
+        _say(console, f"raw traces kept in {staging}", "[red]analysis failed[/]: ")
         raise
     shutil.rmtree(staging, ignore_errors=True)
-    console.print(f"profile: {profile}", highlight=False)
+    _say(console, f"profile: {profile}")
     return RecordResult(exit_code, profile, None, processes)
+
+
+def _say(console: Console, text: str, styled_prefix: str = "") -> None:
+    """Print one status line: ``text`` comes from the program (paths, exception messages) and
+    is never read as markup, nor wrapped (paths stay copyable)."""
+    console.print(styled_prefix + escape(text), highlight=False, soft_wrap=True)
+
+
+def _shorten(text: str, limit: int = 100) -> str:
+    first_line = text.splitlines()[0] if text else text
+    return first_line if len(first_line) <= limit else first_line[: limit - 3] + "..."
 
 
 def _build_profile(traces: Sequence[Path], output: Path, **kwargs: Any) -> Path:

@@ -1,0 +1,258 @@
+"""What ``perfledger record`` costs a program: step times without a profiler, with plain
+torch.profiler, and under ``perfledger record`` with the same options, in the same run.
+
+    python bench/record_overhead.py [--rounds 3] [--batches 60] [--skip 10] [--steps 20]
+                                    [--level default] [--levels] [--out FILE]
+
+The workload is the example CNN (examples/train_cnn.py's model and data) trained for
+``--batches`` steps; it times every step itself (loop top to loop top, the batch fetch, the
+optimizer step and the profiler's step call included), so the three modes are measured by the
+same clock in the same place:
+
+- ``none``: no profiler at all;
+- ``torch``: ``torch.profiler.profile`` with torch's own schedule (skip, one warm-up step,
+  ``--steps`` recorded) and exactly the settings perfledger uses for the level, trace exported
+  as JSON;
+- ``perfledger``: ``perfledger record --skip S --steps M --level L -- python <workload>``, the
+  workload unchanged (the recorder's hooks, step log and host sampler all running).
+
+Reported per mode: the median step time over the recorded window (steps skip..skip+steps-1)
+and over the steps after it, each the median over rounds (the modes run interleaved, in a
+rotating order, to spread the noise of a shared machine). Ratios: torch / none,
+perfledger / none and perfledger / torch over the window (the target: perfledger adds at most
+1 % to plain torch.profiler), and perfledger / none after the window (what the hooks and the
+sampler cost unprofiled steps). ``--levels`` adds perfledger at light, default and full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+EXAMPLES = ROOT / "examples"
+
+
+# -- the workload (run in a child process) --------------------------------------------------
+
+
+def workload(args: argparse.Namespace) -> None:
+    """Train the example CNN for ``--batches`` steps and write each step's time (s) as JSON."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    sys.path.insert(0, str(EXAMPLES))
+    from train_cnn import SyntheticImages, small_cnn
+
+    torch.manual_seed(0)
+    loader = DataLoader(SyntheticImages(args.batch_size * args.batches), batch_size=args.batch_size)
+    model = small_cnn(args.width)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    profiler = _plain_torch_profiler(args) if args.workload == "torch" else None
+    if profiler is not None:
+        profiler.start()
+    times: list[float] = []
+    last = time.perf_counter()
+    for images, labels in loader:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(images), labels).backward()
+        optimizer.step()
+        if profiler is not None:
+            profiler.step()
+        now = time.perf_counter()
+        times.append(now - last)
+        last = now
+    if profiler is not None:
+        profiler.stop()
+    Path(args.times_out).write_text(json.dumps(times))
+
+
+def _plain_torch_profiler(args: argparse.Namespace) -> Any:
+    """torch.profiler as a user would write it, with perfledger's settings for the level."""
+    import torch.profiler
+
+    from perfledger.record.inprocess import profiler_settings
+
+    trace_path = Path(args.times_out).with_suffix(".trace.json")
+    return torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(
+            skip_first=max(args.skip - 1, 0),
+            wait=0,
+            warmup=1 if args.skip > 0 else 0,
+            active=args.steps,
+            repeat=1,
+        ),
+        on_trace_ready=lambda prof: prof.export_chrome_trace(str(trace_path)),
+        **profiler_settings(args.level),
+    )
+
+
+# -- the driver -----------------------------------------------------------------------------
+
+
+def run_mode(
+    mode: str, level: str, args: argparse.Namespace, workdir: Path
+) -> tuple[list[float], float]:
+    """One run of the workload in ``mode``; its step times (s) and wall time (s)."""
+    times_out = workdir / f"{mode}-{level}-{time.monotonic_ns()}.json"
+    workload_command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--workload",
+        "torch" if mode == "torch" else "none",
+        "--times-out",
+        str(times_out),
+        "--batches",
+        str(args.batches),
+        "--batch-size",
+        str(args.batch_size),
+        "--width",
+        str(args.width),
+        "--skip",
+        str(args.skip),
+        "--steps",
+        str(args.steps),
+        "--level",
+        level,
+    ]
+    if mode == "perfledger":
+        command = [
+            sys.executable,
+            "-m",
+            "perfledger.cli.record",
+            "-o",
+            str(workdir / f"profile-{level}"),
+            "--force",
+            "--skip",
+            str(args.skip),
+            "--steps",
+            str(args.steps),
+            "--level",
+            level,
+            "--",
+            *workload_command,
+        ]
+    else:
+        command = workload_command
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    wall = time.perf_counter() - started
+    if not times_out.exists():  # the workload itself failed
+        raise SystemExit(f"{mode} run failed:\n{done.stderr[-3000:]}")
+    return json.loads(times_out.read_text()), wall
+
+
+def medians(times: list[float], skip: int, steps: int) -> dict[str, float]:
+    """Median step time (ms) over the recorded window and over the steps after it."""
+    window = times[skip : skip + steps]
+    # The first step after the window runs while the profiler tears down: left out.
+    after = times[skip + steps + 1 :]
+    return {
+        "window_ms": 1000 * statistics.median(window),
+        "after_ms": 1000 * statistics.median(after) if after else float("nan"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--width", type=int, default=32)
+    parser.add_argument("--skip", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--level", default="default", choices=("light", "default", "full"))
+    parser.add_argument("--levels", action="store_true", help="also perfledger at every level")
+    parser.add_argument("--out", type=Path, default=BENCH_DIR / "out" / "record_overhead.json")
+    parser.add_argument("--workload", choices=("none", "torch"), help=argparse.SUPPRESS)
+    parser.add_argument("--times-out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.workload:
+        workload(args)
+        return
+    if args.batches < args.skip + args.steps + 3:
+        parser.error("--batches must leave at least 3 steps after the recorded window")
+
+    runs: list[tuple[str, str]] = [
+        ("none", args.level),
+        ("torch", args.level),
+        ("perfledger", args.level),
+    ]
+    if args.levels:
+        runs += [
+            ("perfledger", level) for level in ("light", "default", "full") if level != args.level
+        ]
+    results: dict[str, list[dict[str, float]]] = {f"{m}/{lv}": [] for m, lv in runs}
+    with tempfile.TemporaryDirectory(prefix="record-overhead-") as tmp:
+        workdir = Path(tmp)
+        for round_index in range(args.rounds):
+            shift = round_index % len(runs)
+            for mode, level in runs[shift:] + runs[:shift]:
+                times, wall = run_mode(mode, level, args, workdir)
+                figures = {**medians(times, args.skip, args.steps), "wall_s": wall}
+                results[f"{mode}/{level}"].append(figures)
+                print(
+                    f"round {round_index + 1} {mode:>10} {level:>7}: "
+                    f"window {figures['window_ms']:7.1f} ms  after {figures['after_ms']:7.1f} ms"
+                    f"  wall {wall:5.1f} s",
+                    flush=True,
+                )
+
+    def summary(key: str, figure: str) -> float:
+        return statistics.median(r[figure] for r in results[key])
+
+    level = args.level
+    none, torch, ours = (f"{m}/{level}" for m in ("none", "torch", "perfledger"))
+    report: dict[str, Any] = {
+        "workload": {
+            "batches": args.batches,
+            "batch_size": args.batch_size,
+            "width": args.width,
+            "skip": args.skip,
+            "steps": args.steps,
+            "level": level,
+            "rounds": args.rounds,
+            "cpu_count": os.cpu_count(),
+        },
+        "median_step_ms": {
+            key: {f: round(summary(key, f), 2) for f in ("window_ms", "after_ms")}
+            for key in results
+        },
+        "ratios": {
+            "torch_vs_none": round(summary(torch, "window_ms") / summary(none, "window_ms"), 4),
+            "perfledger_vs_none": round(summary(ours, "window_ms") / summary(none, "window_ms"), 4),
+            "perfledger_vs_torch": round(
+                summary(ours, "window_ms") / summary(torch, "window_ms"), 4
+            ),
+            "perfledger_unprofiled_vs_none": round(
+                summary(ours, "after_ms") / summary(none, "after_ms"), 4
+            ),
+        },
+        "levels_vs_none": {
+            key.split("/")[1]: round(summary(key, "window_ms") / summary(none, "window_ms"), 4)
+            for key in results
+            if key.startswith("perfledger/")
+        },
+        "runs": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(
+        json.dumps({k: report[k] for k in ("median_step_ms", "ratios", "levels_vs_none")}, indent=2)
+    )
+    print(f"written: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,413 @@
+"""``perfledger record`` end to end: real torch on CPU, real processes, real signals.
+
+Every run records tests/programs/tiny_train.py (or the examples) in a subprocess and checks the
+profile directory: the step times of every step, which steps were profiled, the raw traces (read
+here with the standard json module, independently of the importer), meta.json and counters.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "programs" / "tiny_train.py"
+EXAMPLES = ROOT / "examples"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+RECORD = [sys.executable, "-m", "perfledger.cli.record"]
+
+pytestmark = pytest.mark.slow
+
+
+def run_record(
+    cwd: Path, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``perfledger record ARGS`` in ``cwd``; stdout and stderr captured."""
+    done = subprocess.run(
+        [*RECORD, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "120", **(env or {})},
+        check=False,
+    )
+    return done
+
+
+def step_times(profile: Path) -> list[dict[str, Any]]:
+    return pq.read_table(profile / "tables" / "step_times.parquet").to_pylist()
+
+
+def profiled_steps(profile: Path, rank: int = 0) -> list[int]:
+    return [r["step"] for r in step_times(profile) if r["rank"] == rank and r["profiled"]]
+
+
+def all_steps(profile: Path, rank: int = 0) -> list[int]:
+    return [r["step"] for r in step_times(profile) if r["rank"] == rank]
+
+
+def raw_trace(profile: Path, name: str = "rank0.json.gz") -> dict[str, Any]:
+    with gzip.open(profile / "raw" / name, "rt") as handle:
+        document: dict[str, Any] = json.load(handle)
+    return document
+
+
+def annotations(trace: dict[str, Any], prefix: str) -> list[str]:
+    return sorted(
+        (
+            e["name"]
+            for e in trace["traceEvents"]
+            if e.get("cat") == "user_annotation" and e.get("name", "").startswith(prefix)
+        ),
+        key=lambda name: int(name.rsplit("#", 1)[1]),
+    )
+
+
+def categories(trace: dict[str, Any]) -> set[str]:
+    return {str(e.get("cat")) for e in trace["traceEvents"]}
+
+
+def meta(profile: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((profile / "meta.json").read_text())
+    return document
+
+
+def assert_nothing_half_written(directory: Path, profile: Path) -> None:
+    """Only whole profiles beside the output: no staging or partial files left behind."""
+    leftovers = [p.name for p in directory.iterdir() if p.name.startswith(".")]
+    assert leftovers == [], leftovers
+    assert not [p for p in profile.rglob("*") if "partial" in p.name]
+
+
+def test_the_example_is_recorded_and_explained_step_by_step(tmp_path: Path) -> None:
+    done = run_record(
+        tmp_path,
+        "-o", "prof_bs16", "--label", "bs=16", "--skip", "2", "--steps", "3", "--",
+        sys.executable, str(EXAMPLES / "train_cnn.py"),
+        "--epochs", "1", "--steps-per-epoch", "6", "--batch-size", "16",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    profile = tmp_path / "prof_bs16"
+    assert f"profile: {profile}" in done.stdout
+    # Six optimizer steps end steps 0-5; the time after the last one is not a step.
+    assert all_steps(profile) == [0, 1, 2, 3, 4, 5]
+    assert profiled_steps(profile) == [2, 3, 4]
+    times = step_times(profile)
+    assert all(r["end_ns"] > r["start_ns"] for r in times)
+    assert all(a["end_ns"] <= b["start_ns"] for a, b in zip(times, times[1:], strict=False))
+
+    trace = raw_trace(profile)
+    assert annotations(trace, "ProfilerStep#") == [
+        "ProfilerStep#2",
+        "ProfilerStep#3",
+        "ProfilerStep#4",
+    ]
+    # default level: operators with shapes, and the data loader's own annotation kept
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert any("Input Dims" in e.get("args", {}) for e in ops)
+    assert any(e["name"].startswith("enumerate(DataLoader)") for e in trace["traceEvents"])
+    # The recorder's step times and the trace's step annotations share the Unix-epoch clock.
+    base = int(trace["baseTimeNanoseconds"])
+    step2 = next(e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#2")
+    logged = next(r for r in times if r["step"] == 2)
+    assert abs(base + step2["ts"] * 1000 - logged["start_ns"]) < 5_000_000
+
+    info = meta(profile)
+    assert info["label"] == "bs=16"
+    assert info["command"][1:] == [str(EXAMPLES / "train_cnn.py"), "--epochs", "1",
+                                   "--steps-per-epoch", "6", "--batch-size", "16"]  # fmt: skip
+    assert info["options"] == {"skip": 2, "steps": 3, "level": "default", "host_interval_s": 0.05}
+    assert info["torch"]["torch"].startswith("2.")
+    assert info["distributed"]["ranks"] == [0]
+    assert info["git"]["commit"]  # the example lives in this repository
+    assert info["record"]["exit_code"] == 0
+
+    counters = pq.read_table(profile / "tables" / "counters.parquet").to_pylist()
+    tree_cpu = [r for r in counters if (r["track"], r["name"]) == ("process_tree", "cpu_percent")]
+    started, ended = info["record"]["started_ns"], info["record"]["ended_ns"]
+    assert len(tree_cpu) > 10
+    assert all(started <= r["ts_ns"] <= ended for r in tree_cpu)
+    assert max(r["value"] for r in tree_cpu) > 20.0  # the program did compute
+    assert any(r["track"] == "cpu_cores" for r in counters)
+
+    # A CPU run: the host-only account of each step (no device).
+    step_trace = (profile / "step_trace.csv").read_text().splitlines()
+    header = step_trace[0].split(",")
+    rows = [dict(zip(header, line.split(","), strict=True)) for line in step_trace[1:]]
+    stepped = [r for r in rows if r["step"] in ("2", "3", "4")]
+    assert len(stepped) == 3
+    for row in stepped:
+        assert row["device"] == "-1"
+        for column in ("dataloader_ns", "forward_ns", "backward_ns", "optimizer_ns"):
+            assert int(row[column]) > 0, column
+    assert_nothing_half_written(tmp_path, profile)
+
+
+def test_a_module_run_with_python_dash_m(tmp_path: Path) -> None:
+    done = run_record(
+        TINY.parent,
+        "-o", str(tmp_path / "prof"), "--skip", "1", "--steps", "2", "--",
+        sys.executable, "-m", "tiny_train", "--batches", "5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert all_steps(tmp_path / "prof") == [0, 1, 2, 3, 4]
+    assert profiled_steps(tmp_path / "prof") == [1, 2]
+
+
+def test_torchrun_ranks_each_write_a_trace_and_both_are_analysed(tmp_path: Path) -> None:
+    done = run_record(
+        tmp_path,
+        "-o", "prof", "--skip", "1", "--steps", "2", "--",
+        *TORCHRUN, "--nproc-per-node", "2", str(TINY), "--mode", "ddp", "--batches", "5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    profile = tmp_path / "prof"
+    assert sorted(p.name for p in (profile / "raw").iterdir()) == ["rank0.json.gz", "rank1.json.gz"]
+    for rank in (0, 1):
+        trace = raw_trace(profile, f"rank{rank}.json.gz")
+        assert trace["distributedInfo"]["rank"] == rank
+        assert annotations(trace, "ProfilerStep#") == ["ProfilerStep#1", "ProfilerStep#2"]
+        assert all_steps(profile, rank) == [0, 1, 2, 3, 4]
+        assert profiled_steps(profile, rank) == [1, 2]
+    info = meta(profile)
+    assert info["distributed"] == {"ranks": [0, 1], "world_size": 2, "backend": "gloo"}
+    steps = pq.read_table(profile / "tables" / "steps.parquet").to_pylist()
+    assert {r["rank"] for r in steps} == {0, 1}
+    counters = pq.read_table(profile / "tables" / "counters.parquet").to_pylist()
+    assert {r["rank"] for r in counters if r["track"] == "rank_process"} == {0, 1}
+
+
+def test_an_inference_script_is_cut_at_its_batches(tmp_path: Path) -> None:
+    done = run_record(
+        tmp_path,
+        "-o", "prof", "--skip", "1", "--steps", "3", "--",
+        sys.executable, str(TINY), "--mode", "infer", "--batches", "6",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    profile = tmp_path / "prof"
+    # Fetches 1-6 begin steps 0-5; the last, exhausted fetch ends step 5.
+    assert all_steps(profile) == [0, 1, 2, 3, 4, 5]
+    assert profiled_steps(profile) == [1, 2, 3]
+    # Each profiled step begins with the fetch of its batch.
+    events = raw_trace(profile)["traceEvents"]
+    for n in (1, 2, 3):
+        step = next(e for e in events if e.get("name") == f"ProfilerStep#{n}")
+        fetches = [
+            e
+            for e in events
+            if e.get("name", "").startswith("enumerate(DataLoader)")
+            and step["ts"] <= e["ts"] < step["ts"] + step["dur"]
+        ]
+        assert len(fetches) == 1
+        assert fetches[0]["ts"] - step["ts"] < 1000  # within a millisecond of the step start
+
+
+def test_explicit_marks_and_force_replace_a_profile(tmp_path: Path) -> None:
+    profile = tmp_path / "prof"
+    profile.mkdir()
+    (profile / "old.txt").write_text("an older profile")
+    args = ["-o", "prof", "--skip", "1", "--steps", "2", "--",
+            sys.executable, str(TINY), "--mode", "mark", "--batches", "6"]  # fmt: skip
+    refused = run_record(tmp_path, *args)
+    assert refused.returncode == 2
+    assert "already exists" in refused.stderr and "--force" in refused.stderr
+    assert (profile / "old.txt").exists()
+
+    done = run_record(tmp_path, "--force", *args)
+    assert done.returncode == 0, done.stderr
+    assert not (profile / "old.txt").exists()
+    # Six marks: the first begins step 0, the next five end steps 0-4.
+    assert all_steps(profile) == [0, 1, 2, 3, 4]
+    assert profiled_steps(profile) == [1, 2]
+    trace = raw_trace(profile)
+    assert not any(e.get("name", "").startswith("Optimizer.step") for e in trace["traceEvents"])
+    assert_nothing_half_written(tmp_path, profile)
+
+
+@pytest.mark.parametrize("level", ["light", "full"])
+def test_levels_choose_what_the_trace_holds(tmp_path: Path, level: str) -> None:
+    done = run_record(
+        tmp_path,
+        "-o", "prof", "--level", level, "--skip", "1", "--steps", "2", "--",
+        sys.executable, str(TINY), "--batches", "4",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    trace = raw_trace(tmp_path / "prof")
+    assert annotations(trace, "ProfilerStep#") == ["ProfilerStep#1", "ProfilerStep#2"]
+    found = categories(trace)
+    if level == "light":
+        assert "cpu_op" not in found  # annotations (and device activity) only
+        assert any(e.get("name", "").startswith("Optimizer.step") for e in trace["traceEvents"])
+    else:
+        assert "cpu_op" in found
+        assert "python_function" in found  # Python stacks
+        assert any(e.get("name") == "[memory]" for e in trace["traceEvents"])  # allocations
+    assert meta(tmp_path / "prof")["options"]["level"] == level
+
+
+def test_a_program_that_raises_keeps_the_steps_before(tmp_path: Path) -> None:
+    done = run_record(
+        tmp_path,
+        "-o", "prof", "--skip", "1", "--steps", "0", "--",
+        sys.executable, str(TINY), "--batches", "12", "--raise-at", "6",
+    )  # fmt: skip
+    assert done.returncode == 1  # the program's own exit code
+    assert "RuntimeError: failure in step 6" in done.stderr
+    profile = tmp_path / "prof"
+    assert all_steps(profile) == [0, 1, 2, 3, 4, 5]
+    assert profiled_steps(profile) == [1, 2, 3, 4, 5]
+    trace = raw_trace(profile)
+    assert annotations(trace, "ProfilerStep#") == [f"ProfilerStep#{n}" for n in range(1, 6)]
+    # The step the program died in is kept as work outside any step, not as a step.
+    assert annotations(trace, "perfledger.incomplete_step#") == ["perfledger.incomplete_step#6"]
+    summary = json.loads((profile / "summary.json").read_text())
+    assert summary["step_count"] == 5
+    assert meta(profile)["record"]["processes"][0]["end"].startswith("exception RuntimeError")
+    assert_nothing_half_written(tmp_path, profile)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_to_the_launcher_stops_the_program_and_keeps_its_steps(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    launcher = subprocess.Popen(
+        [*RECORD, "-o", "prof", "--skip", "1", "--steps", "0", "--",
+         sys.executable, str(TINY), "--batches", "20", "--hang-at", "5", "--announce"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert launcher.stdout is not None
+    deadline = time.monotonic() + 240
+    for line in launcher.stdout:
+        if line.strip() == "STEP 5" or time.monotonic() > deadline:
+            break
+    time.sleep(0.3)  # inside step 5's endless wait
+    launcher.send_signal(signum)
+    out, err = launcher.communicate(timeout=240)
+    assert launcher.returncode == code, err
+    profile = tmp_path / "prof"
+    assert all_steps(profile) == [0, 1, 2, 3, 4]
+    assert profiled_steps(profile) == [1, 2, 3, 4]
+    trace = raw_trace(profile)
+    assert annotations(trace, "ProfilerStep#") == [f"ProfilerStep#{n}" for n in range(1, 5)]
+    reason = meta(profile)["record"]["processes"][0]["end"]
+    assert reason == (
+        "exception KeyboardInterrupt" if signum == signal.SIGINT else "signal SIGTERM"
+    )
+    assert_nothing_half_written(tmp_path, profile)
+
+
+def test_a_killed_torchrun_rank_leaves_the_other_ranks_trace(tmp_path: Path) -> None:
+    done = run_record(
+        tmp_path,
+        "-o", "prof", "--skip", "1", "--steps", "0", "--",
+        *TORCHRUN, "--nproc-per-node", "2", str(TINY), "--mode", "ddp", "--batches", "10",
+        "--kill-rank", "1", "--kill-at", "4",
+    )  # fmt: skip
+    assert done.returncode != 0
+    profile = tmp_path / "prof"
+    assert sorted(p.name for p in (profile / "raw").iterdir()) == ["rank0.json.gz"]
+    trace = raw_trace(profile)
+    assert annotations(trace, "ProfilerStep#")[:3] == [f"ProfilerStep#{n}" for n in (1, 2, 3)]
+    # Rank 1 died by SIGKILL in step 4: its step log still has steps 0-3.
+    assert all_steps(profile, rank=1) == [0, 1, 2, 3]
+    assert all_steps(profile, rank=0)[:4] == [0, 1, 2, 3]
+    ends = {p["rank"]: p["end"] for p in meta(profile)["record"]["processes"]}
+    assert ends[1] == "killed"
+    assert_nothing_half_written(tmp_path, profile)
+
+
+def test_exit_codes_pass_through_and_no_step_means_no_profile(tmp_path: Path) -> None:
+    done = run_record(
+        tmp_path, "-o", "prof", "--", sys.executable, "-c", "import torch, sys; sys.exit(3)"
+    )
+    assert done.returncode == 3
+    assert "no step was detected" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_programs_and_bad_options_are_one_line_errors(tmp_path: Path) -> None:
+    missing = run_record(tmp_path, "--", "no-such-program-here")
+    assert missing.returncode == 127
+    assert "perfledger: error: record: cannot run 'no-such-program-here'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    bad = run_record(tmp_path, "--steps", "-3", "--", sys.executable, "-c", "pass")
+    assert bad.returncode == 2
+    assert (
+        bad.stderr.strip() == "perfledger: error: record: --steps must be >= 0, 0 for all (got -3)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['SITE_RAN'] = 'yes'\n")
+    done = run_record(
+        tmp_path,
+        "--", sys.executable, "-c", "import os; print('site', os.environ.get('SITE_RAN'))",
+        env={"PYTHONPATH": str(site)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "site yes" in done.stdout
+
+
+PROGRAM_WITH_API = """
+import sys, torch, perfledger
+square = torch.randn(64, 64)
+with perfledger.profile(sys.argv[1], steps=3, skip=1, label="api") as prof:
+    for _ in range(6):
+        torch.tanh(square @ square)
+        prof.step()
+print("path", prof.path)
+"""
+
+
+def test_the_python_api_writes_a_profile(tmp_path: Path) -> None:
+    program = tmp_path / "api_program.py"
+    program.write_text(PROGRAM_WITH_API)
+    done = subprocess.run(
+        [sys.executable, str(program), "api_prof"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    profile = tmp_path / "api_prof"
+    assert f"path {profile}" in done.stdout
+    # __enter__ begins step 0; six prof.step() calls end steps 0-5.
+    assert all_steps(profile) == [0, 1, 2, 3, 4, 5]
+    assert profiled_steps(profile) == [1, 2, 3]
+    assert meta(profile)["label"] == "api"
+    assert_nothing_half_written(tmp_path, profile)
+
+
+def test_the_python_api_under_record_marks_the_recorders_steps(tmp_path: Path) -> None:
+    program = tmp_path / "api_program.py"
+    program.write_text(PROGRAM_WITH_API)
+    done = run_record(
+        tmp_path, "-o", "prof", "--skip", "1", "--steps", "2", "--",
+        sys.executable, str(program), "api_prof",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "api_prof").exists()  # one profiler at a time: the recorder's
+    assert "path None" in done.stdout
+    assert all_steps(tmp_path / "prof") == [0, 1, 2, 3, 4]
+    assert profiled_steps(tmp_path / "prof") == [1, 2]
+
+
+def test_record_is_a_perfledger_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "perfledger", "record", "--help"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--host-interval" in done.stdout
