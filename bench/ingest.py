@@ -204,7 +204,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         span = result["perfledger"]["span_row"]
         if span is not None and hta.temporal_breakdown:
             _print_span_check(hta.temporal_breakdown[0], span)
-    stem = trace.path.name.removesuffix(".gz").removesuffix(".json")
+    stem = trace.path.name.replace(".json", "").replace(".gz", "_gz")
     out = workdir / f"ingest_result_{stem}.json"
     out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(f"figures written to {out}")
