@@ -94,8 +94,11 @@ def write_artefacts(
 
     started = time.perf_counter()
     write_tables(directory, analysis)
+    tables_done = time.perf_counter()
     write_timelines(directory, analysis)
-    timings["write_s"] = time.perf_counter() - started
+    timeline_done = time.perf_counter()
+    timings["csv_s"] = tables_done - started
+    timings["timeline_s"] = timeline_done - tables_done
     document = summary_render.summary_document(
         source_kind=analysis.source_kind,
         source_files=analysis.source_files,

@@ -327,7 +327,7 @@ def build_profile(
             staging, analysis, overhead_pct=overhead, timings=timings
         )
         document = _meta_document(traces, inputs, meta)
-        document["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
+        document["timings"] = {k: round(v, 3) for k, v in timings.items()}
         write_json(staging / "meta.json", document)
     artefacts.print_profile(console, analysis, summary, out_dir)
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
