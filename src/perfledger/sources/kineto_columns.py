@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger import vendors
-from perfledger.sources.kineto_stream import Chunk, FastEvent, TextEvent
+from perfledger.sources.kineto_stream import DECODE_ERRORS, Chunk, FastEvent, TextEvent
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -99,7 +99,7 @@ def _lenient_args(raw: bytes, struct: type[msgspec.Struct], fields: tuple[str, .
     """Args whose value types do not match the struct: take what can be read."""
     try:
         value = _ANY_DECODER.decode(raw)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         value = None
     if not isinstance(value, dict):
         return struct()
@@ -131,7 +131,7 @@ def _decode_group(texts: list[msgspec.Raw], group: int) -> tuple[list[Any], tupl
     struct, decoder = _struct_for(fields)
     try:
         return decoder.decode(joined), fields
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except DECODE_ERRORS:
         pass
     one = msgspec.json.Decoder(struct)
     return [_decode_one(one, raw, struct, fields) for raw in texts], fields
@@ -145,7 +145,7 @@ def _decode_one(
 ) -> Any:
     try:
         return decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except DECODE_ERRORS:
         return _lenient_args(bytes(raw), struct, fields)
 
 
@@ -566,7 +566,7 @@ def _metadata(events: list[FastEvent] | list[TextEvent], codes: Int64Array, side
         event = events[row]
         try:
             args = _ANY_DECODER.decode(event.args)
-        except msgspec.DecodeError:
+        except DECODE_ERRORS:
             args = {}
         side.metadata.append(
             (event.name, event.pid, event.tid, args if isinstance(args, dict) else {})
@@ -615,7 +615,7 @@ def _other_phases(events: list[FastEvent] | list[TextEvent], codes: Int64Array, 
         event = events[row]
         try:
             values = _ANY_DECODER.decode(event.args)
-        except msgspec.DecodeError:
+        except DECODE_ERRORS:
             continue
         text = (
             event.ts if isinstance(event, TextEvent) else msgspec.Raw(msgspec.json.encode(event.ts))

@@ -92,6 +92,9 @@ class Chunk:
         return _TEXT_DECODER.decode(self.payload)
 
 
+# What a decoder raises on bad input (invalid UTF-8 is not a msgspec error).
+DECODE_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
+
 _FAST_DECODER = msgspec.json.Decoder(list[FastEvent])
 _TEXT_DECODER = msgspec.json.Decoder(list[TextEvent])
 _EVENT_DECODER = msgspec.json.Decoder(TextEvent)
@@ -299,9 +302,9 @@ class _Splitter:
             except msgspec.ValidationError:
                 try:
                     lenient = _lenient_event(_ANY_DECODER.decode(piece))
-                except msgspec.DecodeError:
+                except DECODE_ERRORS:
                     lenient = None
-            except msgspec.DecodeError:
+            except DECODE_ERRORS:
                 lenient = None
             if lenient is None:
                 self.result.malformed += 1
@@ -317,7 +320,7 @@ class _Splitter:
         if ends:
             try:
                 events = _decode_payload(b"[" + _strip_separator(self.buf[:cut]) + b"]")
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except DECODE_ERRORS:
                 events = self._decode_pieces(ends)
         if array_end >= 0:
             self.finished = True
@@ -354,7 +357,7 @@ class _Splitter:
                 continue
             try:
                 events = _decode_payload(b"[" + _strip_separator(self.buf[:cut]) + b"]")
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except DECODE_ERRORS:
                 events, cut = self._decode_exact(len(self.buf))
                 if cut == 0 and not self.finished:
                     size *= 2
@@ -393,7 +396,7 @@ class _Splitter:
 def _decode_object(text: bytes) -> dict[str, Any] | None:
     try:
         value = _ANY_DECODER.decode(text)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         return None
     return value if isinstance(value, dict) else None
 
