@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+FIGURES = ("window_ms", "after_ms", "cpu_window_ms", "cpu_after_ms")
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 EXAMPLES = ROOT / "examples"
@@ -46,7 +47,7 @@ EXAMPLES = ROOT / "examples"
 
 
 def workload(args: argparse.Namespace) -> None:
-    """Train the example CNN for ``--batches`` steps and write each step's time (s) as JSON."""
+    """Train the example CNN for ``--batches`` steps; write each step's wall and CPU time (s)."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -54,6 +55,7 @@ def workload(args: argparse.Namespace) -> None:
     from train_cnn import SyntheticImages, small_cnn
 
     torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
     loader = DataLoader(SyntheticImages(args.batch_size * args.batches), batch_size=args.batch_size)
     model = small_cnn(args.width)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -62,19 +64,21 @@ def workload(args: argparse.Namespace) -> None:
     if profiler is not None:
         profiler.start()
     times: list[float] = []
-    last = time.perf_counter()
+    cpu_times: list[float] = []
+    last, last_cpu = time.perf_counter(), time.process_time()
     for images, labels in loader:
         optimizer.zero_grad(set_to_none=True)
         loss_fn(model(images), labels).backward()
         optimizer.step()
         if profiler is not None:
             profiler.step()
-        now = time.perf_counter()
+        now, now_cpu = time.perf_counter(), time.process_time()
         times.append(now - last)
-        last = now
+        cpu_times.append(now_cpu - last_cpu)
+        last, last_cpu = now, now_cpu
     if profiler is not None:
         profiler.stop()
-    Path(args.times_out).write_text(json.dumps(times))
+    Path(args.times_out).write_text(json.dumps({"wall": times, "cpu": cpu_times}))
 
 
 def _plain_torch_profiler(args: argparse.Namespace) -> Any:
@@ -103,8 +107,8 @@ def _plain_torch_profiler(args: argparse.Namespace) -> Any:
 
 def run_mode(
     mode: str, level: str, args: argparse.Namespace, workdir: Path
-) -> tuple[list[float], float]:
-    """One run of the workload in ``mode``; its step times (s) and wall time (s)."""
+) -> tuple[dict[str, list[float]], float]:
+    """One run of the workload in ``mode``: its steps' wall and CPU times (s), its wall time."""
     times_out = workdir / f"{mode}-{level}-{time.monotonic_ns()}.json"
     workload_command = [
         sys.executable,
@@ -125,6 +129,8 @@ def run_mode(
         str(args.steps),
         "--level",
         level,
+        "--threads",
+        str(args.threads),
     ]
     if mode == "perfledger":
         command = [
@@ -153,15 +159,19 @@ def run_mode(
     return json.loads(times_out.read_text()), wall
 
 
-def medians(times: list[float], skip: int, steps: int) -> dict[str, float]:
-    """Median step time (ms) over the recorded window and over the steps after it."""
-    window = times[skip : skip + steps]
-    # The first step after the window runs while the profiler tears down: left out.
-    after = times[skip + steps + 1 :]
-    return {
-        "window_ms": 1000 * statistics.median(window),
-        "after_ms": 1000 * statistics.median(after) if after else float("nan"),
-    }
+def medians(times: dict[str, list[float]], skip: int, steps: int) -> dict[str, float]:
+    """Median step wall and CPU time (ms) over the recorded window and the steps after it.
+
+    CPU time (all threads of the program) measures the work a profiler adds even when other
+    jobs share the machine and stretch wall times.
+    """
+    figures = {}
+    for clock, prefix in (("wall", ""), ("cpu", "cpu_")):
+        # The first step after the window runs while the profiler tears down: left out.
+        window, after = times[clock][skip : skip + steps], times[clock][skip + steps + 1 :]
+        figures[f"{prefix}window_ms"] = 1000 * statistics.median(window)
+        figures[f"{prefix}after_ms"] = 1000 * statistics.median(after)
+    return figures
 
 
 def main() -> None:
@@ -170,6 +180,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=60)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--width", type=int, default=32)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads; 1 keeps the figures steady on a shared machine",
+    )
     parser.add_argument("--skip", type=int, default=10)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--level", default="default", choices=("light", "default", "full"))
@@ -204,8 +220,9 @@ def main() -> None:
                 results[f"{mode}/{level}"].append(figures)
                 print(
                     f"round {round_index + 1} {mode:>10} {level:>7}: "
-                    f"window {figures['window_ms']:7.1f} ms  after {figures['after_ms']:7.1f} ms"
-                    f"  wall {wall:5.1f} s",
+                    f"window {figures['window_ms']:7.1f} ms (cpu {figures['cpu_window_ms']:7.1f})"
+                    f"  after {figures['after_ms']:7.1f} ms (cpu {figures['cpu_after_ms']:7.1f})"
+                    f"  run {wall:5.1f} s",
                     flush=True,
                 )
 
@@ -219,28 +236,29 @@ def main() -> None:
             "batches": args.batches,
             "batch_size": args.batch_size,
             "width": args.width,
+            "threads": args.threads,
             "skip": args.skip,
             "steps": args.steps,
             "level": level,
             "rounds": args.rounds,
             "cpu_count": os.cpu_count(),
         },
-        "median_step_ms": {
-            key: {f: round(summary(key, f), 2) for f in ("window_ms", "after_ms")}
-            for key in results
-        },
+        "median_step_ms": {key: {f: round(summary(key, f), 2) for f in FIGURES} for key in results},
         "ratios": {
-            "torch_vs_none": round(summary(torch, "window_ms") / summary(none, "window_ms"), 4),
-            "perfledger_vs_none": round(summary(ours, "window_ms") / summary(none, "window_ms"), 4),
-            "perfledger_vs_torch": round(
-                summary(ours, "window_ms") / summary(torch, "window_ms"), 4
-            ),
-            "perfledger_unprofiled_vs_none": round(
-                summary(ours, "after_ms") / summary(none, "after_ms"), 4
-            ),
+            f"{clock}{name}": round(summary(a, f"{clock}{x}") / summary(b, f"{clock}{x}"), 4)
+            for clock in ("", "cpu_")
+            for name, a, b, x in (
+                ("torch_vs_none", torch, none, "window_ms"),
+                ("perfledger_vs_none", ours, none, "window_ms"),
+                ("perfledger_vs_torch", ours, torch, "window_ms"),
+                ("perfledger_unprofiled_vs_none", ours, none, "after_ms"),
+            )
         },
         "levels_vs_none": {
-            key.split("/")[1]: round(summary(key, "window_ms") / summary(none, "window_ms"), 4)
+            key.split("/")[1]: {
+                clock: round(summary(key, f"{p}window_ms") / summary(none, f"{p}window_ms"), 4)
+                for clock, p in (("wall", ""), ("cpu", "cpu_"))
+            }
             for key in results
             if key.startswith("perfledger/")
         },

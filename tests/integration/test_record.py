@@ -154,6 +154,27 @@ def test_the_example_is_recorded_and_explained_step_by_step(tmp_path: Path) -> N
     assert_nothing_half_written(tmp_path, profile)
 
 
+@pytest.mark.parametrize(
+    ("launcher", "example", "ranks"),
+    [
+        ([sys.executable], "infer_cnn.py", [0]),
+        ([*TORCHRUN, "--nproc-per-node", "2"], "train_ddp.py", [0, 1]),
+    ],
+)
+def test_the_other_examples_record(
+    tmp_path: Path, launcher: list[str], example: str, ranks: list[int]
+) -> None:
+    args = ["--batches", "5"] if example == "infer_cnn.py" else ["--steps-per-epoch", "5"]
+    done = run_record(
+        tmp_path, "-o", "prof", "--skip", "1", "--steps", "2", "--",
+        *launcher, str(EXAMPLES / example), *args,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for rank in ranks:
+        assert all_steps(tmp_path / "prof", rank) == [0, 1, 2, 3, 4]
+        assert profiled_steps(tmp_path / "prof", rank) == [1, 2]
+
+
 def test_a_module_run_with_python_dash_m(tmp_path: Path) -> None:
     done = run_record(
         TINY.parent,
