@@ -162,3 +162,37 @@ def test_gap_table_matches_the_idle_columns() -> None:
     assert sum(g["dur_ns"] for g in gaps) == row(result, 1).idle_ns
     assert [g["cause"] for g in gaps] == ["host_dispatch"] + ["sync"] * 4 + ["other"]
     assert gaps[1]["launch_start_ns"] == 30 * US
+
+
+def test_host_only_phases_and_coverage() -> None:
+    from perfledger.analysis.accounting import host_accounting
+
+    t = Timeline()
+    t.step(1, 0, 100).step(2, 100, 100)
+    for base in (0, 100):
+        loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+        t.event(schema.DATALOADER, loader, base + 0, 10)
+        t.event(schema.CPU_OP, "aten::conv2d", base + 12, 30)  # forward op
+        t.event(schema.CPU_OP, "autograd::engine::evaluate_function: ConvBackward0", base + 50, 20)
+        t.event(schema.CPU_OP, "autograd::engine::evaluate_function: AddBackward0", base + 75, 5)
+        t.event(schema.ANNOTATION, "Optimizer.step#SGD.step", base + 85, 10)
+        t.event(schema.CPU_OP, "aten::add_", base + 86, 4)
+    events = t.table()
+    windows = step_windows(events)
+    result = device_accounting(events, windows)
+    assert result.windows == ()  # no device at all: the host is accounted
+    by_step = {h.step: h for h in result.host}
+    one = by_step[1]
+    assert (one.start_ns, one.end_ns) == (0, 100 * US)
+    assert one.dataloader_ns == 10 * US
+    assert one.optimizer_ns == 10 * US
+    assert one.backward_ns == 30 * US  # [50, 80): first to last backward operator
+    assert one.forward_ns == 50 * US  # the rest
+    assert one.operator_ns == (30 + 20 + 5 + 4) * US
+    assert one.overhead_ns == 100 * US - 10 * US - 59 * US
+    # the whole-trace row holds the phases of both steps, not one hull across them
+    span = by_step[-1]
+    assert (span.start_ns, span.end_ns) == (0, 200 * US)
+    assert span.backward_ns == 60 * US
+    assert span.dataloader_ns == 20 * US
+    assert host_accounting(events, ()) == ()

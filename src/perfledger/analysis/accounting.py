@@ -377,18 +377,24 @@ def host_accounting(
     ops_t = loader_or_ops.covered(a, b) - loader_t
     optimizer_t = loader_or_optimizer.covered(a, b) - loader_t
 
-    rows = []
+    # backward is one phase per step: from the first to the last backward operator of the step
+    # window (the whole-trace row, step -1, holds the phases of the steps it covers)
     bw_start, bw_end = start[backward_sel], end[backward_sel]
-    for i, window in enumerate(ordered):
-        # backward is one phase: from the first to the last backward operator of the window
-        inside = (bw_start < b[i]) & (bw_end > a[i])
+    phase_starts, phase_ends = [], []
+    for window in ordered:
+        if window.step == SPAN_STEP:
+            continue
+        inside = (bw_start < window.end_ns) & (bw_end > window.start_ns)
         phase = hull(bw_start[inside], bw_end[inside])
-        backward_t = 0
         if phase is not None:
-            p0, p1 = max(phase[0], int(a[i])), min(phase[1], int(b[i]))
-            phase_set = union([p0], [p1])
-            both = merge(phase_set, loader_or_optimizer).covered(a[i : i + 1], b[i : i + 1])
-            backward_t = int(both[0] - (loader_t[i] + optimizer_t[i]))
+            phase_starts.append(max(phase[0], window.start_ns))
+            phase_ends.append(min(phase[1], window.end_ns))
+    backward_or_more = merge(union(phase_starts, phase_ends), loader_or_optimizer)
+    backward_t_all = backward_or_more.covered(a, b) - loader_t - optimizer_t
+
+    rows = []
+    for i, window in enumerate(ordered):
+        backward_t = int(backward_t_all[i])
         wall = int(b[i] - a[i])
         account = HostWindowAccount(
             rank=rank,

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
+from perfledger.cli import terminal_console
 from perfledger.pipeline import build_profile
 from perfledger.profile import default_profile_name
 
@@ -44,5 +43,5 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Analyse the traces; the exit code is 0 on success."""
     out = args.output or Path(default_profile_name())
-    build_profile(args.inputs, out, force=args.force, console=Console())
+    build_profile(args.inputs, out, force=args.force, console=terminal_console())
     return 0

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
+from perfledger.cli import terminal_console
 from perfledger.errors import PerfledgerError
 from perfledger.record.inprocess import LEVELS
 from perfledger.record.launcher import RecordOptions, record
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         host_interval_s=args.host_interval / 1000.0,
         force=args.force,
     )
-    return record(command, options, console=Console()).exit_code
+    return record(command, options, console=terminal_console()).exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
