@@ -98,6 +98,13 @@ from perfledger.analysis import opclass
             "reduction",
         ),
         ("ReduceSum7", "kernel", "ReduceSum", "reduction"),
+        (
+            "aclnnAdaptiveAvgPool2dBackward_AdaptiveAvgPool3dGradAiCore_AdaptiveAvgPool3dGrad",
+            "kernel",
+            "aclnnAdaptiveAvgPool2dBackward",
+            "reduction",
+        ),
+        ("sm80_xmma_dgrad_implicit_gemm_indexed_tf32f32", "kernel", None, "conv"),
         ("aclnnMuls_MulAiCore_Mul", "kernel", "aclnnMuls", "elementwise"),
         ("aclnnThresholdBackward_ReluGrad_ReluGrad", "kernel", None, "elementwise"),
         ("aclnnLogSoftmax_LogSoftmaxAiCore_LogSoftmaxV2", "kernel", None, "reduction"),

@@ -161,6 +161,8 @@ class StepTimeDiff:
     median: Change
     p90: Change
     throughput: Change  # steps per second, 1000 / median step ms
+    base_samples: tuple[float, ...] = ()  # step walls in ms, in step order
+    current_samples: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -418,7 +420,11 @@ def step_walls_ms(run: RunTables) -> FloatArray:
     if rows.num_rows == 0:
         return np.zeros(0)
     # every device of a rank shares the rank's step windows: one sample per (rank, step)
-    grouped = rows.group_by(["rank", "step"]).aggregate([("wall_ns", "max")])
+    grouped = (
+        rows.group_by(["rank", "step"], use_threads=False)
+        .aggregate([("wall_ns", "max")])
+        .sort_by([("rank", "ascending"), ("step", "ascending")])
+    )
     return _column(grouped, "wall_ns_max") / 1e6
 
 
@@ -482,7 +488,15 @@ def _step_time(base: RunTables, current: RunTables, options: DiffOptions) -> Ste
         )
     else:
         throughput = Change(None, None, None, None, None, None)
-    return StepTimeDiff(base=db, current=dc, median=median, p90=p90, throughput=throughput)
+    return StepTimeDiff(
+        base=db,
+        current=dc,
+        median=median,
+        p90=p90,
+        throughput=throughput,
+        base_samples=tuple(float(x) for x in b),
+        current_samples=tuple(float(x) for x in c),
+    )
 
 
 def _categories(
@@ -1209,6 +1223,8 @@ def diff_document(diff: RunDiff, checks: Sequence[GateCheck] = ()) -> dict[str, 
             "current_spread_pct": _r(step.current.spread_pct, 2),
             "base_distribution": _distribution(step.base),
             "current_distribution": _distribution(step.current),
+            "base_samples": [_r(x) for x in step.base_samples],
+            "current_samples": [_r(x) for x in step.current_samples],
         },
         "throughput_steps_per_s": _change(step.throughput, "per_s"),
         "utilization_pct": _change(diff.utilization, "pp", 2),

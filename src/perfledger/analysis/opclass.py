@@ -67,7 +67,7 @@ _NAME_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     ),
     (
         CONV,
-        r"conv|winograd|im2col|col2im|fprop|dgrad|wgrad|depthwise|implicit_gemm",
+        r"conv|winograd|im2col|col2im|(^|_)(fprop|dgrad|wgrad)|depthwise|implicit_gemm",
     ),
     (
         MATMUL,

@@ -1,0 +1,258 @@
+"""The experiments ledger: one SQLite file, safe for concurrent writers and killed writers.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction in WAL mode with a busy timeout: two
+``perfledger analyze`` processes finishing at once queue for the write lock instead of failing,
+and a writer killed mid-transaction leaves the file as it was before that transaction (SQLite
+rolls the journal back on the next open).
+
+Table ``runs`` (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
+    id, registered_ns, profile_created_ns, label, note, kind (analyze / record), command (JSON
+    list), options (JSON object), git_commit, git_branch, git_dirty, device, source_kind,
+    profile_path, ranks, step_count, step_median_ms, step_p90_ms, utilization_pct,
+    accounting (JSON: category -> share of the step in %), top_finding, top_finding_title,
+    top_finding_ms.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Final
+
+from perfledger.errors import PerfledgerError
+
+SCHEMA_VERSION: Final = 1
+BUSY_TIMEOUT_S: Final = 60.0
+LEDGER_DIR: Final = ".perfledger"
+LEDGER_FILE: Final = "ledger.db"
+
+_SCHEMA: Final = (
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        registered_ns INTEGER NOT NULL,
+        profile_created_ns INTEGER,
+        label TEXT NOT NULL,
+        note TEXT,
+        kind TEXT,
+        command TEXT,
+        options TEXT,
+        git_commit TEXT,
+        git_branch TEXT,
+        git_dirty INTEGER,
+        device TEXT,
+        source_kind TEXT,
+        profile_path TEXT,
+        ranks INTEGER,
+        step_count INTEGER,
+        step_median_ms REAL,
+        step_p90_ms REAL,
+        utilization_pct REAL,
+        accounting TEXT,
+        top_finding TEXT,
+        top_finding_title TEXT,
+        top_finding_ms REAL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS runs_registered ON runs (registered_ns)",
+)
+
+
+class LedgerUnavailable(Exception):
+    """The ledger file cannot be opened or written (permissions, read-only disk, locked)."""
+
+
+class LedgerCorrupt(PerfledgerError):
+    """The file exists but is not a perfledger ledger (not SQLite, damaged, or foreign)."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One registered run (``id`` is 0 until the ledger assigns it)."""
+
+    label: str
+    registered_ns: int
+    id: int = 0
+    profile_created_ns: int | None = None
+    note: str | None = None
+    kind: str | None = None
+    command: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+    git_commit: str | None = None
+    git_branch: str | None = None
+    git_dirty: bool | None = None
+    device: str | None = None
+    source_kind: str | None = None
+    profile_path: str | None = None
+    ranks: int | None = None
+    step_count: int | None = None
+    step_median_ms: float | None = None
+    step_p90_ms: float | None = None
+    utilization_pct: float | None = None
+    accounting: Mapping[str, float] = field(default_factory=dict)
+    top_finding: str | None = None
+    top_finding_title: str | None = None
+    top_finding_ms: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able fields."""
+        document = asdict(self)
+        document["command"] = list(self.command)
+        document["options"] = dict(self.options)
+        document["accounting"] = dict(self.accounting)
+        return document
+
+
+_COLUMNS: Final = tuple(f.name for f in fields(RunRecord))
+_JSON_COLUMNS: Final = frozenset({"command", "options", "accounting"})
+
+
+def default_ledger_path(cwd: Path | None = None) -> Path:
+    """``.perfledger/ledger.db`` in the working directory."""
+    return (cwd or Path.cwd()) / LEDGER_DIR / LEDGER_FILE
+
+
+@contextmanager
+def connect(path: Path, *, create: bool = True) -> Iterator[sqlite3.Connection]:
+    """An open ledger: created (with its folder) when missing and ``create`` is set.
+
+    Raises:
+        LedgerUnavailable: the file cannot be opened or written.
+        LedgerCorrupt: the file is not a ledger.
+        PerfledgerError: no ledger at ``path`` and ``create`` is not set.
+    """
+    if not path.exists() and not create:
+        raise PerfledgerError(f"{path}: no ledger here (analyse or record a run first)")
+    try:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except (OSError, sqlite3.OperationalError) as error:
+        raise LedgerUnavailable(f"{path}: {error}") from error
+    try:
+        _prepare(connection, path)
+        yield connection
+    finally:
+        connection.close()
+
+
+def _prepare(connection: sqlite3.Connection, path: Path) -> None:
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise LedgerCorrupt(
+                f"{path}: ledger schema version {version} is newer than this perfledger "
+                f"({SCHEMA_VERSION}); upgrade perfledger"
+            )
+        tables = {
+            row[0]
+            for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if tables and "runs" not in tables:
+            raise LedgerCorrupt(f"{path}: an SQLite file, but not a perfledger ledger")
+        if version < SCHEMA_VERSION:
+            # WAL lets readers run while one process writes; set once, kept in the file.
+            connection.execute("PRAGMA journal_mode = WAL")
+            with transaction(connection):
+                for statement in _SCHEMA:
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except LedgerCorrupt:
+        raise
+    except sqlite3.OperationalError as error:
+        if "not a database" in str(error) or "malformed" in str(error):
+            raise LedgerCorrupt(f"{path}: not a perfledger ledger ({error})") from error
+        raise LedgerUnavailable(f"{path}: {error}") from error
+    except sqlite3.DatabaseError as error:
+        raise LedgerCorrupt(f"{path}: not a perfledger ledger ({error})") from error
+
+
+@contextmanager
+def transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction that takes the write lock at once (waiting up to the timeout)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def _to_row(record: RunRecord) -> dict[str, Any]:
+    row = {}
+    for name in _COLUMNS:
+        value = getattr(record, name)
+        if name in _JSON_COLUMNS:
+            value = json.dumps(list(value) if name == "command" else dict(value), sort_keys=True)
+        elif isinstance(value, bool):
+            value = int(value)
+        row[name] = value
+    return row
+
+
+def _from_row(row: sqlite3.Row | Sequence[Any], names: Sequence[str]) -> RunRecord:
+    values: dict[str, Any] = {}
+    for name, value in zip(names, row, strict=True):
+        if name in _JSON_COLUMNS:
+            decoded = json.loads(value) if value else None
+            if name == "command":
+                value = tuple(str(x) for x in decoded or ())
+            else:
+                value = dict(decoded or {})
+        elif name == "git_dirty" and value is not None:
+            value = bool(value)
+        values[name] = value
+    return RunRecord(**values)
+
+
+def insert_run(connection: sqlite3.Connection, record: RunRecord) -> int:
+    """Store ``record``; returns its id."""
+    row = _to_row(record)
+    row.pop("id")
+    names = ", ".join(row)
+    marks = ", ".join(f":{name}" for name in row)
+    with transaction(connection):
+        cursor = connection.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", row)
+    run_id = cursor.lastrowid
+    assert run_id is not None
+    return int(run_id)
+
+
+def list_runs(
+    connection: sqlite3.Connection,
+    *,
+    since_ns: int | None = None,
+    ids: Sequence[int] | None = None,
+) -> list[RunRecord]:
+    """Runs oldest first, registered at or after ``since_ns`` and among ``ids`` when given."""
+    clauses, parameters = [], []
+    if since_ns is not None:
+        clauses.append("registered_ns >= ?")
+        parameters.append(since_ns)
+    if ids is not None:
+        clauses.append(f"id IN ({', '.join('?' for _ in ids)})")
+        parameters.extend(ids)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    cursor = connection.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM runs {where} ORDER BY registered_ns, id", parameters
+    )
+    return [_from_row(row, _COLUMNS) for row in cursor.fetchall()]
+
+
+def get_run(connection: sqlite3.Connection, run_id: int) -> RunRecord | None:
+    """The run with ``run_id``, or None."""
+    runs = list_runs(connection, ids=[run_id])
+    return runs[0] if runs else None
+
+
+def set_note(connection: sqlite3.Connection, run_id: int, note: str) -> bool:
+    """Replace the note of a run; False when there is no such run."""
+    with transaction(connection):
+        cursor = connection.execute("UPDATE runs SET note = ? WHERE id = ?", (note, run_id))
+    return cursor.rowcount == 1

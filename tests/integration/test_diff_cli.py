@@ -1,0 +1,299 @@
+"""``perfledger diff`` in a subprocess: real trace pairs, the --fail-on gate, bad input.
+
+Expected figures are recomputed here from the profiles' CSV files with the csv module (step
+walls from step_trace.csv, task times from op_summary.csv), not read from diff.json.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from tests.kineto_gen import complete, device_task, runtime, write_kineto
+from tests.paths import shared_trace
+
+# The command line as users run it (perfledger.__main__.main), with the diff and runs
+# subcommands added when the entry point does not list them yet.
+RUNNER = """
+import argparse, sys
+from perfledger import __main__ as entry
+from perfledger.cli import diff, runs
+
+build = entry.build_parser
+
+def build_parser():
+    parser = build()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for module, name in ((diff, "diff"), (runs, "runs")):
+        if name not in sub.choices:
+            module.add_parser(sub)
+    return parser
+
+entry.build_parser = build_parser
+sys.exit(entry.main(sys.argv[1:]))
+"""
+
+
+def perfledger(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", RUNNER, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "160"},
+        timeout=600,
+    )
+
+
+def analyze(trace: Path, out: Path) -> Path:
+    done = perfledger("analyze", trace, "-o", out, cwd=out.parent)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("profiles")
+    return {
+        "a100": analyze(shared_trace("kineto/a100_rank3_control.json.gz"), root / "a100"),
+        "v100": analyze(shared_trace("kineto/v100_rank1_test.json.gz"), root / "v100"),
+        "npu": analyze(shared_trace("ascend/torch_npu_text/level1/rank0_ascend_pt"), root / "npu"),
+    }
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def step_walls_ms(profile: Path) -> list[float]:
+    return [int(r["wall_ns"]) / 1e6 for r in rows(profile / "step_trace.csv") if r["step"] != "-1"]
+
+
+def share(profile: Path, column: str) -> float:
+    steps = [r for r in rows(profile / "step_trace.csv") if r["step"] != "-1"]
+    return 100 * sum(int(r[column]) for r in steps) / sum(int(r["wall_ns"]) for r in steps)
+
+
+def diff(base: Path, current: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return perfledger("diff", base, current, "-o", out, *extra, cwd=out.parent)
+
+
+def document(out: Path) -> dict:
+    return json.loads((out / "diff.json").read_text(encoding="utf-8"))
+
+
+def test_real_gpu_pair_regression_fails_the_gate(profiles: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "a100_v100"
+    done = diff(profiles["a100"], profiles["v100"], out, "--fail-on", "step_time>+5%")
+    assert done.returncode == 1, done.stderr
+    assert "FAILED step_time>+5%" in done.stdout
+    result = document(out)
+    base_median = statistics.median(step_walls_ms(profiles["a100"]))
+    current_median = statistics.median(step_walls_ms(profiles["v100"]))
+    step = result["step_time_ms"]
+    assert step["base"] == round(base_median, 3)
+    assert step["current"] == round(current_median, 3)
+    assert step["change_pct"] == round(100 * (current_median / base_median - 1), 2)
+    assert step["within_noise"] is False
+    (failed,) = result["failed"]
+    assert failed["threshold"] == "step_time>+5%"
+    idle = result["categories"]["idle"]
+    assert idle["base_pct"] == round(share(profiles["a100"], "idle_ns"), 2)
+    assert idle["current_pct"] == round(share(profiles["v100"], "idle_ns"), 2)
+    assert (out / "diff.html").stat().st_size > 500_000  # ECharts inlined
+
+
+def test_real_gpu_pair_improvement_passes(profiles: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "v100_a100"
+    done = diff(profiles["v100"], profiles["a100"], out, "--fail-on", "step_time>+5%", "--no-html")
+    assert done.returncode == 0, done.stderr
+    result = document(out)
+    assert result["failed"] == []
+    assert [c["status"] for c in result["checks"]] == ["ok"]
+    assert not (out / "diff.html").exists()
+
+
+def test_raw_traces_compare_like_their_profiles(profiles: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "raw"
+    done = diff(
+        shared_trace("kineto/a100_rank3_control.json.gz"),
+        shared_trace("kineto/v100_rank1_test.json.gz"),
+        out,
+        "--no-html",
+    )
+    assert done.returncode == 0, done.stderr
+    from_profiles = tmp_path / "dirs"
+    assert diff(profiles["a100"], profiles["v100"], from_profiles, "--no-html").returncode == 0
+    raw, dirs = document(out), document(from_profiles)
+    assert raw["step_time_ms"] == dirs["step_time_ms"]
+    assert raw["categories"] == dirs["categories"]
+    assert raw["op_classes"] == dirs["op_classes"]
+    assert raw["gaps"] == dirs["gaps"]
+
+
+def class_ms_per_step(profile: Path, words: Sequence[str]) -> float:
+    """Time per step of the kernels whose name holds one of ``words``, from op_summary.csv.
+
+    Ascend names the memset a convolution or matmul issues after it ("Conv2DBackpropFilter6_
+    MemSet", "aclnnMm_MatMulCommon_MemSet"): those are memsets, not the op's work.
+    """
+    windows = {
+        (r["rank"], r["step"]) for r in rows(profile / "step_trace.csv") if r["step"] != "-1"
+    }
+    total = sum(
+        int(r["dur_ns"])
+        for r in rows(profile / "op_summary.csv")
+        if r["step"] != "-1"
+        and r["kind"] == "kernel"
+        and any(w in r["name"] for w in words)
+        and not r["name"].endswith("MemSet")
+    )
+    return total / 1e6 / len(windows)
+
+
+def test_ascend_against_gpu_by_op_class(profiles: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "npu_a100"
+    done = diff(profiles["npu"], profiles["a100"], out)
+    assert done.returncode == 0, done.stderr
+    result = document(out)
+    assert result["base"]["source_kind"] == "torch_npu_text"
+    assert result["current"]["source_kind"] == "kineto"
+    classes = {c["class"]: c for c in result["op_classes"]}
+    # Ascend's Conv2D* kernels against no convolution at all in the A100 recommender trace
+    assert classes["conv"]["base_ms"] == round(class_ms_per_step(profiles["npu"], ["Conv2D"]), 3)
+    assert classes["conv"]["current_ms"] == 0.0
+    assert classes["matmul"]["base_ms"] == round(class_ms_per_step(profiles["npu"], ["MatMul"]), 3)
+    assert classes["matmul"]["current_ms"] > 0
+    # HCCL against NCCL: both runs' communication lands in one class
+    assert classes["communication"]["base_ms"] > 0 and classes["communication"]["current_ms"] > 0
+    assert "op classes per step" in done.stdout
+
+
+def test_raw_ascend_folder_against_gpu_trace(tmp_path: Path) -> None:
+    out = tmp_path / "raw_npu"
+    done = diff(
+        shared_trace("ascend/torch_npu_text/level1/rank0_ascend_pt"),
+        shared_trace("kineto/a100_rank3_control.json.gz"),
+        out,
+        "--no-html",
+        "--fail-on",
+        "step_time>+5%",
+    )
+    assert done.returncode == 0, done.stderr
+    assert document(out)["step_time_ms"]["change_pct"] < -40
+
+
+# The gate on synthetic traces: five steps of known length -------------------------------------
+
+
+def synthetic_trace(path: Path, walls_us: Sequence[float]) -> Path:
+    """One step annotation per wall; one kernel in the first half of each step."""
+    events = []
+    t = 1000.0
+    for i, wall in enumerate(walls_us):
+        events.append(complete("user_annotation", f"ProfilerStep#{i + 1}", t, wall))
+        events.append(runtime("cudaLaunchKernel", t + 1, 2, correlation=i + 1))
+        events.append(
+            device_task("kernel", "ampere_sgemm_128x64_nn", t + 5, wall / 2, correlation=i + 1)
+        )
+        t += wall
+    return write_kineto(path, events)
+
+
+NOISY = [1000.0, 1100.0, 900.0, 1050.0, 950.0]
+
+
+def test_gate_within_noise_does_not_fail(tmp_path: Path) -> None:
+    base = synthetic_trace(tmp_path / "base.json", NOISY)
+    current = synthetic_trace(tmp_path / "current.json", [w + 60 for w in NOISY])
+    out = tmp_path / "noisy"
+    done = diff(base, current, out, "--fail-on", "step_time>+5%", "--no-html")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (check,) = document(out)["checks"]
+    assert check["value"] == 6.0
+    assert check["status"] == "within_noise"
+    assert "within noise step_time>+5%" in done.stdout
+    forced = diff(base, current, out, "--fail-on", "step_time>+5%", "--ignore-noise", "--no-html")
+    assert forced.returncode == 1
+    assert document(out)["failed"][0]["threshold"] == "step_time>+5%"
+
+
+def test_gate_beyond_noise_fails_and_names_every_crossed_threshold(tmp_path: Path) -> None:
+    quiet = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
+    base = synthetic_trace(tmp_path / "base.json", quiet)
+    current = synthetic_trace(tmp_path / "current.json", [w * 1.2 for w in quiet])
+    out = tmp_path / "quiet"
+    done = diff(
+        base,
+        current,
+        out,
+        "--no-html",
+        "--fail-on",
+        "step_time>+5%",
+        "--fail-on",
+        "throughput<-10%",
+        "--fail-on",
+        "idle>+2pp",
+    )
+    assert done.returncode == 1
+    result = document(out)
+    assert [c["threshold"] for c in result["failed"]] == ["step_time>+5%", "throughput<-10%"]
+    # the kernel fills half of every step in both runs: the idle share does not move
+    assert result["checks"][2]["status"] == "ok"
+    assert "FAILED step_time>+5%" in done.stdout
+    assert "FAILED throughput<-10%" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fail-on", "step_time>5"], "--fail-on 'step_time>5'"),
+        (["--fail-on", "latency>+5%"], "unknown metric 'latency'"),
+    ],
+)
+def test_bad_threshold_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
+    trace = synthetic_trace(tmp_path / "t.json", NOISY)
+    done = diff(trace, trace, tmp_path / "out", *args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_missing_and_corrupt_inputs_exit_2(profiles: dict[str, Path], tmp_path: Path) -> None:
+    done = diff(tmp_path / "nowhere", profiles["a100"], tmp_path / "out")
+    assert done.returncode == 2
+    assert "nowhere: no such profile directory or trace" in done.stderr
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "meta.json").write_text("{}")
+    (broken / "summary.json").write_text("{not json")
+    done = diff(broken, profiles["a100"], tmp_path / "out")
+    assert done.returncode == 2
+    assert f"{broken / 'summary.json'}: cannot read" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_figure_writes_json_and_exits_2(tmp_path: Path) -> None:
+    flat = tmp_path / "flat.json"
+    write_kineto(
+        flat,
+        [
+            runtime("cudaLaunchKernel", 1, 2, correlation=1),
+            device_task("kernel", "k", 5, 10, correlation=1),
+        ],
+    )
+    steps = synthetic_trace(tmp_path / "steps.json", NOISY)
+    out = tmp_path / "flat"
+    done = diff(flat, steps, out, "--no-html", "--fail-on", "step_time>+5%")
+    assert done.returncode == 2
+    assert "cannot evaluate --fail-on step_time>+5%" in done.stderr
+    assert document(out)["checks"][0]["status"] == "unknown"

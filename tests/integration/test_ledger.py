@@ -1,0 +1,380 @@
+"""The experiments ledger on disk: registration, the runs command, concurrency, killed writers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import multiprocessing
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.paths import shared_trace
+
+from perfledger import ledger
+from perfledger.errors import PerfledgerError
+from perfledger.render.csvs import STEP_TRACE_COLUMNS
+
+MS = 1_000_000
+
+RUNNER = """
+import argparse, sys
+from perfledger import __main__ as entry
+from perfledger.cli import diff, runs
+
+build = entry.build_parser
+
+def build_parser():
+    parser = build()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for module, name in ((diff, "diff"), (runs, "runs")):
+        if name not in sub.choices:
+            module.add_parser(sub)
+    return parser
+
+entry.build_parser = build_parser
+sys.exit(entry.main(sys.argv[1:]))
+"""
+
+
+def perfledger(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", RUNNER, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=600,
+    )
+
+
+def make_profile(
+    directory: Path,
+    walls_ms: Sequence[float],
+    *,
+    busy_pct: float = 50.0,
+    findings: Sequence[dict[str, Any]] = (),
+    meta: dict[str, Any] | None = None,
+) -> Path:
+    """A minimal profile directory: summary.json, meta.json and step_trace.csv of one device."""
+    directory.mkdir(parents=True)
+    rows = []
+    start = 0
+    for step, wall_ms in enumerate(walls_ms, start=1):
+        wall = round(wall_ms * MS)
+        busy = round(wall * busy_pct / 100)
+        row = dict.fromkeys(STEP_TRACE_COLUMNS, 0)
+        row.update(
+            rank=0,
+            device=0,
+            step=step,
+            start_ns=start,
+            end_ns=start + wall,
+            wall_ns=wall,
+            compute_ns=busy,
+            idle_ns=wall - busy,
+            idle_host_dispatch_ns=wall - busy,
+        )
+        rows.append(row)
+        start += wall
+    with (directory / "step_trace.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=STEP_TRACE_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    walls = sorted(walls_ms)
+    median = (walls[(len(walls) - 1) // 2] + walls[len(walls) // 2]) / 2
+    summary = {
+        "format_version": 1,
+        "source": {"kind": "kineto", "files": []},
+        "ranks": [0],
+        "step_count": len(walls_ms),
+        "step_time_ms": median,
+        "findings": list(findings),
+        "devices": [
+            {
+                "rank": 0,
+                "device": 0,
+                "span_ms": sum(walls_ms),
+                "busy_ms": sum(walls_ms) * busy_pct / 100,
+            }
+        ],
+        "host": [],
+    }
+    (directory / "summary.json").write_text(json.dumps(summary))
+    document = {
+        "format_version": 1,
+        "created_ns": 1_790_000_000 * 10**9,
+        "command_line": ["perfledger", "analyze", "trace.json"],
+        "working_dir": str(directory.parent),
+        "ranks": {"0": {"device_properties": [{"name": "NVIDIA A100-SXM4-80GB"}]}},
+    }
+    document.update(meta or {})
+    (directory / "meta.json").write_text(json.dumps(document))
+    return directory
+
+
+def test_register_reads_the_profile(tmp_path: Path) -> None:
+    findings = [
+        {"id": "host_dispatch_bound", "title": "host too slow", "severity_ms": 2.5},
+        {"id": "memcpy_heavy", "title": "copies", "severity_ms": 1.0},
+    ]
+    profile = make_profile(
+        tmp_path / "prof_a",
+        [10.0, 12.0, 11.0, 30.0],
+        busy_pct=75.0,
+        findings=findings,
+        meta={
+            "recorder": "perfledger 0.1.0",
+            "command": ["python", "train.py", "--bs", "64"],
+            "label": "bs64",
+            "options": {"level": "kernel", "active": 4, "unrelated": "x"},
+            "git": {"commit": "abc123", "branch": "main", "dirty": True},
+        },
+    )
+    path = tmp_path / "ledger.db"
+    run_id = ledger.register_profile(profile, ledger_path=path, note="first try")
+    assert run_id == 1
+    with ledger.connect(path, create=False) as connection:
+        (run,) = ledger.list_runs(connection)
+    assert run.id == 1
+    assert run.label == "bs64"  # the recorder's label
+    assert run.note == "first try"
+    assert run.kind == "record"
+    assert run.command == ("python", "train.py", "--bs", "64")
+    assert run.options == {"level": "kernel", "active": 4}
+    assert (run.git_commit, run.git_branch, run.git_dirty) == ("abc123", "main", True)
+    assert run.device == "NVIDIA A100-SXM4-80GB"
+    assert run.step_median_ms == 11.5
+    # p90 of 10, 11, 12, 30 (linear): 12 + 0.7 * 18
+    assert run.step_p90_ms == pytest.approx(24.6)
+    assert run.utilization_pct == 75.0
+    assert run.accounting["compute"] == 75.0
+    assert run.accounting["idle_host_dispatch"] == 25.0
+    assert (run.top_finding, run.top_finding_ms) == ("host_dispatch_bound", 2.5)
+    assert run.profile_path == str(profile.resolve())
+    assert ledger.register_profile(profile, ledger_path=path, label="again") == 2
+
+
+def test_runs_table_delta_is_exact(tmp_path: Path) -> None:
+    path = tmp_path / ".perfledger" / "ledger.db"
+    for name, walls in (("base", [20.0] * 3), ("faster", [15.0] * 3), ("slower", [23.0] * 3)):
+        ledger.register_profile(make_profile(tmp_path / name, walls), ledger_path=path)
+    # the default ledger is .perfledger/ledger.db in the working directory
+    done = perfledger("runs", "--format", "csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert [(r["label"], r["step_ms"], r["delta_pct"]) for r in rows] == [
+        ("base", "20.0", "0"),
+        ("faster", "15.0", "-25.0"),  # 100 * (15 - 20) / 20
+        ("slower", "23.0", "15.0"),  # 100 * (23 - 20) / 20
+    ]
+    table = perfledger("runs", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "baseline" in table.stdout
+    assert "-25.00%" in table.stdout and "+15.00%" in table.stdout
+    against = perfledger("runs", "--baseline", "2", "--format", "csv", cwd=tmp_path)
+    rows = list(csv.DictReader(io.StringIO(against.stdout)))
+    assert [r["delta_pct"] for r in rows] == [
+        str(round(100 * 5 / 15, 4)),
+        "0",
+        str(round(100 * 8 / 15, 4)),
+    ]
+
+
+def test_runs_note_since_and_exports(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    for name in ("a", "b"):
+        ledger.register_profile(make_profile(tmp_path / name, [10.0]), ledger_path=path)
+    done = perfledger("runs", "note", "2", "fused | optimizer", "--ledger", path, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with ledger.connect(path, create=False) as connection:
+        assert ledger.get_run(connection, 2).note == "fused | optimizer"  # type: ignore[union-attr]
+        # an old run: registered long ago
+        connection.execute("UPDATE runs SET registered_ns = 1000 WHERE id = 1")
+    recent = perfledger("runs", "--ledger", path, "--since", "1d", "--format", "csv", cwd=tmp_path)
+    assert [r["id"] for r in csv.DictReader(io.StringIO(recent.stdout))] == ["2"]
+    assert perfledger("runs", "--ledger", path, "-o", "t.md", cwd=tmp_path).returncode == 0
+    text = (tmp_path / "t.md").read_text()
+    assert "fused \\| optimizer" in text and text.startswith("| id |")
+    assert perfledger("runs", "list", "--ledger", path, "-o", "t.csv", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "t.csv").read_text().startswith("id,time,label,step_ms")
+    missing = perfledger("runs", "note", "9", "x", "--ledger", path, cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "no run with id 9" in missing.stderr
+    bad_since = perfledger("runs", "--ledger", path, "--since", "soon", cwd=tmp_path)
+    assert bad_since.returncode == 2 and "--since 'soon'" in bad_since.stderr
+
+
+def test_runs_without_a_ledger_exits_2(tmp_path: Path) -> None:
+    done = perfledger("runs", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "no ledger here" in done.stderr
+    assert not (tmp_path / ".perfledger").exists()
+
+
+def test_trend_page(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    for name, walls in (("a", [10.0, 11.0]), ("b</script><b>x", [9.0, 9.5])):
+        ledger.register_profile(
+            make_profile(tmp_path / name.replace("/", "_"), walls), ledger_path=path, label=name
+        )
+    done = perfledger("runs", "trend", "--ledger", path, "-o", "trend.html", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    html = (tmp_path / "trend.html").read_text()
+    assert "</script><b>" not in html  # the label travels escaped inside the JSON block
+    assert "b\\u003c/script\\u003e\\u003cb\\u003ex" in html
+    assert "http://" not in html.split("<script>")[0]
+
+
+# Failure modes ---------------------------------------------------------------------------------
+
+
+def test_unwritable_ledger_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = make_profile(tmp_path / "p", [10.0])
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert (
+        ledger.register_profile(profile, ledger_path=blocker / "ledger.db") == ledger.NOT_REGISTERED
+    )
+    assert "run not registered: the ledger cannot be written" in capsys.readouterr().err
+
+
+def test_corrupt_ledger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile = make_profile(tmp_path / "p", [10.0])
+    corrupt = tmp_path / "given.db"
+    corrupt.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(PerfledgerError, match="given.db: not a perfledger ledger"):
+        ledger.register_profile(profile, ledger_path=corrupt)
+    # the default ledger is only warned about: analyze must not fail after writing its profile
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".perfledger").mkdir()
+    (tmp_path / ".perfledger" / "ledger.db").write_bytes(b"garbage" * 100)
+    assert ledger.register_profile(profile) == ledger.NOT_REGISTERED
+    assert "run not registered" in capsys.readouterr().err
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as connection:
+        connection.execute("CREATE TABLE things (x)")
+    with pytest.raises(PerfledgerError, match="not a perfledger ledger"):
+        ledger.register_profile(profile, ledger_path=foreign)
+    done = perfledger("runs", "--ledger", corrupt, cwd=tmp_path)
+    assert done.returncode == 2 and "not a perfledger ledger" in done.stderr
+
+
+def _register_many(args: tuple[str, str, int]) -> list[int]:
+    profile, path, count = args
+    return [ledger.register_profile(Path(profile), ledger_path=Path(path)) for _ in range(count)]
+
+
+def test_concurrent_writers_all_register(tmp_path: Path) -> None:
+    profile = make_profile(tmp_path / "p", [10.0, 11.0])
+    path = tmp_path / "l.db"
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        ids = pool.map(_register_many, [(str(profile), str(path), 10)] * 4)
+    flat = sorted(i for chunk in ids for i in chunk)
+    assert flat == list(range(1, 41))
+    with ledger.connect(path, create=False) as connection:
+        assert len(ledger.list_runs(connection)) == 40
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_killed_writer_leaves_the_ledger_whole(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    profile = make_profile(tmp_path / "p", [10.0])
+    assert ledger.register_profile(profile, ledger_path=path) == 1
+    # A writer that holds the write lock mid-transaction, then dies without committing.
+    writer = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from perfledger import ledger
+        from perfledger.ledger.store import connect
+        record = ledger.run_record(Path({str(profile)!r}), label="lost")
+        with connect(Path({str(path)!r})) as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute(
+                "INSERT INTO runs (registered_ns, label) VALUES (?, ?)", (1, "lost")
+            )
+            print("holding", flush=True)
+            time.sleep(600)
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "holding"
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    assert ledger.register_profile(profile, ledger_path=path, label="after") == 2
+    with ledger.connect(path, create=False) as connection:
+        labels = [r.label for r in ledger.list_runs(connection)]
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert labels == ["p", "after"]
+
+
+# Real profiles through the command line -------------------------------------------------------
+
+ANALYZE_RUNNER = """
+import argparse, sys
+from pathlib import Path
+from perfledger import __main__ as entry, ledger
+
+trace, out, path = sys.argv[1:]
+parser = entry.build_parser()
+(sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+options = {s for a in sub.choices["analyze"]._actions for s in a.option_strings}
+if "--ledger" in options:
+    # perfledger analyze registers the run itself
+    sys.exit(entry.main(["analyze", trace, "-o", out, "--ledger", path]))
+code = entry.main(["analyze", trace, "-o", out])
+if code == 0:
+    ledger.register_profile(Path(out), ledger_path=Path(path))
+sys.exit(code)
+"""
+
+
+def test_two_concurrent_analyze_processes_register_both(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    traces = [
+        shared_trace("ascend/torch_npu_text/level1/rank0_ascend_pt"),
+        shared_trace("ascend/torch_npu_text/level1/rank1_ascend_pt"),
+    ]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", ANALYZE_RUNNER, str(trace), str(tmp_path / f"p{i}"), str(path)],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, trace in enumerate(traces)
+    ]
+    for process in processes:
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+    with ledger.connect(path, create=False) as connection:
+        runs = ledger.list_runs(connection)
+    assert sorted(r.label for r in runs) == ["p0", "p1"]
+    for run in runs:
+        summary = json.loads(Path(run.profile_path or "", "summary.json").read_text())
+        assert run.step_median_ms == summary["step_time_ms"]
+        assert run.source_kind == "torch_npu_text"
+    done = perfledger("runs", "--ledger", path, "--format", "csv", cwd=tmp_path)
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    by_label = {r["label"]: r for r in rows}
+    first, second = sorted(runs, key=lambda r: r.id)
+    assert first.step_median_ms and second.step_median_ms
+    expected = round(100 * (second.step_median_ms - first.step_median_ms) / first.step_median_ms, 4)
+    assert by_label[second.label]["delta_pct"] == str(expected)
