@@ -2,12 +2,15 @@
 torch.profiler, and under ``perfledger record`` with the same options, in the same run.
 
     python bench/record_overhead.py [--rounds 3] [--batches 60] [--skip 10] [--steps 20]
-                                    [--level default] [--levels] [--out FILE]
+                                    [--model cnn|mlp] [--threads 1] [--level default]
+                                    [--levels] [--out FILE]
 
-The workload is the example CNN (examples/train_cnn.py's model and data) trained for
-``--batches`` steps; it times every step itself (loop top to loop top, the batch fetch, the
-optimizer step and the profiler's step call included), so the three modes are measured by the
-same clock in the same place:
+The workload is the example CNN (examples/train_cnn.py's model and data; ``--model mlp``: a
+deep MLP of small operators, the profiler's worst case) trained for ``--batches`` steps with
+``--threads`` intra-op threads (1 by default: steadier figures on a shared machine). It times
+every step itself, wall and CPU time (loop top to loop top: the batch fetch, the optimizer step
+and the profiler's step call included), so the three modes are measured by the same clocks in
+the same place:
 
 - ``none``: no profiler at all;
 - ``torch``: ``torch.profiler.profile`` with torch's own schedule (skip, one warm-up step,
@@ -16,7 +19,8 @@ same clock in the same place:
 - ``perfledger``: ``perfledger record --skip S --steps M --level L -- python <workload>``, the
   workload unchanged (the recorder's hooks, step log and host sampler all running).
 
-Reported per mode: the median step time over the recorded window (steps skip..skip+steps-1)
+Reported per mode: the median step time, wall and CPU, over the recorded window (steps
+skip..skip+steps-1)
 and over the steps after it, each the median over rounds (the modes run interleaved, in a
 rotating order, to spread the noise of a shared machine). Ratios: torch / none,
 perfledger / none and perfledger / torch over the window (the target: perfledger adds at most
@@ -47,17 +51,27 @@ EXAMPLES = ROOT / "examples"
 
 
 def workload(args: argparse.Namespace) -> None:
-    """Train the example CNN for ``--batches`` steps; write each step's wall and CPU time (s)."""
+    """Train ``--model`` for ``--batches`` steps; write each step's wall and CPU time (s)."""
     import torch
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, TensorDataset
 
     sys.path.insert(0, str(EXAMPLES))
     from train_cnn import SyntheticImages, small_cnn
 
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    loader = DataLoader(SyntheticImages(args.batch_size * args.batches), batch_size=args.batch_size)
-    model = small_cnn(args.width)
+    model: torch.nn.Module
+    if args.model == "cnn":
+        dataset: Any = SyntheticImages(args.batch_size * args.batches)
+        model = small_cnn(args.width)
+    else:  # many small operators: the profiler's per-operator cost dominates
+        size = args.batch_size * args.batches
+        dataset = TensorDataset(torch.randn(size, 64), torch.randint(0, 10, (size,)))
+        layers: list[torch.nn.Module] = []
+        for _ in range(24):
+            layers += [torch.nn.Linear(64, 64), torch.nn.ReLU()]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 10))
+    loader = DataLoader(dataset, batch_size=args.batch_size)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     profiler = _plain_torch_profiler(args) if args.workload == "torch" else None
@@ -131,6 +145,8 @@ def run_mode(
         level,
         "--threads",
         str(args.threads),
+        "--model",
+        args.model,
     ]
     if mode == "perfledger":
         command = [
@@ -179,6 +195,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=60)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--model",
+        choices=("cnn", "mlp"),
+        default="cnn",
+        help="cnn: the example CNN (heavy convolutions); mlp: 49 small operators per forward",
+    )
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument(
         "--threads",
@@ -235,6 +257,7 @@ def main() -> None:
         "workload": {
             "batches": args.batches,
             "batch_size": args.batch_size,
+            "model": args.model,
             "width": args.width,
             "threads": args.threads,
             "skip": args.skip,
