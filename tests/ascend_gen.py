@@ -18,13 +18,17 @@ The run (times in us from an epoch base, one step, rank 0, device 0):
                                    tasks Notify Wait [600, 700) and SDMA [700, 780)
 
 So, by hand: compute 130 us, communication 200 us (none under compute), memcpy 20 us.
+
+``make_run(steps=n)`` repeats that step n times, 1000 us apart (ProfilerStep#7, #8, ...), with
+fresh connection and task ids: the same figures per step, and a run as large as a benchmark
+needs.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,7 @@ class Op:
     category: str  # cpu_op, python_function, enqueue
     start: float
     end: float
+    issues: tuple[int, ...] = ()  # connection ids of the device work it issued
 
 
 @dataclass(frozen=True)
@@ -75,25 +80,42 @@ class Task:
     subtask_of: str | None = None  # collective name for HCCL tasks
 
 
-OPS = [
+@dataclass(frozen=True)
+class Collective:
+    name: str
+    start: float
+    end: float
+    connection: int
+    count: int  # FP32 elements
+
+
+@dataclass(frozen=True)
+class Run:
+    ops: list[Op]
+    apis: list[Api]
+    tasks: list[Task]
+    collectives: list[Collective]
+
+
+STEP_OPS = [
     Op("ProfilerStep#7", "cpu_op", 0, 1000),
     Op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "cpu_op", 10, 110),
-    Op("aten::copy_", "cpu_op", 90, 130),
+    Op("aten::copy_", "cpu_op", 90, 130, (13,)),
     Op("aten::conv2d", "cpu_op", 200, 262),
-    Op("Conv2D", "cpu_op", 210, 250),
+    Op("Conv2D", "cpu_op", 210, 250, (11,)),
     Op("aten::add", "cpu_op", 260, 300),
-    Op("Add", "cpu_op", 262, 290),
-    Op("HcclAllreduce", "cpu_op", 470, 495),
+    Op("Add", "cpu_op", 262, 290, (12,)),
+    Op("HcclAllreduce", "cpu_op", 470, 495, (15,)),
     Op("train.py(12): step", "python_function", 5, 995),
 ]
-APIS = [
+STEP_APIS = [
     Api("acl", "aclrtMemcpyAsync", 100, 120, 13),
     Api("node", "launch", 220, 230, 11),
     Api("node", "launch", 270, 275, 12),
     Api("node", "launch", 480, 490, 15),
     Api("acl", "aclrtSynchronizeStream", 500, 900, 14),
 ]
-TASKS = [
+STEP_TASKS = [
     Task("MEMCPY_ASYNC", "MEMCPY_ASYNC", 2, 1, 150, 170, 13, bytes=4096),
     Task(
         "Conv2D1",
@@ -127,10 +149,48 @@ TASKS = [
     Task("Notify Wait", "Notify Wait", 4, 4, 600, 700, 15, subtask_of="hcom_allReduce__1_0_1"),
     Task("SDMA", "SDMA", 4, 4, 700, 780, 15, subtask_of="hcom_allReduce__1_0_1"),
 ]
-COLLECTIVE = {"name": "hcom_allReduce__1_0_1", "start": 600, "end": 800, "connection": 15}
-COLLECTIVE_COUNT = 8 * 1024  # FP32 elements
-# operator → the connection ids of the device work it issued
-ISSUED = {"aten::copy_": [13], "Conv2D": [11], "Add": [12], "HcclAllreduce": [15]}
+STEP_COLLECTIVE = Collective("hcom_allReduce__1_0_1", 600, 800, 15, 8 * 1024)
+COLLECTIVE_COUNT = STEP_COLLECTIVE.count
+STEP_US = 1000
+
+
+def make_run(steps: int = 1) -> Run:
+    """The run, its step repeated ``steps`` times (times, ids and names shifted per step)."""
+    run = Run([], [], [], [])
+    for i in range(steps):
+        shift, ids = i * STEP_US, i * 100
+        collective = f"hcom_allReduce__1_{i}_1"
+        for op in STEP_OPS:
+            name = f"ProfilerStep#{STEP + i}" if op.name.startswith("ProfilerStep#") else op.name
+            issues = tuple(c + ids for c in op.issues)
+            run.ops.append(
+                replace(op, name=name, start=op.start + shift, end=op.end + shift, issues=issues)
+            )
+        run.apis.extend(
+            replace(a, start=a.start + shift, end=a.end + shift, connection=a.connection + ids)
+            for a in STEP_APIS
+        )
+        run.tasks.extend(
+            replace(
+                t,
+                start=t.start + shift,
+                end=t.end + shift,
+                connection=t.connection + ids,
+                task_id=t.task_id + 10 * i,
+                subtask_of=collective if t.subtask_of else None,
+            )
+            for t in STEP_TASKS
+        )
+        run.collectives.append(
+            replace(
+                STEP_COLLECTIVE,
+                name=collective,
+                start=STEP_COLLECTIVE.start + shift,
+                end=STEP_COLLECTIVE.end + shift,
+                connection=STEP_COLLECTIVE.connection + ids,
+            )
+        )
+    return run
 
 
 def _ts(us: float) -> str:
@@ -153,8 +213,9 @@ def _profiler_info(rank_dir: Path, export_type: str) -> None:
     (rank_dir / "profiler_info_0.json").write_text(json.dumps(info))
 
 
-def write_text(root: Path) -> Path:
+def write_text(root: Path, run: Run | None = None) -> Path:
     """The torch_npu text export of the run; returns the ``*_ascend_pt`` directory."""
+    run = run or make_run()
     rank_dir = root / "node_0_ascend_pt"
     output = rank_dir / "ASCEND_PROFILER_OUTPUT"
     output.mkdir(parents=True)
@@ -196,7 +257,7 @@ def write_text(root: Path) -> Path:
                 "Call stack": "train.py(12): step;\r\nrun",
             },
         }
-        for op in OPS
+        for op in run.ops
     )
     prefix = {"acl": "AscendCL", "runtime": "Runtime", "node": "Node"}
     events.extend(
@@ -209,9 +270,10 @@ def write_text(root: Path) -> Path:
             "args": {"Thread Id": CANN_TID, "connection_id": api.connection},
             "ph": "X",
         }
-        for api in APIS
+        for api in run.apis
     )
-    for task in TASKS:
+    targets: dict[int, tuple[int, int, float]] = {}
+    for task in run.tasks:
         args: dict[str, Any] = {
             "Task Type": task.hw_type,
             "Physic Stream Id": task.stream,
@@ -244,31 +306,31 @@ def write_text(root: Path) -> Path:
                     "ph": "X",
                 }
             )
-    events.append(
-        {
-            "name": COLLECTIVE["name"],
-            "pid": hccl_pid,
-            "tid": 0,
-            "ts": _ts(COLLECTIVE["start"]),
-            "dur": COLLECTIVE["end"] - COLLECTIVE["start"],
-            "args": {
-                "connection_id": COLLECTIVE["connection"],
-                "data_type": "FP32",
-                "alg_type": "MESH",
-                "count": COLLECTIVE_COUNT,
-            },
-            "ph": "X",
-        }
-    )
+        else:
+            targets[task.connection] = (hw_pid, task.stream, task.start)
+    for collective in run.collectives:
+        events.append(
+            {
+                "name": collective.name,
+                "pid": hccl_pid,
+                "tid": 0,
+                "ts": _ts(collective.start),
+                "dur": collective.end - collective.start,
+                "args": {
+                    "connection_id": collective.connection,
+                    "data_type": "FP32",
+                    "alg_type": "MESH",
+                    "count": collective.count,
+                },
+                "ph": "X",
+            }
+        )
+        targets[collective.connection] = (hccl_pid, 0, collective.start)
     # torch_to_npu flows: from the issuing operator's start to the work it issued
     flow = 0
-    for op in OPS:
-        for connection in ISSUED.get(op.name, []):
-            if connection == COLLECTIVE["connection"]:
-                target = (hccl_pid, 0, COLLECTIVE["start"])
-            else:
-                task = next(t for t in TASKS if t.connection == connection)
-                target = (hw_pid, task.stream, task.start)
+    for op in run.ops:
+        for connection in op.issues:
+            target = targets[connection]
             flow += 1
             events.append(
                 {
@@ -294,11 +356,11 @@ def write_text(root: Path) -> Path:
                 }
             )
     (output / "trace_view.json").write_text(json.dumps(events))
-    _write_kernel_details(output)
+    _write_kernel_details(output, run)
     return rank_dir
 
 
-def _write_kernel_details(output: Path) -> None:
+def _write_kernel_details(output: Path, run: Run) -> None:
     header = [
         "Step Id",
         "Model ID",
@@ -316,7 +378,7 @@ def _write_kernel_details(output: Path) -> None:
         "aic_mac_ratio",
     ]
     lines = [",".join(header)]
-    for task in TASKS:
+    for task in run.tasks:
         if task.core_type is None:
             continue
         cells = [
@@ -336,23 +398,24 @@ def _write_kernel_details(output: Path) -> None:
             "N/A" if task.mac_ratio is None else str(task.mac_ratio),
         ]
         lines.append(",".join(cells))
-    collective = [
-        str(STEP),
-        "4294967295",
-        "N/A",
-        "N/A",
-        COLLECTIVE["name"],
-        "hcom_allReduce_",
-        "HCCL",
-        _ts(COLLECTIVE["start"]) + "\t",
-        f"{COLLECTIVE['end'] - COLLECTIVE['start']:.3f}",
-        "0",
-        "0",
-        "N/A",
-        "N/A",
-        "N/A",
-    ]
-    lines.append(",".join(collective))
+    for collective in run.collectives:
+        cells = [
+            str(STEP),
+            "4294967295",
+            "N/A",
+            "N/A",
+            collective.name,
+            "hcom_allReduce_",
+            "HCCL",
+            _ts(collective.start) + "\t",
+            f"{collective.end - collective.start:.3f}",
+            "0",
+            "0",
+            "N/A",
+            "N/A",
+            "N/A",
+        ]
+        lines.append(",".join(cells))
     (output / "kernel_details.csv").write_text("\n".join(lines) + "\n")
 
 
@@ -368,8 +431,9 @@ class _Strings:
         return self.ids.setdefault(value, len(self.ids))
 
 
-def write_db(root: Path, *, swap_shapes_and_types: bool = False) -> Path:
+def write_db(root: Path, run: Run | None = None, *, swap_shapes_and_types: bool = False) -> Path:
     """The torch_npu database export of the run; returns the ``*_ascend_pt`` directory."""
+    run = run or make_run()
     rank_dir = root / "node_0_ascend_pt"
     output = rank_dir / "ASCEND_PROFILER_OUTPUT"
     output.mkdir(parents=True)
@@ -425,11 +489,11 @@ def write_db(root: Path, *, swap_shapes_and_types: bool = False) -> Path:
     main_tid = (PID << 32) | MAIN_TID
     cann_tid = (PID << 32) | CANN_TID
     links: list[tuple[int, int]] = []
-    for op in OPS:
+    for op in run.ops:
         link_id = None
-        if op.name in ISSUED:
-            link_id = len({i for i, _ in links})
-            links += [(link_id, c) for c in ISSUED[op.name]]
+        if op.issues:
+            link_id = links[-1][0] + 1 if links else 0
+            links += [(link_id, c) for c in op.issues]
         shapes, types = s("0;\r\n;"), s("float;\r\nScalar")
         if swap_shapes_and_types:  # as some torch_npu versions write them
             shapes, types = types, shapes
@@ -447,7 +511,7 @@ def write_db(root: Path, *, swap_shapes_and_types: bool = False) -> Path:
             ),
         )
     con.executemany("INSERT INTO CONNECTION_IDS VALUES (?, ?)", links)
-    for api in APIS:
+    for api in run.apis:
         con.execute(
             "INSERT INTO CANN_API VALUES (?, ?, ?, ?, ?, ?)",
             (
@@ -459,20 +523,22 @@ def write_db(root: Path, *, swap_shapes_and_types: bool = False) -> Path:
                 s(api.name),
             ),
         )
-    con.execute(
-        "INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, 1, 0, 0, 4, ?, ?, ?)",
-        (
-            s(COLLECTIVE["name"]),
-            _ns(COLLECTIVE["start"]),
-            _ns(COLLECTIVE["end"]),
-            COLLECTIVE["connection"],
-            s("group0"),
-            s("MESH"),
-            COLLECTIVE_COUNT,
-            s("hcom_allReduce_"),
-        ),
-    )
-    for global_id, task in enumerate(TASKS):
+    for op_id, collective in enumerate(run.collectives):
+        con.execute(
+            "INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, ?, 0, 0, 4, ?, ?, ?)",
+            (
+                s(collective.name),
+                _ns(collective.start),
+                _ns(collective.end),
+                collective.connection,
+                s("group0"),
+                op_id,
+                s("MESH"),
+                collective.count,
+                s("hcom_allReduce_"),
+            ),
+        )
+    for global_id, task in enumerate(run.tasks):
         con.execute(
             "INSERT INTO TASK VALUES (?, ?, 0, ?, ?, ?, ?, 4294967295, ?, ?, 4294967295)",
             (

@@ -89,6 +89,26 @@ def test_text_and_database_give_the_same_events_and_accounting(tmp_path: Path) -
     assert account.memcpy_ns == gen.MEMCPY_US * US
 
 
+def test_every_step_of_a_longer_run_in_both_formats(tmp_path: Path) -> None:
+    run = gen.make_run(steps=3)
+    text = only(load_ascend(gen.write_text(tmp_path / "text", run)))
+    db = only(load_ascend(gen.write_db(tmp_path / "db", run)))
+    assert comparable(text.events) == comparable(db.events)
+    per_format = []
+    for trace in (text, db):
+        windows = step_windows(trace.events)
+        assert [w.step for w in windows] == [7, 8, 9]
+        accounts = [a for a in device_accounting(trace.events, windows).windows if a.step >= 0]
+        for account in accounts:
+            account.self_check()
+            assert account.wall_ns == gen.STEP_US * US
+            assert account.compute_ns == gen.COMPUTE_US * US
+            assert account.communication_ns == gen.COMMUNICATION_US * US
+            assert account.memcpy_ns == gen.MEMCPY_US * US
+        per_format.append(accounts)
+    assert per_format[0] == per_format[1]
+
+
 def test_kinds_links_and_args_of_the_run(tmp_path: Path) -> None:
     events = only(load_ascend(gen.write_text(tmp_path))).events
     rows = comparable(events)

@@ -70,7 +70,7 @@ TASK_SCHEMA: Final = pa.schema(
 COMM_SCHEMA: Final = pa.schema(
     [
         ("name", pa.string()),
-        ("device", pa.int16()),
+        ("device", pa.int16()),  # null when unknown: then the device of its tasks is used
         ("stream", pa.int64()),  # -1 when unknown: then the stream of its first task is used
         ("pid", pa.int64()),
         ("start_ns", pa.int64()),
@@ -139,7 +139,7 @@ op_of_connection AS (
 linked_ops AS (SELECT DISTINCT op_key FROM op_of_connection),
 comm_ids AS (SELECT DISTINCT connection_id FROM comm WHERE connection_id IS NOT NULL),
 comm_stream AS (
-    SELECT connection_id, min(stream) AS stream FROM tasks
+    SELECT connection_id, min(stream) AS stream, min(device) AS device FROM tasks
     WHERE connection_id IS NOT NULL GROUP BY connection_id
 ),
 host_rows AS (
@@ -162,7 +162,7 @@ cann_rows AS (
     LEFT JOIN op_of_connection oc USING (connection_id)
 ),
 comm_rows AS (
-    SELECT '{comm}' AS kind, m.name, m.device,
+    SELECT '{comm}' AS kind, m.name, coalesce(m.device, cs.device, 0) AS device,
         CASE WHEN m.stream >= 0 THEN m.stream ELSE coalesce(cs.stream, -1) END AS stream,
         m.pid, m.start_ns, m.dur_ns,
         CASE WHEN li.connection_id IS NULL THEN -1 ELSE m.connection_id END AS correlation,

@@ -3,8 +3,9 @@
 
 Both store times as integer ns and every text as an id into ``STRING_IDS``; the tables present
 depend on the profiler level and version (and GUIs add their own), so each query is built from
-the tables and columns actually found. The joins run inside SQLite; the results come back as
-columns and are classified by the shared :func:`perfledger.sources.ascend_build.build_events`.
+the tables and columns actually found. SQLite only hands over the raw columns (it has no index
+for most joins and builds JSON slowly); the joins, the string lookups and the args run in one
+DuckDB pass, and the shared :func:`perfledger.sources.ascend_build.build_events` classifies.
 """
 
 from __future__ import annotations
@@ -47,351 +48,337 @@ def _tables(con: sqlite3.Connection, path: Path) -> dict[str, set[str]]:
         raise TraceFormatError(f"{path}: not a profiler database ({exc})") from exc
 
 
-def _fetch(con: sqlite3.Connection, path: Path, sql: str, target: pa.Schema) -> pa.Table:
-    """Run a query whose result columns are ``target``'s, as an Arrow table."""
-    try:
-        rows = con.execute(sql).fetchall()
-    except sqlite3.Error as exc:
-        raise TraceFormatError(f"{path}: unexpected database content ({exc})") from exc
-    if not rows:
-        return target.empty_table()
-    columns = list(zip(*rows, strict=True))
-    arrays = [
-        # SQLite has no boolean type: flags come back as 0/1
-        pa.array(column, type=pa.int8()).cast(pa.bool_())
-        if pa.types.is_boolean(f.type)
-        else pa.array(column, type=f.type)
-        for column, f in zip(columns, target, strict=True)
-    ]
-    return pa.table(arrays, schema=target)
+# The raw columns read from each table, with their types; a column absent from a file reads as
+# null, so that the DuckDB queries below can name every column.
+_RAW: dict[str, list[tuple[str, pa.DataType]]] = {
+    "STRING_IDS": [("id", pa.int64()), ("value", pa.string())],
+    "ENUM_API_TYPE": [("id", pa.int64()), ("name", pa.string())],
+    "ENUM_HCCL_DATA_TYPE": [("id", pa.int64()), ("name", pa.string())],
+    "ENUM_HCCL_LINK_TYPE": [("id", pa.int64()), ("name", pa.string())],
+    "ENUM_HCCL_TRANSPORT_TYPE": [("id", pa.int64()), ("name", pa.string())],
+    "ENUM_MSTX_EVENT_TYPE": [("id", pa.int64()), ("name", pa.string())],
+    "PYTORCH_API": [
+        ("rowid", pa.int64()),
+        ("startNs", pa.int64()),
+        ("endNs", pa.int64()),
+        ("globalTid", pa.int64()),
+        ("connectionId", pa.int64()),
+        ("name", pa.int64()),
+        ("sequenceNumber", pa.int64()),
+        ("fwdThreadId", pa.int64()),
+        ("inputShapes", pa.int64()),
+        ("inputDtypes", pa.int64()),
+        ("callchainId", pa.int64()),
+        ("type", pa.int64()),
+    ],
+    "PYTORCH_CALLCHAINS": [("id", pa.int64()), ("stack", pa.int64()), ("stackDepth", pa.int64())],
+    "CONNECTION_IDS": [("id", pa.int64()), ("connectionId", pa.int64())],
+    "CANN_API": [
+        ("startNs", pa.int64()),
+        ("endNs", pa.int64()),
+        ("type", pa.int64()),
+        ("globalTid", pa.int64()),
+        ("connectionId", pa.int64()),
+        ("name", pa.int64()),
+    ],
+    "TASK": [
+        ("startNs", pa.int64()),
+        ("endNs", pa.int64()),
+        ("deviceId", pa.int64()),
+        ("connectionId", pa.int64()),
+        ("globalTaskId", pa.int64()),
+        ("globalPid", pa.int64()),
+        ("taskType", pa.int64()),
+        ("contextId", pa.int64()),
+        ("streamId", pa.int64()),
+        ("taskId", pa.int64()),
+        ("modelId", pa.int64()),
+    ],
+    "COMPUTE_TASK_INFO": [
+        ("globalTaskId", pa.int64()),
+        ("name", pa.int64()),
+        ("blockDim", pa.int64()),
+        ("block_dim", pa.int64()),
+        ("mixBlockDim", pa.int64()),
+        ("taskType", pa.int64()),
+        ("opType", pa.int64()),
+        ("inputFormats", pa.int64()),
+        ("inputDataTypes", pa.int64()),
+        ("inputShapes", pa.int64()),
+        ("outputFormats", pa.int64()),
+        ("outputDataTypes", pa.int64()),
+        ("outputShapes", pa.int64()),
+        ("waitNs", pa.int64()),
+    ],
+    "COMMUNICATION_TASK_INFO": [
+        ("globalTaskId", pa.int64()),
+        ("name", pa.int64()),
+        ("taskType", pa.int64()),
+        ("planeId", pa.int64()),
+        ("srcRank", pa.int64()),
+        ("dstRank", pa.int64()),
+        ("size", pa.int64()),
+        ("transportType", pa.int64()),
+        ("linkType", pa.int64()),
+        ("dataType", pa.int64()),
+        ("notifyId", pa.int64()),
+    ],
+    "COMMUNICATION_OP": [
+        ("opName", pa.int64()),
+        ("startNs", pa.int64()),
+        ("endNs", pa.int64()),
+        ("connectionId", pa.int64()),
+        ("groupName", pa.int64()),
+        ("relay", pa.int64()),
+        ("retry", pa.int64()),
+        ("dataType", pa.int64()),
+        ("algType", pa.int64()),
+        ("count", pa.float64()),
+        ("opType", pa.int64()),
+    ],
+    "TASK_PMU_INFO": [("globalTaskId", pa.int64()), ("name", pa.int64()), ("value", pa.float64())],
+    "MSTX_EVENTS": [
+        ("rowid", pa.int64()),
+        ("startNs", pa.int64()),
+        ("endNs", pa.int64()),
+        ("eventType", pa.int64()),
+        ("message", pa.int64()),
+        ("globalTid", pa.int64()),
+    ],
+    "MEMORY_RECORD": [
+        ("component", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("totalAllocated", pa.float64()),
+        ("totalReserved", pa.float64()),
+        ("totalActive", pa.float64()),
+    ],
+    "NPU_MEM": [
+        ("type", pa.int64()),
+        ("ddr", pa.float64()),
+        ("hbm", pa.float64()),
+        ("timestampNs", pa.int64()),
+    ],
+    "AICORE_FREQ": [("timestampNs", pa.int64()), ("freq", pa.float64())],
+}
 
 
-def _string(column: str, tables: dict[str, set[str]]) -> str:
-    """SQL for the text behind a STRING_IDS id column."""
-    if "STRING_IDS" not in tables:
-        return f"CAST({column} AS TEXT)"
-    return f"(SELECT value FROM STRING_IDS WHERE id = {column})"
-
-
-def _optional(table: str, column: str, tables: dict[str, set[str]], alias: str) -> str:
-    return f"{alias}.{column}" if column in tables.get(table, set()) else "NULL"
-
-
-def _enum(table: str, column: str, tables: dict[str, set[str]]) -> str:
-    if table not in tables:
-        return f"CAST({column} AS TEXT)"
-    return f"(SELECT name FROM {table} WHERE id = {column})"
-
-
-def _cann_prefix_sql(level: str) -> str:
-    cases = " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in vendors_ascend.CANN_LEVEL_PREFIX.items())
-    return f"CASE {level} {cases} ELSE coalesce({level}, 'CANN') END"
-
-
-def _host(con: sqlite3.Connection, path: Path, tables: dict[str, set[str]]) -> pa.Table:
-    if "PYTORCH_API" not in tables:
-        return build.HOST_SCHEMA.empty_table()
-    cols = tables["PYTORCH_API"]
-    # Some torch_npu versions store shapes under inputDtypes and types under inputShapes:
-    # shapes are digits and separators, types are words, so the content decides.
-    shapes_col, dtypes_col = "inputShapes", "inputDtypes"
-    if {"inputShapes", "inputDtypes"} <= cols:
-        lettered = con.execute(
-            "SELECT "
-            f"sum({_string('inputShapes', tables)} GLOB '*[a-zA-Z]*'), "
-            f"sum({_string('inputDtypes', tables)} GLOB '*[a-zA-Z]*') "
-            "FROM (SELECT inputShapes, inputDtypes FROM PYTORCH_API "
-            "WHERE inputShapes IS NOT NULL LIMIT 2000)"
-        ).fetchone()
-        if lettered and (lettered[0] or 0) > (lettered[1] or 0):
-            shapes_col, dtypes_col = "inputDtypes", "inputShapes"
-    crlf = "char(13) || char(10)"
-    shapes = (
-        f"replace({_string('p.' + shapes_col, tables)}, {crlf}, '')"
-        if shapes_col in cols
-        else "NULL"
-    )
-    dtypes = (
-        f"replace({_string('p.' + dtypes_col, tables)}, {crlf}, '')"
-        if dtypes_col in cols
-        else "NULL"
-    )
-    stack = "NULL"
-    if "callchainId" in cols and "PYTORCH_CALLCHAINS" in tables:
-        stack = (
-            "(SELECT group_concat(v, ';' || "
-            + crlf
-            + ") FROM (SELECT "
-            + _string("c.stack", tables)
-            + " AS v FROM PYTORCH_CALLCHAINS c WHERE c.id = p.callchainId "
-            "ORDER BY c.stackDepth))"
-        )
-    queue_id = "NULL"
-    if "CONNECTION_IDS" in tables:
-        queue_id = (
-            "(SELECT min(ci.connectionId) FROM CONNECTION_IDS ci WHERE ci.id = p.connectionId)"
-        )
-    type_name = _enum("ENUM_API_TYPE", "p.type", tables)
-    name = _string("p.name", tables)
-    category = (
-        f"CASE WHEN {type_name} = 'queue' THEN "
-        f"CASE WHEN {name} = 'Enqueue' THEN 'enqueue' ELSE 'dequeue' END "
-        + " ".join(
-            f"WHEN {type_name} = '{k}' THEN '{v}'"
-            for k, v in vendors_ascend.DB_HOST_TYPE_CATEGORY.items()
-        )
-        + f" ELSE coalesce({type_name}, 'cpu_op') END"
-    )
-    seq = _optional("PYTORCH_API", "sequenceNumber", tables, "p")
-    fwd = _optional("PYTORCH_API", "fwdThreadId", tables, "p")
-    sql = f"""
-        SELECT {name}, {category}, p.globalTid >> 32, p.globalTid & {_MASK32},
-            CAST(p.startNs AS INTEGER), CAST(p.endNs AS INTEGER) - CAST(p.startNs AS INTEGER),
-            p.rowid, {shapes}, {dtypes},
-            json_object('Sequence number', {seq}, 'Fwd thread id', {fwd},
-                'Call stack', {stack},
-                'correlation_id', CASE WHEN {type_name} = 'queue' THEN {queue_id} END)
-        FROM PYTORCH_API p
-    """
-    return _strip_null_args(_fetch(con, path, sql, build.HOST_SCHEMA))
-
-
-def _links(con: sqlite3.Connection, path: Path, tables: dict[str, set[str]]) -> pa.Table:
-    if "PYTORCH_API" not in tables or "CONNECTION_IDS" not in tables:
-        return build.LINK_SCHEMA.empty_table()
-    type_filter = ""
-    if "ENUM_API_TYPE" in tables:
-        type_filter = f"AND {_enum('ENUM_API_TYPE', 'p.type', tables)} = 'op'"
-    sql = f"""
-        SELECT DISTINCT p.rowid, ci.connectionId
-        FROM PYTORCH_API p JOIN CONNECTION_IDS ci ON ci.id = p.connectionId
-        WHERE p.connectionId IS NOT NULL {type_filter}
-    """
-    return _fetch(con, path, sql, build.LINK_SCHEMA)
-
-
-def _cann(con: sqlite3.Connection, path: Path, tables: dict[str, set[str]]) -> pa.Table:
-    if "CANN_API" not in tables:
-        return build.CANN_SCHEMA.empty_table()
-    level = _enum("ENUM_API_TYPE", "c.type", tables)
-    sql = f"""
-        SELECT {_cann_prefix_sql(level)} || '@' || {_string("c.name", tables)},
-            c.globalTid >> 32, c.globalTid & {_MASK32}, c.startNs, c.endNs - c.startNs,
-            c.connectionId,
-            json_object('Thread Id', c.globalTid & {_MASK32}, 'level', {level},
-                'connection_id', c.connectionId)
-        FROM CANN_API c
-    """
-    return _fetch(con, path, sql, build.CANN_SCHEMA)
-
-
-def _tasks(con: sqlite3.Connection, path: Path, tables: dict[str, set[str]]) -> pa.Table:
-    if "TASK" not in tables:
-        return build.TASK_SCHEMA.empty_table()
-    has_compute = "COMPUTE_TASK_INFO" in tables
-    has_comm = "COMMUNICATION_TASK_INFO" in tables
-    ct = tables.get("COMPUTE_TASK_INFO", set())
-    hw_type = _string("t.taskType", tables)
-
-    def compute(column: str) -> str:
-        return _string(f"ci.{column}", tables) if has_compute and column in ct else "NULL"
-
-    def unquoted(column: str) -> str:
-        value = compute(column)
-        return f"nullif(nullif(trim({value}, '\"'), 'N/A'), '')"
-
-    block_dim = next((f"ci.{c}" for c in ("blockDim", "block_dim", "blockNum") if c in ct), "NULL")
-    mix_dim = "ci.mixBlockDim" if "mixBlockDim" in ct else "NULL"
-    wait = "ci.waitNs / 1000.0" if "waitNs" in ct else "NULL"
-    compute_join = (
-        "LEFT JOIN COMPUTE_TASK_INFO ci ON ci.globalTaskId = t.globalTaskId" if has_compute else ""
-    )
-    comm_join = (
-        "LEFT JOIN COMMUNICATION_TASK_INFO mi ON mi.globalTaskId = t.globalTaskId"
-        if has_comm
-        else ""
-    )
-    comm_args = "NULL"
-    if has_comm:
-        mc = tables["COMMUNICATION_TASK_INFO"]
-
-        def comm(column: str, text: bool = False, enum: str | None = None) -> str:
-            if column not in mc:
-                return "NULL"
-            if enum is not None:
-                return _enum(enum, f"mi.{column}", tables)
-            return _string(f"mi.{column}", tables) if text else f"mi.{column}"
-
-        comm_args = f"""CASE WHEN mi.globalTaskId IS NOT NULL THEN json_object(
-            'op_name', {comm("name", text=True)},
-            'hccl_task_type', {comm("taskType", text=True)},
-            'plane_id', {comm("planeId")}, 'src_rank', {comm("srcRank")},
-            'dst_rank', {comm("dstRank")}, 'size', {comm("size")},
-            'transport_type', {comm("transportType", enum="ENUM_HCCL_TRANSPORT_TYPE")},
-            'link_type', {comm("linkType", enum="ENUM_HCCL_LINK_TYPE")},
-            'data_type', {comm("dataType", enum="ENUM_HCCL_DATA_TYPE")},
-            'notify_id', {comm("notifyId")}) END"""
-    is_compute = "ci.globalTaskId IS NOT NULL" if has_compute else "0"
-    is_comm = "mi.globalTaskId IS NOT NULL" if has_comm else "0"
-    sql = f"""
-        SELECT coalesce({compute("name")}, {hw_type}), {hw_type},
-            nullif({compute("taskType")}, 'N/A'), nullif({compute("opType")}, 'N/A'),
-            {is_compute}, {is_comm}, t.deviceId, t.streamId, t.globalPid, t.startNs,
-            t.endNs - t.startNs, t.connectionId, NULL,
-            {unquoted("inputShapes")}, nullif({compute("inputDataTypes")}, 'N/A'),
-            json_patch(json_object(
-                'task_id', t.taskId, 'context_id', t.contextId, 'model_id', t.modelId,
-                'global_task_id', t.globalTaskId, 'block_dim', {block_dim},
-                'mix_block_dim', {mix_dim}, 'wait_us', {wait},
-                'input_formats', nullif({compute("inputFormats")}, 'N/A'),
-                'output_shapes', {unquoted("outputShapes")},
-                'output_dtypes', nullif({compute("outputDataTypes")}, 'N/A'),
-                'output_formats', nullif({compute("outputFormats")}, 'N/A')),
-                coalesce({comm_args}, '{{}}'))
-        FROM TASK t {compute_join} {comm_join}
-    """
-    tasks = _strip_null_args(_fetch(con, path, sql, build.TASK_SCHEMA))
-    return _with_pmu(con, path, tables, tasks)
-
-
-def _with_pmu(
-    con: sqlite3.Connection, path: Path, tables: dict[str, set[str]], tasks: pa.Table
+def _fetch(
+    con: sqlite3.Connection, path: Path, table: str, tables: dict[str, set[str]]
 ) -> pa.Table:
-    """Merge TASK_PMU_INFO's hardware counters into the tasks' args, named as in the CSVs."""
-    if "TASK_PMU_INFO" not in tables or tasks.num_rows == 0:
-        return tasks
-    schema = pa.schema(
-        [("global_task_id", pa.int64()), ("metric", pa.string()), ("value", pa.float64())]
-    )
-    pmu = _fetch(
-        con,
-        path,
-        f"SELECT globalTaskId, {_string('name', tables)}, value FROM TASK_PMU_INFO",
-        schema,
-    )
-    aliases = ", ".join(f"'{k}': '{v}'" for k, v in vendors_ascend.PMU_NAME_ALIASES.items())
-    duck = duckdb.connect()
+    """The raw columns of one table (``_RAW``), empty when the file lacks the table."""
+    wanted = _RAW[table]
+    schema = pa.schema(wanted)
+    present = tables.get(table)
+    if present is None:
+        return schema.empty_table()
+    # SQLite's loose typing: a TEXT timestamp (PYTORCH_API written by some versions) casts here
+    selects = [
+        (f'CAST("{name}" AS INTEGER)' if pa.types.is_integer(kind) else f'"{name}"')
+        if name in present or name == "rowid"
+        else "NULL"
+        for name, kind in wanted
+    ]
     try:
-        duck.register("tasks", tasks)
-        duck.register("pmu", pmu)
-        merged = duck.sql(
-            f"""
-            WITH named AS (
-                SELECT global_task_id,
-                    coalesce(MAP {{{aliases}}}[metric], metric) AS metric, value FROM pmu
-            ),
-            -- the database keeps times in ns; the CSVs (and our args) in us
-            keyed AS (
-                SELECT global_task_id,
-                    CASE WHEN ends_with(metric, '_time') THEN metric || '_us' ELSE metric END
-                        AS key,
-                    CASE WHEN ends_with(metric, '_time') THEN value / 1000 ELSE value END AS value
-                FROM named
-            ),
-            per_task AS (
-                SELECT global_task_id, json_group_object(key, value) AS counters
-                FROM keyed GROUP BY global_task_id
-            )
-            SELECT t.* EXCLUDE (args),
-                CASE WHEN p.counters IS NULL THEN t.args
-                    ELSE json_merge_patch(coalesce(t.args, '{{}}'), p.counters)::VARCHAR END
-                    AS args
-            FROM tasks t LEFT JOIN per_task p
-                ON p.global_task_id = TRY_CAST(json_extract(t.args, '$.global_task_id') AS BIGINT)
-            """
-        ).to_arrow_table()
-    finally:
-        duck.close()
-    return merged.select(build.TASK_SCHEMA.names).cast(build.TASK_SCHEMA)
-
-
-def _comm(con: sqlite3.Connection, path: Path, tables: dict[str, set[str]]) -> pa.Table:
-    if "COMMUNICATION_OP" not in tables:
-        return build.COMM_SCHEMA.empty_table()
-    oc = tables["COMMUNICATION_OP"]
-
-    def col(column: str, text: bool = False, enum: str | None = None) -> str:
-        if column not in oc:
-            return "NULL"
-        if enum is not None:
-            return _enum(enum, f"o.{column}", tables)
-        return _string(f"o.{column}", tables) if text else f"o.{column}"
-
-    sizes = " ".join(f"WHEN '{k}' THEN {v}" for k, v in vendors_ascend.HCCL_DTYPE_BYTES.items())
-    dtype = col("dataType", enum="ENUM_HCCL_DATA_TYPE")
-    device = (
-        "(SELECT min(t.deviceId) FROM TASK t WHERE t.connectionId = o.connectionId)"
-        if "TASK" in tables
-        else "0"
-    )
-    sql = f"""
-        SELECT {col("opName", text=True)}, coalesce({device}, 0), -1,
-            NULL, o.startNs, o.endNs - o.startNs, o.connectionId,
-            CAST({col("count")} * (CASE {dtype} {sizes} END) AS INTEGER),
-            json_object('data_type', {dtype}, 'alg_type', {col("algType", text=True)},
-                'count', {col("count")}, 'group_name', {col("groupName", text=True)},
-                'op_type', {col("opType", text=True)}, 'relay', {col("relay")},
-                'retry', {col("retry")})
-        FROM COMMUNICATION_OP o
-    """
-    return _strip_null_args(_fetch(con, path, sql, build.COMM_SCHEMA))
-
-
-def _mstx(con: sqlite3.Connection, path: Path, tables: dict[str, set[str]]) -> pa.Table:
-    """msprof's MSTX ranges (user annotations from the application) as host events."""
-    if "MSTX_EVENTS" not in tables:
-        return build.HOST_SCHEMA.empty_table()
-    sql = f"""
-        SELECT coalesce({_string("m.message", tables)}, 'mstx'), 'mstx',
-            m.globalTid >> 32, m.globalTid & {_MASK32}, m.startNs,
-            max(m.endNs - m.startNs, 0), -1 - m.rowid, NULL, NULL,
-            json_object('event_type', {_enum("ENUM_MSTX_EVENT_TYPE", "m.eventType", tables)})
-        FROM MSTX_EVENTS m
-    """
-    return _fetch(con, path, sql, build.HOST_SCHEMA)
-
-
-def _counters(con: sqlite3.Connection, path: Path, tables: dict[str, set[str]]) -> pa.Table:
-    selects: list[str] = []
-    if "MEMORY_RECORD" in tables:
-        for metric, column in (
-            ("allocated_bytes", "totalAllocated"),
-            ("reserved_bytes", "totalReserved"),
-            ("active_bytes", "totalActive"),
-        ):
-            if column in tables["MEMORY_RECORD"]:
-                selects.append(
-                    "SELECT 'npu_memory', lower(coalesce("
-                    + _string("component", tables)
-                    + f", 'app')) || '/{metric}', timestamp, {column} FROM MEMORY_RECORD"
-                )
-    if "NPU_MEM" in tables:
-        kind = f"upper(coalesce({_string('type', tables)}, 'APP'))"
-        selects += [
-            f"SELECT 'NPU MEM', {kind} || '/DDR/bytes', timestampNs, ddr FROM NPU_MEM",
-            f"SELECT 'NPU MEM', {kind} || '/HBM/bytes', timestampNs, hbm FROM NPU_MEM",
+        rows = con.execute(f'SELECT {", ".join(selects)} FROM "{table}"').fetchall()
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{path}: unexpected content in {table} ({exc})") from exc
+    if not rows:
+        return schema.empty_table()
+    columns = zip(*rows, strict=True)
+    try:
+        arrays = [
+            pa.array(column, type=kind) for column, (_, kind) in zip(columns, wanted, strict=True)
         ]
-    if "AICORE_FREQ" in tables:
-        selects.append(
-            "SELECT 'AI Core Freq', 'AI Core Freq/MHz', CAST(timestampNs AS INTEGER), freq "
-            "FROM AICORE_FREQ"
-        )
-    if not selects:
-        return build.STAGED_COUNTER_SCHEMA.empty_table()
-    return _fetch(con, path, " UNION ALL ".join(selects), build.STAGED_COUNTER_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        raise TraceFormatError(f"{path}: unexpected values in {table} ({exc})") from exc
+    return pa.table(arrays, schema=schema)
 
 
-def _strip_null_args(table: pa.Table) -> pa.Table:
-    """Drop the null members SQLite's json_object keeps (``"wait_us": null``)."""
-    duck = duckdb.connect()
-    try:
-        duck.register("staged", table)
-        cleaned = duck.sql(
-            "SELECT * EXCLUDE (args), json_merge_patch('{}', args)::VARCHAR AS args FROM staged"
-        ).to_arrow_table()
-    finally:
-        duck.close()
-    return cleaned.select(table.schema.names).cast(table.schema)
+_HOST_CATEGORY = " ".join(
+    f"WHEN '{k}' THEN '{v}'" for k, v in vendors_ascend.DB_HOST_TYPE_CATEGORY.items()
+)
+_DTYPE_BYTES = (
+    "MAP {" + ", ".join(f"'{k}': {v}" for k, v in vendors_ascend.HCCL_DTYPE_BYTES.items()) + "}"
+)
+_LEVEL_PREFIX = (
+    "MAP {" + ", ".join(f"'{k}': '{v}'" for k, v in vendors_ascend.CANN_LEVEL_PREFIX.items()) + "}"
+)
+_PMU_ALIASES = (
+    "MAP {" + ", ".join(f"'{k}': '{v}'" for k, v in vendors_ascend.PMU_NAME_ALIASES.items()) + "}"
+)
+_MASK = f"{_MASK32}"
+
+# Some torch_npu versions store shapes under inputDtypes and types under inputShapes: shapes
+# are digits and separators, types are words, so the content decides (on a sample).
+_SWAPPED_SQL = """
+SELECT coalesce(sum(CASE WHEN regexp_matches(sh.value, '[A-Za-z]') THEN 1 ELSE 0 END), 0)
+    > coalesce(sum(CASE WHEN regexp_matches(dt.value, '[A-Za-z]') THEN 1 ELSE 0 END), 0)
+FROM (SELECT * FROM pytorch_api WHERE inputShapes IS NOT NULL LIMIT 2000) p
+LEFT JOIN string_ids sh ON sh.id = p.inputShapes
+LEFT JOIN string_ids dt ON dt.id = p.inputDtypes
+"""
+
+_HOST_SQL = f"""
+WITH stacks AS (
+    SELECT c.id, string_agg(s.value, ';' || chr(13) || chr(10) ORDER BY c.stackDepth) AS stack
+    FROM pytorch_callchains c LEFT JOIN string_ids s ON s.id = c.stack GROUP BY c.id
+),
+queue_ids AS (SELECT id, min(connectionId) AS connection_id FROM connection_ids GROUP BY id),
+typed AS (
+    SELECT p.*, n.value AS op_name, e.name AS type_name FROM pytorch_api p
+    LEFT JOIN string_ids n ON n.id = p.name
+    LEFT JOIN enum_api_type e ON e.id = p.type
+)
+SELECT p.op_name AS name,
+    CASE WHEN p.type_name = 'queue' THEN
+        CASE WHEN p.op_name = 'Enqueue' THEN 'enqueue' ELSE 'dequeue' END
+    ELSE CASE p.type_name {_HOST_CATEGORY} ELSE coalesce(p.type_name, 'cpu_op') END END
+        AS category,
+    p.globalTid >> 32 AS pid, p.globalTid & {_MASK} AS tid, p.startNs AS start_ns,
+    p.endNs - p.startNs AS dur_ns, p.rowid AS op_key,
+    replace(sh.value, chr(13) || chr(10), '') AS shapes,
+    replace(dt.value, chr(13) || chr(10), '') AS dtypes,
+    json_merge_patch('{{}}', json_object('Sequence number', p.sequenceNumber,
+        'Fwd thread id', p.fwdThreadId, 'Call stack', st.stack,
+        'correlation_id', CASE WHEN p.type_name = 'queue' THEN q.connection_id END))::VARCHAR
+        AS args
+FROM typed p
+LEFT JOIN string_ids sh ON sh.id = $shapes
+LEFT JOIN string_ids dt ON dt.id = $dtypes
+LEFT JOIN stacks st ON st.id = p.callchainId
+LEFT JOIN queue_ids q ON q.id = p.connectionId
+UNION ALL
+SELECT coalesce(s.value, 'mstx'), 'mstx', m.globalTid >> 32, m.globalTid & {_MASK}, m.startNs,
+    greatest(m.endNs - m.startNs, 0), -1 - m.rowid, NULL, NULL,
+    json_merge_patch('{{}}', json_object('event_type', e.name))::VARCHAR
+FROM mstx_events m
+LEFT JOIN string_ids s ON s.id = m.message
+LEFT JOIN enum_mstx_event_type e ON e.id = m.eventType
+"""
+
+_LINKS_SQL = """
+SELECT DISTINCT p.rowid AS op_key, ci.connectionId AS connection_id
+FROM pytorch_api p
+JOIN connection_ids ci ON ci.id = p.connectionId
+LEFT JOIN enum_api_type e ON e.id = p.type
+WHERE coalesce(e.name, 'op') = 'op'
+"""
+
+_CANN_SQL = f"""
+SELECT coalesce({_LEVEL_PREFIX}[e.name], coalesce(e.name, 'CANN')) || '@' || coalesce(s.value, '')
+        AS name,
+    c.globalTid >> 32 AS pid, c.globalTid & {_MASK} AS tid, c.startNs AS start_ns,
+    c.endNs - c.startNs AS dur_ns, c.connectionId AS connection_id,
+    json_merge_patch('{{}}', json_object('Thread Id', c.globalTid & {_MASK}, 'level', e.name,
+        'connection_id', c.connectionId))::VARCHAR AS args
+FROM cann_api c
+LEFT JOIN string_ids s ON s.id = c.name
+LEFT JOIN enum_api_type e ON e.id = c.type
+"""
+
+_TASKS_SQL = f"""
+WITH
+pmu AS (
+    SELECT p.globalTaskId, coalesce({_PMU_ALIASES}[s.value], s.value) AS metric, p.value
+    FROM task_pmu_info p LEFT JOIN string_ids s ON s.id = p.name
+),
+-- the database keeps times in ns; the CSVs (and our args) in us
+counters AS (
+    SELECT globalTaskId, json_group_object(
+        CASE WHEN ends_with(metric, '_time') THEN metric || '_us' ELSE metric END,
+        CASE WHEN ends_with(metric, '_time') THEN value / 1000 ELSE value END) AS counters
+    FROM pmu WHERE metric IS NOT NULL GROUP BY globalTaskId
+),
+compute AS (
+    SELECT c.globalTaskId, n.value AS name, nullif(tt.value, 'N/A') AS core_type,
+        nullif(ot.value, 'N/A') AS op_type, coalesce(c.blockDim, c.block_dim) AS block_dim,
+        c.mixBlockDim AS mix_block_dim, c.waitNs / 1000.0 AS wait_us,
+        nullif(nullif(trim(ish.value, '"'), 'N/A'), '') AS shapes,
+        nullif(idt.value, 'N/A') AS dtypes, nullif(ifm.value, 'N/A') AS input_formats,
+        nullif(nullif(trim(osh.value, '"'), 'N/A'), '') AS output_shapes,
+        nullif(odt.value, 'N/A') AS output_dtypes, nullif(ofm.value, 'N/A') AS output_formats
+    FROM compute_task_info c
+    LEFT JOIN string_ids n ON n.id = c.name
+    LEFT JOIN string_ids tt ON tt.id = c.taskType
+    LEFT JOIN string_ids ot ON ot.id = c.opType
+    LEFT JOIN string_ids ish ON ish.id = c.inputShapes
+    LEFT JOIN string_ids idt ON idt.id = c.inputDataTypes
+    LEFT JOIN string_ids ifm ON ifm.id = c.inputFormats
+    LEFT JOIN string_ids osh ON osh.id = c.outputShapes
+    LEFT JOIN string_ids odt ON odt.id = c.outputDataTypes
+    LEFT JOIN string_ids ofm ON ofm.id = c.outputFormats
+),
+hccl AS (
+    SELECT m.globalTaskId, json_object('op_name', n.value, 'hccl_task_type', tt.value,
+        'plane_id', m.planeId, 'src_rank', m.srcRank, 'dst_rank', m.dstRank, 'size', m.size,
+        'transport_type', tr.name, 'link_type', lk.name, 'data_type', dt.name,
+        'notify_id', m.notifyId) AS detail
+    FROM communication_task_info m
+    LEFT JOIN string_ids n ON n.id = m.name
+    LEFT JOIN string_ids tt ON tt.id = m.taskType
+    LEFT JOIN enum_hccl_transport_type tr ON tr.id = m.transportType
+    LEFT JOIN enum_hccl_link_type lk ON lk.id = m.linkType
+    LEFT JOIN enum_hccl_data_type dt ON dt.id = m.dataType
+)
+SELECT coalesce(c.name, hw.value) AS name, hw.value AS hw_type, c.core_type, c.op_type,
+    c.globalTaskId IS NOT NULL AS is_compute, h.globalTaskId IS NOT NULL AS is_comm_subtask,
+    t.deviceId AS device, t.streamId AS stream, t.globalPid AS pid, t.startNs AS start_ns,
+    t.endNs - t.startNs AS dur_ns, t.connectionId AS connection_id, NULL::BIGINT AS bytes,
+    c.shapes, c.dtypes,
+    json_merge_patch('{{}}', json_merge_patch(json_merge_patch(json_object(
+        'task_id', t.taskId, 'context_id', t.contextId, 'model_id', t.modelId,
+        'global_task_id', t.globalTaskId, 'block_dim', c.block_dim,
+        'mix_block_dim', c.mix_block_dim, 'wait_us', c.wait_us,
+        'input_formats', c.input_formats, 'output_shapes', c.output_shapes,
+        'output_dtypes', c.output_dtypes, 'output_formats', c.output_formats),
+        coalesce(h.detail, '{{}}')), coalesce(k.counters, '{{}}')))::VARCHAR AS args
+FROM task t
+LEFT JOIN string_ids hw ON hw.id = t.taskType
+LEFT JOIN compute c ON c.globalTaskId = t.globalTaskId
+LEFT JOIN hccl h ON h.globalTaskId = t.globalTaskId
+LEFT JOIN counters k ON k.globalTaskId = t.globalTaskId
+"""
+
+# the device and stream of a collective are those of its tasks: set when building
+_COMM_SQL = f"""
+SELECT n.value AS name, NULL::SMALLINT AS device, -1 AS stream, NULL::BIGINT AS pid,
+    o.startNs AS start_ns, o.endNs - o.startNs AS dur_ns, o.connectionId AS connection_id,
+    CAST(o.count * {_DTYPE_BYTES}[dt.name] AS BIGINT) AS bytes,
+    json_merge_patch('{{}}', json_object('data_type', dt.name, 'alg_type', alg.value,
+        'count', CASE WHEN o.count = floor(o.count) THEN to_json(o.count::BIGINT)
+            ELSE to_json(o.count) END,
+        'group_name', grp.value, 'op_type', ot.value, 'relay', o.relay, 'retry', o.retry))::VARCHAR
+        AS args
+FROM communication_op o
+LEFT JOIN string_ids n ON n.id = o.opName
+LEFT JOIN enum_hccl_data_type dt ON dt.id = o.dataType
+LEFT JOIN string_ids alg ON alg.id = o.algType
+LEFT JOIN string_ids grp ON grp.id = o.groupName
+LEFT JOIN string_ids ot ON ot.id = o.opType
+"""
+
+_COUNTERS_SQL = """
+WITH memory AS (
+    SELECT lower(coalesce(s.value, 'app')) AS component, m.* FROM memory_record m
+    LEFT JOIN string_ids s ON s.id = m.component
+),
+npu AS (
+    SELECT upper(coalesce(s.value, 'APP')) AS kind, m.* FROM npu_mem m
+    LEFT JOIN string_ids s ON s.id = m.type
+)
+SELECT 'npu_memory' AS track, component || '/allocated_bytes' AS name, timestamp AS ts_ns,
+    totalAllocated AS value FROM memory
+UNION ALL SELECT 'npu_memory', component || '/reserved_bytes', timestamp, totalReserved
+    FROM memory
+UNION ALL SELECT 'npu_memory', component || '/active_bytes', timestamp, totalActive FROM memory
+UNION ALL SELECT 'NPU MEM', kind || '/DDR/bytes', timestampNs, ddr FROM npu
+UNION ALL SELECT 'NPU MEM', kind || '/HBM/bytes', timestampNs, hbm FROM npu
+UNION ALL SELECT 'AI Core Freq', 'AI Core Freq/MHz', timestampNs, freq FROM aicore_freq
+"""
+
+
+def _staged(duck: duckdb.DuckDBPyConnection, sql: str, target: pa.Schema) -> pa.Table:
+    return duck.sql(sql).to_arrow_table().select(target.names).cast(target)
 
 
 def read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
@@ -411,17 +398,36 @@ def _read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
             raise TraceFormatError(
                 f"{path}: not an Ascend profiler database (no TASK or PYTORCH_API table)"
             )
-        host = _host(con, path, tables)
-        mstx = _mstx(con, path, tables)
-        staged = build.Staged(
-            host=pa.concat_tables([host, mstx]) if mstx.num_rows else host,
-            cann=_cann(con, path, tables),
-            tasks=_tasks(con, path, tables),
-            comm=_comm(con, path, tables),
-            links=_links(con, path, tables),
-            counters=_counters(con, path, tables),
-        )
+        raw = {name: _fetch(con, path, name, tables) for name in _RAW}
         facts = _facts(con, tables)
+    duck = duckdb.connect()
+    try:
+        for name, table in raw.items():
+            duck.register(name.lower(), table)
+        swapped = bool(duck.execute(_SWAPPED_SQL).fetchall()[0][0])
+        shapes, dtypes = (
+            ("p.inputDtypes", "p.inputShapes")
+            if swapped
+            else (
+                "p.inputShapes",
+                "p.inputDtypes",
+            )
+        )
+        host_sql = _HOST_SQL.replace("$shapes", shapes).replace("$dtypes", dtypes)
+        staged = build.Staged(
+            host=_staged(duck, host_sql, build.HOST_SCHEMA),
+            cann=_staged(duck, _CANN_SQL, build.CANN_SCHEMA),
+            tasks=_staged(duck, _TASKS_SQL, build.TASK_SCHEMA),
+            comm=_staged(duck, _COMM_SQL, build.COMM_SCHEMA),
+            links=_staged(duck, _LINKS_SQL, build.LINK_SCHEMA),
+            counters=_staged(
+                duck,
+                f"SELECT * FROM ({_COUNTERS_SQL}) WHERE value IS NOT NULL",
+                build.STAGED_COUNTER_SCHEMA,
+            ),
+        )
+    finally:
+        duck.close()
     return staged, facts
 
 
