@@ -297,3 +297,13 @@ def test_unknown_figure_writes_json_and_exits_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "cannot evaluate --fail-on step_time>+5%" in done.stderr
     assert document(out)["checks"][0]["status"] == "unknown"
+
+
+def test_outputs_are_deterministic(tmp_path: Path) -> None:
+    base = synthetic_trace(tmp_path / "base.json", NOISY)
+    current = synthetic_trace(tmp_path / "current.json", [w * 0.9 for w in NOISY])
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert diff(base, current, first).returncode == 0
+    assert diff(base, current, second).returncode == 0
+    for name in ("diff.json", "diff.html"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name

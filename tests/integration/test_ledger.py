@@ -209,6 +209,8 @@ def test_runs_note_since_and_exports(tmp_path: Path) -> None:
     missing = perfledger("runs", "note", "9", "x", "--ledger", path, cwd=tmp_path)
     assert missing.returncode == 2
     assert "no run with id 9" in missing.stderr
+    no_base = perfledger("runs", "--ledger", path, "--baseline", "9", cwd=tmp_path)
+    assert no_base.returncode == 2 and "no run with id 9" in no_base.stderr
     bad_since = perfledger("runs", "--ledger", path, "--since", "soon", cwd=tmp_path)
     assert bad_since.returncode == 2 and "--since 'soon'" in bad_since.stderr
 

@@ -347,19 +347,8 @@ def print_diff(console: Console, document: Mapping[str, Any]) -> None:
             )
         console.print(account)
     gaps = document["gaps"]
-    gap_table = _table("idle gaps", ["", "base", "current", "change"], width)
-    for key, label in (
-        ("median_us", "median gap, µs"),
-        ("mean_us", "mean gap, µs"),
-        ("p90_us", "p90 gap, µs"),
-        ("count_per_step", "gaps per step"),
-        ("idle_ms_per_step", "idle ms per step"),
-    ):
-        figure = gaps[key]
-        gap_table.add_row(
-            label, _num(figure["base"]), _num(figure["current"]), _pct(figure["change_pct"])
-        )
-    console.print(gap_table)
+    if gaps["count_per_step"]["base"] or gaps["count_per_step"]["current"]:
+        console.print(_gap_table(gaps, width))
     if document["op_classes"]:
         classes = _table(
             "op classes per step",
@@ -440,6 +429,22 @@ def print_diff(console: Console, document: Mapping[str, Any]) -> None:
                 f"{_unit(check['unit'])} (noise ±{_num(check['noise'], 2)}{_unit(check['unit'])})",
             )
         )
+
+
+def _gap_table(gaps: Mapping[str, Any], width: int) -> Table:
+    gap_table = _table("idle gaps", ["", "base", "current", "change"], width)
+    for key, label in (
+        ("median_us", "median gap, µs"),
+        ("mean_us", "mean gap, µs"),
+        ("p90_us", "p90 gap, µs"),
+        ("count_per_step", "gaps per step"),
+        ("idle_ms_per_step", "idle ms per step"),
+    ):
+        figure = gaps[key]
+        gap_table.add_row(
+            label, _num(figure["base"]), _num(figure["current"]), _pct(figure["change_pct"])
+        )
+    return gap_table
 
 
 def _print_findings(console: Console, findings: Mapping[str, Any]) -> None:
