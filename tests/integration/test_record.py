@@ -357,6 +357,17 @@ def test_exit_codes_pass_through_and_no_step_means_no_profile(tmp_path: Path) ->
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_program_that_dies_before_the_profiled_steps_writes_nothing(tmp_path: Path) -> None:
+    done = run_record(
+        tmp_path, "-o", "prof", "--skip", "5", "--steps", "2", "--",
+        sys.executable, str(TINY), "--batches", "8", "--raise-at", "2",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "program exited with code 1: 2 steps, 0 profiled" in done.stdout
+    assert "the program ended before the first profiled step; nothing written" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_missing_programs_and_bad_options_are_one_line_errors(tmp_path: Path) -> None:
     missing = run_record(tmp_path, "--", "no-such-program-here")
     assert missing.returncode == 127

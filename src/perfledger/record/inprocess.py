@@ -256,6 +256,8 @@ class StepDriver:
         if self._manual or self._training or self._finished:
             return
         with self._locked():
+            if self._finished:
+                return
             if not self._started:
                 self._begin()
             elif iterator_id in self._fetched and not self._backward_seen:
@@ -275,10 +277,7 @@ class StepDriver:
         elif key != self._optimizer_key:
             return
         with self._locked():
-            if not self._started:
-                self._begin()
-            else:
-                self._cut()
+            self._boundary()
 
     def mark_step(self) -> None:
         """An explicit step boundary: ends the running step and begins the next."""
@@ -286,10 +285,7 @@ class StepDriver:
             return
         self._manual = True
         with self._locked():
-            if not self._started:
-                self._begin()
-            else:
-                self._cut()
+            self._boundary()
 
     def start(self) -> None:
         """Begin step 0 now (the Python API's ``__enter__``)."""
@@ -318,6 +314,15 @@ class StepDriver:
             # Raised again rather than handled here: this may not be the main thread, and only
             # the main thread may raise KeyboardInterrupt for the program.
             signal.raise_signal(pending)
+
+    def _boundary(self) -> None:
+        # A hook may have waited for the lock while another thread finished the driver.
+        if self._finished:
+            return
+        if self._started:
+            self._cut()
+        else:
+            self._begin()
 
     def _begin(self) -> None:
         self.staging.mkdir(parents=True, exist_ok=True)

@@ -219,17 +219,16 @@ def analyse_staging(
     ]
     if not traces:
         shutil.rmtree(staging, ignore_errors=True)
-        _say(
-            console,
-            (
-                "the program ended before the first profiled step"
-                if processes
-                else "no step was detected (steps come from Optimizer.step, DataLoader batches "
-                "or perfledger.mark_step(), in a Python process that imports torch)"
+        if not processes:
+            why = (
+                "no step was detected (steps come from Optimizer.step, DataLoader batches or "
+                "perfledger.mark_step(), in a Python process that imports torch)"
             )
-            + "; nothing written",
-            "[yellow]no step was profiled[/]: ",
-        )
+        elif any(s.profiled for p in processes for s in p.steps):
+            why = "steps were recorded but no trace was written (the program was killed first)"
+        else:
+            why = "the program ended before the first profiled step"
+        _say(console, f"{why}; nothing written", "[yellow]no step was profiled[/]: ")
         return RecordResult(exit_code, None, None, processes)
 
     sampler_cost = samples.sample_cost_ns / max(samples.sample_count, 1)
