@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -27,6 +27,7 @@ from perfledger.sources.kineto_stream import DECODE_ERRORS, Chunk, FastEvent, Te
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
+IdArray = npt.NDArray[np.int64] | npt.NDArray[np.int32]
 
 # Phase codes of the rows kept as events.
 PHASE_COMPLETE = 0
@@ -152,32 +153,48 @@ def _decode_one(
 # --- numbers ------------------------------------------------------------------------------
 
 
-def _string_array(data: bytes, lengths: Int64Array, valid: BoolArray | None) -> pa.Array:
-    """A string array over one buffer of concatenated values (no per-value copies)."""
+def _string_array(
+    data: bytes, lengths: Int64Array, valid: BoolArray | None, *, keep: bool = False
+) -> pa.Array:
+    """A string array over one buffer of concatenated values (no per-value copies).
+
+    ``keep``: the array lives until the end of the import, so its text is copied into
+    Arrow's memory pool, where the sorted copy made at the end can reuse it once freed.
+    """
     offsets = np.zeros(lengths.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     validity = None
     if valid is not None and not valid.all():
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    text: pa.Buffer = pa.py_buffer(data)
+    if keep:
+        text = pa.allocate_buffer(len(data))
+        np.frombuffer(text, np.uint8)[:] = np.frombuffer(data, np.uint8)
     if offsets[-1] < 2**31:
         return pa.StringArray.from_buffers(
-            lengths.size, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), validity
+            lengths.size, pa.py_buffer(offsets.astype(np.int32)), text, validity
         )
     return pa.LargeStringArray.from_buffers(
-        lengths.size, pa.py_buffer(offsets), pa.py_buffer(data), validity
+        lengths.size, pa.py_buffer(offsets), text, validity
     ).cast(pa.string())
 
 
-def texts_array(raws: list[msgspec.Raw], *, empty: int = 0) -> pa.Array:
+def texts_array(raws: list[msgspec.Raw], *, empty: int = 0, compact: bool = False) -> pa.Array:
     """The texts of raw JSON values as strings; null where the text is ``empty`` bytes or less.
 
     Values are joined with a separator that JSON text cannot hold, so that the lengths come
-    from one vectorised search instead of a call per value.
+    from one vectorised search instead of a call per value. ``compact`` drops the line breaks
+    and indentation of Kineto's pretty printing (a raw line break can only be whitespace
+    between JSON tokens, never part of a string).
     """
     joined = _SEPARATOR.join(raws) + _SEPARATOR
+    if compact and b"\n" in joined:
+        joined = joined.replace(b"\n      ", b"").replace(b"\n    ", b"")
+        if b"\n" in joined:
+            joined = joined.replace(b"\n", b"")
     stops = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
     lengths = np.diff(stops, prepend=-1) - 1
-    return _string_array(joined.replace(_SEPARATOR, b""), lengths, lengths > empty)
+    return _string_array(joined.replace(_SEPARATOR, b""), lengths, lengths > empty, keep=True)
 
 
 def _decimal_ns(text: str) -> int | None:
@@ -368,15 +385,17 @@ class Block:
     cat: pa.Array  # dictionary<string>
     name: pa.Array  # dictionary<string>
     phase: npt.NDArray[np.int8]
-    pid: Int64Array
-    tid: Int64Array
-    stream: Int64Array  # device rows: args.stream, else tid; host rows: tid
-    device: npt.NDArray[np.int32]  # args.device, else the pid
+    # Ids are stored as int32 when a chunk's values fit (most do): the blocks are the bulk of
+    # the memory an import holds before the table is laid out.
+    pid: IdArray
+    tid: IdArray
+    stream: IdArray  # device rows: args.stream, else tid; host rows: tid
+    device: IdArray  # args.device, else the pid
     ts: Int64Array  # ns, before the base time is added
     dur: Int64Array
-    correlation: Int64Array
-    external_id: Int64Array
-    nbytes: Int64Array | None  # args.bytes, else args.size
+    correlation: IdArray
+    external_id: IdArray
+    nbytes: IdArray | None  # args.bytes, else args.size
     flops: FloatArray | None
     shapes: pa.Array | None
     dtypes: pa.Array | None
@@ -388,8 +407,8 @@ class Side:
     """What a chunk holds besides events: metadata, flows, counters, bookkeeping."""
 
     metadata: list[tuple[str, int | str, int | str, dict[str, Any]]] = field(default_factory=list)
-    flow_pid: list[Int64Array] = field(default_factory=list)
-    flow_tid: list[Int64Array] = field(default_factory=list)
+    flow_pid: list[IdArray] = field(default_factory=list)
+    flow_tid: list[IdArray] = field(default_factory=list)
     flow_ts: list[Int64Array] = field(default_factory=list)
     flow_id: list[Int64Array] = field(default_factory=list)
     flow_start: list[BoolArray] = field(default_factory=list)
@@ -441,6 +460,13 @@ def _category_groups(cats: pa.Array) -> tuple[pa.Array, Int64Array, BoolArray]:
     return encoded, group[codes], device[codes]
 
 
+def _narrow(values: Int64Array) -> IdArray:
+    """int32 when every value fits, else the int64 values unchanged."""
+    if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
+        return values
+    return values.astype(np.int32)
+
+
 def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
     """Columns of one decoded chunk; metadata, flows and counters go to ``side``."""
     events, ts, ts_ok, dur, dur_ok = _times(chunk)
@@ -463,10 +489,13 @@ def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
     if keep.size == 0:
         return None
 
-    kept = keep.tolist()
+    # itemgetter picks the kept events in C; a comprehension over indices costs twice as much
+    kept: list[Any] = (
+        list(itemgetter(*keep.tolist())(events)) if keep.size > 1 else [events[int(keep[0])]]
+    )
     cat, group, on_device = _category_groups(cats.take(pa.array(keep)))
     group[is_instant[keep]] = GROUP_INSTANT
-    texts = [events[i].args for i in kept]
+    texts = [e.args for e in kept]
     columns = _args_columns(texts, group, ts[keep], side)
     kept_pid = pid[keep]
     kept_tid = tid[keep]
@@ -484,21 +513,21 @@ def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
         nbytes = np.where(nbytes >= 0, nbytes, size)
     return Block(
         cat=cat,
-        name=pc.dictionary_encode(pa.array([events[i].name for i in kept], pa.string())),
+        name=pc.dictionary_encode(pa.array([e.name for e in kept], pa.string())),
         phase=np.where(is_instant[keep], PHASE_INSTANT, PHASE_COMPLETE).astype(np.int8),
-        pid=kept_pid,
-        tid=kept_tid,
-        stream=np.where(on_device & (stream >= 0), stream, kept_tid),
-        device=np.where(device >= 0, device, kept_pid).clip(-(2**31), 2**31 - 1).astype(np.int32),
+        pid=_narrow(kept_pid),
+        tid=_narrow(kept_tid),
+        stream=_narrow(np.where(on_device & (stream >= 0), stream, kept_tid)),
+        device=_narrow(np.where(device >= 0, device, kept_pid)),
         ts=ts[keep],
         dur=np.maximum(dur[keep], 0),
-        correlation=columns.pop("correlation"),
-        external_id=external,
-        nbytes=nbytes,
+        correlation=_narrow(columns.pop("correlation")),
+        external_id=_narrow(external),
+        nbytes=None if nbytes is None else _narrow(nbytes),
         flops=columns.pop("flops", None),
         shapes=columns.pop("input_dims", None),
         dtypes=columns.pop("input_type", None),
-        args=texts_array(texts, empty=2),  # "{}": no args
+        args=texts_array(texts, empty=2, compact=True),  # "{}": no args
     )
 
 
@@ -599,8 +628,8 @@ def _flows(
     ids = int_column([events[i].id for i in rows.tolist()])
     ok = ids >= 0
     rows = rows[ok]
-    side.flow_pid.append(pid[rows])
-    side.flow_tid.append(tid[rows])
+    side.flow_pid.append(_narrow(pid[rows]))
+    side.flow_tid.append(_narrow(tid[rows]))
     side.flow_ts.append(ts[rows])
     side.flow_id.append(ids[ok])
     side.flow_start.append(codes[rows] == _PH_S)

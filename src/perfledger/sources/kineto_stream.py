@@ -28,7 +28,7 @@ import numpy as np
 
 from perfledger.errors import TraceFormatError
 
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 4 << 20
 _SCAN_BLOCK = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
@@ -229,6 +229,13 @@ def _strip_separator(piece: bytes) -> bytes:
     return piece[match.end() :] if match else piece
 
 
+def _array_text(buf: bytes, stop: int) -> bytes:
+    """``[`` + the elements in ``buf[:stop]`` (after any leading separator) + ``]``, one copy."""
+    match = _LEADING_COMMA.match(buf)
+    start = match.end() if match else 0
+    return b"".join((b"[", memoryview(buf)[start:stop], b"]"))
+
+
 def _lenient_event(value: Any) -> TextEvent | None:
     """An event from a decoded JSON value whose field types do not match :class:`TextEvent`."""
     if not isinstance(value, dict):
@@ -319,7 +326,7 @@ class _Splitter:
         events = Chunk([])
         if ends:
             try:
-                events = _decode_payload(b"[" + _strip_separator(self.buf[:cut]) + b"]")
+                events = _decode_payload(_array_text(self.buf, cut))
             except DECODE_ERRORS:
                 events = self._decode_pieces(ends)
         if array_end >= 0:
@@ -356,7 +363,7 @@ class _Splitter:
                 size *= 2  # one element larger than the buffer: read more
                 continue
             try:
-                events = _decode_payload(b"[" + _strip_separator(self.buf[:cut]) + b"]")
+                events = _decode_payload(_array_text(self.buf, cut))
             except DECODE_ERRORS:
                 events, cut = self._decode_exact(len(self.buf))
                 if cut == 0 and not self.finished:
