@@ -5,11 +5,16 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import msgspec
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests import kineto_gen as gen
 from tests.kineto_gen import Num
 
@@ -17,6 +22,7 @@ from perfledger import schema
 from perfledger.errors import PerfledgerError, TraceFormatError
 from perfledger.sources import kineto_stream
 from perfledger.sources.kineto import is_kineto, load_kineto
+from perfledger.sources.kineto_columns import float_us_ns, text_us_ns
 
 HOST = 100
 GPU = 0
@@ -706,3 +712,36 @@ def test_perfledger_error_is_the_base(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("[1, 2")
     with pytest.raises(PerfledgerError):
         load_kineto(tmp_path / "bad.json")
+
+
+# --- number conversion ----------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    micros=st.lists(st.integers(0, 2**43 - 1), min_size=1, max_size=50),
+    nanos=st.lists(st.integers(0, 999), min_size=50, max_size=50),
+)
+def test_float_microseconds_below_2_43_give_the_written_ns(
+    micros: list[int], nanos: list[int]
+) -> None:
+    # Kineto writes "<µs>.<3 digits>": the float64 of that text must give back the digits
+    texts = [f"{us}.{ns:03d}" for us, ns in zip(micros, nanos, strict=False)]
+    floats = np.array([float(t) for t in texts])
+    converted = float_us_ns(floats)
+    assert converted is not None
+    values, valid = converted
+    assert valid.all()
+    assert values.tolist() == [int(Decimal(t) * 1000) for t in texts]
+    raw = [msgspec.Raw(t.encode()) for t in texts]
+    text_values, text_valid = text_us_ns(raw, required=True)
+    assert text_valid.all()
+    assert text_values.tolist() == values.tolist()
+
+
+def test_floats_that_cannot_hold_the_ns_ask_for_the_text() -> None:
+    assert float_us_ns(np.array([1712195495505543.2])) is None
+    assert float_us_ns(np.array([2.0**53 + 2])) is None
+    values, valid = float_us_ns(np.array([1712195495505543.0, math.nan]))  # type: ignore[misc]
+    assert values[0] == 1712195495505543000
+    assert valid.tolist() == [True, False]
