@@ -158,7 +158,7 @@ KERNEL_COLUMNS: Final = {
     "task_id": ("Task ID", "Task Id"),
     "context_id": ("Context ID", "Context Id"),
     "device": ("Device_id", "Device ID", "Device Id"),
-    "step": ("Step Id", "Step ID"),
+    "step_id": ("Step Id", "Step ID"),
     "model_id": ("Model ID", "Model Id"),
     "block_dim": ("Block Dim", "Block Num"),
     "mix_block_dim": ("Mix Block Dim", "Mix Block Num"),

@@ -149,6 +149,35 @@ def test_kinds_links_and_args_of_the_run(tmp_path: Path) -> None:
     assert size == (4096,)
 
 
+def test_host_to_device_flow_links_a_task_without_connection_id(tmp_path: Path) -> None:
+    rank_dir = gen.write_text(tmp_path)
+    timeline = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    events = json.loads(timeline.read_text())
+    task = next(e for e in events if e.get("name") == "Conv2D1")
+    launch = next(
+        e for e in events if e.get("name") == "Node@launch" and e["args"]["connection_id"] == 11
+    )
+    del task["args"]["connection_id"]
+    for e in events:  # no other path to the launch either
+        if e.get("cat") == "async_npu":
+            e["cat"] = "unrelated"
+    flow = {"name": "HostToDevice11", "cat": "HostToDevice", "id": "11"}
+    events.append(
+        {**flow, "ph": "s", "pid": launch["pid"], "tid": launch["tid"], "ts": launch["ts"]}
+    )
+    events.append(
+        {**flow, "ph": "f", "bp": "e", "pid": task["pid"], "tid": task["tid"], "ts": task["ts"]}
+    )
+    timeline.write_text(json.dumps(events))
+    loaded = only(load_ascend(rank_dir)).events
+    linked = query(
+        "SELECT l.name::VARCHAR, l.start_ns FROM events k JOIN events l "
+        "ON l.correlation = k.correlation AND l.device < 0 WHERE k.name = 'Conv2D1'",
+        events=loaded,
+    )
+    assert linked == [("Node@launch", gen._ns(220))]
+
+
 def test_database_with_shapes_and_types_swapped(tmp_path: Path) -> None:
     events = only(load_ascend(gen.write_db(tmp_path, swap_shapes_and_types=True))).events
     assert query(

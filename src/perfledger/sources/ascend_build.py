@@ -130,11 +130,15 @@ issued_ids AS (
     SELECT connection_id FROM tasks WHERE connection_id IS NOT NULL
     UNION SELECT connection_id FROM comm WHERE connection_id IS NOT NULL
 ),
--- the innermost (latest starting) operator that issued a connection's work
+-- the innermost operator that issued a connection's work: the latest to start, the shortest
+-- of those starting together
 op_of_connection AS (
-    SELECT l.connection_id, arg_max(l.op_key, h.start_ns) AS op_key
-    FROM links l JOIN host h USING (op_key)
-    GROUP BY l.connection_id
+    SELECT connection_id, op_key FROM (
+        SELECT l.connection_id, l.op_key, row_number() OVER (
+            PARTITION BY l.connection_id ORDER BY h.start_ns DESC, h.dur_ns, l.op_key
+        ) AS rank_in_connection
+        FROM links l JOIN host h USING (op_key)
+    ) WHERE rank_in_connection = 1
 ),
 linked_ops AS (SELECT DISTINCT op_key FROM op_of_connection),
 comm_ids AS (SELECT DISTINCT connection_id FROM comm WHERE connection_id IS NOT NULL),
