@@ -190,7 +190,8 @@ _FAMILY_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
         conv1d conv2d conv3d convolution _convolution cudnn_convolution miopen_convolution
         mkldnn_convolution _convolution_mode convolution_backward cudnn_convolution_backward
         cudnn_convolution_backward_input cudnn_convolution_backward_weight
-        miopen_convolution_backward
+        miopen_convolution_backward conv2dbackpropinput conv2dbackpropfilter
+        conv3dbackpropinput conv3dbackpropfilter
         """
     ),
     ATTENTION: _words(
@@ -757,8 +758,9 @@ def _convolution(
             precision_of(out_grad.dtype),
             "input gradient assumed stride 1 and one group",
         )
-    if key == "cudnn_convolution_backward_weight":
-        return None  # the kernel size is passed as a list, not recorded
+    if key == "cudnn_convolution_backward_weight" or "backprop" in key:
+        # the kernel size (or the input size) is passed as a list, not recorded as a shape
+        return None
     activation, kernel = tensor(0), tensor(1)
     if activation is None or kernel is None or not _conv_shapes_fit(activation.shape, kernel.shape):
         return None

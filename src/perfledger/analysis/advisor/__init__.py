@@ -1,0 +1,142 @@
+"""The advisor: read a profile the way the seeds' checklist does and say what holds the step back.
+
+Each rule is one module of this package (one diagnosis, thresholds with documented defaults).
+:func:`advise` runs them over a :class:`~perfledger.pipeline.ProfileAnalysis` and returns the
+findings sorted by severity: the estimated time per step a fix would recover. A rule whose
+data is absent from the profile (no shapes, no host counters, no data loader ...) does not
+fire; :func:`skipped_rules` says which and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from perfledger.analysis.advisor import (
+    dataloader_bound,
+    excessive_sync,
+    exposed_communication,
+    fusion_candidates,
+    host_cpu_saturated,
+    host_dispatch_bound,
+    long_tail_ops,
+    low_utilization_windows,
+    memcpy_heavy,
+    memory_bound_ops,
+    precision_mix,
+    profiler_overhead_high,
+    small_op_explosion,
+)
+from perfledger.analysis.advisor.base import (
+    AdvisorConfig,
+    DeviceOverride,
+    Finding,
+    Rule,
+    Skipped,
+    Threshold,
+)
+from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.analysis.advisor.options import (
+    add_advisor_arguments,
+    config_from_args,
+    config_from_toml,
+    rules_table,
+)
+
+if TYPE_CHECKING:
+    from perfledger.pipeline import ProfileAnalysis
+
+__all__ = [
+    "RULES",
+    "AdvisorConfig",
+    "AdvisorReport",
+    "DeviceOverride",
+    "Finding",
+    "Rule",
+    "Skipped",
+    "Threshold",
+    "add_advisor_arguments",
+    "advise",
+    "config_from_args",
+    "config_from_toml",
+    "diagnose",
+    "rule_by_id",
+    "rules_table",
+    "skipped_rules",
+]
+
+# In DESIGN.md's order of finding ids.
+RULES: Final[tuple[Rule, ...]] = (
+    host_dispatch_bound.RULE,
+    excessive_sync.RULE,
+    small_op_explosion.RULE,
+    memory_bound_ops.RULE,
+    fusion_candidates.RULE,
+    exposed_communication.RULE,
+    memcpy_heavy.RULE,
+    dataloader_bound.RULE,
+    low_utilization_windows.RULE,
+    long_tail_ops.RULE,
+    host_cpu_saturated.RULE,
+    profiler_overhead_high.RULE,
+    precision_mix.RULE,
+)
+
+
+@dataclass(frozen=True)
+class AdvisorReport:
+    """Findings sorted by severity, and the rules that could not run with the reason."""
+
+    findings: tuple[Finding, ...]
+    skipped: tuple[Skipped, ...]
+
+
+def rule_by_id(rule_id: str) -> Rule | None:
+    """The registered rule with this id."""
+    return next((r for r in RULES if r.id == rule_id), None)
+
+
+def diagnose(
+    analysis: ProfileAnalysis,
+    config: AdvisorConfig | None = None,
+    *,
+    overhead_pct: float | None = None,
+    rules: Sequence[Rule] = RULES,
+) -> AdvisorReport:
+    """Run every enabled rule once: findings (sorted by severity) and skipped rules."""
+    config = config or AdvisorConfig()
+    context = AdvisorContext(analysis, config, overhead_pct)
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    for rule in rules:
+        if not config.runs(rule.id):
+            continue
+        outcome = rule.check(context, config.params(rule))
+        if isinstance(outcome, Finding):
+            findings.append(outcome)
+        elif isinstance(outcome, Skipped):
+            skipped.append(outcome)
+    findings.sort(key=lambda f: (-f.severity_ms, -f.severity_pct, f.id))
+    return AdvisorReport(tuple(findings), tuple(skipped))
+
+
+def advise(
+    analysis: ProfileAnalysis,
+    config: AdvisorConfig | None = None,
+    *,
+    overhead_pct: float | None = None,
+) -> tuple[Finding, ...]:
+    """The findings of every enabled rule on a profile, most severe first."""
+    return diagnose(analysis, config, overhead_pct=overhead_pct).findings
+
+
+def skipped_rules(
+    analysis: ProfileAnalysis,
+    config: AdvisorConfig | None = None,
+    *,
+    overhead_pct: float | None = None,
+) -> list[tuple[str, str]]:
+    """(rule id, reason) of every enabled rule whose precondition data is absent."""
+    report = diagnose(analysis, config, overhead_pct=overhead_pct)
+    return [(s.rule, s.reason) for s in report.skipped]

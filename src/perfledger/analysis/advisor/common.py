@@ -1,0 +1,127 @@
+"""Small pieces several rules share: host threads, call sites, per-step counts, offenders."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from perfledger import schema, vendors
+from perfledger.analysis import columns
+from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
+from perfledger.analysis.ops import innermost_enclosing, operator_nesting
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+# Frames of the framework itself: a call site is the first frame outside them.
+_LIBRARY_FRAMES: Final = ("site-packages/", "dist-packages/", "/torch/", "<built-in", "/lib/python")
+
+
+def host_steps(ctx: AdvisorContext) -> int:
+    """How many (rank, step) windows the profile has: the divisor of host-side counts."""
+    if ctx.step_windows:
+        return len({(w.rank, w.step) for w in ctx.step_windows})
+    return len({(w.rank, w.step) for w in ctx.host_windows})
+
+
+def sync_mask(events: pa.Table) -> BoolArray:
+    """Host rows that block until the device drains: sync calls and ``.item()``-like ops.
+
+    The same definition as the accounting's ``sync`` idle cause.
+    """
+    host = columns.int64(events, "device") < 0
+    by_kind = columns.isin(events, "kind", [schema.SYNC])
+    by_name = columns.isin(events, "kind", [schema.CPU_OP]) & columns.isin(
+        events, "name", vendors.HOST_SYNC_OPS
+    )
+    mask: BoolArray = host & (by_kind | by_name)
+    return mask
+
+
+def enclosing_python(events: pa.Table, rows: IntArray) -> list[str | None]:
+    """The innermost Python frame (``python`` event) running on each row's thread at its start."""
+    python_rows = np.flatnonzero(columns.isin(events, "kind", [schema.PYTHON]))
+    if python_rows.size == 0 or rows.size == 0:
+        return [None] * int(rows.size)
+    start = columns.int64(events, "start_ns")
+    end = start + columns.int64(events, "dur_ns")
+    thread = thread_ids(events, np.concatenate([python_rows, rows]))
+    frame_thread, query_thread = thread[: python_rows.size], thread[python_rows.size :]
+    parent = operator_nesting(frame_thread, start[python_rows], end[python_rows])
+    found = innermost_enclosing(
+        frame_thread, start[python_rows], end[python_rows], parent, query_thread, start[rows]
+    )
+    names = columns.strings(events, "name")
+    # walk up to the first frame of the user's code, a handful of rows: the reported offenders
+    sites: list[str | None] = []
+    for index in found:
+        site = None
+        first = None
+        while index >= 0:
+            name = str(names[python_rows[index]])
+            first = first or name
+            if not any(marker in name for marker in _LIBRARY_FRAMES):
+                site = name
+                break
+            index = int(parent[index])
+        sites.append(site or first)
+    return sites
+
+
+def stack_site(args: str | None) -> str | None:
+    """The first user frame of a ``Call stack`` arg (Kineto ``with_stack``; torch_npu)."""
+    if not args:
+        return None
+    try:
+        parsed = json.loads(args)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    stack = parsed.get("Call stack") or parsed.get("call_stack") or parsed.get("Call Stack")
+    if not isinstance(stack, str) or not stack:
+        return None
+    frames = [f.strip() for f in stack.replace("\n", ";").split(";") if f.strip()]
+    for frame in frames:
+        if not any(marker in frame for marker in _LIBRARY_FRAMES):
+            return frame
+    return frames[0] if frames else None
+
+
+def call_sites(
+    events: pa.Table, rows: IntArray, fallback_rows: IntArray | None = None
+) -> list[str | None]:
+    """Where in the code each row was issued: its recorded stack, else the Python frame."""
+    args = columns.strings(events, "args")
+    python = enclosing_python(events, rows)
+    sites: list[str | None] = []
+    for i, row in enumerate(rows):
+        site = stack_site(args[row])
+        if site is None and fallback_rows is not None and fallback_rows[i] >= 0:
+            site = stack_site(args[fallback_rows[i]])
+        sites.append(site or python[i])
+    return sites
+
+
+def offender(rank: int, step: int, start_ns: int, end_ns: int, **figures: Any) -> dict[str, Any]:
+    """An evidence entry the timeline can jump to."""
+    return {
+        "rank": int(rank),
+        "step": int(step),
+        "start_ns": int(start_ns),
+        "end_ns": int(end_ns),
+        **figures,
+    }
+
+
+def spans_of(offenders: Sequence[dict[str, Any]]) -> tuple[dict[str, int], ...]:
+    """Timeline spans of evidence entries."""
+    return tuple(
+        {"rank": int(o["rank"]), "start_ns": int(o["start_ns"]), "end_ns": int(o["end_ns"])}
+        for o in offenders
+    )

@@ -1,0 +1,341 @@
+"""What every rule reads: the profile's analysis, the step basis of severities, device tasks
+linked to the host calls and operators that issued them, and the device each rank ran on.
+
+Built once per :func:`perfledger.analysis.advisor.advise` call; every derived table is computed
+on first use (vectorised) and shared by the rules that need it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Final
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger import devices, schema
+from perfledger.analysis import columns
+from perfledger.analysis.advisor.base import AdvisorConfig, pct
+from perfledger.analysis.ops import innermost_enclosing, operator_nesting
+from perfledger.analysis.types import HostWindowAccount, WindowAccount
+
+if TYPE_CHECKING:
+    from perfledger.pipeline import ProfileAnalysis
+
+IntArray = npt.NDArray[np.int64]
+SPAN_STEP: Final = -1
+
+# Columns of :attr:`AdvisorContext.tasks`, one row per device task (kernel, comm, memcpy,
+# memset), sorted by rank, device, stream, start_ns:
+TASKS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("row", pa.int64()),  # row in ProfileAnalysis.events
+        pa.field("rank", pa.int32()),
+        pa.field("device", pa.int16()),
+        pa.field("stream", pa.int64()),
+        pa.field("step", pa.int32()),
+        pa.field("kind", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("bytes", pa.int64()),
+        pa.field("shapes", pa.string()),  # the task's own (Ascend kernels), else null
+        pa.field("dtypes", pa.string()),
+        pa.field("args", pa.string()),
+        pa.field("launch_row", pa.int64()),  # the runtime/sync call that issued it (-1)
+        pa.field("launch_ns", pa.int64()),
+        pa.field("launch_dur_ns", pa.int64()),
+        pa.field("op_row", pa.int64()),  # the cpu_op that issued it (-1)
+        pa.field("op_name", pa.string()),
+        pa.field("op_shapes", pa.string()),
+        pa.field("op_dtypes", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class StepBasis:
+    """What "per step" means for severities: the step windows of every rank and device.
+
+    ``annotated`` is False when the trace has no step annotation: the one window is then the
+    whole profile and "per step" reads "per profiled window".
+    """
+
+    windows: int
+    wall_ns: int
+    annotated: bool
+
+    @property
+    def mean_step_ns(self) -> float:
+        return self.wall_ns / self.windows if self.windows else 0.0
+
+    def severity(self, recoverable_ns: float) -> tuple[float, float]:
+        """(ms per step, % of step) of a recoverable time summed over every window."""
+        if self.windows == 0:
+            return 0.0, 0.0
+        per_step_ms = round(recoverable_ns / self.windows / 1e6, 3)
+        return per_step_ms, pct(recoverable_ns, self.wall_ns)
+
+    def describe(self) -> str:
+        unit = "step" if self.annotated else "profiled window (no step annotation)"
+        return f"{self.windows} {unit}s, mean {self.mean_step_ns / 1e6:.3f} ms"
+
+
+class AdvisorContext:
+    """The profile as the rules see it (see the module docstring)."""
+
+    def __init__(
+        self,
+        analysis: ProfileAnalysis,
+        config: AdvisorConfig,
+        overhead_pct: float | None = None,
+    ) -> None:
+        self.analysis = analysis
+        self.config = config
+        self.overhead_pct = overhead_pct
+
+    # --- windows ---------------------------------------------------------------------------
+
+    @cached_property
+    def step_windows(self) -> tuple[WindowAccount, ...]:
+        """Device accounts of the step windows (every rank and device), empty windows left out."""
+        return tuple(
+            w
+            for r in self.analysis.ranks
+            for w in r.accounting.windows
+            if w.step != SPAN_STEP and w.wall_ns > 0
+        )
+
+    @cached_property
+    def span_windows(self) -> tuple[WindowAccount, ...]:
+        """Device accounts of each device's whole span (step -1 rows)."""
+        return tuple(
+            w
+            for r in self.analysis.ranks
+            for w in r.accounting.windows
+            if w.step == SPAN_STEP and w.wall_ns > 0
+        )
+
+    @cached_property
+    def host_windows(self) -> tuple[HostWindowAccount, ...]:
+        """Main-thread accounts of host-only ranks' step windows."""
+        return tuple(
+            w
+            for r in self.analysis.ranks
+            for w in r.accounting.host
+            if w.step != SPAN_STEP and w.wall_ns > 0
+        )
+
+    @cached_property
+    def basis(self) -> StepBasis:
+        """Step windows of the devices, or of the host threads on host-only profiles."""
+        annotated = self.analysis.step_count > 0
+        if self.step_windows:
+            walls = [w.wall_ns for w in self.step_windows]
+        else:
+            walls = [w.wall_ns for w in self.host_windows]
+        return StepBasis(len(walls), int(sum(walls)), annotated)
+
+    @property
+    def has_device_tasks(self) -> bool:
+        return bool(self.tasks.num_rows > 0)
+
+    def severity(self, recoverable_ns: float) -> tuple[float, float]:
+        """(ms per step, % of step) of a recoverable time summed over every step window."""
+        return self.basis.severity(recoverable_ns)
+
+    # --- devices ---------------------------------------------------------------------------
+
+    def device(self, rank: int) -> devices.DeviceSpec | None:
+        """The device a rank ran on (the user's override applied), None when unknown."""
+        return self._devices.get(rank)
+
+    @cached_property
+    def _devices(self) -> dict[int, devices.DeviceSpec | None]:
+        override = self.config.device
+        named = devices.find_device(override.model) if override.model else None
+        found: dict[int, devices.DeviceSpec | None] = {}
+        for rank_analysis in self.analysis.ranks:
+            recognised = named or devices.device_from_meta(rank_analysis.trace.meta)
+            peak = override.peak_tflops
+            bandwidth = override.bandwidth_gbps
+            if peak is not None or bandwidth is not None or override.host_link_gbps is not None:
+                if recognised is None and (peak is None or bandwidth is None):
+                    spec = None  # half a device: the other peak is unknown
+                else:
+                    spec = devices.custom_device(
+                        math.nan if peak is None else peak,
+                        math.nan if bandwidth is None else bandwidth,
+                        base=recognised,
+                        host_link_gbps=override.host_link_gbps,
+                    )
+            else:
+                spec = recognised
+            found[rank_analysis.rank] = spec
+        return found
+
+    def device_names(self) -> list[str]:
+        """What the traces say the devices are (for evidence when none is recognised)."""
+        names: set[str] = set()
+        for rank_analysis in self.analysis.ranks:
+            properties = rank_analysis.trace.meta.get("device_properties")
+            entries = properties if isinstance(properties, list) else [properties]
+            for entry in entries:
+                if isinstance(entry, dict) and entry.get("name"):
+                    names.add(str(entry["name"]))
+        return sorted(names)
+
+    # --- device tasks ----------------------------------------------------------------------
+
+    @cached_property
+    def tasks(self) -> pa.Table:
+        """Device tasks with the call and the operator that issued them (:data:`TASKS_SCHEMA`)."""
+        return device_tasks(self.analysis.events)
+
+    @cached_property
+    def rank_offsets(self) -> dict[int, int]:
+        """Row of each rank's first event in ProfileAnalysis.events (ranks are concatenated)."""
+        offsets: dict[int, int] = {}
+        position = 0
+        for rank_analysis in self.analysis.ranks:
+            offsets.setdefault(rank_analysis.rank, position)
+            position += rank_analysis.events.num_rows
+        return offsets
+
+    @cached_property
+    def gap_task_rows(self) -> IntArray:
+        """For each row of ProfileAnalysis.gaps, the row in ProfileAnalysis.events of the task
+        that ends the gap (-1: none). ``next_task`` counts within the rank's own events."""
+        parts = []
+        position = 0
+        for rank_analysis in self.analysis.ranks:
+            local = np.asarray(rank_analysis.accounting.gaps["next_task"], dtype=np.int64)
+            parts.append(np.where(local >= 0, local + position, -1))
+            position += rank_analysis.events.num_rows
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def device_tasks(events: pa.Table) -> pa.Table:
+    """Each device task with the host call and the operator that issued it.
+
+    The call is the runtime/sync row with the task's (rank, correlation) (the earliest when a
+    source repeats an id); the operator is the shortest cpu_op of the rank carrying the
+    call's external id (the task's own when the call has none), else, for traces that link
+    operators only by time, the innermost cpu_op running on the calling thread when the call
+    began.
+    """
+    n = events.num_rows
+    if n == 0:
+        return TASKS_SCHEMA.empty_table()
+    is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
+    if not is_task.any():
+        return TASKS_SCHEMA.empty_table()
+    device = columns.int64(events, "device")
+    correlation = columns.int64(events, "correlation")
+    is_launch = columns.isin(events, "kind", schema.LAUNCH_KINDS) & (device < 0)
+    is_launch &= correlation != schema.NO_ID
+    is_op = columns.isin(events, "kind", [schema.CPU_OP])
+    start = columns.int64(events, "start_ns")
+    end = start + columns.int64(events, "dur_ns")
+    rank = columns.int64(events, "rank")
+
+    op_rows = np.flatnonzero(is_op)
+    launch_rows = np.flatnonzero(is_launch)
+    thread = thread_ids(events, np.concatenate([op_rows, launch_rows]))
+    op_thread, launch_thread = thread[: op_rows.size], thread[op_rows.size :]
+    parent = operator_nesting(op_thread, start[op_rows], end[op_rows])
+    enclosing = innermost_enclosing(
+        op_thread, start[op_rows], end[op_rows], parent, launch_thread, start[launch_rows]
+    )
+    enclosing_row = (
+        np.where(enclosing >= 0, op_rows[np.maximum(enclosing, 0)], -1)
+        if op_rows.size
+        else np.full(launch_rows.size, -1, dtype=np.int64)
+    )
+
+    def subset(rows: IntArray, names: list[str]) -> pa.Table:
+        taken = events.select(names).take(pa.array(rows, pa.int64()))
+        return taken.append_column("row", pa.array(rows, pa.int64()))
+
+    task_rows = np.flatnonzero(is_task)
+    tasks = subset(task_rows, ["rank", "start_ns", "correlation", "external_id"])
+    launches = subset(launch_rows, ["rank", "correlation", "external_id", "start_ns", "dur_ns"])
+    launches = launches.append_column("enclosing_op", pa.array(enclosing_row, pa.int64()))
+    ops = subset(op_rows, ["rank", "external_id", "start_ns", "dur_ns"])
+    query = """
+        WITH launch AS (
+            SELECT * FROM launches
+            QUALIFY row_number() OVER (PARTITION BY rank, correlation ORDER BY start_ns, row) = 1
+        ),
+        op_by_id AS (
+            SELECT * FROM ops WHERE external_id <> -1
+            QUALIFY row_number() OVER (
+                PARTITION BY rank, external_id ORDER BY dur_ns, start_ns DESC, row DESC) = 1
+        ),
+        linked AS (
+            SELECT t.row, coalesce(l.row, -1) AS launch_row, coalesce(l.start_ns, -1) AS launch_ns,
+                   coalesce(l.dur_ns, 0) AS launch_dur_ns, t.rank,
+                   coalesce(nullif(l.external_id, -1), nullif(t.external_id, -1)) AS op_id,
+                   l.enclosing_op
+            FROM tasks t LEFT JOIN launch l
+                ON t.correlation <> -1 AND t.rank = l.rank AND t.correlation = l.correlation
+        )
+        SELECT k.row, k.launch_row, k.launch_ns, k.launch_dur_ns,
+               coalesce(o.row, nullif(k.enclosing_op, -1), -1) AS op_row
+        FROM linked k LEFT JOIN op_by_id o ON k.rank = o.rank AND k.op_id = o.external_id
+        ORDER BY k.row
+    """
+    with duckdb.connect() as con:
+        for name, table in (("tasks", tasks), ("launches", launches), ("ops", ops)):
+            con.register(name, table)
+        linked = con.sql(query).to_arrow_table()
+    rows = np.asarray(linked["row"], dtype=np.int64)
+    op_row = np.asarray(linked["op_row"], dtype=np.int64)
+    order = np.lexsort(
+        (rows, start[rows], columns.int64(events, "stream")[rows], device[rows], rank[rows])
+    )
+    rows, op_row = rows[order], op_row[order]
+    take = pa.array(rows, pa.int64())
+    op_take = pa.array(np.maximum(op_row, 0), pa.int64(), mask=op_row < 0)
+
+    def text(column: str, at: pa.Array) -> pa.ChunkedArray:
+        return pc.cast(events.column(column).take(at), pa.string())
+
+    return pa.table(
+        {
+            "row": take,
+            "rank": events["rank"].take(take),
+            "device": events["device"].take(take),
+            "stream": events["stream"].take(take),
+            "step": events["step"].take(take),
+            "kind": text("kind", take),
+            "name": text("name", take),
+            "start_ns": events["start_ns"].take(take),
+            "dur_ns": events["dur_ns"].take(take),
+            "bytes": events["bytes"].take(take),
+            "shapes": text("shapes", take),
+            "dtypes": text("dtypes", take),
+            "args": text("args", take),
+            "launch_row": pa.array(np.asarray(linked["launch_row"], dtype=np.int64)[order]),
+            "launch_ns": pa.array(np.asarray(linked["launch_ns"], dtype=np.int64)[order]),
+            "launch_dur_ns": pa.array(np.asarray(linked["launch_dur_ns"], dtype=np.int64)[order]),
+            "op_row": pa.array(op_row, pa.int64()),
+            "op_name": text("name", op_take),
+            "op_shapes": text("shapes", op_take),
+            "op_dtypes": text("dtypes", op_take),
+        }
+    ).cast(TASKS_SCHEMA)
+
+
+def thread_ids(events: pa.Table, rows: IntArray) -> IntArray:
+    """A dense id per host thread (rank, pid, thread) for the given rows."""
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    keys = np.stack([columns.int64(events, c)[rows] for c in ("rank", "pid", "stream")], axis=1)
+    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return np.asarray(inverse, dtype=np.int64).reshape(-1)

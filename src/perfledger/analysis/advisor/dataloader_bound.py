@@ -1,0 +1,147 @@
+"""dataloader_bound: the step waits for its input batch.
+
+Data loading on the step's critical path shows up twice: as host time inside the data loader
+(``enumerate(DataLoader)#...__next__``) and, when the device runs out of work meanwhile, as
+device idle time the accounting attributes to ``dataloader``. Either above its threshold flags
+the step.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+from perfledger import schema
+from perfledger.analysis import columns
+from perfledger.analysis.advisor.base import (
+    TOP_OFFENDERS,
+    Finding,
+    Outcome,
+    Params,
+    Rule,
+    Skipped,
+    Threshold,
+    ms,
+    pct,
+    us,
+)
+from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.analysis.intervals import union
+
+ID: Final = "dataloader_bound"
+
+
+def check(ctx: AdvisorContext, p: Params) -> Outcome:
+    """Host data loading > host_pct of the step, or device idle for data > idle_pct."""
+    events = ctx.analysis.events
+    is_loader = columns.isin(events, "kind", [schema.DATALOADER])
+    is_loader &= columns.int64(events, "device") < 0
+    if not is_loader.any():
+        return Skipped(
+            ID, "no data-loader activity recorded (no enumerate(DataLoader) annotations)"
+        )
+    start = columns.int64(events, "start_ns")
+    end = start + columns.int64(events, "dur_ns")
+    rank = columns.int64(events, "rank")
+
+    # One host window per (rank, step): the device windows of several devices share it.
+    steps: dict[tuple[int, int], tuple[int, int]] = {}
+    for w in ctx.step_windows or ctx.host_windows:
+        steps.setdefault((w.rank, w.step), (w.start_ns, w.end_ns))
+    if not steps:
+        return Skipped(ID, "no step window")
+    host_loading = 0
+    host_wall = 0
+    for r in sorted({r for r, _ in steps}):
+        mine = [(s, e) for (rr, _), (s, e) in steps.items() if rr == r]
+        loads = union(start[is_loader & (rank == r)], end[is_loader & (rank == r)])
+        window_start = np.array([s for s, _ in mine], dtype=np.int64)
+        window_end = np.array([e for _, e in mine], dtype=np.int64)
+        host_loading += int(loads.covered(window_start, window_end).sum())
+        host_wall += int((window_end - window_start).sum())
+    host_share = pct(host_loading, host_wall)
+
+    device_windows = ctx.step_windows
+    if device_windows:
+        idle = sum(w.idle_dataloader_ns for w in device_windows)
+        idle_share = pct(idle, sum(w.wall_ns for w in device_windows))
+        recoverable = idle
+    else:
+        idle, idle_share = 0, 0.0
+        recoverable = sum(w.dataloader_ns for w in ctx.host_windows)
+    if host_share <= p["host_pct"] and idle_share <= p["idle_pct"]:
+        return None
+
+    rows = np.flatnonzero(is_loader)
+    step = columns.int64(events, "step")
+    longest = rows[np.argsort(-(end[rows] - start[rows]), kind="stable")[:TOP_OFFENDERS]]
+    offenders = [
+        offender(rank[i], step[i], start[i], end[i], dur_us=us(end[i] - start[i])) for i in longest
+    ]
+    host_steps = len(steps)
+    severity_ms, severity_pct = ctx.severity(recoverable)
+    evidence = {
+        "steps": ctx.basis.describe(),
+        "host_loading_ms_per_step": ms(host_loading / host_steps),
+        "host_loading_pct_of_step": host_share,
+        "device_idle_for_data_ms_per_step": (
+            ms(idle / len(device_windows)) if device_windows else None
+        ),
+        "device_idle_for_data_pct_of_step": idle_share if device_windows else None,
+        "longest_loads": offenders,
+    }
+    return Finding(
+        id=ID,
+        title=(
+            f"Data loading takes {host_share:.1f}% of the step on the host"
+            + (
+                f"; the device idles {idle_share:.1f}% of the step waiting for it"
+                if device_windows
+                else ""
+            )
+        ),
+        severity_ms=severity_ms,
+        severity_pct=severity_pct,
+        evidence=evidence,
+        suggestion=(
+            "Prepare batches ahead of the step: raise DataLoader num_workers (one per free "
+            "core), set persistent_workers=True and prefetch_factor, pin_memory=True; move "
+            "decoding and augmentation off the training process (pre-processed datasets, GPU "
+            "decoding/augmentation such as DALI); check worker processes are not starved of CPU."
+        ),
+        verify=(
+            "Re-profile: the data-loader time inside each step and idle_dataloader_ns in "
+            "step_trace.csv must fall to near zero; the step time drops by about as much."
+        ),
+        estimate=(
+            "Device idle time attributed to the data loader, per step (host-only profiles: the "
+            "main thread's time inside the data loader): what prefetching would hide."
+        ),
+        spans=spans_of(offenders),
+    )
+
+
+RULE: Final = Rule(
+    id=ID,
+    title="the step waits for its input data",
+    checks="host time in the data loader and device idle attributed to data loading",
+    thresholds=(
+        Threshold(
+            "host_pct",
+            5.0,
+            "%",
+            "host data-loading share of the step",
+            "the seeds' checklist; the TensorBoard plugin (DataLoader > 5% of step)",
+        ),
+        Threshold(
+            "idle_pct",
+            2.0,
+            "%",
+            "device idle caused by data loading, share of the step",
+            "perfledger",
+        ),
+    ),
+    check=check,
+)

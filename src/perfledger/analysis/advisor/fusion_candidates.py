@@ -1,0 +1,320 @@
+"""fusion_candidates: short memory-bound kernels that run back to back, again and again.
+
+A chain like transpose → reshape-copy → cast writes each intermediate tensor to device memory
+only for the next kernel to read it back, and pays a launch per link. When the same chain of
+2-10 consecutive short memory-bound kernels (same stream, nothing in between) repeats more than
+``min_repeats`` times in the profile, fusing it into one kernel is worth trying. Fusion is not
+always a win (register pressure, lost vectorisation, a slower fused kernel): measure it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from perfledger.analysis.advisor.base import (
+    TOP_OFFENDERS,
+    Finding,
+    Outcome,
+    Params,
+    Rule,
+    Skipped,
+    Threshold,
+    ms,
+    us,
+)
+from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.analysis.roofline import (
+    ATTENTION,
+    CONV,
+    MATMUL,
+    estimate_table,
+    op_family,
+)
+
+ID: Final = "fusion_candidates"
+# Kernels that only move or combine elements, recognised by name when no operator is known.
+_MEMORY_KERNEL: Final = re.compile(
+    r"elementwise|reduce_kernel|copy|cast|transpose|fill|memset|concat|index|gather|scatter"
+    r"|layer_?norm|softmax|dropout",
+    re.IGNORECASE,
+)
+_COMPUTE_FAMILIES: Final = frozenset({MATMUL, CONV, ATTENTION})
+
+
+def check(ctx: AdvisorContext, p: Params) -> Outcome:
+    """Chains of min_chain..max_chain short memory-bound kernels repeating > min_repeats."""
+    if not ctx.step_windows or not ctx.has_device_tasks:
+        return Skipped(ID, "no device activity: host-only profile")
+    tasks = ctx.tasks
+    n = tasks.num_rows
+    kind = tasks["kind"].to_numpy(zero_copy_only=False)
+    args_op_type = _ascend_op_types(tasks)
+    op_name = tasks["op_name"].to_numpy(zero_copy_only=False)
+    name = tasks["name"].to_numpy(zero_copy_only=False)
+    label = np.where(
+        args_op_type != None,  # noqa: E711 - elementwise comparison on an object array
+        args_op_type,
+        np.where(op_name != None, op_name, name),  # noqa: E711
+    ).astype(str)
+    labels, label_id = np.unique(label, return_inverse=True)
+    ascend_label = np.zeros(labels.size, dtype=bool)
+    ascend_label[label_id[args_op_type != None]] = True  # noqa: E711
+    memory_label = np.array(
+        [_is_memory(str(lab), bool(asc)) for lab, asc in zip(labels, ascend_label, strict=True)],
+        dtype=bool,
+    )
+    start = np.asarray(tasks["start_ns"], dtype=np.int64)
+    dur = np.asarray(tasks["dur_ns"], dtype=np.int64)
+    end = start + dur
+    candidate = (kind == "kernel") & memory_label[label_id] & (dur < p["max_task_us"] * 1e3)
+    if ctx.basis.annotated:
+        candidate &= np.asarray(tasks["step"], dtype=np.int64) >= 0
+
+    lane = (
+        np.asarray(tasks["rank"], dtype=np.int64) * (1 << 40)
+        + np.asarray(tasks["device"], dtype=np.int64) * (1 << 24)
+        + np.asarray(tasks["stream"], dtype=np.int64)
+    )
+    link = np.zeros(n, dtype=bool)  # link[i]: task i and task i + 1 belong to one chain
+    if n > 1:
+        link[:-1] = (
+            candidate[:-1]
+            & candidate[1:]
+            & (lane[:-1] == lane[1:])
+            & (start[1:] - end[:-1] <= p["max_gap_us"] * 1e3)
+        )
+    chains = _chains(link, candidate, int(p["max_chain"]))
+    if chains is None:
+        return None
+    members, chain_of, position, length = chains
+    max_chain = int(p["max_chain"])
+    matrix = np.full((length.size, max_chain), -1, dtype=np.int64)
+    matrix[chain_of, position] = label_id[members]
+    keep = length >= int(p["min_chain"])
+    if not keep.any():
+        return None
+    signatures, signature_of, repeats = np.unique(
+        matrix[keep], axis=0, return_inverse=True, return_counts=True
+    )
+    signature_of = signature_of.reshape(-1)
+    frequent = np.flatnonzero(repeats > p["min_repeats"])
+    if frequent.size == 0:
+        return None
+
+    # Per chain: total time, the gaps inside it, and the longest member.
+    kept_chain = np.flatnonzero(keep)
+    chain_sum = np.zeros(length.size, dtype=np.int64)
+    np.add.at(chain_sum, chain_of, dur[members])
+    chain_max = np.zeros(length.size, dtype=np.int64)
+    np.maximum.at(chain_max, chain_of, dur[members])
+    chain_start = np.full(length.size, np.iinfo(np.int64).max)
+    np.minimum.at(chain_start, chain_of, start[members])
+    chain_end = np.zeros(length.size, dtype=np.int64)
+    np.maximum.at(chain_end, chain_of, end[members])
+    chain_first = np.full(length.size, n, dtype=np.int64)
+    np.minimum.at(chain_first, chain_of, members)
+    internal_gaps = chain_end - chain_start - chain_sum
+    saving = np.maximum(internal_gaps, 0) + chain_sum - chain_max
+
+    written = _written_bytes(tasks, label)
+    is_last = np.zeros(members.size, dtype=bool)
+    is_last[position == length[chain_of] - 1] = True
+    intermediate = np.zeros(length.size)
+    np.add.at(intermediate, chain_of[~is_last], np.nan_to_num(written[members[~is_last]]))
+    intermediate_known = np.ones(length.size, dtype=bool)
+    unknown = ~np.isfinite(written[members]) & ~is_last
+    intermediate_known[chain_of[unknown]] = False
+
+    windows = ctx.basis.windows
+    step = np.asarray(tasks["step"], dtype=np.int64)
+    rank = np.asarray(tasks["rank"], dtype=np.int64)
+    floor_ns = p["min_saving_pct"] / 100.0 * ctx.basis.mean_step_ns * windows
+    total_saving = 0
+    found: list[dict[str, Any]] = []
+    for s in frequent[np.argsort(-repeats[frequent], kind="stable")]:
+        chains_of_s = kept_chain[signature_of == s]
+        if saving[chains_of_s].sum() < floor_ns:
+            continue  # not worth a fusion attempt
+        total_saving += int(saving[chains_of_s].sum())
+        example = chains_of_s[np.argmax(saving[chains_of_s])]
+        first = chain_first[example]
+        ops = [str(labels[i]) for i in signatures[s] if i >= 0]
+        known = bool(intermediate_known[chains_of_s].all())
+        found.append(
+            offender(
+                rank[first],
+                step[first],
+                chain_start[example],
+                chain_end[example],
+                ops=ops,
+                occurrences=int(chains_of_s.size),
+                per_step=round(chains_of_s.size / windows, 1),
+                mean_chain_us=us(chain_sum[chains_of_s].mean()),
+                mean_internal_gaps_us=us(np.maximum(internal_gaps[chains_of_s], 0).mean()),
+                intermediate_mb_per_occurrence=(
+                    round(float(intermediate[chains_of_s].mean()) / 1e6, 3) if known else None
+                ),
+                saving_us_per_occurrence=us(saving[chains_of_s].mean()),
+                saving_ms_per_step=ms(saving[chains_of_s].sum() / windows),
+            )
+        )
+    if not found:
+        return None
+    found.sort(key=lambda f: (-f["saving_ms_per_step"], f["ops"]))
+    top = found[:TOP_OFFENDERS]
+    severity_ms, severity_pct = ctx.severity(total_saving)
+    evidence = {
+        "steps": ctx.basis.describe(),
+        "candidates": len(found),
+        "chains": top,
+        "intermediate_traffic_note": (
+            "intermediate_mb_per_occurrence: bytes the chain writes to device memory only for "
+            "the next kernel to read them back (twice that in traffic); null when the inputs "
+            "were not recorded"
+        ),
+    }
+    best = top[0]
+    return Finding(
+        id=ID,
+        title=(
+            f"{len(found)} chain(s) of short memory-bound kernels repeat; the largest, "
+            f"{' → '.join(best['ops'])}, runs {best['per_step']:g} times per step"
+        ),
+        severity_ms=severity_ms,
+        severity_pct=severity_pct,
+        evidence=evidence,
+        suggestion=(
+            "Fuse each chain into one kernel: torch.compile the region (Inductor fuses "
+            "pointwise chains and layout copies), use the fused operator where one exists "
+            "(fused optimizer, fused bias+activation, fused layernorm), or write the chain as a "
+            "single Triton kernel. Fusion is not always a win: a fused kernel can be slower "
+            "(register pressure, lost vectorisation) — keep it only if the diff says so."
+        ),
+        verify=(
+            "Profile before and after and compare with perfledger diff: the chain's kernels "
+            "must disappear or shrink into one, and the step time must fall by about the "
+            "estimated saving; if the fused kernel is slower than the chain, revert."
+        ),
+        estimate=(
+            "Per occurrence: the idle gaps inside the chain plus every member's time but the "
+            "longest, as if one fused kernel ran as long as the longest member (pointwise "
+            "kernels over the same tensor move about the same bytes); summed per step."
+        ),
+        spans=spans_of(top),
+    )
+
+
+def _is_memory(label: str, ascend: bool) -> bool:
+    family = op_family(label, ascend=ascend)
+    if family is not None:
+        return family not in _COMPUTE_FAMILIES and family != "view"
+    return _MEMORY_KERNEL.search(label) is not None
+
+
+def _ascend_op_types(tasks: pa.Table) -> np.ndarray:
+    """The ``op_type`` an Ascend kernel records in its args (None elsewhere)."""
+    with duckdb.connect() as con:
+        con.register("tasks", tasks.select(["args"]))
+        found = con.sql(
+            "SELECT CASE WHEN json_valid(args) THEN json_extract_string(args, '$.op_type') END "
+            "AS op_type FROM tasks"
+        ).to_arrow_table()
+    return np.asarray(found["op_type"].to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _written_bytes(tasks: pa.Table, label: np.ndarray) -> np.ndarray:
+    """Bytes each task's operator writes (NaN when its inputs were not recorded)."""
+    own = tasks["shapes"].is_valid().to_numpy(zero_copy_only=False)
+    shapes = np.where(
+        own,
+        tasks["shapes"].to_numpy(zero_copy_only=False),
+        tasks["op_shapes"].to_numpy(zero_copy_only=False),
+    )
+    dtypes = np.where(
+        own,
+        tasks["dtypes"].to_numpy(zero_copy_only=False),
+        tasks["op_dtypes"].to_numpy(zero_copy_only=False),
+    )
+    ops = pa.table(
+        {
+            "name": pa.array(label.tolist(), pa.string()),
+            "shapes": pa.array(shapes.tolist(), pa.string()),
+            "dtypes": pa.array(dtypes.tolist(), pa.string()),
+            "ascend": pa.array(own.tolist(), pa.bool_()),
+            "packed_layout": pa.array([False] * len(label), pa.bool_()),
+        }
+    )
+    written = estimate_table(ops)["write_bytes"]
+    return np.asarray(written.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _chains(
+    link: np.ndarray, candidate: np.ndarray, max_chain: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Split linked runs into chains of at most max_chain tasks.
+
+    Returns (member task index, chain of each member, position in the chain, chain lengths),
+    or None when no two tasks are linked.
+    """
+    in_run = candidate & (link | np.concatenate([[False], link[:-1]]))
+    members = np.flatnonzero(in_run)
+    if members.size == 0:
+        return None
+    # a run starts where the previous task is not linked to this one
+    starts_run = np.ones(members.size, dtype=bool)
+    starts_run[1:] = ~link[members[1:] - 1] | (members[1:] - members[:-1] != 1)
+    run_of = np.cumsum(starts_run) - 1
+    run_start = members[starts_run]
+    offset = members - run_start[run_of]
+    chunk = run_of * (members.size + 1) + offset // max_chain
+    _, chain_of = np.unique(chunk, return_inverse=True)
+    chain_of = chain_of.reshape(-1)
+    position = offset % max_chain
+    length = np.bincount(chain_of)
+    return members, chain_of, position, length
+
+
+RULE: Final = Rule(
+    id=ID,
+    title="repeated chains of short memory-bound kernels could be fused",
+    checks="consecutive short memory-bound kernels on one stream, repeating chains",
+    thresholds=(
+        Threshold(
+            "max_task_us",
+            50.0,
+            "µs",
+            "a kernel shorter than this can be a chain member",
+            "perfledger; the TensorBoard plugin's kernel view",
+        ),
+        Threshold(
+            "max_gap_us",
+            50.0,
+            "µs",
+            "idle time allowed between two members",
+            "perfledger",
+        ),
+        Threshold("min_chain", 2.0, "count", "shortest chain", "the issue: chains of 2-10"),
+        Threshold("max_chain", 10.0, "count", "longest chain", "the issue: chains of 2-10"),
+        Threshold(
+            "min_repeats",
+            5.0,
+            "count",
+            "a chain must repeat more often than this",
+            "the issue: repeats > 5 times per profile",
+        ),
+        Threshold(
+            "min_saving_pct",
+            0.5,
+            "%",
+            "a chain whose estimated saving is a smaller share of the step is not reported",
+            "perfledger",
+        ),
+    ),
+    check=check,
+)

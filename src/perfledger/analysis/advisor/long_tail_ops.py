@@ -1,0 +1,226 @@
+"""long_tail_ops: single runs of an operator far slower than its usual time.
+
+The same kernel on the same shapes should take about the same time. Instances slower than
+``ratio`` times the median of their group (kernel name, launching operator, input shapes and
+types) point at interference: a clock or power throttle, contention with a concurrent stream
+or process, a first-call autotune or allocation, a page fault on unified memory.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from perfledger.analysis.advisor.base import (
+    TOP_OFFENDERS,
+    Finding,
+    Outcome,
+    Params,
+    Rule,
+    Skipped,
+    Threshold,
+    ms,
+    pct,
+    us,
+)
+from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.context import AdvisorContext
+
+ID: Final = "long_tail_ops"
+
+
+def check(ctx: AdvisorContext, p: Params) -> Outcome:
+    """Instances > ratio x their group's median, together > min_total_pct of the step."""
+    if not ctx.step_windows or not ctx.has_device_tasks:
+        return Skipped(ID, "no device activity: host-only profile")
+    tasks = ctx.tasks
+    kind = tasks["kind"].to_numpy(zero_copy_only=False)
+    keep = kind != "comm"  # a slow collective waits for other ranks: load_imbalance's business
+    if ctx.basis.annotated:
+        keep &= np.asarray(tasks["step"], dtype=np.int64) >= 0
+    launch = _launch_dimensions(tasks)
+    sized = (
+        tasks["shapes"].is_valid().to_numpy(zero_copy_only=False)
+        | tasks["op_shapes"].is_valid().to_numpy(zero_copy_only=False)
+        | (launch != None)  # noqa: E711 - elementwise on an object array
+        | (np.asarray(tasks["bytes"], dtype=np.int64) >= 0)
+    )
+    if not (keep & sized).any():
+        return Skipped(
+            ID, "no input shapes, launch dimensions or copy sizes recorded to group runs by"
+        )
+    rows = np.flatnonzero(keep & sized)
+    group = _groups(tasks, rows, launch)
+    dur = np.asarray(tasks["dur_ns"], dtype=np.int64)[rows]
+    order = np.lexsort((dur, group))
+    group_sorted, dur_sorted = group[order], dur[order]
+    first = np.flatnonzero(np.r_[True, group_sorted[1:] != group_sorted[:-1]])
+    size = np.diff(np.r_[first, group_sorted.size])
+    median_sorted = (dur_sorted[first + (size - 1) // 2] + dur_sorted[first + size // 2]) / 2.0
+    position = np.cumsum(np.r_[True, group_sorted[1:] != group_sorted[:-1]]) - 1
+    median = np.empty(rows.size)
+    median[order] = median_sorted[position]
+    count = np.empty(rows.size, dtype=np.int64)
+    count[order] = size[position]
+    excess = dur - median
+    slow = (
+        (count >= p["min_instances"])
+        & (dur > p["ratio"] * median)
+        & (excess >= p["min_excess_us"] * 1e3)
+    )
+    total_excess = float(excess[slow].sum())
+    if not slow.any() or pct(total_excess, ctx.basis.wall_ns) < p["min_total_pct"]:
+        return None
+
+    flagged = np.flatnonzero(slow)
+    worst = flagged[np.argsort(-excess[flagged], kind="stable")[:TOP_OFFENDERS]]
+    take = rows[worst]
+    name = tasks["name"].to_numpy(zero_copy_only=False)
+    op = tasks["op_name"].to_numpy(zero_copy_only=False)
+    shapes = _shapes(tasks)
+    rank = np.asarray(tasks["rank"], dtype=np.int64)
+    step = np.asarray(tasks["step"], dtype=np.int64)
+    start = np.asarray(tasks["start_ns"], dtype=np.int64)
+    offenders = [
+        offender(
+            rank[t],
+            step[t],
+            start[t],
+            start[t] + dur[w],
+            name=str(name[t]),
+            op=op[t],
+            shapes=shapes[t],
+            dur_us=us(dur[w]),
+            median_us=us(median[w]),
+            ratio=round(float(dur[w] / median[w]), 1) if median[w] > 0 else None,
+            instances=int(count[w]),
+        )
+        for w, t in zip(worst, take, strict=True)
+    ]
+    flagged_steps = step[rows[flagged]]
+    first_step = int(flagged_steps.min()) if ctx.basis.annotated else None
+    in_first = (
+        pct(int((flagged_steps == first_step).sum()), flagged.size)
+        if first_step is not None
+        else None
+    )
+    severity_ms, severity_pct = ctx.severity(total_excess)
+    evidence = {
+        "steps": ctx.basis.describe(),
+        "slow_instances": int(flagged.size),
+        "groups_with_slow_instances": int(np.unique(group[flagged]).size),
+        "excess_ms_per_step": ms(total_excess / ctx.basis.windows),
+        "slow_instances_in_first_profiled_step_pct": in_first,
+        "worst_instances": offenders,
+    }
+    return Finding(
+        id=ID,
+        title=(
+            f"{flagged.size} operator runs took over {p['ratio']:g}x the median of the same "
+            "operator and shapes"
+        ),
+        severity_ms=severity_ms,
+        severity_pct=severity_pct,
+        evidence=evidence,
+        suggestion=(
+            "Look at what else ran at those times (open the timeline at the listed spans): a "
+            "concurrent stream or process, clock throttling (check power and temperature), "
+            "first-call work such as cuDNN autotuning or allocator growth (warm up before "
+            "measuring, set torch.backends.cudnn.benchmark once), or unified-memory page faults."
+        ),
+        verify=(
+            "Re-profile: the same operators' max/avg ratio in op_statistic.csv should approach "
+            "1; if the slow runs sit in the first step only, profile after a warm-up instead."
+        ),
+        estimate=(
+            "For each slow run, its time above the median of its group (kernel, operator, "
+            "shapes, types); summed per step."
+        ),
+        spans=spans_of(offenders),
+    )
+
+
+def _shapes(tasks: pa.Table) -> np.ndarray:
+    own = tasks["shapes"].is_valid().to_numpy(zero_copy_only=False)
+    shapes: np.ndarray = np.where(
+        own,
+        tasks["shapes"].to_numpy(zero_copy_only=False),
+        tasks["op_shapes"].to_numpy(zero_copy_only=False),
+    )
+    return shapes
+
+
+def _launch_dimensions(tasks: pa.Table) -> np.ndarray:
+    """A kernel's grid and block (Kineto) or block dim (Ascend) as text; None when absent."""
+    with duckdb.connect() as con:
+        con.register("tasks", tasks.select(["args"]))
+        found = con.sql(
+            """
+            SELECT CASE WHEN json_valid(args) THEN nullif(concat_ws('/',
+                       json_extract_string(args, '$.grid'), json_extract_string(args, '$.block'),
+                       json_extract_string(args, '$.block_dim')), '') END AS launch
+            FROM tasks
+            """
+        ).to_arrow_table()
+    return np.asarray(found["launch"].to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _groups(tasks: pa.Table, rows: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    """A dense group id per task: kind, kernel name, operator, shapes, types, launch, bytes."""
+    group = np.zeros(rows.size, dtype=np.int64)
+    shapes = _shapes(tasks)[rows]
+    own = tasks["dtypes"].is_valid().to_numpy(zero_copy_only=False)[rows]
+    dtypes = np.where(
+        own,
+        tasks["dtypes"].to_numpy(zero_copy_only=False)[rows],
+        tasks["op_dtypes"].to_numpy(zero_copy_only=False)[rows],
+    )
+    parts = (
+        tasks["kind"].to_numpy(zero_copy_only=False)[rows],
+        tasks["name"].to_numpy(zero_copy_only=False)[rows],
+        tasks["op_name"].to_numpy(zero_copy_only=False)[rows],
+        shapes,
+        dtypes,
+        launch[rows],
+        np.asarray(tasks["bytes"], dtype=np.int64)[rows],
+    )
+    for values in parts:
+        _, inverse = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+        group = np.unique(group * (inverse.max() + 1) + inverse, return_inverse=True)[1]
+        group = np.asarray(group, dtype=np.int64).reshape(-1)
+    return group
+
+
+RULE: Final = Rule(
+    id=ID,
+    title="some operator runs are far slower than usual",
+    checks="instances slower than ratio x the median of the same operator, shapes and types",
+    thresholds=(
+        Threshold("ratio", 3.0, "x", "slower than this multiple of the median", "the issue"),
+        Threshold(
+            "min_instances",
+            5.0,
+            "count",
+            "a group needs this many runs for a median",
+            "perfledger",
+        ),
+        Threshold(
+            "min_excess_us",
+            20.0,
+            "µs",
+            "ignore runs less than this above the median",
+            "perfledger: below timer and launch noise",
+        ),
+        Threshold(
+            "min_total_pct",
+            1.0,
+            "%",
+            "the slow runs' excess must reach this share of the step",
+            "perfledger",
+        ),
+    ),
+    check=check,
+)

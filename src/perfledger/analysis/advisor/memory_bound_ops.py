@@ -1,0 +1,392 @@
+"""memory_bound_ops: operators limited by memory bandwidth, not by math.
+
+Every operator call whose inputs were recorded (shapes and types) is placed on the roofline of
+the device it ran on (:mod:`perfledger.analysis.roofline`, :mod:`perfledger.devices`): below
+the ridge point it cannot go faster than its bytes allow. The seeds' case 2 is a transpose and
+a cast taking 30% of the step: pure data movement that a better layout or dtype choice
+removes. On Ascend, the kernel's pipeline ratios (``aic_mte2_ratio``, ``aiv_vec_ratio`` ...)
+decide when the trace has them: a kernel whose busiest pipe is a memory transfer engine
+(MTE2 loads from global memory, MTE3 stores to it) is memory-bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger.analysis.advisor.base import (
+    TOP_OFFENDERS,
+    Finding,
+    Outcome,
+    Params,
+    Rule,
+    Skipped,
+    Threshold,
+    ms,
+    pct,
+    us,
+)
+from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.analysis.roofline import (
+    DATA_MOVEMENT_FAMILIES,
+    estimate_table,
+    is_packed_layout,
+)
+
+ID: Final = "memory_bound_ops"
+
+# Ascend pipeline ratio columns (msprof PipeUtilization metrics) and whether each pipe moves
+# data between global memory and the core (MTE2 in, MTE3 out).
+ASCEND_PIPES: Final = (
+    ("aic_mac_ratio", False),
+    ("aic_scalar_ratio", False),
+    ("aic_mte1_ratio", False),
+    ("aic_mte2_ratio", True),
+    ("aic_fixpipe_ratio", False),
+    ("aiv_vec_ratio", False),
+    ("aiv_scalar_ratio", False),
+    ("aiv_mte2_ratio", True),
+    ("aiv_mte3_ratio", True),
+)
+
+UNITS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("step", pa.int32()),
+        pa.field("name", pa.string()),
+        pa.field("shapes", pa.string()),
+        pa.field("dtypes", pa.string()),
+        pa.field("output_shapes", pa.string()),
+        pa.field("output_dtypes", pa.string()),
+        pa.field("ascend", pa.bool_()),
+        pa.field("packed_layout", pa.bool_()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("end_ns", pa.int64()),
+        pa.field("time_ns", pa.int64()),
+        pa.field("tasks", pa.int64()),
+        pa.field("bound_pipe", pa.string()),
+    ]
+)
+
+
+def operator_units(ctx: AdvisorContext) -> pa.Table:
+    """One row per operator call that ran kernels (:data:`UNITS_SCHEMA`).
+
+    An Ascend kernel records its own operator type, shapes and pipeline ratios: it is its own
+    unit. Elsewhere the unit is the host operator that launched the kernels (its recorded
+    input shapes), and a kernel with no known operator stands alone without shapes.
+    """
+    tasks = ctx.tasks
+    kernels = tasks.filter(pc.equal(tasks["kind"], "kernel"))
+    if ctx.basis.annotated:
+        kernels = kernels.filter(pc.greater_equal(kernels["step"], 0))
+    ratios = ", ".join(
+        f"TRY_CAST(json_extract_string(valid_args, '$.{name}') AS DOUBLE) AS {name}"
+        for name, _ in ASCEND_PIPES
+    )
+    query = f"""
+        WITH parsed AS (
+            SELECT *, CASE WHEN json_valid(args) THEN args END AS valid_args FROM kernels
+        ),
+        kernel AS (
+            SELECT *, json_extract_string(valid_args, '$.op_type') AS op_type,
+                   json_extract_string(valid_args, '$.output_shapes') AS out_shapes,
+                   json_extract_string(valid_args, '$.output_dtypes') AS out_dtypes,
+                   json_extract_string(valid_args, '$.input_formats') AS formats,
+                   {ratios}
+            FROM parsed
+        ),
+        keyed AS (
+            SELECT *,
+                   CASE WHEN op_type IS NOT NULL OR shapes IS NOT NULL OR op_row < 0
+                        THEN -1 - row ELSE op_row END AS unit,
+                   op_type IS NOT NULL AS ascend
+            FROM kernel
+        )
+        SELECT unit, any_value(rank) AS rank, min(step) AS step,
+               any_value(CASE WHEN ascend THEN op_type
+                              WHEN unit < 0 THEN name ELSE op_name END) AS name,
+               any_value(CASE WHEN unit < 0 THEN shapes ELSE op_shapes END) AS shapes,
+               any_value(CASE WHEN unit < 0 THEN dtypes ELSE op_dtypes END) AS dtypes,
+               any_value(out_shapes) AS output_shapes, any_value(out_dtypes) AS output_dtypes,
+               bool_or(ascend) AS ascend, any_value(formats) AS formats,
+               min(start_ns) AS start_ns, max(start_ns + dur_ns) AS end_ns,
+               sum(dur_ns)::BIGINT AS time_ns, count(*) AS tasks,
+               {", ".join(f"max({name}) AS {name}" for name, _ in ASCEND_PIPES)}
+        FROM keyed GROUP BY unit ORDER BY unit
+    """
+    with duckdb.connect() as con:
+        con.register("kernels", kernels)
+        units = con.sql(query).to_arrow_table()
+    formats = units["formats"].to_pylist()
+    ratio_matrix = (
+        np.stack(
+            [np.nan_to_num(np.asarray(units[name], dtype=np.float64)) for name, _ in ASCEND_PIPES],
+            axis=1,
+        )
+        if units.num_rows
+        else np.zeros((0, len(ASCEND_PIPES)))
+    )
+    busiest = np.argmax(ratio_matrix, axis=1) if units.num_rows else np.zeros(0, dtype=np.int64)
+    has_ratios = ratio_matrix.max(axis=1) > 0 if units.num_rows else np.zeros(0, dtype=bool)
+    pipe_names = np.array([name.removesuffix("_ratio") for name, _ in ASCEND_PIPES], dtype=object)
+    bound_pipe = np.where(has_ratios, pipe_names[busiest], None)
+    return pa.table(
+        {
+            "rank": units["rank"],
+            "step": units["step"],
+            "name": units["name"],
+            "shapes": units["shapes"],
+            "dtypes": units["dtypes"],
+            "output_shapes": units["output_shapes"],
+            "output_dtypes": units["output_dtypes"],
+            "ascend": units["ascend"],
+            "packed_layout": pa.array([is_packed_layout(f) for f in formats], pa.bool_()),
+            "start_ns": units["start_ns"],
+            "end_ns": units["end_ns"],
+            "time_ns": units["time_ns"],
+            "tasks": units["tasks"],
+            "bound_pipe": pa.array(list(bound_pipe), pa.string()),
+        }
+    ).cast(UNITS_SCHEMA)
+
+
+def check(ctx: AdvisorContext, p: Params) -> Outcome:
+    """Memory-bound operators take more than min_step_pct of the step."""
+    if not ctx.step_windows or not ctx.has_device_tasks:
+        return Skipped(ID, "no device activity: host-only profile")
+    units = operator_units(ctx)
+    if units.num_rows == 0:
+        return Skipped(ID, "no kernel in the profiled steps")
+    estimates = estimate_table(units)
+    estimated = np.asarray(estimates["flops"].is_valid(), dtype=bool)
+    estimated &= ~np.asarray(
+        estimates["family"].to_numpy(zero_copy_only=False) == "view", dtype=bool
+    )
+    bound_pipe = units["bound_pipe"].to_numpy(zero_copy_only=False)
+    by_pipes = np.asarray([b is not None for b in bound_pipe], dtype=bool)
+    if not estimated.any() and not by_pipes.any():
+        has_shapes = bool(np.asarray(units["shapes"].is_valid()).any())
+        return Skipped(
+            ID,
+            "no input shapes recorded (profile with record_shapes=True)"
+            if not has_shapes
+            else "no operator with recorded shapes has a FLOPs/bytes model",
+        )
+    rank = np.asarray(units["rank"], dtype=np.int64)
+    time = np.asarray(units["time_ns"], dtype=np.float64)
+    flops = np.nan_to_num(np.asarray(estimates["flops"], dtype=np.float64))
+    nbytes = np.nan_to_num(
+        np.asarray(estimates["read_bytes"], dtype=np.float64)
+        + np.asarray(estimates["write_bytes"], dtype=np.float64)
+    )
+    precision = np.asarray(estimates["precision"].to_numpy(zero_copy_only=False), dtype=object)
+    peak = np.full(units.num_rows, np.nan)
+    bandwidth = np.full(units.num_rows, np.nan)
+    for r in np.unique(rank):
+        spec = ctx.device(int(r))
+        if spec is None:
+            continue
+        mine = rank == r
+        bandwidth[mine] = spec.memory_bytes_per_ns
+        for prec in set(precision[mine].tolist()):
+            peak[mine & (precision == prec)] = spec.peak_flops_per_ns(prec)
+    device_known = np.isfinite(bandwidth)
+    if not by_pipes.any() and not (estimated & device_known).any():
+        names = ", ".join(ctx.device_names()) or "not recorded"
+        return Skipped(
+            ID,
+            f"device peaks unknown (device: {names}): give --device-model, or --peak-tflops "
+            "and --peak-bandwidth",
+        )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = np.where(nbytes > 0, flops / nbytes, np.where(flops > 0, np.inf, 0.0))
+        ridge = peak / bandwidth
+        bound_ns = np.maximum(flops / peak, nbytes / bandwidth)
+    family = np.asarray(estimates["family"].to_numpy(zero_copy_only=False), dtype=object)
+    on_roofline = estimated & device_known & ~by_pipes
+    memory_pipes = [name.removesuffix("_ratio") for name, moves in ASCEND_PIPES if moves]
+    memory_pipe = np.isin(np.asarray(bound_pipe, dtype=object), memory_pipes)
+    memory_bound = np.where(by_pipes, memory_pipe, on_roofline & (intensity < ridge))
+    data_movement = np.isin(family, list(DATA_MOVEMENT_FAMILIES))
+
+    kernel_time = float(time.sum())
+    bound_time = float(time[memory_bound].sum())
+    share = pct(bound_time, kernel_time)
+    step_share = pct(bound_time, ctx.basis.wall_ns)
+    if step_share <= p["min_step_pct"]:
+        return None
+    # Data movement (layout, casts, gathers, fills) is avoidable as a whole; other memory-bound
+    # work only down to its roofline time (when bytes are known).
+    above_roofline = np.where(np.isfinite(bound_ns), np.maximum(time - bound_ns, 0.0), 0.0)
+    recoverable_each = np.where(data_movement, time, above_roofline)
+    recoverable = float(recoverable_each[memory_bound].sum())
+
+    signatures = _signatures(units, estimates, memory_bound, time, recoverable_each, ctx)
+    rows = signatures[:TOP_OFFENDERS]
+    severity_ms, severity_pct = ctx.severity(recoverable)
+    windows = ctx.basis.windows
+    evidence: dict[str, Any] = {
+        "steps": ctx.basis.describe(),
+        "device": [spec.to_dict() for spec in _devices_of(ctx, rank)],
+        "method": "Ascend pipeline ratios"
+        if by_pipes.all()
+        else (
+            "roofline from recorded shapes"
+            if not by_pipes.any()
+            else "Ascend pipeline ratios, roofline where the kernel has none"
+        ),
+        "kernel_time_ms_per_step": ms(kernel_time / windows),
+        "memory_bound_ms_per_step": ms(bound_time / windows),
+        "memory_bound_pct_of_kernel_time": share,
+        "memory_bound_pct_of_step": step_share,
+        "data_movement_ms_per_step": ms(float(time[memory_bound & data_movement].sum()) / windows),
+        "coverage": {
+            "operator_calls": int(units.num_rows),
+            "placed": int((on_roofline | by_pipes).sum()),
+            "placed_time_pct": pct(float(time[on_roofline | by_pipes].sum()), kernel_time),
+        },
+        "top_memory_bound_ops": rows,
+    }
+    if not evidence["device"]:
+        evidence["device"] = ctx.device_names()
+    top = rows[0] if rows else None
+    return Finding(
+        id=ID,
+        title=(
+            f"Memory-bound operators take {step_share:.0f}% of the step ({share:.0f}% of "
+            "kernel time)"
+            + (f" (largest: {top['op']}, {top['ms_per_step']:g} ms per step)" if top else "")
+        ),
+        severity_ms=severity_ms,
+        severity_pct=severity_pct,
+        evidence=evidence,
+        suggestion=(
+            "Move fewer bytes: remove layout and dtype conversions from the hot path (keep "
+            "tensors in the layout and precision the next op wants: channels_last end to end, "
+            "cast weights once, not per step; on Ascend avoid TransData between private and ND "
+            "formats), fuse chains of elementwise ops into their producer (torch.compile, fused "
+            "kernels), and run memory-bound work in bf16/fp16 to halve its bytes."
+        ),
+        verify=(
+            "Re-profile the same steps: the listed operators' time per step must fall (or "
+            "they disappear); memory_bound_pct_of_kernel_time and the step time drop. Check "
+            "with perfledger diff that no other operator grew by the same amount."
+        ),
+        estimate=(
+            "Per memory-bound call: its whole time for pure data movement (layout, cast, "
+            "gather, fill: removable), else its time above the roofline "
+            "(max(flops / peak, bytes / bandwidth)); summed per step. Ascend kernels judged by "
+            "pipeline ratios without bytes count as data movement only when they are one."
+        ),
+        spans=spans_of(rows),
+    )
+
+
+def _devices_of(ctx: AdvisorContext, rank: np.ndarray) -> list[Any]:
+    found = {}
+    for r in np.unique(rank):
+        spec = ctx.device(int(r))
+        if spec is not None:
+            found[spec.name] = spec
+    return [found[name] for name in sorted(found)]
+
+
+def _signatures(
+    units: pa.Table,
+    estimates: pa.Table,
+    memory_bound: np.ndarray,
+    time: np.ndarray,
+    recoverable_each: np.ndarray,
+    ctx: AdvisorContext,
+) -> list[dict[str, Any]]:
+    """Memory-bound calls grouped by operator, shapes and types, largest time first."""
+    rows = np.flatnonzero(memory_bound)
+    if rows.size == 0:
+        return []
+    take = pa.array(rows, pa.int64())
+    flops = np.nan_to_num(np.asarray(estimates["flops"], dtype=np.float64))[rows]
+    nbytes = np.nan_to_num(
+        np.asarray(estimates["read_bytes"], dtype=np.float64)
+        + np.asarray(estimates["write_bytes"], dtype=np.float64)
+    )[rows]
+    calls = pa.table(
+        {
+            "unit": take,
+            "name": units["name"].take(take),
+            "shapes": units["shapes"].take(take),
+            "dtypes": units["dtypes"].take(take),
+            "family": estimates["family"].take(take),
+            "bound_pipe": units["bound_pipe"].take(take),
+            "time_ns": pa.array(time[rows]),
+            "flops": pa.array(flops),
+            "bytes": pa.array(nbytes),
+            "recoverable_ns": pa.array(recoverable_each[rows]),
+        }
+    )
+    query = f"""
+        SELECT name, shapes, dtypes, any_value(family) AS family,
+               any_value(bound_pipe) AS bound_pipe, count(*) AS calls,
+               sum(time_ns) AS time_ns, sum(flops) AS flops, sum(bytes) AS bytes,
+               sum(recoverable_ns) AS recoverable_ns, arg_max(unit, time_ns) AS worst
+        FROM calls GROUP BY name, shapes, dtypes
+        ORDER BY time_ns DESC, name, shapes, dtypes LIMIT {TOP_OFFENDERS}
+    """
+    with duckdb.connect() as con:
+        con.register("calls", calls)
+        groups = con.sql(query).to_arrow_table().to_pylist()
+    kernel_time = float(time.sum())
+    windows = ctx.basis.windows
+    result: list[dict[str, Any]] = []
+    for g in groups:
+        worst = int(g["worst"])
+        rank = int(units["rank"][worst].as_py())
+        spec = ctx.device(rank)
+        total_time, total_bytes = float(g["time_ns"]), float(g["bytes"])
+        achieved = total_bytes / total_time if total_time > 0 and total_bytes > 0 else None
+        result.append(
+            offender(
+                rank,
+                int(units["step"][worst].as_py()),
+                int(units["start_ns"][worst].as_py()),
+                int(units["end_ns"][worst].as_py()),
+                op=g["name"],
+                shapes=g["shapes"],
+                dtypes=g["dtypes"],
+                family=g["family"],
+                bound_pipe=g["bound_pipe"],
+                calls=int(g["calls"]),
+                ms_per_step=ms(total_time / windows),
+                share_of_kernel_time_pct=pct(total_time, kernel_time),
+                mean_us=us(total_time / int(g["calls"])),
+                flops_per_byte=round(float(g["flops"]) / total_bytes, 3) if total_bytes else None,
+                achieved_gbps=round(achieved, 1) if achieved else None,
+                bandwidth_pct=(
+                    round(100.0 * achieved / spec.memory_gbps, 1) if achieved and spec else None
+                ),
+                recoverable_ms_per_step=ms(float(g["recoverable_ns"]) / windows),
+            )
+        )
+    return result
+
+
+RULE: Final = Rule(
+    id=ID,
+    title="operators limited by memory bandwidth take a large share of the step",
+    checks="roofline of every operator call with recorded shapes; Ascend pipeline ratios",
+    thresholds=(
+        Threshold(
+            "min_step_pct",
+            10.0,
+            "%",
+            "memory-bound operators' share of the step that flags",
+            "the seeds' case 2 (a transpose+cast taking 30% of the step); msprof-analyze",
+        ),
+    ),
+    check=check,
+)

@@ -1,0 +1,246 @@
+"""precision_mix: matrix math running in fp32 where bf16/fp16 could run (informational).
+
+Tensor cores and Ascend cube units run half-precision matrix math several times faster than
+fp32 and move half the bytes. The rule measures the share of matmul and convolution time whose
+inputs are fp32 (from the recorded input types); whether lower precision is acceptable is the
+model owner's call, so the estimate is a plain ``speedup`` factor, configurable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger import devices
+from perfledger.analysis.advisor.base import (
+    TOP_OFFENDERS,
+    Finding,
+    Outcome,
+    Params,
+    Rule,
+    Skipped,
+    Threshold,
+    ms,
+    pct,
+)
+from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.analysis.roofline import CONV, MATMUL, op_family, precision_of
+
+ID: Final = "precision_mix"
+# Kernels that run fp32 inputs as TF32 on tensor cores (cuBLAS/CUTLASS m16n8k8 and
+# m16n8k16 tensor-op GEMMs, cuDNN tf32 kernels).
+_TF32_KERNEL: Final = re.compile(r"tf32|1688gemm|16816gemm", re.IGNORECASE)
+
+
+def check(ctx: AdvisorContext, p: Params) -> Outcome:
+    """fp32 share of matmul/conv time >= fp32_share_pct, matmul/conv >= min_matmul_pct."""
+    if not ctx.step_windows or not ctx.has_device_tasks:
+        return Skipped(ID, "no device activity: host-only profile")
+    tasks = ctx.tasks
+    kernels = tasks.filter(pc.equal(tasks["kind"], "kernel"))
+    if ctx.basis.annotated:
+        kernels = kernels.filter(pc.greater_equal(kernels["step"], 0))
+    if kernels.num_rows == 0:
+        return None
+    with duckdb.connect() as con:
+        con.register("kernels", kernels)
+        labelled = con.sql(
+            """
+            SELECT *, coalesce(CASE WHEN json_valid(args)
+                                    THEN json_extract_string(args, '$.op_type') END,
+                               op_name) AS op,
+                      CASE WHEN json_valid(args)
+                           THEN json_extract_string(args, '$.op_type') END IS NOT NULL AS ascend,
+                      coalesce(dtypes, op_dtypes) AS types,
+                      coalesce(shapes, op_shapes) AS op_shapes_any
+            FROM kernels
+            """
+        ).to_arrow_table()
+    op = labelled["op"].to_numpy(zero_copy_only=False)
+    ascend = np.asarray(labelled["ascend"], dtype=bool)
+    if all(o is None for o in op):
+        return Skipped(ID, "kernels are not linked to the operators that launched them")
+    ops, op_index = np.unique(np.asarray(op, dtype=object).astype(str), return_inverse=True)
+    is_math = np.zeros(ops.size, dtype=bool)
+    for i, name in enumerate(ops):
+        mine = op_index == i
+        family = op_family(str(name), ascend=bool(ascend[mine].any()))
+        is_math[i] = family in (MATMUL, CONV) and name != "None"
+    math_task = is_math[op_index]
+    if not math_task.any():
+        return None
+    types = labelled["types"].to_numpy(zero_copy_only=False)
+    distinct_types, type_index = np.unique(
+        np.asarray(types, dtype=object).astype(str), return_inverse=True
+    )
+    precision_of_type = np.array(
+        [_first_precision(t) if t != "None" else None for t in distinct_types], dtype=object
+    )
+    precision = precision_of_type[type_index]
+    # fp32 inputs on tensor cores in TF32 already run at the TF32 rate: not plain fp32
+    kernel_name = np.asarray(labelled["name"].to_numpy(zero_copy_only=False), dtype=object)
+    tf32 = (precision == devices.FP32) & np.array(
+        [_TF32_KERNEL.search(str(k)) is not None for k in kernel_name], dtype=bool
+    )
+    precision[tf32] = devices.TF32
+    known = math_task & np.array([x is not None for x in precision], dtype=bool)
+    if not known.any():
+        return Skipped(
+            ID, "no input types recorded for matmul/convolution operators (record_shapes=True)"
+        )
+    dur = np.asarray(labelled["dur_ns"], dtype=np.int64)
+    kernel_time = int(dur.sum())
+    math_time = int(dur[math_task].sum())
+    fp32 = known & (precision == devices.FP32)
+    fp32_time = int(dur[fp32].sum())
+    fp32_share = pct(fp32_time, int(dur[known].sum()))
+    math_share = pct(math_time, kernel_time)
+    if fp32_share < p["fp32_share_pct"] or math_share < p["min_matmul_pct"]:
+        return None
+
+    recoverable = fp32_time * (1.0 - 1.0 / max(p["speedup"], 1.0))
+    windows = ctx.basis.windows
+    by_precision: dict[str, float] = {}
+    for prec in sorted({str(x) for x in precision[known]}):
+        by_precision[prec] = ms(dur[known & (precision == prec)].sum() / windows)
+    offenders = _top_fp32(labelled, fp32, dur, windows)
+    severity_ms, severity_pct = ctx.severity(recoverable)
+    peaks: list[dict[str, Any]] = []
+    for r in sorted({w.rank for w in ctx.step_windows}):
+        spec = ctx.device(r)
+        if spec is not None:
+            peaks.append(
+                {
+                    "rank": r,
+                    "device": spec.name,
+                    "fp32_tflops": spec.peak_tflops.get(devices.FP32),
+                    "tf32_tflops": spec.peak_tflops.get(devices.TF32),
+                    "bf16_tflops": spec.peak_tflops.get(devices.BF16),
+                    "fp16_tflops": spec.peak_tflops.get(devices.FP16),
+                }
+            )
+    evidence = {
+        "steps": ctx.basis.describe(),
+        "matmul_conv_ms_per_step": ms(math_time / windows),
+        "matmul_conv_pct_of_kernel_time": math_share,
+        "fp32_pct_of_matmul_conv_time": fp32_share,
+        "ms_per_step_by_precision": by_precision,
+        "device_peaks": peaks,
+        "top_fp32_ops": offenders,
+    }
+    return Finding(
+        id=ID,
+        title=(
+            f"{fp32_share:.0f}% of matmul/convolution time runs in fp32 "
+            f"({math_share:.0f}% of kernel time is matmul/convolution)"
+        ),
+        severity_ms=severity_ms,
+        severity_pct=severity_pct,
+        evidence=evidence,
+        suggestion=(
+            "If the model tolerates it, run the matrix math in lower precision: "
+            "torch.autocast(dtype=torch.bfloat16) (or fp16 with a GradScaler), or at least "
+            "TF32 (torch.backends.cuda.matmul.allow_tf32 = True / "
+            "torch.set_float32_matmul_precision('high')); on Ascend allow HF32 where eligible. "
+            "Validate accuracy: this is informational."
+        ),
+        verify=(
+            "Re-profile: the matmul/convolution kernels should switch to half-precision "
+            "(tensor-core) variants and their time per step fall; check the loss curve."
+        ),
+        estimate=(
+            f"fp32 matmul/convolution time x (1 - 1/speedup) with speedup = {p['speedup']:g} "
+            "(half the bytes and at least twice the math peak on every device of the table)."
+        ),
+        spans=spans_of(offenders),
+    )
+
+
+def _first_precision(types: str) -> str | None:
+    for part in _split_types(types):
+        prec = precision_of(part)
+        if prec is not None:
+            return prec
+    return None
+
+
+def _split_types(types: str) -> list[str]:
+    text = types.strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return []
+        return [str(t) for t in parsed] if isinstance(parsed, list) else []
+    return [t.strip() for t in text.split(";")]
+
+
+def _top_fp32(
+    labelled: pa.Table, fp32: np.ndarray, dur: np.ndarray, windows: int
+) -> list[dict[str, Any]]:
+    rows = np.flatnonzero(fp32)
+    op = np.asarray(labelled["op"].to_numpy(zero_copy_only=False), dtype=object)[rows]
+    shapes = np.asarray(labelled["op_shapes_any"].to_numpy(zero_copy_only=False), dtype=object)
+    key = np.char.add(op.astype(str), np.char.add("\x1f", shapes[rows].astype(str)))
+    keys, index = np.unique(key, return_inverse=True)
+    total = np.zeros(keys.size, dtype=np.int64)
+    np.add.at(total, index, dur[rows])
+    rank = np.asarray(labelled["rank"], dtype=np.int64)
+    step = np.asarray(labelled["step"], dtype=np.int64)
+    start = np.asarray(labelled["start_ns"], dtype=np.int64)
+    result = []
+    for g in np.argsort(-total, kind="stable")[:TOP_OFFENDERS]:
+        members = rows[index == g]
+        worst = members[np.argmax(dur[members])]
+        name, shape = str(keys[g]).split("\x1f")
+        result.append(
+            offender(
+                rank[worst],
+                step[worst],
+                start[worst],
+                start[worst] + dur[worst],
+                op=name,
+                shapes=None if shape == "None" else shape,
+                calls=int(members.size),
+                ms_per_step=ms(total[g] / windows),
+            )
+        )
+    return result
+
+
+RULE: Final = Rule(
+    id=ID,
+    title="matrix math runs in fp32 (informational)",
+    checks="input types of matmul and convolution operators, their share of kernel time",
+    thresholds=(
+        Threshold(
+            "fp32_share_pct",
+            50.0,
+            "%",
+            "fp32 share of matmul/convolution time that flags",
+            "the TensorBoard plugin's mixed-precision recommendation",
+        ),
+        Threshold(
+            "min_matmul_pct",
+            10.0,
+            "%",
+            "matmul/convolution share of kernel time to bother",
+            "perfledger",
+        ),
+        Threshold(
+            "speedup",
+            2.0,
+            "x",
+            "assumed speed-up of bf16/fp16 over fp32 matrix math",
+            "vendor datasheets (peak ratios of 2x to 16x)",
+        ),
+    ),
+    check=check,
+)

@@ -1,0 +1,154 @@
+"""small_op_explosion: thousands of tiny device tasks per step.
+
+A task shorter than the cost of launching it (a few µs of host time per launch, a few µs of
+device-side scheduling) keeps neither side busy: the step is paced by launches, not by work.
+The seeds' example is "thousands of small adds" from an unfused optimizer or per-parameter
+loops. The rule measures the share of tasks under ``short_task_us``, tasks per step, the share
+of the step the host spends in launch calls, and which operators produce the short tasks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+
+from perfledger.analysis.advisor.base import (
+    TOP_OFFENDERS,
+    Finding,
+    Outcome,
+    Params,
+    Rule,
+    Skipped,
+    Threshold,
+    ms,
+    pct,
+    us,
+)
+from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.context import AdvisorContext
+
+ID: Final = "small_op_explosion"
+
+
+def check(ctx: AdvisorContext, p: Params) -> Outcome:
+    """Short tasks > short_share_pct of all tasks, and at least min_tasks_per_step tasks."""
+    if not ctx.step_windows or not ctx.has_device_tasks:
+        return Skipped(ID, "no device activity: host-only profile")
+    tasks = ctx.tasks
+    step = np.asarray(tasks["step"], dtype=np.int64)
+    in_steps = step >= 0 if ctx.basis.annotated else np.ones(tasks.num_rows, dtype=bool)
+    dur = np.asarray(tasks["dur_ns"], dtype=np.int64)
+    windows = ctx.basis.windows
+    short = in_steps & (dur < p["short_task_us"] * 1e3)
+    counted = int(in_steps.sum())
+    tasks_per_step = counted / windows if windows else 0.0
+    short_share = pct(int(short.sum()), counted)
+    if short_share <= p["short_share_pct"] or tasks_per_step < p["min_tasks_per_step"]:
+        return None
+
+    # Idle gaps ended by a short task: what merging them into fewer tasks would remove.
+    gaps = ctx.analysis.gaps
+    gap_rows = ctx.gap_task_rows
+    short_rows = np.asarray(tasks["row"], dtype=np.int64)[short]
+    ended_by_short = np.isin(gap_rows, short_rows) & (gap_rows >= 0)
+    gap_dur = np.asarray(gaps["dur_ns"], dtype=np.int64)
+    recoverable = int(gap_dur[ended_by_short].sum())
+
+    launch_dur = np.asarray(tasks["launch_dur_ns"], dtype=np.int64)
+    wall = ctx.basis.wall_ns
+    label = np.where(
+        tasks["op_name"].is_null().to_numpy(zero_copy_only=False),
+        tasks["name"].to_numpy(zero_copy_only=False),
+        tasks["op_name"].to_numpy(zero_copy_only=False),
+    ).astype(str)
+    names, index, counts = np.unique(label[short], return_inverse=True, return_counts=True)
+    totals = np.zeros(names.size, dtype=np.int64)
+    np.add.at(totals, index, dur[short])
+    top = np.lexsort((names, -counts))[:TOP_OFFENDERS]
+    rank = np.asarray(tasks["rank"], dtype=np.int64)
+    start = np.asarray(tasks["start_ns"], dtype=np.int64)
+    by_op: list[dict[str, Any]] = []
+    for i in top:
+        first = int(np.flatnonzero(short)[np.flatnonzero(index == i)[0]])
+        by_op.append(
+            offender(
+                rank[first],
+                step[first],
+                start[first],
+                start[first] + dur[first],
+                op=str(names[i]),
+                count=int(counts[i]),
+                per_step=round(int(counts[i]) / windows, 1),
+                mean_us=us(totals[i] / counts[i]),
+                total_ms_per_step=ms(totals[i] / windows),
+            )
+        )
+    severity_ms, severity_pct = ctx.severity(recoverable)
+    evidence = {
+        "steps": ctx.basis.describe(),
+        "tasks_per_step": round(tasks_per_step, 1),
+        "short_tasks_per_step": round(int(short.sum()) / windows, 1),
+        "short_task_share_pct": short_share,
+        "short_task_time_pct_of_step": pct(int(dur[short].sum()), wall),
+        "launch_calls_ms_per_step": ms(launch_dur[in_steps].sum() / windows),
+        "launch_calls_pct_of_step": pct(int(launch_dur[in_steps].sum()), wall),
+        "idle_before_short_tasks_ms_per_step": ms(recoverable / windows),
+        "top_ops_by_count": by_op,
+    }
+    return Finding(
+        id=ID,
+        title=(
+            f"{tasks_per_step:.0f} device tasks per step, {short_share:.0f}% of them shorter "
+            f"than {p['short_task_us']:g} µs"
+        ),
+        severity_ms=severity_ms,
+        severity_pct=severity_pct,
+        evidence=evidence,
+        suggestion=(
+            "Make fewer, larger tasks: use fused or multi-tensor implementations (fused=True / "
+            "foreach=True optimizers, fused LayerNorm/GELU), replace per-parameter or per-sample "
+            "Python loops with batched tensor ops, compile the hot region (torch.compile) or "
+            "capture it with CUDA Graphs so launches cost nothing per task."
+        ),
+        verify=(
+            "Re-profile: tasks_per_step and short_task_share_pct must fall, and with them the "
+            "idle time before short tasks and the step time."
+        ),
+        estimate=(
+            "Device idle gaps that end with a short task, per step: the launch and scheduling "
+            "time that merging the tasks would remove (overlaps host_dispatch_bound)."
+        ),
+        spans=spans_of(by_op),
+    )
+
+
+RULE: Final = Rule(
+    id=ID,
+    title="the step is made of thousands of tiny device tasks",
+    checks="share of device tasks under short_task_us, tasks per step, launch time share",
+    thresholds=(
+        Threshold(
+            "short_task_us",
+            10.0,
+            "µs",
+            "a task shorter than this is short",
+            "the seeds' checklist; HTA kernel duration buckets",
+        ),
+        Threshold(
+            "short_share_pct",
+            50.0,
+            "%",
+            "share of short tasks that flags the step",
+            "perfledger: most tasks",
+        ),
+        Threshold(
+            "min_tasks_per_step",
+            1000.0,
+            "count",
+            "fewer tasks per step are not an explosion",
+            'the seeds ("thousands of small adds")',
+        ),
+    ),
+    check=check,
+)

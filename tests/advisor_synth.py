@@ -1,0 +1,78 @@
+"""Synthetic profiles for the advisor's rule tests: a few steps of hand-placed host calls and
+device tasks, analysed by the real pipeline, with every expected figure derived by hand in the
+test that builds them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from perfledger import schema
+from perfledger.analysis.advisor import AdvisorConfig, Finding, Skipped, diagnose, rule_by_id
+from perfledger.pipeline import ProfileAnalysis, analyze_traces
+from perfledger.sources.base import Trace
+from tests.synth import EventsBuilder
+
+US = 1_000
+MS = 1_000_000
+
+V100_META: dict[str, Any] = {
+    "device_properties": [
+        {"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16 * 2**30, "numSms": 80}
+    ]
+}
+
+
+def analyse(
+    builder: EventsBuilder,
+    *,
+    meta: Mapping[str, Any] | None = None,
+    counters: pa.Table | None = None,
+) -> ProfileAnalysis:
+    """Run the pipeline's analyses over one synthetic rank."""
+    trace = Trace(
+        events=builder.table(),
+        counters=counters if counters is not None else schema.empty_counters(),
+        meta=dict(meta or {}),
+        source_kind="synthetic",
+    )
+    return analyze_traces([trace])
+
+
+def outcome(
+    analysis: ProfileAnalysis,
+    rule_id: str,
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    overhead_pct: float | None = None,
+    config: AdvisorConfig | None = None,
+) -> Finding | Skipped | None:
+    """What one rule says about a profile: its finding, its skip, or None."""
+    rule = rule_by_id(rule_id)
+    assert rule is not None, rule_id
+    config = config or AdvisorConfig(
+        thresholds={f"{rule_id}.{k}": v for k, v in (thresholds or {}).items()}
+    )
+    report = diagnose(analysis, config, overhead_pct=overhead_pct, rules=(rule,))
+    if report.findings:
+        return report.findings[0]
+    if report.skipped:
+        return report.skipped[0]
+    return None
+
+
+def finding(analysis: ProfileAnalysis, rule_id: str, **kwargs: Any) -> Finding:
+    """The rule's finding; fails the test when the rule stays silent or skips."""
+    result = outcome(analysis, rule_id, **kwargs)
+    assert isinstance(result, Finding), f"{rule_id} did not fire: {result}"
+    return result
+
+
+def counters_table(rows: Iterable[tuple[str, str, int, float]], rank: int = 0) -> pa.Table:
+    """Host counters (track, name, ts_ns, value) in COUNTERS_SCHEMA."""
+    listed = [
+        {"rank": rank, "track": t, "name": n, "ts_ns": ts, "value": v} for t, n, ts, v in rows
+    ]
+    return pa.Table.from_pylist(listed, schema=schema.COUNTERS_SCHEMA)
