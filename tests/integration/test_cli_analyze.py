@@ -7,6 +7,7 @@ import gzip
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,12 @@ from tests.paths import shared_trace
 
 
 def perfledger(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    # a folder of its own, so that the run's ledger (.perfledger/ in the working dir) is too
     return subprocess.run(
         [sys.executable, "-m", "perfledger", *map(str, args)],
         capture_output=True,
         text=True,
-        cwd=cwd,
+        cwd=cwd or tempfile.mkdtemp(prefix="perfledger-cli-"),
         env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
         timeout=300,
     )

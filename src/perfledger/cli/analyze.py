@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from perfledger import ledger
 from perfledger.cli import terminal_console
 from perfledger.pipeline import build_profile
 from perfledger.profile import default_profile_name
@@ -37,6 +38,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--force", action="store_true", help="replace the output directory if it exists"
     )
+    ledger.add_ledger_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -44,4 +46,5 @@ def run(args: argparse.Namespace) -> int:
     """Analyse the traces; the exit code is 0 on success."""
     out = args.output or Path(default_profile_name())
     build_profile(args.inputs, out, force=args.force, console=terminal_console())
+    ledger.register_from_args(out, args)
     return 0

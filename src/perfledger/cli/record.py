@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from perfledger import ledger
 from perfledger.cli import terminal_console
 from perfledger.errors import PerfledgerError
 from perfledger.record.inprocess import LEVELS
@@ -63,6 +64,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--force", action="store_true", help="replace an existing profile")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program and its arguments")
+    ledger.add_ledger_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -80,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
         host_interval_s=args.host_interval / 1000.0,
         force=args.force,
     )
-    return record(command, options, console=terminal_console()).exit_code
+    result = record(command, options, console=terminal_console())
+    if result.profile is not None:
+        ledger.register_from_args(result.profile, args)
+    return result.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

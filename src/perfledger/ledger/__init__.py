@@ -91,7 +91,8 @@ def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="ledger file to register the run in (default: .perfledger/ledger.db here)",
     )
-    group.add_argument("--label", help="name of the run in the ledger (default: the profile's)")
+    if not any("--label" in action.option_strings for action in parser._actions):
+        group.add_argument("--label", help="name of the run in the ledger (default: the profile's)")
     group.add_argument("--note", help="a note kept with the run (what changed, and why)")
     group.add_argument(
         "--no-ledger", action="store_true", help="do not register the run in the ledger"
