@@ -133,7 +133,8 @@ def load_kineto(
 
     Args:
         path: a ``.json`` or ``.json.gz`` Chrome trace written by the PyTorch profiler.
-        rank: the rank to record; default the trace's ``distributedInfo.rank``, else 0.
+        rank: the rank to record; default the trace's ``distributedInfo.rank``, else 0
+            (``meta["rank"]`` is then None: the trace does not say).
         progress: called now and then with (bytes read, file size).
 
     Raises:
@@ -160,10 +161,15 @@ def load_kineto(
             raise TraceFormatError(f"{path}: traceEvents is empty: the trace holds no events")
         raise TraceFormatError(f"{path}: the trace holds no events, only metadata")
     meta = _meta(result, side)
-    trace_rank = rank if rank is not None else _distributed_rank(meta)
+    found_rank = _distributed_rank(meta)
+    trace_rank = rank if rank is not None else (found_rank if found_rank is not None else 0)
     base_ns = _base_time_ns(meta)
     events = _events_table(blocks, side, trace_rank, base_ns, meta)
-    meta["rank"] = trace_rank
+    # None tells a caller holding several traces that this one does not know its rank.
+    meta["rank"] = rank if rank is not None else found_rank
+    meta["rank_source"] = (
+        "argument" if rank is not None else "distributedInfo" if found_rank is not None else None
+    )
     meta["events"] = events.num_rows
     if side.other_phases:
         meta["skipped_phases"] = dict(sorted(side.other_phases.items()))
@@ -183,10 +189,10 @@ def load_kineto(
 # --- meta -----------------------------------------------------------------------------------
 
 
-def _distributed_rank(meta: dict[str, Any]) -> int:
+def _distributed_rank(meta: dict[str, Any]) -> int | None:
     info = meta.get("distributed_info")
     value = info.get("rank") if isinstance(info, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _base_time_ns(meta: dict[str, Any]) -> int:
