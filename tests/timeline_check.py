@@ -142,25 +142,35 @@ def validate(doc: dict[str, Any]) -> Summary:
             stack.append(item)
         out.by_track[track] = [s[3] for s in items]
 
-    def innermost(track: tuple[int, int], ts: int) -> dict[str, Any] | None:
-        best = None
-        for start, end, _n, ev in slices.get(track, ()):
-            if start <= ts and (ts < end or (start == end == ts)):
-                best = ev  # sorted outer first, so the last hit is the innermost
-        return best
+    def enclosing(track: tuple[int, int], ts: int) -> list[dict[str, Any]]:
+        """Slices open at ts on a track, outermost first (Perfetto's stack at that instant)."""
+        return [
+            ev
+            for start, end, _n, ev in slices.get(track, ())
+            if start <= ts and (ts < end or start == end == ts)
+        ]
 
     for fid, ends in flow_ends.items():
         assert len(ends["s"]) == 1 and len(ends["f"]) == 1, f"flow {fid}: ends {ends}"
         (s_track, s_ts), (f_track, f_ts) = ends["s"][0], ends["f"][0]
         assert s_ts <= f_ts, f"flow {fid} goes back in time"
-        launch = innermost(s_track, s_ts)
-        task = innermost(f_track, f_ts)
-        assert launch is not None, f"flow {fid}: start binds to no slice"
-        assert task is not None, f"flow {fid}: end binds to no slice"
-        assert launch.get("cat") in LAUNCH_CATS, f"flow {fid} starts on {launch.get('cat')}"
+        chain = enclosing(s_track, s_ts)
+        open_tasks = enclosing(f_track, f_ts)
+        assert chain, f"flow {fid}: start binds to no slice"
+        assert open_tasks, f"flow {fid}: end binds to no slice"
+        task = open_tasks[-1]
         assert task.get("cat") in DEVICE_CATS, f"flow {fid} ends on {task.get('cat')}"
-        corr_s = launch.get("args", {}).get("correlation")
-        corr_f = task.get("args", {}).get("correlation")
-        assert corr_s == corr_f, f"flow {fid} joins correlation {corr_s} to {corr_f}"
+        corr = task.get("args", {}).get("correlation")
+        # the flow leaves the innermost slice open there: the launch itself, or a runtime
+        # call nested inside it (sources that trace the runtime below the API call)
+        launches = [
+            ev
+            for ev in chain
+            if ev.get("cat") in LAUNCH_CATS and ev.get("args", {}).get("correlation") == corr
+        ]
+        assert launches, f"flow {fid} (correlation {corr}) leaves no launch of that correlation"
+        assert chain.index(launches[-1]) >= len(chain) - 1 or all(
+            ev.get("cat") in LAUNCH_CATS for ev in chain[chain.index(launches[-1]) :]
+        ), f"flow {fid} leaves {chain[-1].get('name')!r}, not its launch"
         out.flows += 1
     return out

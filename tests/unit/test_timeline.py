@@ -453,3 +453,28 @@ def test_gzip_content_matches_plain(tmp_path: Path) -> None:
     assert (
         gzip.decompress((tmp_path / "a.json.gz").read_bytes()) == (tmp_path / "a.json").read_bytes()
     )
+
+
+def test_flows_never_go_back_in_time_even_with_clock_skew(tmp_path: Path) -> None:
+    b = EventsBuilder()
+    # the kernel starts 1 µs into a 10 µs launch and lasts 1 µs: both middles would cross
+    b.launch(0, 10 * US, 1 * US, 1 * US, "early")
+    # clock skew: the kernel [20, 30) starts before its launch [25, 27) began
+    b.launch(25 * US, 2 * US, 20 * US, 10 * US, "skewed")
+    # the kernel [40, 41) ended before its launch [50, 52) began: no flow can be drawn
+    b.launch(50 * US, 2 * US, 40 * US, 1 * US, "impossible")
+    path = tmp_path / "skew.json"
+    write_timeline(path, b.table())
+    summary = validate(load(path))  # every flow leaves its launch and goes forward in time
+    assert summary.flows == 2
+    assert summary.other["flows_unplaceable"] == 1
+    doc = load(path)
+    points = {
+        (e["ph"], e["id"]): perfetto_ns(e["ts"])
+        for e in doc["traceEvents"]
+        if e["ph"] in ("s", "f")
+    }
+    # early: leaves at the kernel start (1 µs), enters at the kernel middle (1.5 µs)
+    assert points[("s", 1)] == 1 * US and points[("f", 1)] == 1_500
+    # skewed: leaves at the launch start (25 µs), enters at the kernel middle (25 µs)
+    assert points[("s", 2)] == 25 * US and points[("f", 2)] == 25 * US

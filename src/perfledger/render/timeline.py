@@ -302,6 +302,9 @@ class _Prepared:
     analysis: list[_Slices]
     flow_from: Int64Array  # row of the launch in ``events``
     flow_to: Int64Array  # row of the device task in ``events``
+    flow_out_ts: Int64Array  # where each flow leaves its launch
+    flow_in_ts: Int64Array  # where it enters its task
+    flows_unplaceable: int  # tasks that ended before their launch began (clock skew)
     counters: _Counters
     metadata: list[tuple[int, int, str, int, str]]  # pid, tid (0: process), name, sort, kind
     overlapping: int
@@ -847,13 +850,17 @@ def _prepare(
     event_slices = _event_slices(events, row_thread, thread_keys, pids, tids)
     analysis = [b(pids, tids) for b in (gap_build, finding_build) if b is not None]
     flow_from, flow_to = _flows(events)
-    kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0)
+    out_ts, in_ts, placeable = _flow_points(event_slices, flow_from, flow_to)
+    kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0) & placeable
     return _Prepared(
         origin=origin,
         events=event_slices,
         analysis=analysis,
         flow_from=flow_from[kept],
         flow_to=flow_to[kept],
+        flow_out_ts=out_ts[kept],
+        flow_in_ts=in_ts[kept],
+        flows_unplaceable=int((~placeable).sum()),
         counters=counter_build(pids),
         metadata=metadata,
         overlapping=overlapping,
@@ -901,11 +908,31 @@ def _slice_lines(s: _Slices, rows: Int64Array, origin: int) -> pa.Array:
     )
 
 
-def _midpoints(s: _Slices, rows: Int64Array) -> Int64Array:
-    return s.start[rows] + s.dur[rows] // 2
+def _flow_points(
+    ev: _Slices, launch: Int64Array, task: Int64Array
+) -> tuple[Int64Array, Int64Array, BoolArray]:
+    """Where each flow leaves its launch and enters its task, and whether it can be placed.
+
+    A flow must not go back in time (Perfetto meets its end before its start and drops it),
+    and each end must lie inside its own slice, away from a neighbour starting at the same
+    instant. It leaves the launch at the task's start, but no later than the launch's middle,
+    and enters the task at its middle, but no earlier than it left. Tasks that ended before
+    their launch began (clock skew between host and device) get no flow.
+    """
+    l_start = ev.start[launch]
+    l_mid = l_start + ev.dur[launch] // 2
+    t_start = ev.start[task]
+    t_dur = ev.dur[task]
+    t_mid = t_start + t_dur // 2
+    out_ts = np.minimum(l_mid, np.maximum(t_start, l_start))
+    in_ts = np.maximum(t_mid, out_ts)
+    placeable = (in_ts < t_start + t_dur) | ((t_dur == 0) & (in_ts == t_start))
+    return out_ts, in_ts, placeable
 
 
-def _flow_lines(s: _Slices, rows: Int64Array, ids: Int64Array, phase: str, origin: int) -> pa.Array:
+def _flow_lines(
+    s: _Slices, rows: Int64Array, ts: Int64Array, ids: Int64Array, phase: str, origin: int
+) -> pa.Array:
     bind = ',"bp":"e"' if phase == "f" else ""
     return pc.binary_join_element_wise(
         f',\n{{"ph":"{phase}"{bind},"id":',
@@ -915,7 +942,7 @@ def _flow_lines(s: _Slices, rows: Int64Array, ids: Int64Array, phase: str, origi
         ',"tid":',
         _ints(s.tid[rows]),
         ',"ts":',
-        _us(_midpoints(s, rows) - origin),
+        _us(ts - origin),
         ',"name":"launch","cat":"flow"}',
         "",
     )
@@ -1001,9 +1028,12 @@ def _write(
     flow_sel = np.flatnonzero(kept[prepared.flow_from] & kept[prepared.flow_to])
     f_from = prepared.flow_from[flow_sel]
     f_to = prepared.flow_to[flow_sel]
+    f_out_ts = prepared.flow_out_ts[flow_sel]
+    f_in_ts = prepared.flow_in_ts[flow_sel]
     # ids numbered by launch time, so the same profile always gets the same ids
     flow_order = np.lexsort((f_to, ev.start[f_from]))
     f_from, f_to = f_from[flow_order], f_to[flow_order]
+    f_out_ts, f_in_ts = f_out_ts[flow_order], f_in_ts[flow_order]
     flow_ids = np.arange(1, f_from.size + 1, dtype=np.int64)
 
     c = prepared.counters
@@ -1037,8 +1067,8 @@ def _write(
         dur_list.append(dur)
         nest_list.append(s.nesting[rows])
     for src, ts, cls in (
-        (n_parts - 3, _midpoints(ev, f_from), _FLOW_OUT),
-        (n_parts - 2, _midpoints(ev, f_to), _FLOW_IN),
+        (n_parts - 3, f_out_ts, _FLOW_OUT),
+        (n_parts - 2, f_in_ts, _FLOW_IN),
         (n_parts - 1, counter_ts, _COUNTER),
     ):
         src_list.append(np.full(ts.size, src, np.int64))
@@ -1066,9 +1096,9 @@ def _write(
             s = ev if src == 0 else prepared.analysis[src - 1]
             return _slice_lines(s, records[src][1][local], origin)
         if src == n_parts - 3:
-            return _flow_lines(ev, f_from[local], flow_ids[local], "s", origin)
+            return _flow_lines(ev, f_from[local], f_out_ts[local], flow_ids[local], "s", origin)
         if src == n_parts - 2:
-            return _flow_lines(ev, f_to[local], flow_ids[local], "f", origin)
+            return _flow_lines(ev, f_to[local], f_in_ts[local], flow_ids[local], "f", origin)
         return _counter_lines_at(c, counter_rows[local], counter_ts[local], origin)
 
     used_pids = set(np.unique(ev.pid[event_rows]).tolist())
@@ -1090,6 +1120,7 @@ def _write(
         "truncated_at_ns": truncated_at,
         "overlapping_moved": prepared.overlapping,
         "dropped": int(prepared.dropped.size),
+        "flows_unplaceable": prepared.flows_unplaceable,
     }
     header = (
         '{"otherData":'
