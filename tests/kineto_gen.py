@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfledger.sources import kineto_stream
+
 Event = dict[str, Any]
 
 
@@ -241,7 +243,9 @@ def scale_trace(source: Path, target: Path, copies: int) -> Path:
         else (source.read_bytes())
     )
     start = text.index(b'"traceEvents": [') + len(b'"traceEvents": [')
-    end = text.rindex(b"\n  }") + len(b"\n  }")
+    ends, array_end, _ = kineto_stream._structure(text, start, len(text))
+    assert array_end > 0, f"{source}: the traceEvents array does not end"
+    end = ends[-1]
     body = text[start:end]
     stamps = [int(m.group(2)) for m in _TS.finditer(body)]
     span = max(stamps) - min(stamps) + 1000

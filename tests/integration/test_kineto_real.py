@@ -231,3 +231,16 @@ def test_sampled_ranks_keep_their_rank(kineto_dir: Path) -> None:
     one = _trace(kineto_dir / "sampled_2ranks/rank-1.json.gz")
     assert one.meta["rank"] == 1
     assert set(one.events["rank"].to_pylist()) == {1}
+
+
+def test_a_scaled_copy_imports_with_every_copy(kineto_dir: Path, tmp_path: Path) -> None:
+    # the generator used for the throughput and memory measurements
+    from tests.kineto_gen import scale_trace
+
+    source = kineto_dir / "old_pt18_inference_rank1.json.gz"
+    one = _trace(source).events
+    scaled = load_kineto(scale_trace(source, tmp_path / "scaled.json", 3)).events
+    assert scaled.num_rows == 3 * one.num_rows
+    span = max(one["start_ns"].to_pylist()) - min(one["start_ns"].to_pylist())
+    assert min(scaled["start_ns"].to_pylist()) == min(one["start_ns"].to_pylist())
+    assert max(scaled["start_ns"].to_pylist()) > 2 * span + min(one["start_ns"].to_pylist())
