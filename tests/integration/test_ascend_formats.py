@@ -178,6 +178,43 @@ def test_host_to_device_flow_links_a_task_without_connection_id(tmp_path: Path) 
     assert linked == [("Node@launch", gen._ns(220))]
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    texts=st.lists(
+        st.sampled_from(["plain", "a}, {b", "}, {", "},{", "x},\n{y", "\u00e9"]), max_size=60
+    ),
+    chunk_bytes=st.integers(1, 4000),
+)
+def test_timeline_pieces_decode_like_the_whole_file(texts: list[str], chunk_bytes: int) -> None:
+    from perfledger.sources import ascend_timeline
+
+    events = [
+        {
+            "ph": "X",
+            "name": f"op{i}",
+            "pid": 1,
+            "tid": 2,
+            "ts": f"{1000 + i}.5",
+            "dur": 1.5,
+            "args": {"text": text},
+        }
+        for i, text in enumerate(texts)
+    ]
+    base = Path(tempfile.mkdtemp(prefix="ascend-pieces-"))
+    try:
+        path = base / "trace_view.json"
+        path.write_text(json.dumps(events))
+        if not events:
+            with pytest.raises(PerfledgerError):
+                ascend_timeline._decode(path, chunk_bytes)
+            return
+        whole = ascend_timeline._decode(path, 10**9)
+        assert ascend_timeline._decode(path, chunk_bytes).equals(whole)
+        assert whole.column("name").to_pylist() == [e["name"] for e in events]
+    finally:
+        shutil.rmtree(base)
+
+
 def test_database_with_shapes_and_types_swapped(tmp_path: Path) -> None:
     events = only(load_ascend(gen.write_db(tmp_path, swap_shapes_and_types=True))).events
     assert query(
