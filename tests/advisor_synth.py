@@ -76,3 +76,29 @@ def counters_table(rows: Iterable[tuple[str, str, int, float]], rank: int = 0) -
         {"rank": rank, "track": t, "name": n, "ts_ns": ts, "value": v} for t, n, ts, v in rows
     ]
     return pa.Table.from_pylist(listed, schema=schema.COUNTERS_SCHEMA)
+
+
+STEP = 1000 * US
+LAUNCHES = (0, 250, 500, 750)  # µs into the step
+
+
+def host_bound_steps(*, with_sync: bool = False, loader: bool = False) -> EventsBuilder:
+    """Three 1 ms steps; each launches four 100 µs kernels 250 µs apart, 20 µs after the call.
+
+    Between launches the host runs ``host_work`` (or sits in the data loader, or in a
+    stream synchronisation that lasts until the kernel ends).
+    """
+    b = EventsBuilder()
+    for s in range(3):
+        t0 = s * STEP
+        b.step_mark(t0, STEP, s + 1)
+        b.python(t0, STEP, "train.py(42): train_step")
+        for at in LAUNCHES:
+            b.launch(t0 + at * US, 10 * US, t0 + (at + 20) * US, 100 * US, "add_kernel")
+            if with_sync:
+                b.sync(t0 + (at + 10) * US, 115 * US, "cudaStreamSynchronize")
+            elif loader:
+                b.dataloader(t0 + (at + 15) * US, 235 * US)
+            else:
+                b.cpu_op(t0 + (at + 15) * US, 235 * US, "host_work")
+    return b

@@ -101,7 +101,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         for w, t in zip(worst, take, strict=True)
     ]
     flagged_steps = step[rows[flagged]]
-    first_step = int(flagged_steps.min()) if ctx.basis.annotated else None
+    first_step = min(w.step for w in ctx.step_windows) if ctx.basis.annotated else None
     in_first = (
         pct(int((flagged_steps == first_step).sum()), flagged.size)
         if first_step is not None

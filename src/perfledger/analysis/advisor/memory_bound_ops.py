@@ -36,6 +36,7 @@ from perfledger.analysis.roofline import (
     DATA_MOVEMENT_FAMILIES,
     estimate_table,
     is_packed_layout,
+    op_family,
 )
 
 ID: Final = "memory_bound_ops"
@@ -208,7 +209,16 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         intensity = np.where(nbytes > 0, flops / nbytes, np.where(flops > 0, np.inf, 0.0))
         ridge = peak / bandwidth
         bound_ns = np.maximum(flops / peak, nbytes / bandwidth)
+    # The family by name too: an Ascend kernel judged by its pipes has no estimate, but a
+    # TransData or a Cast is data movement whatever its shapes.
     family = np.asarray(estimates["family"].to_numpy(zero_copy_only=False), dtype=object)
+    names = units["name"].to_numpy(zero_copy_only=False)
+    ascend = np.asarray(units["ascend"], dtype=bool)
+    missing = np.flatnonzero(family == None)  # noqa: E711 - elementwise on an object array
+    keys = np.char.add(np.where(ascend[missing], "A", "-"), names[missing].astype(str))
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    by_key = np.array([op_family(k[1:], ascend=k[0] == "A") for k in distinct] + [None], object)
+    family[missing] = by_key[inverse.reshape(-1)] if missing.size else family[missing]
     on_roofline = estimated & device_known & ~by_pipes
     memory_pipes = [name.removesuffix("_ratio") for name, moves in ASCEND_PIPES if moves]
     memory_pipe = np.isin(np.asarray(bound_pipe, dtype=object), memory_pipes)
@@ -227,7 +237,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     recoverable_each = np.where(data_movement, time, above_roofline)
     recoverable = float(recoverable_each[memory_bound].sum())
 
-    signatures = _signatures(units, estimates, memory_bound, time, recoverable_each, ctx)
+    signatures = _signatures(units, estimates, family, memory_bound, time, recoverable_each, ctx)
     rows = signatures[:TOP_OFFENDERS]
     severity_ms, severity_pct = ctx.severity(recoverable)
     windows = ctx.basis.windows
@@ -300,6 +310,7 @@ def _devices_of(ctx: AdvisorContext, rank: np.ndarray) -> list[Any]:
 def _signatures(
     units: pa.Table,
     estimates: pa.Table,
+    family: np.ndarray,
     memory_bound: np.ndarray,
     time: np.ndarray,
     recoverable_each: np.ndarray,
@@ -321,7 +332,7 @@ def _signatures(
             "name": units["name"].take(take),
             "shapes": units["shapes"].take(take),
             "dtypes": units["dtypes"].take(take),
-            "family": estimates["family"].take(take),
+            "family": pa.array(family[rows].tolist(), pa.string()),
             "bound_pipe": units["bound_pipe"].take(take),
             "time_ns": pa.array(time[rows]),
             "flops": pa.array(flops),
