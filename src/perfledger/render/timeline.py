@@ -316,7 +316,7 @@ def _int64(table: pa.Table, column: str) -> Int64Array:
     return np.asarray(table.column(column).to_numpy(), dtype=np.int64)
 
 
-def _dictionary(table: pa.Table, column: str) -> tuple[Int64Array, list[str | None]]:
+def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str | None]]:
     """A string column as (codes, distinct values); works on dictionary and plain strings."""
     col = table.column(column)
     if not pa.types.is_dictionary(col.type):
@@ -333,7 +333,7 @@ def _dictionary(table: pa.Table, column: str) -> tuple[Int64Array, list[str | No
 
 
 def _kind_mask(events: pa.Table, kinds: Iterable[str]) -> BoolArray:
-    codes, values = _dictionary(events, "kind")
+    codes, values = dictionary_codes(events, "kind")
     wanted = set(kinds)
     hit = np.fromiter((v in wanted for v in values), dtype=bool, count=len(values))
     return hit[codes] if codes.size else np.zeros(0, dtype=bool)
@@ -520,9 +520,9 @@ def _event_slices(
     thread_tid = np.array([tids[k] for k in thread_keys] + [-1], dtype=np.int64)
     pid = thread_pid[row_thread]  # -1 picks the sentinel
     tid = thread_tid[row_thread]
-    kind_codes, kinds = _dictionary(events, "kind")
+    kind_codes, kinds = dictionary_codes(events, "kind")
     nesting_of_kind = np.array([_KIND_NESTING_ORDER.get(k or "", 99) for k in kinds] or [0])
-    name_codes, names = _dictionary(events, "name")
+    name_codes, names = dictionary_codes(events, "name")
     step = _int64(events, "step")
     correlation = _int64(events, "correlation")
     external_id = _int64(events, "external_id")
@@ -631,7 +631,7 @@ def _gap_slices(
             pid[sel] = pids[process]
             tid[sel] = tids[(process, (_GAPS_LANE, -1, 0))]
         start = _int64(gaps, "start_ns")
-        cause_codes, causes = _dictionary(gaps, "cause")
+        cause_codes, causes = dictionary_codes(gaps, "cause")
         step = _int64(gaps, "step")
         cause_text = [c or "other" for c in causes]
 
@@ -745,8 +745,8 @@ def _counter_series(
     value = value[finite]
     rank = _int64(counters, "rank")
     ts = _int64(counters, "ts_ns")
-    track_codes, tracks = _dictionary(counters, "track")
-    name_codes, names = _dictionary(counters, "name")
+    track_codes, tracks = dictionary_codes(counters, "track")
+    name_codes, names = dictionary_codes(counters, "name")
     key = np.stack([rank, track_codes, name_codes], axis=1)
     uniq, series = np.unique(key, axis=0, return_inverse=True) if key.size else (key, key[:, 0])
     series = series.reshape(-1)

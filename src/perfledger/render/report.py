@@ -1,0 +1,816 @@
+"""The HTML report: one self-contained file (ECharts inlined, no network) under 5 MB.
+
+The report lays out results computed elsewhere: every number it shows is a field of
+:class:`ReportData` (accounting rows, gap report, op tables, findings, headline figures).
+Building the payload only selects, samples and packs rows in columns: the longest operators,
+a few steps of the timeline, evenly spaced counter samples.
+
+Every string that came from a trace travels inside one JSON document in a
+``<script type="application/json">`` block whose ``<``, ``>`` and ``&`` are escaped, and the
+page writes it with ``textContent`` (or escapes it for chart tooltips), so an op named
+``</script><img src=x onerror=alert(1)>`` is shown as text and runs nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import jinja2
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+from markupsafe import Markup
+
+from perfledger import __version__, schema
+from perfledger.analysis.gaps import GapReport
+from perfledger.analysis.types import (
+    GAPS_SCHEMA,
+    IDLE_CAUSES,
+    HostWindowAccount,
+    StepWindow,
+    WindowAccount,
+)
+from perfledger.errors import PerfledgerError
+from perfledger.render.timeline import dictionary_codes
+
+if TYPE_CHECKING:
+    from perfledger.pipeline import ProfileAnalysis
+
+Int64Array = npt.NDArray[np.int64]
+
+REPORT_FORMAT_VERSION: Final = 1
+MAX_REPORT_BYTES: Final = 5 * 1024 * 1024
+# Payload budgets: together they keep the report far below MAX_REPORT_BYTES on any profile.
+TIMELINE_STEPS: Final = 6
+TIMELINE_EVENTS_PER_STEP: Final = 12_000
+TABLE_ROWS: Final = {
+    "op_statistic": 1_000,
+    "op_summary": 1_500,
+    "api_statistic": 500,
+    "kernel_details": 1_000,
+    "transfers": 100,
+    "communication": 500,
+    "worst_gaps": 50,
+}
+COUNTER_POINTS: Final = 1_200
+# Strings of tables and timeline tooltips are cut at this length (the CSV files keep them).
+TEXT_CHARS: Final = 300
+# Room for the page around the scripts and the payload.
+_PAGE_MARGIN: Final = 64 * 1024
+COUNTER_SERIES: Final = 12
+ACCOUNTING_STEPS: Final = 2_000
+
+_ACCOUNT_SERIES: Final = (
+    ("compute", "compute_ns"),
+    ("communication", "communication_ns"),
+    ("memcpy", "memcpy_ns"),
+    ("memset", "memset_ns"),
+    *((f"idle: {cause}", f"idle_{cause}_ns") for cause in IDLE_CAUSES),
+)
+_HOST_SERIES: Final = (
+    ("dataloader", "dataloader_ns"),
+    ("forward", "forward_ns"),
+    ("backward", "backward_ns"),
+    ("optimizer", "optimizer_ns"),
+    ("overhead", "overhead_ns"),
+)
+_TEMPLATE_PACKAGE: Final = "perfledger.render"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The figures at the top of the report (from summary.json; None when unknown)."""
+
+    step_time_ms: float | None = None
+    device_utilization_pct: float | None = None
+    throughput: float | None = None
+    throughput_unit: str | None = None
+    profiler_overhead_pct: float | None = None
+    step_count: int | None = None
+    ranks: int | None = None
+    loss: str | None = None
+    # utilisation of each device over its span, labelled "rank r device d"
+    device_utilization: tuple[tuple[str, float], ...] = ()
+
+
+def headline_from_summary(summary: Mapping[str, Any]) -> Headline:
+    """Read the headline figures of a summary.json document (no figure is derived here).
+
+    Keys read: ``step_time_ms``, ``device_utilization_pct``, ``devices`` (each with ``rank``,
+    ``device`` and ``utilization_pct``), ``throughput`` (a number, or ``{"value", "unit"}``),
+    ``throughput_unit``, ``profiler_overhead_pct``, ``step_count``, ``ranks`` (a count or a
+    list of rank ids) and ``loss``.
+    """
+    per_device = tuple(
+        (f"rank {d.get('rank', 0)} device {d.get('device', 0)}", value)
+        for d in summary.get("devices") or ()
+        if isinstance(d, Mapping) and (value := _number(d.get("utilization_pct"))) is not None
+    )
+    utilization = _number(summary.get("device_utilization_pct"))
+    if utilization is None and len(per_device) == 1:
+        utilization = per_device[0][1]
+    throughput = summary.get("throughput")
+    unit = summary.get("throughput_unit")
+    if isinstance(throughput, Mapping):
+        unit = throughput.get("unit", unit)
+        throughput = throughput.get("value")
+    ranks = summary.get("ranks")
+    if isinstance(ranks, Sequence) and not isinstance(ranks, str):
+        ranks = len(ranks)
+    return Headline(
+        step_time_ms=_number(summary.get("step_time_ms")),
+        device_utilization_pct=utilization,
+        throughput=_number(throughput),
+        throughput_unit=str(unit) if unit is not None else None,
+        profiler_overhead_pct=_number(summary.get("profiler_overhead_pct")),
+        step_count=int(summary["step_count"]) if summary.get("step_count") is not None else None,
+        ranks=int(ranks) if isinstance(ranks, (int, float)) else None,
+        loss=str(summary["loss"]) if summary.get("loss") else None,
+        device_utilization=per_device,
+    )
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the report shows, computed by the analyses.
+
+    Attributes:
+        title: the profile's name.
+        events: canonical events (step assigned): the step timeline is drawn from them.
+        windows: step windows of every rank.
+        accounts: device accounting rows (per rank, device and step; step -1 is the span).
+        host_accounts: host-only accounting rows (CPU runs).
+        gaps: idle gaps (GAPS_SCHEMA), highlighted on the step timeline.
+        gap_report: the gap histogram and the worst gaps.
+        op_statistic, op_summary, api_statistic, kernel_details, transfers, communication:
+            the analyses' tables, as written to the CSV files.
+        counters: host and device counters (COUNTERS_SCHEMA).
+        findings: ``{id, title, severity_ms, severity_pct, evidence, suggestion, verify}``,
+            sorted by severity; an optional ``spans`` list of ``{rank, start_ns, end_ns}``
+            gives the "show on timeline" links.
+        headline: median step time, utilisation, throughput, profiler overhead.
+        meta: run metadata shown in the header (source, versions, devices).
+    """
+
+    title: str
+    events: pa.Table = field(default_factory=schema.empty_events)
+    windows: tuple[StepWindow, ...] = ()
+    accounts: tuple[WindowAccount, ...] = ()
+    host_accounts: tuple[HostWindowAccount, ...] = ()
+    gaps: pa.Table | None = None
+    gap_report: GapReport | None = None
+    op_statistic: pa.Table | None = None
+    op_summary: pa.Table | None = None
+    api_statistic: pa.Table | None = None
+    kernel_details: pa.Table | None = None
+    transfers: pa.Table | None = None
+    communication: pa.Table | None = None
+    counters: pa.Table | None = None
+    findings: tuple[Mapping[str, Any], ...] = ()
+    headline: Headline = field(default_factory=Headline)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def report_data_from_profile(
+    analysis: ProfileAnalysis,
+    summary: Mapping[str, Any],
+    *,
+    title: str,
+    meta: Mapping[str, Any] | None = None,
+) -> ReportData:
+    """The report's inputs from a profile's analysis and its summary.json document.
+
+    Findings come from ``summary["findings"]`` (with their ``spans``); the headline from
+    :func:`headline_from_summary`.
+    """
+    return ReportData(
+        title=title,
+        events=analysis.events,
+        windows=tuple(w for r in analysis.ranks for w in r.windows),
+        accounts=tuple(a for r in analysis.ranks for a in r.accounting.windows),
+        host_accounts=tuple(a for r in analysis.ranks for a in r.accounting.host),
+        gaps=analysis.gaps,
+        gap_report=analysis.gap_report,
+        op_statistic=analysis.op_statistic,
+        op_summary=analysis.op_summary,
+        api_statistic=analysis.api_statistic,
+        kernel_details=analysis.kernel_details,
+        transfers=analysis.transfers,
+        communication=analysis.communication,
+        counters=analysis.counters,
+        findings=tuple(summary.get("findings") or ()),
+        headline=headline_from_summary(summary),
+        meta=dict(meta) if meta is not None else {"source": summary.get("source")},
+    )
+
+
+def write_report(path: Path, data: ReportData) -> None:
+    """Write the self-contained HTML report (temporary name, then renamed).
+
+    Raises:
+        PerfledgerError: the report would exceed MAX_REPORT_BYTES (a payload budget bug).
+    """
+    html = render_report(data)
+    encoded = html.encode("utf-8")
+    if len(encoded) > MAX_REPORT_BYTES:
+        raise PerfledgerError(
+            f"{path}: the report would be {len(encoded) / 1e6:.1f} MB, over the "
+            f"{MAX_REPORT_BYTES / 1e6:.0f} MB limit"
+        )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(encoded)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def render_report(data: ReportData) -> str:
+    """The report as one HTML string, its payload shrunk until the page fits the size limit."""
+    echarts = _asset("echarts.min.js")
+    app_js = _template_text("report.js")
+    css = _template_text("report.css")
+    fixed = sum(len(t.encode("utf-8")) for t in (echarts, app_js, css)) + _PAGE_MARGIN
+    prepared = _prepare(data)
+    limits = _Limits()
+    payload = script_json(report_payload(data, limits, prepared))
+    for _ in range(8):
+        if fixed + len(payload.encode("utf-8")) <= MAX_REPORT_BYTES:
+            break
+        limits = limits.shrunk()
+        payload = script_json(report_payload(data, limits, prepared))
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        title=data.title,
+        echarts=Markup(echarts),
+        echarts_version=_asset("echarts.VERSION").splitlines()[0],
+        app_js=Markup(app_js),
+        css=Markup(css),
+        payload=Markup(payload),
+        # only these two scripts may run: no inline handler, nothing fetched
+        script_hashes=Markup(" ".join(f"'{_sha256(text)}'" for text in (echarts, app_js))),
+    )
+
+
+def _sha256(text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return "sha256-" + base64.b64encode(digest).decode("ascii")
+
+
+def script_json(value: Any) -> str:
+    """JSON safe to place inside a ``<script>`` element: no ``<``, ``>``, ``&`` or U+2028/9."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # a NaN somewhere: walk the document once to null it
+        text = json.dumps(
+            _finite(value), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        )
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The payload: what the page draws, packed in columns.
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """How much of each table and timeline the payload holds; halved while it is too big."""
+
+    timeline_steps: int = TIMELINE_STEPS
+    timeline_events: int = TIMELINE_EVENTS_PER_STEP
+    table_scale: float = 1.0
+    counter_points: int = COUNTER_POINTS
+    text_chars: int = TEXT_CHARS
+
+    def shrunk(self) -> _Limits:
+        return _Limits(
+            timeline_steps=max(2, self.timeline_steps - 2),
+            timeline_events=max(500, self.timeline_events // 2),
+            table_scale=self.table_scale / 2,
+            counter_points=max(100, self.counter_points // 2),
+            text_chars=max(60, self.text_chars // 2),
+        )
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Event and gap columns as numpy arrays, strings as dictionary codes: read once."""
+
+    rank: Int64Array
+    device: Int64Array
+    stream: Int64Array
+    pid: Int64Array
+    start: Int64Array
+    dur: Int64Array
+    kind: Int64Array
+    name: Int64Array
+    labels: list[str]  # event names, then "idle: <cause>" for every gap cause
+    kinds: list[str]  # event kinds, then "idle: <cause>"
+    step_kind: int  # code of the step kind, -1 when absent
+    gap_rank: Int64Array
+    gap_device: Int64Array
+    gap_start: Int64Array
+    gap_end: Int64Array
+    gap_label: Int64Array  # into labels
+    gap_kind: Int64Array  # into kinds
+
+
+def _prepare(data: ReportData) -> _Prepared:
+    events = data.events
+    kind, kinds = dictionary_codes(events, "kind")
+    name, names = dictionary_codes(events, "name")
+    gaps = data.gaps if data.gaps is not None else GAPS_SCHEMA.empty_table()
+    cause, causes = dictionary_codes(gaps, "cause")
+    cause_text = [f"idle: {c or 'other'}" for c in causes]
+    kind_text = [k or "" for k in kinds]
+    return _Prepared(
+        rank=_int64(events, "rank"),
+        device=_int64(events, "device"),
+        stream=_int64(events, "stream"),
+        pid=_int64(events, "pid"),
+        start=_int64(events, "start_ns"),
+        dur=_int64(events, "dur_ns"),
+        kind=kind,
+        name=name,
+        labels=[n or "" for n in names] + cause_text,
+        kinds=kind_text + cause_text,
+        step_kind=kind_text.index(schema.STEP) if schema.STEP in kind_text else -1,
+        gap_rank=_int64(gaps, "rank"),
+        gap_device=_int64(gaps, "device"),
+        gap_start=_int64(gaps, "start_ns"),
+        gap_end=_int64(gaps, "end_ns"),
+        gap_label=cause + len(names),
+        gap_kind=cause + len(kinds),
+    )
+
+
+def report_payload(
+    data: ReportData, limits: _Limits | None = None, prepared: _Prepared | None = None
+) -> dict[str, Any]:
+    """The JSON document the page reads (selected, sampled and packed results)."""
+    limits = limits or _Limits()
+    prepared = prepared or _prepare(data)
+    steps = _step_choices(data)
+    findings = [_finding(f, steps) for f in data.findings]
+    timeline_steps = _timeline_steps(steps, findings, limits.timeline_steps)
+    timelines = [_step_timeline(prepared, steps[k], limits.timeline_events) for k in timeline_steps]
+    # one table of names and kinds shared by the steps; names cut for the tooltip only
+    no_codes = np.zeros(0, dtype=np.int64)
+    used_labels = np.unique(np.concatenate([no_codes] + [t["name"] for t in timelines]))
+    used_kinds = np.unique(np.concatenate([no_codes] + [t["kind"] for t in timelines]))
+    for t in timelines:
+        t["name"] = np.searchsorted(used_labels, t["name"]).tolist()
+        t["kind"] = np.searchsorted(used_kinds, t["kind"]).tolist()
+    labels = [_cut(prepared.labels[int(c)], limits.text_chars) for c in used_labels]
+    kinds = [prepared.kinds[int(c)] for c in used_kinds]
+    tables = (
+        ("op_statistic", data.op_statistic),
+        ("op_summary", data.op_summary),
+        ("api_statistic", data.api_statistic),
+        ("kernel_details", data.kernel_details),
+        ("transfers", data.transfers),
+        ("communication", data.communication),
+        ("worst_gaps", data.gap_report.worst if data.gap_report else None),
+    )
+    return {
+        "format_version": REPORT_FORMAT_VERSION,
+        "generator": f"perfledger {__version__}",
+        "title": data.title,
+        "meta": _finite(_jsonable(dict(data.meta))),
+        "headline": _headline(data.headline),
+        "accounting": _accounting(data.accounts),
+        "host_accounting": _host_accounting(data.host_accounts),
+        "gap_histogram": _gap_histogram(data.gap_report),
+        "findings": findings,
+        "steps": [steps[k] for k in timeline_steps],
+        "timeline_names": labels,
+        "timeline_kinds": kinds,
+        "timelines": {str(t["step"]): t for t in timelines},
+        "tables": {
+            name: _table(table, name, limits)
+            for name, table in tables
+            if table is not None and table.num_rows
+        },
+        "counters": _counters(data.counters, prepared, limits.counter_points),
+    }
+
+
+def _headline(h: Headline) -> dict[str, Any]:
+    return {
+        "step_time_ms": h.step_time_ms,
+        "device_utilization_pct": h.device_utilization_pct,
+        "throughput": h.throughput,
+        "throughput_unit": h.throughput_unit,
+        "profiler_overhead_pct": h.profiler_overhead_pct,
+        "step_count": h.step_count,
+        "ranks": h.ranks,
+        "loss": h.loss,
+        "device_utilization": [[label, value] for label, value in h.device_utilization],
+    }
+
+
+def _accounting(accounts: Sequence[WindowAccount]) -> list[dict[str, Any]]:
+    """Per (rank, device): the categories of every step in ms, plus the span row."""
+    by_device: dict[tuple[int, int], list[WindowAccount]] = {}
+    for a in accounts:
+        by_device.setdefault((a.rank, a.device), []).append(a)
+    out = []
+    for (rank, device), rows in sorted(by_device.items()):
+        steps = sorted((a for a in rows if a.step >= 0), key=lambda a: a.step)
+        if len(steps) > ACCOUNTING_STEPS:  # evenly spaced steps of very long profiles
+            pick = np.linspace(0, len(steps) - 1, ACCOUNTING_STEPS).round().astype(int)
+            steps = [steps[i] for i in sorted(set(pick.tolist()))]
+        span = [a for a in rows if a.step < 0]
+        out.append(
+            {
+                "label": f"rank {rank} device {device}",
+                "rank": rank,
+                "device": device,
+                "steps": [a.step for a in steps],
+                "wall_ms": [a.wall_ns / 1e6 for a in steps],
+                "overlapped_communication_ms": [a.overlapped_communication_ns / 1e6 for a in steps],
+                "series": [
+                    {"name": name, "ms": [getattr(a, attr) / 1e6 for a in steps]}
+                    for name, attr in _ACCOUNT_SERIES
+                ],
+                "span": _account_row(span[0]) if span else None,
+            }
+        )
+    return out
+
+
+def _account_row(a: WindowAccount) -> dict[str, Any]:
+    row = {name: getattr(a, attr) / 1e6 for name, attr in _ACCOUNT_SERIES}
+    row["wall"] = a.wall_ns / 1e6
+    row["overlapped communication"] = a.overlapped_communication_ns / 1e6
+    return row
+
+
+def _host_accounting(accounts: Sequence[HostWindowAccount]) -> list[dict[str, Any]]:
+    by_rank: dict[int, list[HostWindowAccount]] = {}
+    for a in accounts:
+        by_rank.setdefault(a.rank, []).append(a)
+    out = []
+    for rank, rows in sorted(by_rank.items()):
+        steps = sorted((a for a in rows if a.step >= 0), key=lambda a: a.step)[:ACCOUNTING_STEPS]
+        out.append(
+            {
+                "label": f"rank {rank} main thread",
+                "rank": rank,
+                "steps": [a.step for a in steps],
+                "wall_ms": [a.wall_ns / 1e6 for a in steps],
+                "series": [
+                    {"name": name, "ms": [getattr(a, attr) / 1e6 for a in steps]}
+                    for name, attr in _HOST_SERIES
+                ],
+            }
+        )
+    return out
+
+
+def _gap_histogram(report: GapReport | None) -> dict[str, Any] | None:
+    if report is None or not report.buckets:
+        return None
+    causes = [c.cause for c in report.buckets[0].by_cause]
+    return {
+        "buckets": [b.label for b in report.buckets],
+        "causes": causes,
+        "count": [[c.count for c in b.by_cause] for b in report.buckets],
+        "total_ms": [[c.total_ns / 1e6 for c in b.by_cause] for b in report.buckets],
+        "gaps": report.count,
+        "gaps_total_ms": report.total_ns / 1e6,
+    }
+
+
+def _step_choices(data: ReportData) -> list[dict[str, Any]]:
+    """Every step (hull of its windows over ranks), labelled median / slowest / fastest."""
+    hulls: dict[int, list[int]] = {}
+    for w in data.windows:
+        lo_hi = hulls.setdefault(w.step, [w.start_ns, w.end_ns])
+        lo_hi[0] = min(lo_hi[0], w.start_ns)
+        lo_hi[1] = max(lo_hi[1], w.end_ns)
+    if not hulls and data.events.num_rows:
+        start = int(pc.min(data.events.column("start_ns")).as_py())
+        ends = pc.add(data.events.column("start_ns"), data.events.column("dur_ns"))
+        hulls[0] = [start, int(pc.max(ends).as_py())]
+    steps: list[dict[str, Any]] = [
+        {"step": s, "start_ns": lo, "end_ns": hi, "wall_ms": (hi - lo) / 1e6, "labels": []}
+        for s, (lo, hi) in sorted(hulls.items())
+    ]
+    if steps:
+        by_wall = sorted(range(len(steps)), key=lambda i: (steps[i]["wall_ms"], steps[i]["step"]))
+        # the lower median: a step that exists, never an average of two
+        steps[by_wall[(len(by_wall) - 1) // 2]]["labels"].append("median")
+        steps[by_wall[-1]]["labels"].append("slowest")
+        steps[by_wall[0]]["labels"].append("fastest")
+    return steps
+
+
+def _timeline_steps(
+    steps: list[dict[str, Any]], findings: list[dict[str, Any]], limit: int
+) -> list[int]:
+    """Which steps the report embeds: median first, slowest, fastest, those of findings."""
+    chosen: list[int] = []
+    for label in ("median", "slowest", "fastest"):
+        chosen += [i for i, s in enumerate(steps) if label in s["labels"] and i not in chosen]
+    index = {s["step"]: i for i, s in enumerate(steps)}
+    for f in findings:
+        for target in f["targets"]:
+            i = index.get(target["step"])
+            if i is not None and i not in chosen:
+                chosen.append(i)
+    for i in range(len(steps)):  # then the first steps, while the budget lasts
+        if i not in chosen:
+            chosen.append(i)
+    return chosen[:limit]
+
+
+def _finding(finding: Mapping[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    targets = []
+    for span in finding.get("spans") or ():
+        try:
+            lo, hi = int(span["start_ns"]), int(span["end_ns"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        home = next((s for s in steps if s["start_ns"] <= lo < s["end_ns"]), None)
+        if home is None:
+            home = next((s for s in steps if lo < s["end_ns"] and hi > s["start_ns"]), None)
+        if home is not None:
+            targets.append(
+                {
+                    "step": home["step"],
+                    "start_us": (lo - home["start_ns"]) / 1e3,
+                    "end_us": (hi - home["start_ns"]) / 1e3,
+                }
+            )
+    return {
+        "id": str(finding.get("id", "")),
+        "title": str(finding.get("title", "")),
+        "severity_ms": _number(finding.get("severity_ms")),
+        "severity_pct": _number(finding.get("severity_pct")),
+        "evidence": _finite(_jsonable(finding.get("evidence"))),
+        "suggestion": _finite(_jsonable(finding.get("suggestion"))),
+        "verify": _finite(_jsonable(finding.get("verify"))),
+        "targets": targets,
+    }
+
+
+def _step_timeline(p: _Prepared, step: dict[str, Any], limit: int) -> dict[str, Any]:
+    """Host threads above the device streams, one step; gaps on a row of their device."""
+    lo, hi = int(step["start_ns"]), int(step["end_ns"])
+    rows_in = np.flatnonzero((p.start < hi) & (p.start + p.dur > lo))
+    total = int(rows_in.size)
+    if rows_in.size > limit:
+        # the longest events: the short ones are below a pixel at step scale anyway
+        keep = np.argsort(-p.dur[rows_in], kind="stable")[:limit]
+        rows_in = np.sort(rows_in[keep])
+    rank = p.rank[rows_in]
+    device = p.device[rows_in]
+    stream = p.stream[rows_in]
+    pid = p.pid[rows_in]
+    start = p.start[rows_in]
+    dur = p.dur[rows_in]
+    g_rows = np.flatnonzero((p.gap_start < hi) & (p.gap_end > lo))
+    g_rank = p.gap_rank[g_rows]
+    g_device = p.gap_device[g_rows]
+
+    # rows: host threads first (the one holding the step marks first), then per device a row
+    # of idle gaps above its streams
+    host = device < 0
+    is_step = p.kind[rows_in] == p.step_kind
+    row_keys: dict[tuple[int, ...], str] = {}
+    threads = _distinct(rank[host], pid[host], stream[host])
+    several_pids = len({(r, q) for r, q, _t in threads}) > len({r for r, _q, _t in threads})
+    for r, q, t in threads:
+        main = 0 if is_step[host & (rank == r) & (pid == q) & (stream == t)].any() else 1
+        where = f"rank {r} pid {q}" if several_pids else f"rank {r}"
+        row_keys[(r, 0, main, q, t)] = f"{where} {'thread' if main else 'main thread'} {t}"
+    devices = sorted(set(_distinct(rank[~host], device[~host])) | set(_distinct(g_rank, g_device)))
+    for r, d in devices:
+        row_keys[(r, 1, d, -1, -1)] = f"rank {r} device {d} idle"
+        for (t,) in _distinct(stream[~host & (rank == r) & (device == d)]):
+            row_keys[(r, 1, d, 0, t)] = f"rank {r} device {d} stream {t}"
+    ordered = sorted(row_keys)
+    row = np.zeros(rows_in.size, dtype=np.int64)
+    g_row = np.zeros(g_rows.size, dtype=np.int64)
+    band_end = np.zeros(g_rows.size, dtype=np.int64)
+    for i, (r, cat, a, b, c) in enumerate(ordered):
+        if cat == 0:
+            row[host & (rank == r) & (pid == b) & (stream == c)] = i
+        elif b == -1:
+            g_row[(g_rank == r) & (g_device == a)] = i
+        else:
+            row[~host & (rank == r) & (device == a) & (stream == c)] = i
+            # a gap's band spans its device's rows, down to the last stream
+            band_end[(g_rank == r) & (g_device == a)] = i
+    depth = _nesting_depth(row, start, start + dur)
+    g_start = p.gap_start[g_rows]
+    return {
+        "step": step["step"],
+        "start_ns": lo,
+        "wall_us": (hi - lo) / 1e3,
+        "rows": [row_keys[k] for k in ordered],
+        "row_is_gap": [k[1] == 1 and k[3] == -1 for k in ordered],
+        "row_is_device": [k[1] == 1 for k in ordered],
+        "row": np.concatenate([row, g_row]).tolist(),
+        "start_us": np.round((np.concatenate([start, g_start]) - lo) / 1e3, 3).tolist(),
+        "dur_us": np.round(np.concatenate([dur, p.gap_end[g_rows] - g_start]) / 1e3, 3).tolist(),
+        "depth": np.concatenate([depth, np.zeros(g_rows.size, np.int64)]).tolist(),
+        # codes into the profile's names and kinds, renumbered once all steps are chosen
+        "name": np.concatenate([p.name[rows_in], p.gap_label[g_rows]]),
+        "kind": np.concatenate([p.kind[rows_in], p.gap_kind[g_rows]]),
+        "gap_band_end": band_end.tolist(),
+        "events_total": total,
+        "events_shown": int(rows_in.size),
+    }
+
+
+def _nesting_depth(group: Int64Array, start: Int64Array, end: Int64Array) -> Int64Array:
+    """Nesting depth of each interval inside its group (0: outermost), for drawing only."""
+    depth = np.zeros(start.size, dtype=np.int64)
+    for g in np.unique(group):
+        rows = np.flatnonzero(group == g)
+        order = rows[np.lexsort((-(end[rows] - start[rows]), start[rows]))]
+        s = start[order]
+        closed = np.searchsorted(np.sort(end[order]), s, side="right")
+        depth[order] = np.arange(order.size) - closed
+    return np.clip(depth, 0, 7)
+
+
+def _table(table: pa.Table, name: str, limits: _Limits) -> dict[str, Any]:
+    """Columns of a result table, its first rows (the longest when it has ``dur_ns``)."""
+    limit = max(20, int(TABLE_ROWS.get(name, 500) * limits.table_scale))
+    total = table.num_rows
+    if total > limit:
+        if "dur_ns" in table.column_names:
+            top = pc.select_k_unstable(table, limit, [("dur_ns", "descending")])
+            table = table.take(top)
+        else:
+            table = table.slice(0, limit)
+    columns = []
+    for fld in table.schema:
+        col = table.column(fld.name)
+        if pa.types.is_dictionary(fld.type):
+            col = pc.cast(col, pa.string())
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            col = _cut_column(col, limits.text_chars)
+        elif pa.types.is_floating(col.type):
+            col = pc.if_else(pc.is_finite(col), col, pa.scalar(None, col.type))
+        columns.append({"name": fld.name, "type": _column_type(fld), "values": col.to_pylist()})
+    return {"total_rows": total, "shown_rows": table.num_rows, "columns": columns}
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def _cut_column(col: pa.ChunkedArray, chars: int) -> pa.ChunkedArray:
+    """Strings longer than ``chars`` end with an ellipsis (the CSV keeps them whole)."""
+    long = pc.fill_null(pc.greater(pc.utf8_length(col), chars), False)
+    cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(col, 0, chars - 1), "…", "")
+    return pc.if_else(long, cut, col)
+
+
+def _column_type(fld: pa.Field) -> str:
+    name = fld.name
+    if name.endswith("_ns"):
+        return "ns"
+    if name == "bytes" or name.endswith("_bytes"):
+        return "bytes"
+    if name == "ratio":
+        return "ratio"
+    if name.endswith("_pct"):
+        return "pct"
+    t = fld.type
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t):
+        return "float"
+    return "str"
+
+
+def _counters(counters: pa.Table | None, p: _Prepared, points: int) -> list[dict[str, Any]]:
+    """Each counter series, evenly sampled to at most ``points`` points, time in s."""
+    if counters is None or counters.num_rows == 0:
+        return []
+    ts = _int64(counters, "ts_ns")
+    origin = int(p.start.min()) if p.start.size else int(ts.min())
+    rank = _int64(counters, "rank")
+    track, tracks = dictionary_codes(counters, "track")
+    name, names = dictionary_codes(counters, "name")
+    value = np.asarray(counters.column("value").to_numpy(), dtype=np.float64)
+    finite = np.isfinite(value)
+    series = sorted(
+        _distinct(rank, track, name),
+        key=lambda k: (k[0], tracks[k[1]] or "", names[k[2]] or ""),
+    )
+    out = []
+    for r, t, n in series[:COUNTER_SERIES]:
+        mine = (rank == r) & (track == t) & (name == n)
+        rows = np.flatnonzero(mine & finite)
+        rows = rows[np.argsort(ts[rows], kind="stable")]
+        if rows.size > points:
+            rows = rows[np.linspace(0, rows.size - 1, points).round().astype(np.int64)]
+        out.append(
+            {
+                "rank": r,
+                "track": tracks[t] or "",
+                "name": names[n] or "",
+                "t_s": np.round((ts[rows] - origin) / 1e9, 6).tolist(),
+                "value": value[rows].tolist(),
+                "samples": int(mine.sum()),
+            }
+        )
+    return out
+
+
+def _distinct(*columns: Int64Array) -> list[tuple[int, ...]]:
+    """Distinct rows of integer columns, sorted."""
+    if columns[0].size == 0:
+        return []
+    order = np.lexsort(columns[::-1])
+    stacked = np.stack([np.asarray(c)[order] for c in columns], axis=1)
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = (stacked[1:] != stacked[:-1]).any(axis=1)
+    return [tuple(int(v) for v in row) for row in stacked[first]]
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers.
+
+
+def _int64(table: pa.Table, column: str) -> Int64Array:
+    return np.asarray(table.column(column).to_numpy(), dtype=np.int64)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _jsonable(value: Any) -> Any:
+    """Any value as plain JSON types (unknown objects become their text)."""
+    return json.loads(json.dumps(value, default=str, allow_nan=True))
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null (JSON.parse rejects them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+@cache
+def _asset(name: str) -> str:
+    text = resources.files(_TEMPLATE_PACKAGE).joinpath("assets").joinpath(name).read_text("utf-8")
+    if name.endswith(".js") and "</script" in text.lower():
+        raise PerfledgerError(f"asset {name} cannot be inlined: it contains </script")
+    return text
+
+
+@cache
+def _template_text(name: str) -> str:
+    return (
+        resources.files(_TEMPLATE_PACKAGE).joinpath("templates").joinpath(name).read_text("utf-8")
+    )
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: _template_text(name)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
