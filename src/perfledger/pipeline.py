@@ -39,7 +39,7 @@ from perfledger.errors import PerfledgerError
 from perfledger.profile import (
     RAW_DIR,
     check_target,
-    link_or_copy,
+    copy_source,
     staged_directory,
     write_json,
     write_table,
@@ -315,8 +315,10 @@ def build_profile(
         raw.mkdir()
         sources = sorted({p for t in traces for p in t.source_files} or set(inputs))
         for index, source in enumerate(sources):
-            name = source.name if not (raw / source.name).exists() else f"{index}_{source.name}"
-            link_or_copy(source, raw / name)
+            name = source.name
+            while (raw / name).exists():  # two ranks' files often share a name
+                name = f"{index}_{name}"
+            copy_source(source, raw / name)
         write_table(staging, "events", analysis.events)
         write_table(staging, "counters", analysis.counters)
         write_table(staging, "steps", analysis.steps)

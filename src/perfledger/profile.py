@@ -65,20 +65,19 @@ def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
         staging.rename(target)
 
 
-def link_or_copy(source: Path, destination: Path) -> None:
-    """Place an unchanged copy of a source file or folder (hard links where possible)."""
+def copy_source(source: Path, destination: Path) -> None:
+    """Place an unchanged copy of a source file or folder under ``raw/``.
+
+    Always a real copy, never a hard link: a link would let a later write to the profile
+    reach the user's original. The destination must not exist yet.
+    """
+    if destination.exists():
+        raise FileExistsError(f"{destination} exists: refusing to write over it")
     if source.is_dir():
-        shutil.copytree(source, destination, copy_function=_link_or_copy_file)
+        shutil.copytree(source, destination)
     else:
         destination.parent.mkdir(parents=True, exist_ok=True)
-        _link_or_copy_file(str(source), str(destination))
-
-
-def _link_or_copy_file(source: str, destination: str) -> None:
-    try:
-        os.link(source, destination)
-    except OSError:
-        shutil.copy2(source, destination)
+        shutil.copyfile(source, destination)
 
 
 def write_json(path: Path, document: Any) -> None:

@@ -149,3 +149,25 @@ def test_truncated_trace_is_read_up_to_the_damage(tmp_path: Path, compressed: bo
     assert summary["loss"] and "killed.json" in summary["loss"]
     assert "lost" in (result.stdout + result.stderr).lower()
     assert summary["step_count"] >= 1
+
+
+def test_inputs_with_the_same_name_are_copied_and_left_untouched(tmp_path: Path) -> None:
+    import hashlib
+
+    originals = {}
+    for rank in (0, 1):
+        folder = tmp_path / f"node{rank}"
+        folder.mkdir()
+        source = shared_trace(f"kineto/sampled_2ranks/rank-{rank}.json.gz")
+        (folder / "trace.json.gz").write_bytes(source.read_bytes())
+        originals[folder / "trace.json.gz"] = hashlib.sha256(source.read_bytes()).hexdigest()
+    out = tmp_path / "out"
+    result = perfledger("analyze", tmp_path / "node0", tmp_path / "node1", "-o", out)
+    assert result.returncode == 0, result.stderr
+    for path, digest in originals.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+        assert path.stat().st_nlink == 1
+    raw = sorted(p.name for p in (out / "raw").iterdir())
+    assert len(raw) == 2 and "trace.json.gz" in raw
+    for copy in (out / "raw").iterdir():
+        assert copy.stat().st_nlink == 1
