@@ -71,7 +71,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     if share >= p["min_share_pct"]:
         if pageable_share >= p["pageable_pct"]:
             symptoms.append(f"{pageable_share:.0f}% of host copies use pageable memory")
-        if small_share >= p["small_share_pct"]:
+        small_per_step = int(small.sum()) / len(windows)
+        if small_share >= p["small_share_pct"] and small_per_step >= p["small_min_per_step"]:
             symptoms.append(f"{small_share:.0f}% of copies are under {p['small_copy_kib']:g} KiB")
         if slow_links:
             symptoms.append("host-device copies reach a small part of the link bandwidth")
@@ -220,6 +221,13 @@ RULE: Final = Rule(
             50.0,
             "%",
             "share of small copies that flags",
+            "perfledger",
+        ),
+        Threshold(
+            "small_min_per_step",
+            10.0,
+            "count",
+            'fewer small copies per step than this are not "many"',
             "perfledger",
         ),
         Threshold(
