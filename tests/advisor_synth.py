@@ -82,11 +82,14 @@ STEP = 1000 * US
 LAUNCHES = (0, 250, 500, 750)  # µs into the step
 
 
-def host_bound_steps(*, with_sync: bool = False, loader: bool = False) -> EventsBuilder:
+def host_bound_steps(
+    *, with_sync: bool = False, loader: bool = False, in_item: bool = False
+) -> EventsBuilder:
     """Three 1 ms steps; each launches four 100 µs kernels 250 µs apart, 20 µs after the call.
 
     Between launches the host runs ``host_work`` (or sits in the data loader, or in a
-    stream synchronisation that lasts until the kernel ends).
+    stream synchronisation that lasts until the kernel ends, called by ``.item()`` when
+    ``in_item``).
     """
     b = EventsBuilder()
     for s in range(3):
@@ -97,6 +100,9 @@ def host_bound_steps(*, with_sync: bool = False, loader: bool = False) -> Events
             b.launch(t0 + at * US, 10 * US, t0 + (at + 20) * US, 100 * US, "add_kernel")
             if with_sync:
                 b.sync(t0 + (at + 10) * US, 115 * US, "cudaStreamSynchronize")
+                if in_item:
+                    b.cpu_op(t0 + (at + 9) * US, 117 * US, "aten::item")
+                    b.cpu_op(t0 + (at + 9) * US + 500, 116 * US, "aten::_local_scalar_dense")
             elif loader:
                 b.dataloader(t0 + (at + 15) * US, 235 * US)
             else:

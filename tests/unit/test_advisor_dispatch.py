@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from perfledger.analysis.advisor import Skipped
 from tests.advisor_synth import US, analyse, finding, host_bound_steps, outcome
 from tests.synth import EventsBuilder
-
-from perfledger.analysis.advisor import Skipped
 
 STEP = 1000 * US
 
@@ -100,6 +99,17 @@ def test_excessive_sync_fires_with_call_sites() -> None:
     assert worst["call_site"] == "train.py(42): train_step"
     assert (worst["start_ns"], worst["end_ns"]) == (10 * US, 125 * US)
     assert "call_site_note" not in e
+    assert (f.severity_ms, f.severity_pct) == (0.45, 45.0)
+
+
+def test_excessive_sync_counts_an_item_call_once() -> None:
+    # .item() -> _local_scalar_dense -> cudaStreamSynchronize is one synchronisation point
+    f = finding(analyse(host_bound_steps(with_sync=True, in_item=True)), "excessive_sync")
+    e = f.evidence
+    assert (e["sync_calls_per_step"], e["item_like_ops_per_step"]) == (4.0, 4.0)
+    (call,) = e["by_call"]
+    assert (call["call"], call["count"], call["device_idle_ms"]) == ("aten::item", 12, 1.35)
+    assert call["host_ms"] == round(12 * 117 / 1000, 3)
     assert (f.severity_ms, f.severity_pct) == (0.45, 45.0)
 
 

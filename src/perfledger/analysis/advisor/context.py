@@ -82,8 +82,12 @@ class StepBasis:
         return per_step_ms, pct(recoverable_ns, self.wall_ns)
 
     def describe(self) -> str:
-        unit = "step" if self.annotated else "profiled window (no step annotation)"
-        return f"{self.windows} {unit}s, mean {self.mean_step_ns / 1e6:.3f} ms"
+        if self.annotated:
+            unit = "step" if self.windows == 1 else "steps"
+        else:
+            unit = "profiled window" if self.windows == 1 else "profiled windows"
+            unit += " (no step annotation)"
+        return f"{self.windows} {unit}, mean {self.mean_step_ns / 1e6:.3f} ms"
 
 
 class AdvisorContext:

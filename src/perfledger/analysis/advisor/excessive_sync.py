@@ -37,6 +37,7 @@ from perfledger.analysis.advisor.common import (
     sync_mask,
 )
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
+from perfledger.analysis.ops import operator_nesting
 from perfledger.analysis.types import IDLE_SYNC
 
 ID: Final = "excessive_sync"
@@ -76,8 +77,15 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     start = columns.int64(events, "start_ns")
     dur = columns.int64(events, "dur_ns")
     rank = columns.int64(events, "rank")
+    # A synchronisation point is an outermost sync: .item() runs _local_scalar_dense, which
+    # runs a copy and a stream sync; the idle those cause belongs to the .item() call.
+    root = _outermost(events, sync_rows)
+    idle_nested = _idle_caused(ctx, sync_rows)
+    nested_rows = sync_rows
+    sync_rows = np.unique(nested_rows[root])
+    idle_by_row = np.zeros(sync_rows.size, dtype=np.int64)
+    np.add.at(idle_by_row, np.searchsorted(sync_rows, nested_rows[root]), idle_nested)
     in_steps = sync_rows[step[sync_rows] >= 0] if ctx.basis.annotated else sync_rows
-    idle_by_row = _idle_caused(ctx, sync_rows)
 
     call_names, call_index = np.unique(names[sync_rows].astype(str), return_inverse=True)
     call_count = np.bincount(call_index, minlength=call_names.size)
@@ -175,6 +183,21 @@ def _followed_by_sync(
     followed[order] = next_is_sync
     result: np.ndarray = followed[: launch_rows.size]
     return result
+
+
+def _outermost(events: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """For each row, the position (in ``rows``) of the outermost row enclosing it on its thread."""
+    start = columns.int64(events, "start_ns")[rows]
+    end = start + columns.int64(events, "dur_ns")[rows]
+    parent = operator_nesting(thread_ids(events, rows), start, end)
+    root = np.arange(rows.size, dtype=np.int64)
+    for _ in range(rows.size):
+        up = parent[root]
+        climbing = up >= 0
+        if not climbing.any():
+            break
+        root[climbing] = up[climbing]
+    return root
 
 
 def _idle_caused(ctx: AdvisorContext, sync_rows: np.ndarray) -> np.ndarray:
