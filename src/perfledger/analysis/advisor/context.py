@@ -69,6 +69,7 @@ class StepBasis:
     windows: int
     wall_ns: int
     annotated: bool
+    lanes: int = 1  # (rank, device) pairs, each with its own windows
 
     @property
     def mean_step_ns(self) -> float:
@@ -82,12 +83,14 @@ class StepBasis:
         return per_step_ms, pct(recoverable_ns, self.wall_ns)
 
     def describe(self) -> str:
+        per_lane = self.windows // max(self.lanes, 1)
         if self.annotated:
-            unit = "step" if self.windows == 1 else "steps"
+            unit = "step" if per_lane == 1 else "steps"
         else:
-            unit = "profiled window" if self.windows == 1 else "profiled windows"
+            unit = "profiled window" if per_lane == 1 else "profiled windows"
             unit += " (no step annotation)"
-        return f"{self.windows} {unit}, mean {self.mean_step_ns / 1e6:.3f} ms"
+        lanes = f" on each of {self.lanes} devices" if self.lanes > 1 else ""
+        return f"{per_lane} {unit}{lanes}, mean {self.mean_step_ns / 1e6:.3f} ms"
 
 
 class AdvisorContext:
@@ -141,9 +144,11 @@ class AdvisorContext:
         annotated = self.analysis.step_count > 0
         if self.step_windows:
             walls = [w.wall_ns for w in self.step_windows]
+            lanes = len({(w.rank, w.device) for w in self.step_windows})
         else:
             walls = [w.wall_ns for w in self.host_windows]
-        return StepBasis(len(walls), int(sum(walls)), annotated)
+            lanes = len({w.rank for w in self.host_windows})
+        return StepBasis(len(walls), int(sum(walls)), annotated, lanes)
 
     @property
     def has_device_tasks(self) -> bool:

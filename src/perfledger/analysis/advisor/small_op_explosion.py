@@ -13,6 +13,8 @@ from typing import Any, Final
 
 import numpy as np
 
+from perfledger import schema
+from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import (
     TOP_OFFENDERS,
     Finding,
@@ -55,7 +57,13 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     gap_dur = np.asarray(gaps["dur_ns"], dtype=np.int64)
     recoverable = int(gap_dur[ended_by_short].sum())
 
-    launch_dur = np.asarray(tasks["launch_dur_ns"], dtype=np.int64)
+    # Launch overhead: each non-blocking launch call once (a blocking call's time is waiting).
+    events = ctx.analysis.events
+    launch_row = np.asarray(tasks["launch_row"], dtype=np.int64)[in_steps]
+    launch_row = np.unique(launch_row[launch_row >= 0])
+    if launch_row.size:
+        launch_row = launch_row[columns.isin(events, "kind", [schema.RUNTIME])[launch_row]]
+    launch_ns = int(columns.int64(events, "dur_ns")[launch_row].sum())
     wall = ctx.basis.wall_ns
     label = np.where(
         tasks["op_name"].is_null().to_numpy(zero_copy_only=False),
@@ -91,8 +99,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         "short_tasks_per_step": round(int(short.sum()) / windows, 1),
         "short_task_share_pct": short_share,
         "short_task_time_pct_of_step": pct(int(dur[short].sum()), wall),
-        "launch_calls_ms_per_step": ms(launch_dur[in_steps].sum() / windows),
-        "launch_calls_pct_of_step": pct(int(launch_dur[in_steps].sum()), wall),
+        "launch_calls_ms_per_step": ms(launch_ns / windows),
+        "launch_calls_pct_of_step": pct(launch_ns, wall),
         "idle_before_short_tasks_ms_per_step": ms(recoverable / windows),
         "top_ops_by_count": by_op,
     }
