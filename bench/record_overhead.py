@@ -20,9 +20,8 @@ the same place:
   workload unchanged (the recorder's hooks, step log and host sampler all running).
 
 Reported per mode: the median step time, wall and CPU, over the recorded window (steps
-skip..skip+steps-1)
-and over the steps after it, each the median over rounds (the modes run interleaved, in a
-rotating order, to spread the noise of a shared machine). Ratios: torch / none,
+skip..skip+steps-1) and over the steps after it, pooled over rounds (the modes run
+interleaved, in a rotating order, to spread the noise of a shared machine). Ratios: torch / none,
 perfledger / none and perfledger / torch over the window (the target: perfledger adds at most
 1 % to plain torch.profiler), and perfledger / none after the window (what the hooks and the
 sampler cost unprofiled steps). ``--levels`` adds perfledger at light, default and full.
@@ -175,19 +174,19 @@ def run_mode(
     return json.loads(times_out.read_text()), wall
 
 
-def medians(times: dict[str, list[float]], skip: int, steps: int) -> dict[str, float]:
-    """Median step wall and CPU time (ms) over the recorded window and the steps after it.
+def step_samples(times: dict[str, list[float]], skip: int, steps: int) -> dict[str, list[float]]:
+    """Step wall and CPU times (ms) of the recorded window and of the steps after it.
 
     CPU time (all threads of the program) measures the work a profiler adds even when other
     jobs share the machine and stretch wall times.
     """
-    figures = {}
+    samples = {}
     for clock, prefix in (("wall", ""), ("cpu", "cpu_")):
+        ms = [1000 * t for t in times[clock]]
+        samples[f"{prefix}window_ms"] = ms[skip : skip + steps]
         # The first step after the window runs while the profiler tears down: left out.
-        window, after = times[clock][skip : skip + steps], times[clock][skip + steps + 1 :]
-        figures[f"{prefix}window_ms"] = 1000 * statistics.median(window)
-        figures[f"{prefix}after_ms"] = 1000 * statistics.median(after)
-    return figures
+        samples[f"{prefix}after_ms"] = ms[skip + steps + 1 :]
+    return samples
 
 
 def main() -> None:
@@ -232,14 +231,20 @@ def main() -> None:
             ("perfledger", level) for level in ("light", "default", "full") if level != args.level
         ]
     results: dict[str, list[dict[str, float]]] = {f"{m}/{lv}": [] for m, lv in runs}
+    pooled: dict[str, dict[str, list[float]]] = {
+        f"{m}/{lv}": {f: [] for f in FIGURES} for m, lv in runs
+    }
     with tempfile.TemporaryDirectory(prefix="record-overhead-") as tmp:
         workdir = Path(tmp)
         for round_index in range(args.rounds):
             shift = round_index % len(runs)
             for mode, level in runs[shift:] + runs[:shift]:
                 times, wall = run_mode(mode, level, args, workdir)
-                figures = {**medians(times, args.skip, args.steps), "wall_s": wall}
-                results[f"{mode}/{level}"].append(figures)
+                samples = step_samples(times, args.skip, args.steps)
+                for name, values in samples.items():
+                    pooled[f"{mode}/{level}"][name] += values
+                figures = {name: statistics.median(v) for name, v in samples.items()}
+                results[f"{mode}/{level}"].append({**figures, "wall_s": wall})
                 print(
                     f"round {round_index + 1} {mode:>10} {level:>7}: "
                     f"window {figures['window_ms']:7.1f} ms (cpu {figures['cpu_window_ms']:7.1f})"
@@ -249,7 +254,8 @@ def main() -> None:
                 )
 
     def summary(key: str, figure: str) -> float:
-        return statistics.median(r[figure] for r in results[key])
+        # The median of every step of every round: steadier than a median of run medians.
+        return statistics.median(pooled[key][figure])
 
     level = args.level
     none, torch, ours = (f"{m}/{level}" for m in ("none", "torch", "perfledger"))
