@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from tests.paths import shared_trace
 
 from perfledger import schema
 from perfledger.analysis.advisor import AdvisorReport, diagnose
 from perfledger.pipeline import ProfileAnalysis, analyze_traces
 from perfledger.sources import load_traces
+from tests.paths import shared_trace
 
 TRACES = {
     "a100_alexnet": "kineto/a100_alexnet.json.gz",

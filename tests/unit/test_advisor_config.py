@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.advisor_synth import US, analyse, host_bound_steps
 
 from perfledger.analysis.advisor import (
     RULES,
@@ -22,6 +21,7 @@ from perfledger.analysis.advisor import (
     skipped_rules,
 )
 from perfledger.errors import PerfledgerError
+from tests.advisor_synth import US, analyse, host_bound_steps
 
 DESIGN_IDS = [
     "host_dispatch_bound",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.advisor_synth import US, V100_META, analyse, finding, outcome
-from tests.synth import EventsBuilder
 
 from perfledger.analysis.advisor import AdvisorConfig, DeviceOverride, Skipped
+from tests.advisor_synth import US, V100_META, analyse, finding, outcome
+from tests.synth import EventsBuilder
 
 STEP = 1000 * US
 MM = ("[[1024, 1024], [1024, 1024]]", '["float", "float"]')
@@ -49,7 +49,7 @@ def op_steps(
 
 
 def case2(cast_us: int = 300, add_us: int = 100, shapes: bool = True) -> EventsBuilder:
-    """The seeds' case 2: a matmul, then a cast taking 30% of the step, then an add."""
+    """The msprof guides' case 2: a matmul, then a cast taking 30% of the step, then an add."""
 
     def rec(r: tuple[str, str]) -> tuple[str, str] | None:
         return r if shapes else None

@@ -3,6 +3,8 @@ host_cpu_saturated, profiler_overhead_high on hand-built steps."""
 
 from __future__ import annotations
 
+from perfledger import schema
+from perfledger.analysis.advisor import AdvisorConfig, DeviceOverride, Skipped
 from tests.advisor_synth import (
     US,
     V100_META,
@@ -13,9 +15,6 @@ from tests.advisor_synth import (
     outcome,
 )
 from tests.synth import EventsBuilder
-
-from perfledger import schema
-from perfledger.analysis.advisor import AdvisorConfig, DeviceOverride, Skipped
 
 STEP = 1000 * US
 

@@ -1,4 +1,4 @@
-"""The advisor: read a profile the way the seeds' checklist does and say what holds the step back.
+"""The advisor: read a profile as the msprof guides' checklist does; say what holds the step back.
 
 Each rule is one module of this package (one diagnosis, thresholds with documented defaults).
 :func:`advise` runs them over a :class:`~perfledger.pipeline.ProfileAnalysis` and returns the

@@ -133,7 +133,7 @@ RULE: Final = Rule(
             5.0,
             "%",
             "host data-loading share of the step",
-            "the seeds' checklist; the TensorBoard plugin (DataLoader > 5% of step)",
+            "the msprof guides' checklist; PyTorch's TensorBoard plugin (DataLoader > 5%)",
         ),
         Threshold(
             "idle_pct",

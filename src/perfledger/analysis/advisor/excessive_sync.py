@@ -239,7 +239,7 @@ RULE: Final = Rule(
             50.0,
             "%",
             "share of kernel launches followed by a sync",
-            "the seeds' checklist; nsys analyze cuda_api_sync",
+            "perfledger (most launches); nsys analyze cuda_api_sync flags the same calls",
         ),
         Threshold(
             "sync_idle_pct",

@@ -164,7 +164,7 @@ RULE: Final = Rule(
             10.0,
             "%",
             "exposed communication share of the step",
-            "the seeds' checklist; HTA communication-computation overlap",
+            "the msprof guides' checklist (communication > 10% of step)",
         ),
     ),
     check=check,

@@ -290,7 +290,7 @@ RULE: Final = Rule(
             50.0,
             "µs",
             "a kernel shorter than this can be a chain member",
-            "perfledger; the TensorBoard plugin's kernel view",
+            "perfledger",
         ),
         Threshold(
             "max_gap_us",
@@ -299,14 +299,18 @@ RULE: Final = Rule(
             "idle time allowed between two members",
             "perfledger",
         ),
-        Threshold("min_chain", 2.0, "count", "shortest chain", "the issue: chains of 2-10"),
-        Threshold("max_chain", 10.0, "count", "longest chain", "the issue: chains of 2-10"),
+        Threshold(
+            "min_chain", 2.0, "count", "shortest chain", "perfledger: chains of 2-10 kernels"
+        ),
+        Threshold(
+            "max_chain", 10.0, "count", "longest chain", "perfledger: chains of 2-10 kernels"
+        ),
         Threshold(
             "min_repeats",
             5.0,
             "count",
             "a chain must repeat more often than this",
-            "the issue: repeats > 5 times per profile",
+            "perfledger: repeats more than 5 times per profile",
         ),
         Threshold(
             "min_saving_pct",

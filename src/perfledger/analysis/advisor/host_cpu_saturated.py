@@ -170,7 +170,7 @@ RULE: Final = Rule(
             90.0,
             "%",
             "a sample at or above this share of a core is saturated",
-            "the seeds' checklist (dispatching thread near 100%)",
+            "the msprof guides' checklist (dispatching thread near 100%)",
         ),
         Threshold(
             "samples_pct",

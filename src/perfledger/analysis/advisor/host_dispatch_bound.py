@@ -1,6 +1,6 @@
 """host_dispatch_bound: the device waits for the host to issue work.
 
-The seeds' case 1: a 410 ms step whose device sits idle in 0.5-2.1 ms gaps while the host is
+The msprof guides' case 1: a 410 ms step whose device sits idle in 0.5-2.1 ms gaps while the host is
 busy — the host cannot issue kernels as fast as the device runs them (Python and framework
 overhead per op, a synchronisation after each launch). The accounting attributes each idle
 gap to its cause; this rule reads the share of the step the device is idle and how much of
@@ -148,7 +148,7 @@ RULE: Final = Rule(
             10.0,
             "%",
             "device idle share of the step above which to look",
-            "the seeds' checklist (case 1); HTA idle time analysis",
+            "the msprof guides' checklist (device idle > 10% of step)",
         ),
         Threshold(
             "host_share_pct",

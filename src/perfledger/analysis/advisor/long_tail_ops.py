@@ -199,7 +199,7 @@ RULE: Final = Rule(
     title="some operator runs are far slower than usual",
     checks="instances slower than ratio x the median of the same operator, shapes and types",
     thresholds=(
-        Threshold("ratio", 3.0, "x", "slower than this multiple of the median", "the issue"),
+        Threshold("ratio", 3.0, "x", "slower than this multiple of the median", "perfledger"),
         Threshold(
             "min_instances",
             5.0,

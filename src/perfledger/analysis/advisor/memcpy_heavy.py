@@ -193,7 +193,7 @@ RULE: Final = Rule(
             30.0,
             "%",
             "exposed copies' share of device busy time",
-            "the seeds' checklist; the TensorBoard plugin's memcpy recommendation",
+            "the msprof guides' checklist (copies > 30% of device busy time)",
         ),
         Threshold(
             "min_share_pct",

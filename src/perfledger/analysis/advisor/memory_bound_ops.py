@@ -2,9 +2,9 @@
 
 Every operator call whose inputs were recorded (shapes and types) is placed on the roofline of
 the device it ran on (:mod:`perfledger.analysis.roofline`, :mod:`perfledger.devices`): below
-the ridge point it cannot go faster than its bytes allow. The seeds' case 2 is a transpose and
-a cast taking 30% of the step: pure data movement that a better layout or dtype choice
-removes. On Ascend, the kernel's pipeline ratios (``aic_mte2_ratio``, ``aiv_vec_ratio`` ...)
+the ridge point it cannot go faster than its bytes allow. The msprof guides' case 2 is a
+transpose and a cast taking 30% of the step: pure data movement that a better layout or dtype
+choice removes. On Ascend, the kernel's pipeline ratios (``aic_mte2_ratio``, ``aiv_vec_ratio`` ...)
 decide when the trace has them: a kernel whose busiest pipe is a memory transfer engine
 (MTE2 loads from global memory, MTE3 stores to it) is memory-bound.
 """
@@ -396,7 +396,7 @@ RULE: Final = Rule(
             10.0,
             "%",
             "memory-bound operators' share of the step that flags",
-            "the seeds' case 2 (a transpose+cast taking 30% of the step); msprof-analyze",
+            "the msprof guides' case 2 (a transpose+cast taking 30% of the step)",
         ),
     ),
     check=check,

@@ -225,7 +225,7 @@ RULE: Final = Rule(
             50.0,
             "%",
             "fp32 share of matmul/convolution time that flags",
-            "the TensorBoard plugin's mixed-precision recommendation",
+            "perfledger (most of the matrix math)",
         ),
         Threshold(
             "min_matmul_pct",

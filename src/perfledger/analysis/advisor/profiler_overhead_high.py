@@ -77,7 +77,7 @@ RULE: Final = Rule(
             10.0,
             "%",
             "profiled steps slower than unprofiled ones by more",
-            "the seeds (re-measure without the profiler); the issue",
+            "the msprof guides' checklist (re-measure without the profiler)",
         ),
     ),
     check=check,

@@ -2,7 +2,7 @@
 
 A task shorter than the cost of launching it (a few µs of host time per launch, a few µs of
 device-side scheduling) keeps neither side busy: the step is paced by launches, not by work.
-The seeds' example is "thousands of small adds" from an unfused optimizer or per-parameter
+The msprof guides' example is "thousands of small adds" from an unfused optimizer or per-parameter
 loops. The rule measures the share of tasks under ``short_task_us``, tasks per step, the share
 of the step the host spends in launch calls, and which operators produce the short tasks.
 """
@@ -141,7 +141,7 @@ RULE: Final = Rule(
             10.0,
             "µs",
             "a task shorter than this is short",
-            "the seeds' checklist; HTA kernel duration buckets",
+            "the msprof guides' checklist (tasks under 10 µs)",
         ),
         Threshold(
             "short_share_pct",
@@ -155,7 +155,7 @@ RULE: Final = Rule(
             1000.0,
             "count",
             "fewer tasks per step are not an explosion",
-            'the seeds ("thousands of small adds")',
+            'the msprof guides ("thousands of small adds")',
         ),
     ),
     check=check,
