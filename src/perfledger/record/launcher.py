@@ -231,7 +231,7 @@ def analyse_staging(
         _say(console, f"{why}; nothing written", "[yellow]no step was profiled[/]: ")
         return RecordResult(exit_code, None, None, processes)
 
-    sampler_cost = samples.sample_cost_ns / max(samples.sample_count, 1)
+    sampler_cpu = samples.sample_cpu_ns / max(samples.sample_count, 1)
     meta = run_meta(
         command=command,
         cwd=cwd,
@@ -248,7 +248,7 @@ def analyse_staging(
         sampler={
             "interval_s": options.host_interval_s,
             "samples": samples.sample_count,
-            "mean_sample_cost_us": round(sampler_cost / 1e3, 1),
+            "mean_sample_cpu_us": round(sampler_cpu / 1e3, 1),
         },
     )
     counters = counters_table(samples, {p.rank: p.pid for p in processes})
