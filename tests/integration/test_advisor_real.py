@@ -303,6 +303,9 @@ def test_skip_reasons_name_what_is_missing() -> None:
     _, report = advised("v100_rank1_ddp")
     reasons = {s.rule: s.reason for s in report.skipped}
     assert "record_shapes" in reasons["memory_bound_ops"]
+    _, report = advised("mtia_inference")
+    reasons = {s.rule: s.reason for s in report.skipped}
+    assert "not linked" in reasons["memory_bound_ops"]
     _, report = advised("sampled_2ranks")
     reasons = {s.rule: s.reason for s in report.skipped}
     assert "--device-model" in reasons["memory_bound_ops"]

@@ -172,13 +172,13 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     bound_pipe = units["bound_pipe"].to_numpy(zero_copy_only=False)
     by_pipes = np.asarray([b is not None for b in bound_pipe], dtype=bool)
     if not estimated.any() and not by_pipes.any():
-        has_shapes = bool(np.asarray(units["shapes"].is_valid()).any())
-        return Skipped(
-            ID,
-            "no input shapes recorded (profile with record_shapes=True)"
-            if not has_shapes
-            else "no operator with recorded shapes has a FLOPs/bytes model",
-        )
+        if bool(np.asarray(units["shapes"].is_valid()).any()):
+            reason = "no operator with recorded shapes has a FLOPs/bytes model"
+        elif _operators_have_shapes(ctx):
+            reason = "kernels are not linked to the operators whose shapes were recorded"
+        else:
+            reason = "no input shapes recorded (profile with record_shapes=True)"
+        return Skipped(ID, reason)
     rank = np.asarray(units["rank"], dtype=np.int64)
     time = np.asarray(units["time_ns"], dtype=np.float64)
     flops = np.nan_to_num(np.asarray(estimates["flops"], dtype=np.float64))
@@ -296,6 +296,15 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         ),
         spans=spans_of(rows),
     )
+
+
+def _operators_have_shapes(ctx: AdvisorContext) -> bool:
+    events = ctx.analysis.events
+    ops = events.filter(pc.equal(events["kind"], "cpu_op"))
+    shapes = pc.fill_null(pc.cast(ops["shapes"], pa.string()), "")
+    # "[[], []]" and ";;" record arguments but no tensor dimension
+    with_dims = pc.match_substring_regex(shapes, r"\d")
+    return bool(pc.any(with_dims).as_py())
 
 
 def _devices_of(ctx: AdvisorContext, rank: np.ndarray) -> list[Any]:
