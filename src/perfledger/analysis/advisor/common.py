@@ -9,6 +9,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfledger import schema, vendors
 from perfledger.analysis import columns
@@ -20,6 +21,23 @@ BoolArray = npt.NDArray[np.bool_]
 
 # Frames of the framework itself: a call site is the first frame outside them.
 _LIBRARY_FRAMES: Final = ("site-packages/", "dist-packages/", "/torch/", "<built-in", "/lib/python")
+
+
+def encode(
+    values: pa.Array | pa.ChunkedArray | npt.NDArray[np.object_],
+) -> tuple[IntArray, npt.NDArray[np.str_]]:
+    """Dense integer codes of a string column and its distinct values (null: "None").
+
+    Grouping by codes avoids building fixed-width numpy strings out of long kernel names.
+    """
+    if isinstance(values, np.ndarray):
+        values = pa.array(values, type=pa.string(), from_pandas=True)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    encoded = pc.dictionary_encode(pc.cast(values, pa.string()), null_encoding="encode")
+    codes = np.asarray(encoded.indices.fill_null(0), dtype=np.int64)
+    distinct = np.array([str(v) for v in encoded.dictionary.to_pylist()] or [""], dtype=str)
+    return codes, distinct
 
 
 def host_steps(ctx: AdvisorContext) -> int:

@@ -31,6 +31,7 @@ from perfledger.analysis.advisor.base import (
 )
 from perfledger.analysis.advisor.common import (
     call_sites,
+    encode,
     host_steps,
     offender,
     spans_of,
@@ -87,7 +88,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     np.add.at(idle_by_row, np.searchsorted(sync_rows, nested_rows[root]), idle_nested)
     in_steps = sync_rows[step[sync_rows] >= 0] if ctx.basis.annotated else sync_rows
 
-    call_names, call_index = np.unique(names[sync_rows].astype(str), return_inverse=True)
+    call_index, call_names = encode(names[sync_rows])
     call_count = np.bincount(call_index, minlength=call_names.size)
     call_host = np.zeros(call_names.size, dtype=np.int64)
     call_idle = np.zeros(call_names.size, dtype=np.int64)

@@ -15,6 +15,7 @@ from typing import Any, Final
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfledger.analysis.advisor.base import (
     TOP_OFFENDERS,
@@ -27,7 +28,7 @@ from perfledger.analysis.advisor.base import (
     ms,
     us,
 )
-from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline import (
     ATTENTION,
@@ -55,16 +56,11 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     n = tasks.num_rows
     kind = tasks["kind"].to_numpy(zero_copy_only=False)
     args_op_type = _ascend_op_types(tasks)
-    op_name = tasks["op_name"].to_numpy(zero_copy_only=False)
-    name = tasks["name"].to_numpy(zero_copy_only=False)
-    label = np.where(
-        args_op_type != None,  # noqa: E711 - elementwise comparison on an object array
-        args_op_type,
-        np.where(op_name != None, op_name, name),  # noqa: E711
-    ).astype(str)
-    labels, label_id = np.unique(label, return_inverse=True)
+    op_type = pa.array(args_op_type, pa.string(), from_pandas=True)
+    label = pc.coalesce(op_type, tasks["op_name"], tasks["name"])
+    label_id, labels = encode(label)
     ascend_label = np.zeros(labels.size, dtype=bool)
-    ascend_label[label_id[args_op_type != None]] = True  # noqa: E711
+    ascend_label[label_id[np.asarray(op_type.is_valid(), dtype=bool)]] = True
     memory_label = np.array(
         [_is_memory(str(lab), bool(asc)) for lab, asc in zip(labels, ascend_label, strict=True)],
         dtype=bool,
@@ -122,7 +118,12 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     internal_gaps = chain_end - chain_start - chain_sum
     saving = np.maximum(internal_gaps, 0) + chain_sum - chain_max
 
-    written = _written_bytes(tasks, label)
+    # only the chains' members need their bytes
+    take = pa.array(members, pa.int64())
+    written = np.full(n, np.nan)
+    written[members] = _written_bytes(
+        tasks.take(take), pc.take(label, take), pc.is_valid(pc.take(op_type, take))
+    )
     is_last = np.zeros(members.size, dtype=bool)
     is_last[position == length[chain_of] - 1] = True
     intermediate = np.zeros(length.size)
@@ -228,26 +229,14 @@ def _ascend_op_types(tasks: pa.Table) -> np.ndarray:
     return np.asarray(found["op_type"].to_numpy(zero_copy_only=False), dtype=object)
 
 
-def _written_bytes(tasks: pa.Table, label: np.ndarray) -> np.ndarray:
+def _written_bytes(tasks: pa.Table, label: pa.Array, ascend: pa.Array) -> np.ndarray:
     """Bytes each task's operator writes (NaN when its inputs were not recorded)."""
-    own = tasks["shapes"].is_valid().to_numpy(zero_copy_only=False)
-    shapes = np.where(
-        own,
-        tasks["shapes"].to_numpy(zero_copy_only=False),
-        tasks["op_shapes"].to_numpy(zero_copy_only=False),
-    )
-    dtypes = np.where(
-        own,
-        tasks["dtypes"].to_numpy(zero_copy_only=False),
-        tasks["op_dtypes"].to_numpy(zero_copy_only=False),
-    )
     ops = pa.table(
         {
-            "name": pa.array(label.tolist(), pa.string()),
-            "shapes": pa.array(shapes.tolist(), pa.string()),
-            "dtypes": pa.array(dtypes.tolist(), pa.string()),
-            "ascend": pa.array(own.tolist(), pa.bool_()),
-            "packed_layout": pa.array([False] * len(label), pa.bool_()),
+            "name": label,
+            "shapes": pc.coalesce(tasks["shapes"], tasks["op_shapes"]),
+            "dtypes": pc.coalesce(tasks["dtypes"], tasks["op_dtypes"]),
+            "ascend": ascend,
         }
     )
     written = estimate_table(ops)["write_bytes"]

@@ -13,6 +13,7 @@ from typing import Final
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfledger.analysis.advisor.base import (
     TOP_OFFENDERS,
@@ -26,7 +27,7 @@ from perfledger.analysis.advisor.base import (
     pct,
     us,
 )
-from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 
 ID: Final = "long_tail_ops"
@@ -170,27 +171,21 @@ def _launch_dimensions(tasks: pa.Table) -> np.ndarray:
 
 def _groups(tasks: pa.Table, rows: np.ndarray, launch: np.ndarray) -> np.ndarray:
     """A dense group id per task: kind, kernel name, operator, shapes, types, launch, bytes."""
-    group = np.zeros(rows.size, dtype=np.int64)
-    shapes = _shapes(tasks)[rows]
-    own = tasks["dtypes"].is_valid().to_numpy(zero_copy_only=False)[rows]
-    dtypes = np.where(
-        own,
-        tasks["dtypes"].to_numpy(zero_copy_only=False)[rows],
-        tasks["op_dtypes"].to_numpy(zero_copy_only=False)[rows],
-    )
+    taken = tasks.take(pa.array(rows, pa.int64()))
     parts = (
-        tasks["kind"].to_numpy(zero_copy_only=False)[rows],
-        tasks["name"].to_numpy(zero_copy_only=False)[rows],
-        tasks["op_name"].to_numpy(zero_copy_only=False)[rows],
-        shapes,
-        dtypes,
-        launch[rows],
-        np.asarray(tasks["bytes"], dtype=np.int64)[rows],
+        encode(taken["kind"])[0],
+        encode(taken["name"])[0],
+        encode(taken["op_name"])[0],
+        encode(pc.coalesce(taken["shapes"], taken["op_shapes"]))[0],
+        encode(pc.coalesce(taken["dtypes"], taken["op_dtypes"]))[0],
+        encode(launch[rows])[0],
+        np.unique(np.asarray(taken["bytes"], dtype=np.int64), return_inverse=True)[1],
     )
-    for values in parts:
-        _, inverse = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
-        group = np.unique(group * (inverse.max() + 1) + inverse, return_inverse=True)[1]
-        group = np.asarray(group, dtype=np.int64).reshape(-1)
+    group = np.zeros(rows.size, dtype=np.int64)
+    for codes in parts:
+        codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+        combined = group * (int(codes.max(initial=0)) + 1) + codes
+        group = np.asarray(np.unique(combined, return_inverse=True)[1], dtype=np.int64).reshape(-1)
     return group
 
 

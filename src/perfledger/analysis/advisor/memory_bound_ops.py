@@ -30,7 +30,7 @@ from perfledger.analysis.advisor.base import (
     pct,
     us,
 )
-from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline import (
     DATA_MOVEMENT_FAMILIES,
@@ -215,10 +215,14 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     names = units["name"].to_numpy(zero_copy_only=False)
     ascend = np.asarray(units["ascend"], dtype=bool)
     missing = np.flatnonzero(family == None)  # noqa: E711 - elementwise on an object array
-    keys = np.char.add(np.where(ascend[missing], "A", "-"), names[missing].astype(str))
-    distinct, inverse = np.unique(keys, return_inverse=True)
-    by_key = np.array([op_family(k[1:], ascend=k[0] == "A") for k in distinct] + [None], object)
-    family[missing] = by_key[inverse.reshape(-1)] if missing.size else family[missing]
+    if missing.size:
+        name_code, distinct_names = encode(names[missing])
+        key = name_code * 2 + ascend[missing]
+        keys, inverse = np.unique(key, return_inverse=True)
+        by_key = np.array(
+            [op_family(str(distinct_names[k // 2]), ascend=bool(k % 2)) for k in keys], object
+        )
+        family[missing] = by_key[inverse.reshape(-1)]
     on_roofline = estimated & device_known & ~by_pipes
     memory_pipes = [name.removesuffix("_ratio") for name, moves in ASCEND_PIPES if moves]
     memory_pipe = np.isin(np.asarray(bound_pipe, dtype=object), memory_pipes)

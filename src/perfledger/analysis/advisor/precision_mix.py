@@ -29,7 +29,7 @@ from perfledger.analysis.advisor.base import (
     ms,
     pct,
 )
-from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline import CONV, MATMUL, op_family, precision_of
 
@@ -63,34 +63,31 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             FROM kernels
             """
         ).to_arrow_table()
-    op = labelled["op"].to_numpy(zero_copy_only=False)
     ascend = np.asarray(labelled["ascend"], dtype=bool)
-    if all(o is None for o in op):
+    if labelled["op"].null_count == labelled.num_rows:
         return Skipped(ID, "kernels are not linked to the operators that launched them")
-    ops, op_index = np.unique(np.asarray(op, dtype=object).astype(str), return_inverse=True)
-    is_math = np.zeros(ops.size, dtype=bool)
-    for i, name in enumerate(ops):
-        mine = op_index == i
-        family = op_family(str(name), ascend=bool(ascend[mine].any()))
-        is_math[i] = family in (MATMUL, CONV) and name != "None"
+    op_index, ops = encode(labelled["op"])
+    op_is_ascend = np.bincount(op_index, weights=ascend, minlength=ops.size) > 0
+    is_math = np.array(
+        [
+            name != "None" and op_family(str(name), ascend=bool(asc)) in (MATMUL, CONV)
+            for name, asc in zip(ops, op_is_ascend, strict=True)
+        ],
+        dtype=bool,
+    )
     math_task = is_math[op_index]
     if not math_task.any():
         return None
-    types = labelled["types"].to_numpy(zero_copy_only=False)
-    distinct_types, type_index = np.unique(
-        np.asarray(types, dtype=object).astype(str), return_inverse=True
-    )
+    type_index, distinct_types = encode(labelled["types"])
     precision_of_type = np.array(
-        [_first_precision(t) if t != "None" else None for t in distinct_types], dtype=object
+        [(_first_precision(t) or "") if t != "None" else "" for t in distinct_types], dtype=object
     )
     precision = precision_of_type[type_index]
     # fp32 inputs on tensor cores in TF32 already run at the TF32 rate: not plain fp32
-    kernel_name = np.asarray(labelled["name"].to_numpy(zero_copy_only=False), dtype=object)
-    tf32 = (precision == devices.FP32) & np.array(
-        [_TF32_KERNEL.search(str(k)) is not None for k in kernel_name], dtype=bool
-    )
-    precision[tf32] = devices.TF32
-    known = math_task & np.array([x is not None for x in precision], dtype=bool)
+    kernel_index, kernel_names = encode(labelled["name"])
+    tf32_kernel = np.array([_TF32_KERNEL.search(k) is not None for k in kernel_names], bool)
+    precision[(precision == devices.FP32) & tf32_kernel[kernel_index]] = devices.TF32
+    known = math_task & (precision != "")
     if not known.any():
         return Skipped(
             ID, "no input types recorded for matmul/convolution operators (record_shapes=True)"
@@ -186,11 +183,13 @@ def _top_fp32(
     labelled: pa.Table, fp32: np.ndarray, dur: np.ndarray, windows: int
 ) -> list[dict[str, Any]]:
     rows = np.flatnonzero(fp32)
-    op = np.asarray(labelled["op"].to_numpy(zero_copy_only=False), dtype=object)[rows]
-    shapes = np.asarray(labelled["op_shapes_any"].to_numpy(zero_copy_only=False), dtype=object)
-    key = np.char.add(op.astype(str), np.char.add("\x1f", shapes[rows].astype(str)))
-    keys, index = np.unique(key, return_inverse=True)
-    total = np.zeros(keys.size, dtype=np.int64)
+    taken = labelled.take(pa.array(rows, pa.int64()))
+    op_code, ops = encode(taken["op"])
+    shape_code, shapes = encode(taken["op_shapes_any"])
+    pair = op_code * shapes.size + shape_code
+    pairs, index = np.unique(pair, return_inverse=True)
+    index = index.reshape(-1)
+    total = np.zeros(pairs.size, dtype=np.int64)
     np.add.at(total, index, dur[rows])
     rank = np.asarray(labelled["rank"], dtype=np.int64)
     step = np.asarray(labelled["step"], dtype=np.int64)
@@ -199,14 +198,14 @@ def _top_fp32(
     for g in np.argsort(-total, kind="stable")[:TOP_OFFENDERS]:
         members = rows[index == g]
         worst = members[np.argmax(dur[members])]
-        name, shape = str(keys[g]).split("\x1f")
+        shape = str(shapes[pairs[g] % shapes.size])
         result.append(
             offender(
                 rank[worst],
                 step[worst],
                 start[worst],
                 start[worst] + dur[worst],
-                op=name,
+                op=str(ops[pairs[g] // shapes.size]),
                 shapes=None if shape == "None" else shape,
                 calls=int(members.size),
                 ms_per_step=ms(total[g] / windows),

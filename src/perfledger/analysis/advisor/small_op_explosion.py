@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
+import pyarrow.compute as pc
 
 from perfledger import schema
 from perfledger.analysis import columns
@@ -27,7 +28,7 @@ from perfledger.analysis.advisor.base import (
     pct,
     us,
 )
-from perfledger.analysis.advisor.common import offender, spans_of
+from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 
 ID: Final = "small_op_explosion"
@@ -65,20 +66,19 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         launch_row = launch_row[columns.isin(events, "kind", [schema.RUNTIME])[launch_row]]
     launch_ns = int(columns.int64(events, "dur_ns")[launch_row].sum())
     wall = ctx.basis.wall_ns
-    label = np.where(
-        tasks["op_name"].is_null().to_numpy(zero_copy_only=False),
-        tasks["name"].to_numpy(zero_copy_only=False),
-        tasks["op_name"].to_numpy(zero_copy_only=False),
-    ).astype(str)
-    names, index, counts = np.unique(label[short], return_inverse=True, return_counts=True)
+    label_code, names = encode(pc.coalesce(tasks["op_name"], tasks["name"]))
+    short_code = label_code[short]
+    counts = np.bincount(short_code, minlength=names.size)
     totals = np.zeros(names.size, dtype=np.int64)
-    np.add.at(totals, index, dur[short])
-    top = np.lexsort((names, -counts))[:TOP_OFFENDERS]
+    np.add.at(totals, short_code, dur[short])
+    present = np.flatnonzero(counts)
+    top = present[np.lexsort((names[present], -counts[present]))][:TOP_OFFENDERS]
+    short_rows = np.flatnonzero(short)
     rank = np.asarray(tasks["rank"], dtype=np.int64)
     start = np.asarray(tasks["start_ns"], dtype=np.int64)
     by_op: list[dict[str, Any]] = []
     for i in top:
-        first = int(np.flatnonzero(short)[np.flatnonzero(index == i)[0]])
+        first = int(short_rows[np.flatnonzero(short_code == i)[0]])
         by_op.append(
             offender(
                 rank[first],
