@@ -70,6 +70,19 @@ def test_rules_option_prints_the_table_and_exits_zero(capsys: pytest.CaptureFixt
     assert capsys.readouterr().out == rules_table()
 
 
+def test_rules_option_wins_over_missing_required_inputs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # ``perfledger analyze --rules`` must list the rules without asking for a trace
+    p = argparse.ArgumentParser(prog="perfledger analyze")
+    p.add_argument("inputs", nargs="+")
+    add_advisor_arguments(p)
+    with pytest.raises(SystemExit) as exit_:
+        p.parse_args(["--rules"])
+    assert exit_.value.code == 0
+    assert "host_dispatch_bound.idle_pct = 10 %" in capsys.readouterr().out
+
+
 def test_thresholds_from_the_command_line() -> None:
     args = parser().parse_args(
         [
