@@ -117,10 +117,10 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
     ),
     "ascend_text_level2": (
         {
-            "exposed_communication": 64.5,
-            "host_dispatch_bound": 24.6,
-            "low_utilization_windows": 18.82,
-            "precision_mix": 0.95,
+            "exposed_communication": 63.71,
+            "host_dispatch_bound": 25.6,
+            "low_utilization_windows": 18.81,
+            "precision_mix": 0.96,
         },
         ["host_cpu_saturated", "profiler_overhead_high"],
     ),
