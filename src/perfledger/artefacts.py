@@ -16,6 +16,7 @@ from rich.console import Console
 from perfledger.render import csvs, timeline
 
 if TYPE_CHECKING:
+    from perfledger.analysis.advisor import AdvisorReport
     from perfledger.pipeline import ProfileAnalysis
 
 # The whole-profile timeline stops after this many events (about 150 MB of JSON, what
@@ -61,8 +62,10 @@ def write_tables(directory: Path, analysis: ProfileAnalysis) -> dict[str, Path]:
     return written
 
 
-def write_timelines(directory: Path, analysis: ProfileAnalysis) -> list[Path]:
-    """timeline.json.gz and one slice per step under timeline/."""
+def write_timelines(
+    directory: Path, analysis: ProfileAnalysis, findings: list[dict[str, Any]] | None = None
+) -> list[Path]:
+    """timeline.json.gz and one slice per step under timeline/, with the findings' spans."""
     whole = directory / "timeline.json.gz"
     timeline.write_timeline(
         whole,
@@ -70,10 +73,16 @@ def write_timelines(directory: Path, analysis: ProfileAnalysis) -> list[Path]:
         gaps=analysis.gaps,
         counters=analysis.counters,
         max_events=FULL_TIMELINE_MAX_EVENTS,
+        findings=findings,
     )
     windows = [w for r in analysis.ranks if r.annotated_steps for w in r.windows]
     slices = timeline.write_step_timelines(
-        directory / "timeline", analysis.events, windows, analysis.gaps, analysis.counters
+        directory / "timeline",
+        analysis.events,
+        windows,
+        analysis.gaps,
+        analysis.counters,
+        findings=findings,
     )
     return [whole, *slices]
 
@@ -84,6 +93,7 @@ def write_artefacts(
     *,
     overhead_pct: float | None,
     timings: dict[str, float],
+    advice: AdvisorReport | None = None,
     console: Console | None = None,
 ) -> dict[str, Any]:
     """Write CSVs, summary.json, timeline and report into ``directory``.
@@ -95,7 +105,8 @@ def write_artefacts(
     started = time.perf_counter()
     write_tables(directory, analysis)
     tables_done = time.perf_counter()
-    write_timelines(directory, analysis)
+    findings = [f.to_dict() for f in advice.findings] if advice else []
+    write_timelines(directory, analysis, findings)
     timeline_done = time.perf_counter()
     timings["csv_s"] = tables_done - started
     timings["timeline_s"] = timeline_done - tables_done
@@ -109,7 +120,8 @@ def write_artefacts(
         op_statistic=analysis.op_statistic,
         transfers=analysis.transfers,
         gaps=analysis.gap_report,
-        findings=(),
+        findings=[f.to_dict() for f in advice.findings] if advice else (),
+        skipped_rules=[(s.rule, s.reason) for s in advice.skipped] if advice else (),
         loss=analysis.loss,
         profiler_overhead_pct=overhead_pct,
     )

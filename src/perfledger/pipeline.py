@@ -30,6 +30,7 @@ from rich.progress import (
 from perfledger import __version__, artefacts, schema
 from perfledger.analysis import ops
 from perfledger.analysis.accounting import SPAN_STEP, device_accounting
+from perfledger.analysis.advisor import AdvisorConfig, diagnose
 from perfledger.analysis.communication import communication
 from perfledger.analysis.gaps import GapReport, gap_report
 from perfledger.analysis.steps import assign_steps, launch_starts, step_annotations, step_windows
@@ -287,6 +288,7 @@ def build_profile(
     counters: pa.Table | None = None,
     step_times: pa.Table | None = None,
     console: Console | None = None,
+    advisor_config: AdvisorConfig | None = None,
 ) -> ProfileResult:
     """Import ``inputs``, analyse them and write the profile directory ``out_dir``.
 
@@ -298,6 +300,7 @@ def build_profile(
         counters: host counters sampled outside the traces (COUNTERS_SCHEMA).
         step_times: the recorder's timing of every step, profiled or not (STEP_TIMES_SCHEMA).
         console: where to print; a plain stdout console by default.
+        advisor_config: rule thresholds and device override for the advisor.
     """
     console = console or Console()
     check_target(out_dir, force=force)
@@ -310,6 +313,9 @@ def build_profile(
     analysis = analyze_traces(traces, counters)
     timings.update(analysis.timings)
     overhead = profiler_overhead_pct(step_times)
+    advised = time.perf_counter()
+    advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
+    timings["advisor_s"] = time.perf_counter() - advised
     with staged_directory(out_dir, force=force) as staging:
         raw = staging / RAW_DIR
         raw.mkdir()
@@ -326,7 +332,7 @@ def build_profile(
         if step_times is not None:
             write_table(staging, "step_times", step_times.cast(STEP_TIMES_SCHEMA))
         summary = artefacts.write_artefacts(
-            staging, analysis, overhead_pct=overhead, timings=timings
+            staging, analysis, overhead_pct=overhead, timings=timings, advice=advice
         )
         document = _meta_document(traces, inputs, meta)
         document["timings"] = {k: round(v, 3) for k, v in timings.items()}

@@ -28,8 +28,8 @@ HOLD_150MB = "import time; block = b'x' * 150_000_000; time.sleep(0.6)"
 def test_single_process_peak() -> None:
     run = common.run_measured([sys.executable, "-c", HOLD_150MB])
     assert run.returncode == 0
-    assert 150 * MB <= run.max_rss < 250 * MB
-    assert 150 * MB <= run.peak_tree_rss < 250 * MB
+    assert 150 * MB <= run.max_rss < 300 * MB
+    assert 150 * MB <= run.peak_tree_rss < 300 * MB
     assert run.wall_s >= 0.6
 
 
@@ -44,7 +44,7 @@ def test_tree_peak_adds_concurrent_children() -> None:
     run = common.run_measured([sys.executable, "-c", script])
     assert run.returncode == 0
     assert run.peak_tree_rss >= 300 * MB
-    assert 150 * MB <= run.max_rss < 250 * MB
+    assert 150 * MB <= run.max_rss < 300 * MB
     assert run.peak_rss == run.peak_tree_rss
 
 

@@ -85,7 +85,10 @@ def meta(profile: Path) -> dict[str, Any]:
 
 def assert_nothing_half_written(directory: Path, profile: Path) -> None:
     """Only whole profiles beside the output: no staging or partial files left behind."""
-    leftovers = [p.name for p in directory.iterdir() if p.name.startswith(".")]
+    # (.perfledger/ is the experiments ledger, kept on purpose)
+    leftovers = [
+        p.name for p in directory.iterdir() if p.name.startswith(".") and p.name != ".perfledger"
+    ]
     assert leftovers == [], leftovers
     assert not [p for p in profile.rglob("*") if "partial" in p.name]
 

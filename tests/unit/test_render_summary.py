@@ -108,6 +108,7 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         "profiler_overhead_pct",
         "loss",
         "findings",
+        "advisor_skipped",
         "devices",
         "host",
         "top_operators",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from perfledger import ledger
+from perfledger.analysis.advisor import add_advisor_arguments, config_from_args
 from perfledger.cli import terminal_console
 from perfledger.pipeline import build_profile
 from perfledger.profile import default_profile_name
@@ -39,12 +40,16 @@ def add_parser(subparsers: Any) -> None:
         "--force", action="store_true", help="replace the output directory if it exists"
     )
     ledger.add_ledger_arguments(parser)
+    add_advisor_arguments(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Analyse the traces; the exit code is 0 on success."""
     out = args.output or Path(default_profile_name())
-    build_profile(args.inputs, out, force=args.force, console=terminal_console())
+    config = config_from_args(args)
+    build_profile(
+        args.inputs, out, force=args.force, console=terminal_console(), advisor_config=config
+    )
     ledger.register_from_args(out, args)
     return 0

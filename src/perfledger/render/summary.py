@@ -62,6 +62,7 @@ def summary_document(
     transfers: pa.Table | None = None,
     gaps: GapReport | None = None,
     findings: Sequence[Any] = (),
+    skipped_rules: Sequence[tuple[str, str]] = (),
     loss: str | None = None,
     profiler_overhead_pct: float | None = None,
     top_operators: int = TOP_OPERATORS,
@@ -80,6 +81,7 @@ def summary_document(
         transfers: ``analysis.transfers.transfers`` result.
         gaps: ``analysis.gaps.gap_report`` result.
         findings: the advisor's findings (mappings or dataclasses), already sorted.
+        skipped_rules: (rule id, reason) of advisor rules whose input data is absent.
         loss: what could not be read, or None.
         profiler_overhead_pct: measured profiler overhead, or None when unknown.
         top_operators: how many op_statistic rows to keep.
@@ -94,6 +96,7 @@ def summary_document(
         "profiler_overhead_pct": _round(profiler_overhead_pct, PCT_DECIMALS),
         "loss": loss,
         "findings": [_finding(f) for f in findings],
+        "advisor_skipped": [{"rule": rule, "reason": reason} for rule, reason in skipped_rules],
         "devices": [_device_headline(w) for w in _span_rows(windows)],
         "host": [_host_headline(w) for w in _span_rows(host_windows)],
         "top_operators": _top_operators(op_statistic, top_operators),

@@ -32,6 +32,9 @@ _CAUSE_TITLES: Final = {
 }
 
 
+TOP_FINDINGS = 5
+
+
 def print_summary(
     console: Console,
     summary: Mapping[str, Any],
@@ -43,6 +46,7 @@ def print_summary(
     gaps: GapReport | None = None,
     paths: Sequence[Path] = (),
     top_operators: int = TOP_OPERATORS,
+    top_findings: int = TOP_FINDINGS,
 ) -> None:
     """Print the profile's summary to ``console``.
 
@@ -56,6 +60,7 @@ def print_summary(
         gaps: ``analysis.gaps.gap_report`` result.
         paths: the files written, listed last.
         top_operators: how many operators to list.
+        top_findings: how many of the summary's findings (already sorted) to list.
     """
     console.print(_headline(summary))
     for key, accounts in _by_rank_device(windows).items():
@@ -69,6 +74,9 @@ def print_summary(
         console.print(_transfer_table(transfers, console.width))
     if gaps is not None and gaps.count:
         console.print(_gap_table(gaps, console.width))
+    findings = summary.get("findings") or []
+    if findings:
+        console.print(_findings_table(findings[:top_findings]))
     loss = summary.get("loss")
     if loss:
         console.print(Text.assemble(("trace incomplete: ", "bold yellow"), str(loss)))
@@ -76,6 +84,29 @@ def print_summary(
         console.print(Text("wrote:", style="bold"))
         for path in paths:
             console.print(Text(f"  {path}"))
+
+
+def _findings_table(findings: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(
+        title="what holds the step back (recoverable time per step)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        expand=True,
+    )
+    table.add_column("finding", no_wrap=True)
+    table.add_column("ms/step", justify="right", no_wrap=True)
+    table.add_column("step", justify="right", no_wrap=True)
+    table.add_column("evidence and what to do", ratio=1, overflow="fold")
+    for finding in findings:
+        suggestion = str(finding.get("suggestion") or "").split(". ")[0]
+        table.add_row(
+            Text(str(finding.get("id")), style="bold"),
+            f"{float(finding.get('severity_ms') or 0.0):.3f}",
+            f"{float(finding.get('severity_pct') or 0.0):.1f}%",
+            Text.assemble(str(finding.get("title")), "\n", ("→ " + suggestion, "dim")),
+        )
+    return table
 
 
 def _ms(ns: int) -> str:
