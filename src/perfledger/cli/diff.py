@@ -154,20 +154,28 @@ def load_run(path: Path) -> diffing.RunTables:
 
 def analyze_run(path: Path) -> diffing.RunTables:
     """Import and analyse traces in memory (nothing is written)."""
+    from perfledger.analysis.advisor import advise
     from perfledger.pipeline import analyze_traces
     from perfledger.sources import load_traces
 
     traces = load_traces([path])
     if not traces:
         raise PerfledgerError(f"{path}: no trace found")
-    return run_tables(analyze_traces(traces), label=path.name, path=str(path))
+    analysis = analyze_traces(traces)
+    findings = [f.to_dict() for f in advise(analysis)]
+    return run_tables(analysis, label=path.name, path=str(path), findings=findings)
 
 
-def run_tables(analysis: ProfileAnalysis, *, label: str, path: str) -> diffing.RunTables:
+def run_tables(
+    analysis: ProfileAnalysis,
+    *,
+    label: str,
+    path: str,
+    findings: Sequence[Mapping[str, Any]] = (),
+) -> diffing.RunTables:
     """The compared tables of an in-memory analysis (the same tables a profile's files hold)."""
     from perfledger import artefacts
 
-    findings = getattr(analysis, "findings", ())
     return diffing.RunTables(
         label=label,
         path=path,
