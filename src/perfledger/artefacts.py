@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from rich.console import Console
 
-from perfledger.render import csvs, timeline
+from perfledger.render import csvs, report, timeline
 
 if TYPE_CHECKING:
     from perfledger.analysis.advisor import AdvisorReport
@@ -94,7 +94,8 @@ def write_artefacts(
     overhead_pct: float | None,
     timings: dict[str, float],
     advice: AdvisorReport | None = None,
-    console: Console | None = None,
+    title: str = "profile",
+    meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write CSVs, summary.json, timeline and report into ``directory``.
 
@@ -126,6 +127,12 @@ def write_artefacts(
         profiler_overhead_pct=overhead_pct,
     )
     summary_render.write_summary(document, directory / "summary.json")
+    reported = time.perf_counter()
+    report.write_report(
+        directory / "report.html",
+        report.report_data_from_profile(analysis, document, title=title, meta=meta),
+    )
+    timings["report_s"] = time.perf_counter() - reported
     return document
 
 

@@ -331,10 +331,16 @@ def build_profile(
         write_table(staging, "gaps", analysis.gaps)
         if step_times is not None:
             write_table(staging, "step_times", step_times.cast(STEP_TIMES_SCHEMA))
-        summary = artefacts.write_artefacts(
-            staging, analysis, overhead_pct=overhead, timings=timings, advice=advice
-        )
         document = _meta_document(traces, inputs, meta)
+        summary = artefacts.write_artefacts(
+            staging,
+            analysis,
+            overhead_pct=overhead,
+            timings=timings,
+            advice=advice,
+            title=out_dir.name,
+            meta=document,
+        )
         document["timings"] = {k: round(v, 3) for k, v in timings.items()}
         write_json(staging / "meta.json", document)
     artefacts.print_profile(console, analysis, summary, out_dir)

@@ -56,6 +56,7 @@ def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    _readable_by_all(staging)
     if target.exists():
         retired = target.with_name(f".{target.name}.old-{os.getpid()}")
         target.rename(retired)
@@ -63,6 +64,15 @@ def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
         shutil.rmtree(retired, ignore_errors=True)
     else:
         staging.rename(target)
+
+
+def _readable_by_all(directory: Path) -> None:
+    """Give files written through private temporary names the usual permissions."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in directory.rglob("*"):
+        if path.is_file() and not path.stat().st_mode & 0o044:
+            path.chmod(0o666 & ~umask)
 
 
 def copy_source(source: Path, destination: Path) -> None:
