@@ -359,7 +359,7 @@ def profiler_overhead_pct(step_times: pa.Table | None) -> float | None:
     plain = [r["end_ns"] - r["start_ns"] for r in rows if not r["profiled"]]
     if not profiled or not plain:
         return None
-    base = statistics.median(plain)
+    base = float(statistics.median(plain))
     if base <= 0:
         return None
-    return round(100.0 * (statistics.median(profiled) - base) / base, 2)
+    return round(100.0 * (float(statistics.median(profiled)) - base) / base, 2)

@@ -59,7 +59,7 @@ def communication(events: pa.Table) -> pa.Table:
 
     rows = np.flatnonzero(is_comm)
     keys = sorted({(int(rank[i]), int(device[i]), str(names[i])) for i in rows})
-    records = []
+    records: list[dict[str, int | str]] = []
     for r, d, name in keys:
         sel = rows[(rank[rows] == r) & (device[rows] == d) & (names[rows] == name)]
         dur = end[sel] - start[sel]
@@ -78,5 +78,7 @@ def communication(events: pa.Table) -> pa.Table:
                 "bytes": int(known.sum()) if known.size else -1,
             }
         )
-    records.sort(key=lambda x: (x["rank"], x["device"], -x["total_ns"], x["name"]))
+    records.sort(
+        key=lambda x: (int(x["rank"]), int(x["device"]), -int(x["total_ns"]), str(x["name"]))
+    )
     return pa.Table.from_pylist(records, schema=COMMUNICATION_SCHEMA)
