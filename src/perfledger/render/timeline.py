@@ -149,7 +149,7 @@ def device_busy_counters(
     start = _int64(events, "start_ns")
     end = start + _int64(events, "dur_ns")
     parts: list[pa.Table] = []
-    keys = np.unique(np.stack([rank[task], device[task]], axis=1), axis=0)
+    keys = _unique_rows([rank[task], device[task]])[0]
     for r, d in keys:
         rows = task & (rank == r) & (device == d)
         busy = intervals.union(start[rows], end[rows])
@@ -332,6 +332,52 @@ def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str
     return codes, dictionary.to_pylist()
 
 
+def _factorize(values: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """Distinct values in ascending order and each row's index among them.
+
+    The same result as ``np.unique(values, return_inverse=True)``, by hashing instead of
+    sorting every row: only the distinct values get sorted.
+    """
+    encoded = pc.dictionary_encode(pa.array(np.asarray(values, dtype=np.int64)))
+    distinct = np.asarray(encoded.dictionary.to_numpy(zero_copy_only=False), dtype=np.int64)
+    order = np.argsort(distinct, kind="stable")
+    position = np.empty_like(order)
+    position[order] = np.arange(order.size)
+    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return distinct[order], position[codes]
+
+
+def _distinct(values: Int64Array) -> Int64Array:
+    """``np.unique(values)`` by hashing."""
+    return _factorize(values)[0] if values.size else np.zeros(0, dtype=np.int64)
+
+
+def _unique_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]:
+    """Distinct rows of equal-length integer columns, in lexicographic order, and the inverse.
+
+    The same result as ``np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)``
+    without sorting rows as bytes (measured 4.4 s against 0.08 s on 1.4M rows of 5 columns):
+    each column is numbered by its distinct values, and the numbers are combined.
+    """
+    n = columns[0].size
+    if n == 0:
+        return np.zeros((0, len(columns)), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    code = np.zeros(n, dtype=np.int64)
+    combinations = 1
+    for column in columns:
+        values, index = _factorize(column)
+        if combinations * values.size >= 1 << 62:  # renumber before the product overflows
+            code = _factorize(code)[1]
+            combinations = int(code.max()) + 1
+        code = code * values.size + index
+        combinations *= values.size
+    distinct, inverse = _factorize(code)
+    first = np.empty(distinct.size, dtype=np.int64)
+    first[inverse] = np.arange(n, dtype=np.int64)
+    keys = np.stack([np.asarray(c, dtype=np.int64)[first] for c in columns], axis=1)
+    return keys, inverse
+
+
 def _kind_mask(events: pa.Table, kinds: Iterable[str]) -> BoolArray:
     codes, values = dictionary_codes(events, "kind")
     wanted = set(kinds)
@@ -478,9 +524,7 @@ def _event_tracks(events: pa.Table, layout: _Layout) -> tuple[Int64Array, list[A
     thread_keys: list[Any] = []
     if n == 0:
         return row_thread, thread_keys, 0
-    columns = np.stack([rank, category, ident, stream, lane_class], axis=1)
-    keys, track = np.unique(columns, axis=0, return_inverse=True)
-    track = track.reshape(-1)
+    keys, track = _unique_rows([rank, category, ident, stream, lane_class])
     order = np.argsort(track, kind="stable")
     bounds = np.searchsorted(track[order], np.arange(keys.shape[0] + 1))
     overlapping = 0
@@ -613,9 +657,7 @@ def _gap_slices(
     rank = _int64(gaps, "rank")
     device = _int64(gaps, "device")
     pairs: list[tuple[int, int]] = (
-        [(int(r), int(d)) for r, d in np.unique(np.stack([rank, device], axis=1), axis=0)]
-        if gaps.num_rows
-        else []
+        [(int(r), int(d)) for r, d in _unique_rows([rank, device])[0]] if gaps.num_rows else []
     )
     for r, d in pairs:
         process = layout.process(int(r), _DEVICE, int(d))
@@ -747,9 +789,7 @@ def _counter_series(
     ts = _int64(counters, "ts_ns")
     track_codes, tracks = dictionary_codes(counters, "track")
     name_codes, names = dictionary_codes(counters, "name")
-    key = np.stack([rank, track_codes, name_codes], axis=1)
-    uniq, series = np.unique(key, axis=0, return_inverse=True) if key.size else (key, key[:, 0])
-    series = series.reshape(-1)
+    uniq, series = _unique_rows([rank, track_codes, name_codes])
     for r in np.unique(rank):
         layout.process(int(r), _ANALYSIS, 0)
     # samples before the origin: only the last of each series is kept, at the origin
@@ -1101,13 +1141,13 @@ def _write(
             return _flow_lines(ev, f_to[local], f_in_ts[local], flow_ids[local], "f", origin)
         return _counter_lines_at(c, counter_rows[local], counter_ts[local], origin)
 
-    used_pids = set(np.unique(ev.pid[event_rows]).tolist())
+    used_pids = set(_distinct(ev.pid[event_rows]).tolist())
     used_threads = _used_threads(ev.pid[event_rows], ev.tid[event_rows])
     for src, rows, _ts, _dur in records[1:]:
         a = prepared.analysis[src - 1]
-        used_pids |= set(np.unique(a.pid[rows]).tolist())
+        used_pids |= set(_distinct(a.pid[rows]).tolist())
         used_threads |= _used_threads(a.pid[rows], a.tid[rows])
-    used_pids |= set(np.unique(c.pid[counter_rows]).tolist())
+    used_pids |= set(_distinct(c.pid[counter_rows]).tolist())
     metadata = _metadata_lines(prepared, used_pids, used_threads)
 
     other = {
@@ -1182,7 +1222,7 @@ def _write(
 def _used_threads(pid: Int64Array, tid: Int64Array) -> set[tuple[int, int]]:
     if pid.size == 0:
         return set()
-    pairs = np.unique(np.stack([pid, tid], axis=1), axis=0)
+    pairs = _unique_rows([pid, tid])[0]
     return {(int(p), int(t)) for p, t in pairs}
 
 
