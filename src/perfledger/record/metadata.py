@@ -150,6 +150,9 @@ def run_meta(
                     "steps": len(p.steps),
                     "profiled_steps": sum(s.profiled for s in p.steps),
                     "traces": [t.name for t in p.traces],
+                    "trace_export_ms": round(p.fact("export_ns") / 1e6, 1)
+                    if p.fact("export_ns")
+                    else None,
                     "profiler_errors": list(p.errors),
                 }
                 for p in processes
