@@ -151,7 +151,8 @@ def run_mode(
         command = [
             sys.executable,
             "-m",
-            "perfledger.cli.record",
+            "perfledger",
+            "record",
             "-o",
             str(workdir / f"profile-{level}"),
             "--force",

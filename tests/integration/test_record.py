@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "programs" / "tiny_train.py"
 EXAMPLES = ROOT / "examples"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-RECORD = [sys.executable, "-m", "perfledger.cli.record"]
+RECORD = [sys.executable, "-m", "perfledger", "record"]
 
 pytestmark = pytest.mark.slow
 
