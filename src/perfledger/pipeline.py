@@ -37,7 +37,7 @@ from perfledger.analysis.steps import assign_steps, launch_starts, step_annotati
 from perfledger.analysis.transfers import transfers
 from perfledger.analysis.types import GAPS_SCHEMA, Accounting, StepWindow
 from perfledger.errors import PerfledgerError
-from perfledger.profile import (
+from perfledger.profiledir import (
     RAW_DIR,
     check_target,
     copy_source,
@@ -312,7 +312,7 @@ def build_profile(
         raise PerfledgerError("no trace to analyse")
     analysis = analyze_traces(traces, counters)
     timings.update(analysis.timings)
-    overhead = profiler_overhead_pct(step_times)
+    overhead = profiler_overhead_pct(meta)
     advised = time.perf_counter()
     advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
     timings["advisor_s"] = time.perf_counter() - advised
@@ -347,19 +347,13 @@ def build_profile(
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
 
 
-def profiler_overhead_pct(step_times: pa.Table | None) -> float | None:
-    """How much slower profiled steps ran than unprofiled ones (median vs median), in %.
+def profiler_overhead_pct(meta: Mapping[str, Any] | None) -> float | None:
+    """How much slower profiled steps ran than unprofiled ones, in %, as the recorder measured.
 
-    None when either kind of step is missing: the overhead is then unknown.
+    The recorder knows which steps compare fairly (it leaves out the first step and the
+    profiler's warm-up step); None when the profile was not recorded or lacks either kind.
     """
-    if step_times is None or step_times.num_rows == 0:
-        return None
-    rows = step_times.to_pylist()
-    profiled = [r["end_ns"] - r["start_ns"] for r in rows if r["profiled"]]
-    plain = [r["end_ns"] - r["start_ns"] for r in rows if not r["profiled"]]
-    if not profiled or not plain:
-        return None
-    base = float(statistics.median(plain))
-    if base <= 0:
-        return None
-    return round(100.0 * (float(statistics.median(profiled)) - base) / base, 2)
+    record = (meta or {}).get("record")
+    estimate = record.get("profiler_overhead") if isinstance(record, Mapping) else None
+    value = estimate.get("overhead_pct") if isinstance(estimate, Mapping) else None
+    return float(value) if isinstance(value, int | float) else None

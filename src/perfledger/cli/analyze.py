@@ -10,7 +10,7 @@ from perfledger import ledger
 from perfledger.analysis.advisor import add_advisor_arguments, config_from_args
 from perfledger.cli import terminal_console
 from perfledger.pipeline import build_profile
-from perfledger.profile import default_profile_name
+from perfledger.profiledir import default_profile_name
 
 
 def add_parser(subparsers: Any) -> None:

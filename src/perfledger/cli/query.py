@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfledger.errors import PerfledgerError
-from perfledger.profile import TABLES_DIR
+from perfledger.profiledir import TABLES_DIR
 
 
 def add_parser(subparsers: Any) -> None:
