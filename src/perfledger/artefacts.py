@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from rich.console import Console
 
+from perfledger.cluster.outputs import write_cluster_outputs
 from perfledger.render import csvs, report, timeline
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ def write_artefacts(
 ) -> dict[str, Any]:
     """Write CSVs, summary.json, timeline and report into ``directory``.
 
+    Profiles of several ranks also get cluster_summary.json and cluster_step_trace.csv.
+
     Returns the summary document.
     """
     from perfledger.render import summary as summary_render
@@ -127,6 +130,8 @@ def write_artefacts(
         profiler_overhead_pct=overhead_pct,
     )
     summary_render.write_summary(document, directory / "summary.json")
+    if analysis.cluster is not None:
+        write_cluster_outputs(directory, analysis.cluster, document["findings"])
     reported = time.perf_counter()
     report.write_report(
         directory / "report.html",
@@ -150,5 +155,10 @@ def print_profile(
         op_statistic=analysis.op_statistic,
         transfers=analysis.transfers,
         gaps=analysis.gap_report,
-        paths=[directory, directory / "report.html", directory / "summary.json"],
+        paths=[
+            directory,
+            directory / "report.html",
+            directory / "summary.json",
+            *([directory / "cluster_summary.json"] if analysis.cluster is not None else []),
+        ],
     )

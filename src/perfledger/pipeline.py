@@ -7,10 +7,12 @@ Compute once, write many times: :func:`analyze_traces` returns frozen results; t
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,10 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
     TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
@@ -36,9 +40,21 @@ from perfledger.analysis.gaps import GapReport, gap_report
 from perfledger.analysis.steps import assign_steps, launch_starts, step_annotations, step_windows
 from perfledger.analysis.transfers import transfers
 from perfledger.analysis.types import GAPS_SCHEMA, Accounting, StepWindow
+from perfledger.cluster.balance import DEFAULT_EXCESS_PCT, ClusterReport, cluster_report
+from perfledger.cluster.collectives import COLLECTIVES_SCHEMA, collective_tasks, link_usage
+from perfledger.cluster.execution import Execution, open_runner
+from perfledger.cluster.merge import merge_gap_reports, merge_kernel_details
+from perfledger.cluster.tasks import (
+    RankResult,
+    RankTask,
+    plan_tasks,
+    read_ipc,
+    resolve_ranks,
+)
 from perfledger.errors import PerfledgerError
 from perfledger.profiledir import (
     RAW_DIR,
+    TABLES_DIR,
     check_target,
     copy_source,
     staged_directory,
@@ -103,6 +119,7 @@ class ProfileAnalysis:
     communication: pa.Table
     gap_report: GapReport
     timings: dict[str, float] = field(default_factory=dict)
+    cluster: ClusterReport | None = None  # several ranks: the cluster pass
 
     @property
     def host_only(self) -> bool:
@@ -194,8 +211,19 @@ def _profile_gaps(ranks: Sequence[RankAnalysis]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def analyze_traces(traces: Sequence[Trace], counters: pa.Table | None = None) -> ProfileAnalysis:
-    """Analyse every rank and gather the tables of the profile."""
+def analyze_traces(
+    traces: Sequence[Trace],
+    counters: pa.Table | None = None,
+    *,
+    slow_rank_excess_pct: float = DEFAULT_EXCESS_PCT,
+) -> ProfileAnalysis:
+    """Analyse every rank and gather the tables of the profile.
+
+    Args:
+        traces: one trace per rank.
+        counters: host counters sampled outside the traces (COUNTERS_SCHEMA).
+        slow_rank_excess_pct: the cluster pass's slow-rank threshold (several ranks).
+    """
     started = time.perf_counter()
     ranks = tuple(analyze_rank(t) for t in traces)
     events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
@@ -222,8 +250,94 @@ def analyze_traces(traces: Sequence[Trace], counters: pa.Table | None = None) ->
             "accounting_s": accounted - started,
             "operators_s": time.perf_counter() - accounted,
         },
+        cluster=_cluster(
+            ranks,
+            collective_tasks(events) if len(ranks) > 1 else COLLECTIVES_SCHEMA.empty_table(),
+            link_usage(events) if len(ranks) > 1 else None,
+            slow_rank_excess_pct,
+        ),
     )
     return analysis
+
+
+def _cluster(
+    ranks: Sequence[RankAnalysis],
+    collectives: pa.Table,
+    links: pa.Table | None,
+    excess_pct: float,
+) -> ClusterReport | None:
+    """The cluster pass over the ranks' accounts; None for a single rank or a host-only run."""
+    windows = [w for r in ranks for w in r.accounting.windows]
+    if len(ranks) < 2 or not windows:
+        return None
+    return cluster_report(
+        windows, collectives, links, ranks=[r.rank for r in ranks], excess_pct=excess_pct
+    )
+
+
+def analysis_from_results(
+    results: Sequence[RankResult],
+    counters: pa.Table | None = None,
+    *,
+    slow_rank_excess_pct: float = DEFAULT_EXCESS_PCT,
+) -> ProfileAnalysis:
+    """The profile's analysis from rank tasks' results, their tables memory-mapped.
+
+    Equal, table for table, to :func:`analyze_traces` on the same traces: per-rank pieces
+    are put back in the order the whole-profile analyses sort their rows.
+    """
+    started = time.perf_counter()
+    ranks: list[RankAnalysis] = []
+    summaries: list[pa.Table] = []
+    details: list[pa.Table] = []
+    for result in results:
+        tables = {name: read_ipc(path) for name, path in result.tables.items()}
+        trace = Trace(
+            events=tables["events"],
+            counters=tables["counters"],
+            meta=result.meta,
+            source_kind=result.source_kind,
+            source_files=result.source_files,
+            loss=result.loss,
+        )
+        accounting = Accounting(result.accounts, tables["gaps"], result.host_accounts)
+        ranks.append(
+            RankAnalysis(
+                trace=trace,
+                events=tables["events"],
+                windows=result.windows,
+                accounting=accounting,
+                annotated_steps=result.annotated_steps,
+            )
+        )
+        summaries.append(tables["op_summary"])
+        details.append(tables["kernel_details"])
+    events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
+    all_counters = [r.trace.counters for r in ranks]
+    if counters is not None:
+        all_counters.append(counters.cast(schema.COUNTERS_SCHEMA))
+    # A rank without device tasks summarises its host operators; next to ranks with device
+    # tasks it contributes no row, as in the whole-profile summary.
+    device_summaries = [t for t in summaries if "self_ns" not in t.column_names]
+    summary = pa.concat_tables(device_summaries or summaries)
+    collectives = pa.concat_tables([r.collectives for r in results])
+    links = pa.concat_tables([r.links for r in results])
+    return ProfileAnalysis(
+        ranks=tuple(ranks),
+        events=events,
+        counters=pa.concat_tables(all_counters) if all_counters else schema.empty_counters(),
+        steps=_steps_table(ranks),
+        gaps=_profile_gaps(ranks),
+        op_summary=summary,
+        op_statistic=ops.op_statistic(events, summary),
+        kernel_details=merge_kernel_details(details),
+        api_statistic=ops.api_statistic(events),
+        transfers=transfers(events),
+        communication=pa.concat_tables([r.communication for r in results]),
+        gap_report=merge_gap_reports([r.gap_report for r in results]),
+        timings={"merge_s": time.perf_counter() - started},
+        cluster=_cluster(ranks, collectives, links, slow_rank_excess_pct),
+    )
 
 
 def _progress_bar(console: Console) -> Progress:
@@ -289,8 +403,14 @@ def build_profile(
     step_times: pa.Table | None = None,
     console: Console | None = None,
     advisor_config: AdvisorConfig | None = None,
+    execution: Execution | None = None,
 ) -> ProfileResult:
     """Import ``inputs``, analyse them and write the profile directory ``out_dir``.
+
+    One rank is imported and analysed in this process. Several ranks (or any input with
+    ``execution.dask``) are imported and analysed as independent tasks, one per rank, on a
+    local process pool or a Dask cluster; the tasks write their big tables into the staging
+    directory and the profile-wide analyses read them memory-mapped.
 
     Args:
         inputs: trace files or folders (one rank each, or folders of ranks).
@@ -301,50 +421,212 @@ def build_profile(
         step_times: the recorder's timing of every step, profiled or not (STEP_TIMES_SCHEMA).
         console: where to print; a plain stdout console by default.
         advisor_config: rule thresholds and device override for the advisor.
+        execution: where rank tasks run (default: a local pool, one worker per core).
     """
     console = console or Console()
     check_target(out_dir, force=force)
+    execution = execution or Execution()
+    excess = _slow_rank_excess_pct(advisor_config)
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    traces = import_with_progress(inputs, console)
-    timings["import_s"] = time.perf_counter() - started
-    if not traces:
-        raise PerfledgerError("no trace to analyse")
-    analysis = analyze_traces(traces, counters)
-    timings.update(analysis.timings)
+    planned = plan_tasks(inputs, Path())
+    if len(planned) < 2 and execution.dask is None:
+        traces = import_with_progress(inputs, console)
+        timings["import_s"] = time.perf_counter() - started
+        if not traces:
+            raise PerfledgerError("no trace to analyse")
+        analysis = analyze_traces(traces, counters, slow_rank_excess_pct=excess)
+        timings.update(analysis.timings)
+        with staged_directory(out_dir, force=force) as staging:
+            write_table(staging, "events", analysis.events)
+            summary = _write_profile(
+                staging,
+                analysis,
+                inputs,
+                out_dir.name,
+                meta=meta,
+                step_times=step_times,
+                advisor_config=advisor_config,
+                timings=timings,
+            )
+        artefacts.print_profile(console, analysis, summary, out_dir)
+        return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
+
+    small = execution.dask is None and _input_bytes(planned) < SMALL_INPUT_BYTES
+    if execution.workers is None and small:
+        execution = Execution(workers=0)
+    with staged_directory(out_dir, force=force) as staging:
+        work = staging / _TASKS_DIR
+        tasks = [RankTask(t.index, t.fmt, t.path, work / t.work_dir.name, t.rank) for t in planned]
+        results, executor = run_rank_tasks(tasks, execution, console)
+        timings["ranks_s"] = time.perf_counter() - started
+        for phase in ("import_s", "analysis_s", "write_s"):
+            timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
+        analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
+        timings.update(analysis.timings)
+        events_dir = staging / TABLES_DIR / "events"
+        events_dir.mkdir(parents=True)
+        for result in results:
+            result.events_parquet.rename(events_dir / f"rank={result.rank}.parquet")
+        extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
+        summary = _write_profile(
+            staging,
+            analysis,
+            inputs,
+            out_dir.name,
+            meta=extra,
+            step_times=step_times,
+            advisor_config=advisor_config,
+            timings=timings,
+        )
+        # the mapped tables stay readable through open maps once their files are gone
+        shutil.rmtree(work)
+    artefacts.print_profile(console, analysis, summary, out_dir)
+    return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
+
+
+_TASKS_DIR = ".ranks"
+# Below this much trace data, starting worker processes (about 1 s each) costs more than the
+# pool saves: the rank tasks then run one after the other in this process.
+SMALL_INPUT_BYTES = 64 * 1024 * 1024
+# gzip shrinks Kineto JSON about tenfold: count compressed bytes as what they decode to.
+_GZIP_RATIO = 10
+
+
+def _input_bytes(tasks: Sequence[RankTask]) -> int:
+    """About how much trace data the tasks read (compressed files at their decoded size)."""
+    total = 0
+    for task in tasks:
+        files = [task.path] if task.path.is_file() else task.path.rglob("*")
+        for path in files:
+            if path.is_file():
+                size = path.stat().st_size
+                total += size * _GZIP_RATIO if path.name.endswith(".gz") else size
+    return total
+
+
+def _slow_rank_excess_pct(config: AdvisorConfig | None) -> float:
+    from perfledger.analysis.advisor import rule_by_id
+
+    rule = rule_by_id("slow_rank")
+    if rule is None:
+        return DEFAULT_EXCESS_PCT
+    return float((config or AdvisorConfig()).params(rule)["excess_pct"])
+
+
+def _write_profile(
+    staging: Path,
+    analysis: ProfileAnalysis,
+    inputs: Sequence[Path],
+    title: str,
+    *,
+    meta: Mapping[str, Any] | None,
+    step_times: pa.Table | None,
+    advisor_config: AdvisorConfig | None,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """Everything but the events table: raw copies, tables, artefacts, meta.json."""
+    traces = [r.trace for r in analysis.ranks]
     overhead = profiler_overhead_pct(meta)
     advised = time.perf_counter()
     advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
     timings["advisor_s"] = time.perf_counter() - advised
-    with staged_directory(out_dir, force=force) as staging:
-        raw = staging / RAW_DIR
-        raw.mkdir()
-        sources = sorted({p for t in traces for p in t.source_files} or set(inputs))
-        for index, source in enumerate(sources):
-            name = source.name
-            while (raw / name).exists():  # two ranks' files often share a name
-                name = f"{index}_{name}"
-            copy_source(source, raw / name)
-        write_table(staging, "events", analysis.events)
-        write_table(staging, "counters", analysis.counters)
-        write_table(staging, "steps", analysis.steps)
-        write_table(staging, "gaps", analysis.gaps)
-        if step_times is not None:
-            write_table(staging, "step_times", step_times.cast(STEP_TIMES_SCHEMA))
-        document = _meta_document(traces, inputs, meta)
-        summary = artefacts.write_artefacts(
-            staging,
-            analysis,
-            overhead_pct=overhead,
-            timings=timings,
-            advice=advice,
-            title=out_dir.name,
-            meta=document,
-        )
-        document["timings"] = {k: round(v, 3) for k, v in timings.items()}
-        write_json(staging / "meta.json", document)
-    artefacts.print_profile(console, analysis, summary, out_dir)
-    return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
+    raw = staging / RAW_DIR
+    raw.mkdir()
+    sources = sorted({p for t in traces for p in t.source_files} or set(inputs))
+    for index, source in enumerate(sources):
+        name = source.name
+        while (raw / name).exists():  # two ranks' files often share a name
+            name = f"{index}_{name}"
+        copy_source(source, raw / name)
+    write_table(staging, "counters", analysis.counters)
+    write_table(staging, "steps", analysis.steps)
+    write_table(staging, "gaps", analysis.gaps)
+    if step_times is not None:
+        write_table(staging, "step_times", step_times.cast(STEP_TIMES_SCHEMA))
+    document = _meta_document(traces, inputs, meta)
+    summary = artefacts.write_artefacts(
+        staging,
+        analysis,
+        overhead_pct=overhead,
+        timings=timings,
+        advice=advice,
+        title=title,
+        meta=document,
+    )
+    document["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    write_json(staging / "meta.json", document)
+    return summary
+
+
+def run_rank_tasks(
+    tasks: Sequence[RankTask], execution: Execution, console: Console
+) -> tuple[list[RankResult], str]:
+    """Run the rank tasks; results sorted by rank, and how they ran.
+
+    Ranks are settled as :func:`perfledger.sources.load_traces` settles them; a trace whose
+    rank is decided by its file name or position is analysed again under that rank (only
+    traces that do not name their own rank, or name another trace's).
+    """
+    with open_runner(execution, len(tasks)) as runner, _rank_progress(console) as bar:
+        task_id = bar.add_task(runner.description, total=len(tasks))
+
+        def report(done: int, total: int) -> None:
+            bar.update(task_id, completed=done, total=total)
+
+        results = runner.run(tasks, report)
+        ranks = resolve_ranks(results)
+        again = [
+            RankTask(task.index, task.fmt, task.path, task.work_dir, rank)
+            for task, result, rank in zip(tasks, results, ranks, strict=True)
+            if result.rank != rank
+        ]
+        if again:
+            bar.update(task_id, description=f"{runner.description}, renumbered ranks")
+            redone = {r.index: r for r in runner.run(again)}
+            results = [redone.get(r.index, r) for r in results]
+        description = runner.description
+    _settle_world_size(results)
+    return sorted(results, key=lambda r: r.rank), description
+
+
+def _settle_world_size(results: Sequence[RankResult]) -> None:
+    """Ascend ranks read one by one: the world size the importer gives ranks read together."""
+    ascend = [r for r in results if r.source_kind != "kineto" and "world_size" in r.meta]
+    if not ascend:
+        return
+    world = max(len(ascend), *(int(r.meta.get("hccl_ranks", 0) or 0) for r in ascend))
+    for result in ascend:
+        result.meta["world_size"] = max(world, result.rank + 1)
+
+
+def _tasks_document(results: Sequence[RankResult], executor: str) -> dict[str, Any]:
+    return {
+        "executor": executor,
+        "ranks": [
+            {
+                "rank": r.rank,
+                "worker": r.worker,
+                **{k: round(v, 3) for k, v in r.timings.items()},
+                "worker_peak_rss_mb": round(r.peak_rss_bytes / 1e6, 1),
+            }
+            for r in results
+        ],
+    }
+
+
+@contextmanager
+def _rank_progress(console: Console) -> Iterator[Progress]:
+    with Progress(
+        TextColumn("[bold]analysing ranks[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        yield bar
 
 
 def profiler_overhead_pct(meta: Mapping[str, Any] | None) -> float | None:

@@ -92,11 +92,12 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
             "host_dispatch_bound": 24.98,
             "low_utilization_windows": 18.81,
             "precision_mix": 0.98,
+            "load_imbalance": 2.13,
         },
         ["host_cpu_saturated", "profiler_overhead_high"],
     ),
     "ascend_text_level0": (
-        {"exposed_communication": 56.69, "low_utilization_windows": 22.81},
+        {"exposed_communication": 56.69, "low_utilization_windows": 22.81, "load_imbalance": 6.56},
         [
             "excessive_sync",
             "host_cpu_saturated",
@@ -112,6 +113,8 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
             "host_dispatch_bound": 25.46,
             "low_utilization_windows": 18.42,
             "precision_mix": 0.91,
+            "slow_rank": 3.62,
+            "load_imbalance": 1.81,
         },
         ["host_cpu_saturated", "profiler_overhead_high"],
     ),
@@ -189,7 +192,12 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
         ["exposed_communication", "host_cpu_saturated", "profiler_overhead_high"],
     ),
     "sampled_2ranks": (
-        {"host_dispatch_bound": 28.4, "exposed_communication": 25.94},
+        {
+            "host_dispatch_bound": 28.4,
+            "exposed_communication": 25.94,
+            "slow_rank": 2.71,
+            "load_imbalance": 2.5,
+        },
         ["dataloader_bound", "host_cpu_saturated", "memory_bound_ops", "profiler_overhead_high"],
     ),
     "v100_ns_timestamps": (

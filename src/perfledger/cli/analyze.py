@@ -9,6 +9,7 @@ from typing import Any
 from perfledger import ledger
 from perfledger.analysis.advisor import add_advisor_arguments, config_from_args
 from perfledger.cli import terminal_console
+from perfledger.cluster.execution import Execution
 from perfledger.pipeline import build_profile
 from perfledger.profiledir import default_profile_name
 
@@ -39,9 +40,38 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--force", action="store_true", help="replace the output directory if it exists"
     )
+    ranks = parser.add_argument_group("many ranks")
+    ranks.add_argument(
+        "--workers",
+        type=_worker_count,
+        metavar="N",
+        help=(
+            "analyse the ranks in N local processes, one rank per task (default: one per "
+            "core; 0: one after the other in this process)"
+        ),
+    )
+    ranks.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help=(
+            "run the rank tasks on the Dask cluster whose scheduler is at ADDRESS "
+            "(tcp://host:8786), or 'local' for a LocalCluster of --workers processes; "
+            "needs the [cluster] extra"
+        ),
+    )
     ledger.add_ledger_arguments(parser)
     add_advisor_arguments(parser)
     parser.set_defaults(run=run)
+
+
+def _worker_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {value}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +79,12 @@ def run(args: argparse.Namespace) -> int:
     out = args.output or Path(default_profile_name())
     config = config_from_args(args)
     build_profile(
-        args.inputs, out, force=args.force, console=terminal_console(), advisor_config=config
+        args.inputs,
+        out,
+        force=args.force,
+        console=terminal_console(),
+        advisor_config=config,
+        execution=Execution(workers=args.workers, dask=args.dask),
     )
     ledger.register_from_args(out, args)
     return 0

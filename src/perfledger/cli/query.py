@@ -26,7 +26,9 @@ def add_parser(subparsers: Any) -> None:
         help="run SQL over a profile's tables (events, counters, steps, step_trace, gaps, ...)",
         description=(
             "Run a DuckDB SQL query over the tables of a profile directory. Each "
-            "tables/<name>.parquet is a table called <name>. The profile is opened read-only."
+            "tables/<name>.parquet is a table called <name>, and so is a folder "
+            "tables/<name>/ of per-rank files (rank=<N>.parquet). The profile is opened "
+            "read-only."
         ),
     )
     parser.add_argument("profile", type=Path, help="profile directory")
@@ -45,15 +47,29 @@ def open_profile(profile: Path) -> duckdb.DuckDBPyConnection:
         raise PerfledgerError(f"{profile} is not a perfledger profile: {tables_dir} is missing")
     connection = duckdb.connect(":memory:")
     for path in sorted(tables_dir.glob("*.parquet")):
-        try:
-            table = pq.read_table(path, memory_map=True)
-        except (OSError, pa.ArrowInvalid) as error:
-            raise PerfledgerError(f"{path}: cannot read the table ({error})") from error
-        connection.register(path.stem, table)
+        connection.register(path.stem, _read(path))
+    for folder in sorted(p for p in tables_dir.iterdir() if p.is_dir()):
+        # one file per rank (profiles analysed rank by rank): one table, in rank order
+        parts = sorted(folder.glob("*.parquet"), key=_rank_order)
+        if parts:
+            connection.register(folder.name, pa.concat_tables([_read(p) for p in parts]))
     # the query may read the registered tables only: no files, no extensions, no writes
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
     return connection
+
+
+def _read(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path, memory_map=True)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise PerfledgerError(f"{path}: cannot read the table ({error})") from error
+
+
+def _rank_order(path: Path) -> tuple[int, str]:
+    """rank=10 after rank=9: the number of a ``rank=<N>`` file name, then the name."""
+    _, _, number = path.stem.partition("rank=")
+    return (int(number), path.name) if number.isdigit() else (-1, path.name)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,12 +20,14 @@ from perfledger.analysis.advisor import (
     fusion_candidates,
     host_cpu_saturated,
     host_dispatch_bound,
+    load_imbalance,
     long_tail_ops,
     low_utilization_windows,
     memcpy_heavy,
     memory_bound_ops,
     precision_mix,
     profiler_overhead_high,
+    slow_rank,
     small_op_explosion,
 )
 from perfledger.analysis.advisor.base import (
@@ -81,6 +83,8 @@ RULES: Final[tuple[Rule, ...]] = (
     host_cpu_saturated.RULE,
     profiler_overhead_high.RULE,
     precision_mix.RULE,
+    slow_rank.RULE,
+    load_imbalance.RULE,
 )
 
 

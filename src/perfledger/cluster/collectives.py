@@ -1,0 +1,245 @@
+"""Collectives across ranks: which rank arrived last, how far apart the ranks arrived, link use.
+
+``collective_tasks(events)`` keeps the communication tasks of one or several ranks in
+:data:`COLLECTIVES_SCHEMA` (small: a few per step), so that a per-rank task can send them to
+the cluster pass instead of its events:
+    rank, device, step, name, start_ns, dur_ns,
+    wait_ns -- the collective library's own figure of time spent waiting for peers (HCCL's
+               "Wait Time" from Ascend's communication.json), -1 when the source has none.
+
+``link_usage(events)`` sums the transport links a collective used (HCCS, PCIE, RDMA, SDMA, SIO
+from Ascend's communication.json) per rank, one row per (rank, link) in :data:`LINKS_SCHEMA`.
+
+``align_collectives(tasks)`` matches the k-th task named N on every rank with the k-th task
+named N on every other rank (a collective is issued in the same order by every member).
+A name whose count differs between the ranks that issue it, or that only some ranks issue
+(sub-groups, point-to-point), is not aligned and is reported as such. Arrival spread compares
+start times taken on different hosts: it is meaningful when the hosts' clocks agree (one
+machine, or clocks synchronised by NTP/PTP); the last-arrival vote is less sensitive to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger import schema
+from perfledger.analysis import columns
+
+COLLECTIVES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("device", pa.int16()),
+        pa.field("step", pa.int32()),
+        pa.field("name", pa.string()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("wait_ns", pa.int64()),
+    ]
+)
+
+LINKS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("link", pa.string()),
+        pa.field("collectives", pa.int64()),
+        pa.field("transit_bytes", pa.int64()),
+        pa.field("transit_ns", pa.int64()),
+        pa.field("gbps", pa.float64()),  # GB/s = bytes per ns
+    ]
+)
+
+# How many of the most skewed collectives a report lists.
+WORST_COLLECTIVES: Final = 10
+
+
+def collective_tasks(events: pa.Table) -> pa.Table:
+    """The communication tasks of ``events`` sorted by rank, start (see the module doc)."""
+    is_comm = columns.isin(events, "kind", [schema.COMM])
+    if not is_comm.any():
+        return COLLECTIVES_SCHEMA.empty_table()
+    rows = pa.array(np.flatnonzero(is_comm), pa.int64())
+    comm = pa.table(
+        {
+            "rank": events["rank"].take(rows),
+            "device": events["device"].take(rows),
+            "step": events["step"].take(rows),
+            "name": pc.cast(events["name"].take(rows), pa.string()),
+            "start_ns": events["start_ns"].take(rows),
+            "dur_ns": events["dur_ns"].take(rows),
+            "args": pc.cast(events["args"].take(rows), pa.string()),
+        }
+    )
+    query = """
+        SELECT rank, device, step, name, start_ns, dur_ns,
+               coalesce(TRY_CAST(CASE WHEN json_valid(args)
+                                 THEN json_extract(args, '$.hccl.wait_ns') END AS BIGINT),
+                        -1) AS wait_ns
+        FROM comm ORDER BY rank, start_ns, device, name
+    """
+    with duckdb.connect() as con:
+        con.register("comm", comm)
+        return con.sql(query).to_arrow_table().cast(COLLECTIVES_SCHEMA)
+
+
+def link_usage(events: pa.Table) -> pa.Table:
+    """Bytes and time per transport link and rank, from the collectives' HCCL link figures.
+
+    A source repeats one collective's figures on every task of that name: each name counts
+    once per rank.
+    """
+    is_comm = columns.isin(events, "kind", [schema.COMM])
+    if not is_comm.any():
+        return LINKS_SCHEMA.empty_table()
+    rows = pa.array(np.flatnonzero(is_comm), pa.int64())
+    comm = pa.table(
+        {
+            "rank": events["rank"].take(rows),
+            "name": pc.cast(events["name"].take(rows), pa.string()),
+            "args": pc.cast(events["args"].take(rows), pa.string()),
+        }
+    )
+    query = """
+        WITH per_name AS (
+            SELECT rank, name, any_value(links) AS links FROM (
+                SELECT rank, name, json_extract(args, '$.hccl.links') AS links FROM comm
+                WHERE json_valid(args) AND json_extract(args, '$.hccl.links') IS NOT NULL
+            ) GROUP BY rank, name
+        ),
+        per_link AS (
+            SELECT rank, name, unnest(json_keys(links)) AS link, links FROM per_name
+        ),
+        figures AS (
+            SELECT rank, link,
+                   TRY_CAST(json_extract(links, '$."' || link || '".transit_bytes') AS BIGINT)
+                       AS transit_bytes,
+                   TRY_CAST(json_extract(links, '$."' || link || '".transit_ns') AS BIGINT)
+                       AS transit_ns
+            FROM per_link
+        )
+        SELECT rank, link, count(*) AS collectives,
+               coalesce(sum(transit_bytes), 0)::BIGINT AS transit_bytes,
+               coalesce(sum(transit_ns), 0)::BIGINT AS transit_ns,
+               CASE WHEN sum(transit_ns) > 0 THEN sum(transit_bytes) / sum(transit_ns)
+                    ELSE 'NaN'::DOUBLE END AS gbps
+        FROM figures GROUP BY rank, link ORDER BY rank, link
+    """
+    with duckdb.connect() as con:
+        con.register("comm", comm)
+        return con.sql(query).to_arrow_table().cast(LINKS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class CollectiveSkew:
+    """One collective matched on every rank that issues it."""
+
+    name: str
+    occurrence: int  # the k-th task of that name on each rank (0-based)
+    step: int  # the step of the last arrival's task
+    ranks: int
+    first_start_ns: int  # earliest arrival
+    arrival_spread_ns: int  # latest arrival - earliest arrival
+    first_rank: int
+    last_rank: int  # the rank the others waited for
+
+
+@dataclass(frozen=True)
+class RankArrivals:
+    """How one rank arrived at the aligned collectives."""
+
+    rank: int
+    collectives: int  # aligned collectives the rank took part in
+    last_arrivals: int  # times it was the last to arrive (what the others waited for)
+    waited_ns: int  # sum over collectives of (last arrival - own arrival)
+    library_wait_ns: int  # the library's own wait figure summed (-1: unknown)
+
+
+@dataclass(frozen=True)
+class CollectiveAlignment:
+    """Aligned collectives, their skew, each rank's arrivals and what could not be aligned."""
+
+    aligned: int
+    worst: tuple[CollectiveSkew, ...]  # largest arrival spread first
+    arrivals: tuple[RankArrivals, ...]  # by rank
+    median_spread_ns: int
+    max_spread_ns: int
+    unaligned_names: tuple[str, ...]
+
+
+def align_collectives(tasks: pa.Table, ranks: Sequence[int]) -> CollectiveAlignment:
+    """Match collectives across ``ranks`` by name and occurrence (see the module doc)."""
+    rank_list = sorted(set(ranks))
+    position = {r: i for i, r in enumerate(rank_list)}
+    rank = np.asarray(tasks["rank"], dtype=np.int64)
+    start = np.asarray(tasks["start_ns"], dtype=np.int64)
+    step = np.asarray(tasks["step"], dtype=np.int64)
+    wait = np.asarray(tasks["wait_ns"], dtype=np.int64)
+    names = tasks["name"].to_numpy(zero_copy_only=False)
+    skews: list[CollectiveSkew] = []
+    last_votes = np.zeros(len(rank_list), dtype=np.int64)
+    taking_part = np.zeros(len(rank_list), dtype=np.int64)
+    waited = np.zeros(len(rank_list), dtype=np.int64)
+    unaligned: list[str] = []
+    spreads: list[np.ndarray] = []
+    for name in sorted(set(names.tolist())):
+        rows = np.flatnonzero(names == name)
+        members = np.unique(rank[rows])
+        counts = np.array([np.count_nonzero(rank[rows] == r) for r in members])
+        if len(rank_list) < 2 or members.size != len(rank_list) or counts.min() != counts.max():
+            unaligned.append(str(name))
+            continue
+        # tasks are sorted by rank then start: row k of each rank block is its k-th arrival
+        order = np.lexsort((start[rows], rank[rows]))
+        grid = start[rows][order].reshape(members.size, counts[0])
+        steps = step[rows][order].reshape(members.size, counts[0])
+        earliest = grid.min(axis=0)
+        latest = grid.max(axis=0)
+        last = np.argmax(grid, axis=0)  # the lowest rank wins a tie
+        first = np.argmin(grid, axis=0)
+        index = np.array([position[int(r)] for r in members])
+        np.add.at(last_votes, index[last], 1)
+        taking_part[index] += counts[0]
+        waited[index] += (latest[None, :] - grid).sum(axis=1)
+        spread = latest - earliest
+        spreads.append(spread)
+        skews.extend(
+            CollectiveSkew(
+                name=str(name),
+                occurrence=k,
+                step=int(steps[last[k], k]),
+                ranks=int(members.size),
+                first_start_ns=int(earliest[k]),
+                arrival_spread_ns=int(spread[k]),
+                first_rank=int(members[first[k]]),
+                last_rank=int(members[last[k]]),
+            )
+            for k in range(counts[0])
+        )
+    skews.sort(key=lambda s: (-s.arrival_spread_ns, s.first_start_ns, s.name))
+    all_spreads = np.concatenate(spreads) if spreads else np.zeros(0, dtype=np.int64)
+    arrivals = []
+    for r in rank_list:
+        own = wait[(rank == r) & (wait >= 0)]
+        arrivals.append(
+            RankArrivals(
+                rank=r,
+                collectives=int(taking_part[position[r]]),
+                last_arrivals=int(last_votes[position[r]]),
+                waited_ns=int(waited[position[r]]),
+                library_wait_ns=int(own.sum()) if own.size else -1,
+            )
+        )
+    return CollectiveAlignment(
+        aligned=len(skews),
+        worst=tuple(skews[:WORST_COLLECTIVES]),
+        arrivals=tuple(arrivals),
+        median_spread_ns=int(np.median(all_spreads)) if all_spreads.size else 0,
+        max_spread_ns=int(all_spreads.max()) if all_spreads.size else 0,
+        unaligned_names=tuple(unaligned),
+    )

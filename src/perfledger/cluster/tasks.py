@@ -1,0 +1,271 @@
+"""One rank as one independent task: import it, analyse it, write its big tables, return the rest.
+
+:func:`run_rank_task` is a plain module-level function of a picklable :class:`RankTask`: the
+local process pool and Dask workers call the very same function. It writes the rank's big
+tables into the task's folder — Arrow IPC files the parent memory-maps (zero-copy: the
+parent's private memory does not grow with the ranks) and the events as Parquet for
+``perfledger query`` — and returns a small :class:`RankResult`: step windows, accounts,
+collectives, the worst gaps, per-rank communication figures, paths and timings.
+
+A bad trace is not an exception crossing process boundaries: the task returns its one-line
+message and exit code, and the parent raises it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from perfledger.analysis import ops
+from perfledger.analysis.communication import communication
+from perfledger.analysis.gaps import GapReport, gap_report
+from perfledger.analysis.types import HostWindowAccount, StepWindow, WindowAccount
+from perfledger.cluster.collectives import collective_tasks, link_usage
+from perfledger.errors import PerfledgerError
+from perfledger.sources import discover
+from perfledger.sources.base import Trace
+
+KINETO: Final = "kineto"
+ASCEND: Final = "ascend"
+# The tables a task writes as Arrow IPC for the parent to memory-map.
+IPC_TABLES: Final = ("events", "counters", "gaps", "op_summary", "kernel_details")
+EVENTS_PARQUET: Final = "events.parquet"
+_RANK_IN_NAME: Final = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """What one task reads and where it writes.
+
+    Attributes:
+        index: the task's place in discovery order (names its folder).
+        fmt: ``"kineto"`` or ``"ascend"``.
+        path: the rank's trace file, or its Ascend output folder.
+        work_dir: the folder the task writes its tables into (created by the task).
+        rank: the rank to record instead of the one the trace names (None: the trace's own).
+    """
+
+    index: int
+    fmt: str
+    path: Path
+    work_dir: Path
+    rank: int | None = None
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What a task sends back: small figures and the paths of its tables."""
+
+    index: int
+    rank: int  # the rank recorded in the tables
+    claimed_rank: int | None  # the rank the trace names itself (None: it does not say)
+    source_kind: str
+    source_files: tuple[Path, ...]
+    meta: dict[str, Any]
+    loss: str | None
+    windows: tuple[StepWindow, ...]
+    accounts: tuple[WindowAccount, ...]
+    host_accounts: tuple[HostWindowAccount, ...]
+    annotated_steps: int
+    events_rows: int
+    tables: dict[str, Path]  # IPC_TABLES name -> Arrow IPC file
+    events_parquet: Path
+    communication: pa.Table
+    collectives: pa.Table
+    links: pa.Table
+    gap_report: GapReport
+    timings: dict[str, float] = field(default_factory=dict)
+    peak_rss_bytes: int = 0
+    worker: str = ""
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """A task whose trace could not be read: the user's one-line message."""
+
+    index: int
+    path: Path
+    message: str
+    exit_code: int
+
+
+def plan_tasks(inputs: Sequence[Path], work_dir: Path) -> list[RankTask]:
+    """One task per rank source named by ``inputs``, in discovery order.
+
+    A folder of Ascend output becomes one task per rank folder in it.
+    """
+    tasks: list[RankTask] = []
+    for fmt, path in discover(inputs):
+        paths = ascend_rank_paths(path) if fmt == ASCEND else [path]
+        for rank_path in paths:
+            index = len(tasks)
+            tasks.append(RankTask(index, fmt, rank_path, work_dir / f"task-{index:05d}"))
+    return tasks
+
+
+def ascend_rank_paths(path: Path) -> list[Path]:
+    """The rank sources of an Ascend path: itself, or each of its rank folders."""
+    from perfledger.sources import ascend
+
+    # The importer's own layout rules decide what a rank folder is (one place for them).
+    sources = ascend._rank_sources(path)
+    return [source.root for source in sources] or [path]
+
+
+def run_rank_task(task: RankTask) -> RankResult | RankFailure:
+    """Import one rank, analyse it, write its tables under ``task.work_dir``."""
+    from perfledger.pipeline import analyze_rank
+
+    started = time.perf_counter()
+    try:
+        trace = _load(task)
+    except PerfledgerError as error:
+        return RankFailure(task.index, task.path, error.message, error.exit_code)
+    imported = time.perf_counter()
+    claimed = trace.meta.get("rank")
+    rank_analysis = analyze_rank(trace)
+    events = rank_analysis.events
+    summary = ops.op_summary(events)
+    details = ops.kernel_details(events)
+    comm = communication(events)
+    collectives = collective_tasks(events)
+    links = link_usage(events)
+    gaps = rank_analysis.accounting.gaps
+    report = gap_report(gaps, events)
+    analysed = time.perf_counter()
+
+    task.work_dir.mkdir(parents=True, exist_ok=True)
+    tables = {
+        "events": events,
+        "counters": trace.counters,
+        "gaps": gaps,
+        "op_summary": summary,
+        "kernel_details": details,
+    }
+    paths = {name: write_ipc(t, task.work_dir / f"{name}.arrow") for name, t in tables.items()}
+    parquet = task.work_dir / EVENTS_PARQUET
+    pq.write_table(events, parquet, compression="zstd")
+    written = time.perf_counter()
+    rank = int(events["rank"][0].as_py()) if events.num_rows else _meta_rank(trace)
+    return RankResult(
+        index=task.index,
+        rank=rank,
+        claimed_rank=claimed if isinstance(claimed, int) and task.rank is None else None,
+        source_kind=trace.source_kind,
+        source_files=trace.source_files,
+        meta=trace.meta,
+        loss=trace.loss,
+        windows=rank_analysis.windows,
+        accounts=rank_analysis.accounting.windows,
+        host_accounts=rank_analysis.accounting.host,
+        annotated_steps=rank_analysis.annotated_steps,
+        events_rows=events.num_rows,
+        tables=paths,
+        events_parquet=parquet,
+        communication=comm,
+        collectives=collectives,
+        links=links,
+        gap_report=report,
+        timings={
+            "import_s": imported - started,
+            "analysis_s": analysed - imported,
+            "write_s": written - analysed,
+        },
+        peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        worker=f"{os.uname().nodename}:{os.getpid()}",
+    )
+
+
+def _load(task: RankTask) -> Trace:
+    if task.fmt == KINETO:
+        from perfledger.sources.kineto import load_kineto
+
+        return load_kineto(task.path, rank=task.rank)
+    from perfledger.sources.ascend import load_ascend
+
+    traces = load_ascend(task.path)
+    if len(traces) != 1:
+        raise PerfledgerError(f"{task.path}: expected one rank, found {len(traces)}")
+    trace = traces[0]
+    return trace if task.rank is None else with_rank(trace, task.rank)
+
+
+def _meta_rank(trace: Trace) -> int:
+    rank = trace.meta.get("rank")
+    return rank if isinstance(rank, int) else 0
+
+
+def with_rank(trace: Trace, rank: int) -> Trace:
+    """The trace with every row's rank (and meta's) set to ``rank``."""
+    events = trace.events
+    counters = trace.counters
+    return replace(
+        trace,
+        events=events.set_column(
+            events.schema.get_field_index("rank"),
+            events.schema.field("rank"),
+            pa.array([rank] * events.num_rows, pa.int32()),
+        ),
+        counters=counters.set_column(
+            counters.schema.get_field_index("rank"),
+            counters.schema.field("rank"),
+            pa.array([rank] * counters.num_rows, pa.int32()),
+        ),
+        meta={**trace.meta, "rank": rank},
+    )
+
+
+def write_ipc(table: pa.Table, path: Path) -> Path:
+    """Write an uncompressed Arrow IPC file (what :func:`read_ipc` maps without copying)."""
+    # The IPC file format holds one dictionary per column: chunks must share it.
+    table = table.unify_dictionaries()
+    tmp = path.with_name(path.name + ".tmp")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    os.replace(tmp, path)
+    return path
+
+
+def read_ipc(path: Path) -> pa.Table:
+    """Memory-map an Arrow IPC file written by :func:`write_ipc` (no copy into the heap)."""
+    with pa.memory_map(str(path), "r") as source:
+        return pa.ipc.open_file(source).read_all()
+
+
+def resolve_ranks(results: Sequence[RankResult]) -> list[int]:
+    """The rank of each result, as :func:`perfledger.sources.load_traces` decides it.
+
+    Ranks come from the traces when each names a different one; else from a ``rank<N>`` in
+    the file names; else from the order of the files (traces that name no rank, or Ascend
+    output, whose importer numbers unnamed ranks by position).
+
+    Raises:
+        PerfledgerError: some traces name the same rank and the names do not settle it.
+    """
+    if len(results) < 2:
+        return [r.rank for r in results]
+    claimed = [r.claimed_rank for r in results]
+    if len(set(claimed)) == len(claimed):
+        return [r.rank for r in results]
+    named = [_rank_in_name(r) for r in results]
+    if None not in named and len(set(named)) == len(named):
+        return [int(n) for n in named if n is not None]
+    if all(c is None for c in claimed) or all(r.source_kind != KINETO for r in results):
+        return list(range(len(results)))
+    files = ", ".join(r.source_files[0].name if r.source_files else "?" for r in results)
+    raise PerfledgerError(f"several traces claim the same rank: {files}")
+
+
+def _rank_in_name(result: RankResult) -> int | None:
+    name = result.source_files[0].name if result.source_files else ""
+    match = _RANK_IN_NAME.search(name)
+    return int(match.group(1)) if match else None
