@@ -8,6 +8,7 @@ Written without any code of the exporter, with plain Python loops, so it can jud
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import math
@@ -126,29 +127,43 @@ def validate(doc: dict[str, Any]) -> Summary:
     assert all(c == 1 for c in tids.values()), "a tid is reused across processes"
 
     # nesting per track: sorted by start, longer first; a stack of open slices
+    parents: dict[tuple[int, int], list[int]] = {}
+    starts: dict[tuple[int, int], list[int]] = {}
     for track, items in slices.items():
         items.sort(key=lambda s: (s[0], -(s[1] - s[0]), s[2]))
-        stack: list[tuple[int, int, int, dict[str, Any]]] = []
-        for item in items:
+        stack: list[int] = []
+        parent_of: list[int] = []
+        for i, item in enumerate(items):
             start, end = item[0], item[1]
-            while stack and stack[-1][1] <= start:
+            while stack and items[stack[-1]][1] <= start:
                 stack.pop()
             if stack:
-                parent = stack[-1]
+                parent = items[stack[-1]]
                 assert end <= parent[1], (
                     f"track {track} ({out.tracks.get(track)}): slice {item[3]['name']!r} "
                     f"[{start}, {end}) crosses {parent[3]['name']!r} [{parent[0]}, {parent[1]})"
                 )
-            stack.append(item)
+            parent_of.append(stack[-1] if stack else -1)
+            stack.append(i)
+        parents[track] = parent_of
+        starts[track] = [s[0] for s in items]
         out.by_track[track] = [s[3] for s in items]
 
     def enclosing(track: tuple[int, int], ts: int) -> list[dict[str, Any]]:
-        """Slices open at ts on a track, outermost first (Perfetto's stack at that instant)."""
-        return [
-            ev
-            for start, end, _n, ev in slices.get(track, ())
-            if start <= ts and (ts < end or start == end == ts)
-        ]
+        """Slices open at ts on a track, outermost first (Perfetto's stack at that instant).
+
+        In a laminar track they are the open ancestors of the last slice starting at or
+        before ts.
+        """
+        items = slices.get(track, [])
+        i = bisect.bisect_right(starts.get(track, []), ts) - 1
+        chain = []
+        while i >= 0:
+            start, end = items[i][0], items[i][1]
+            if ts < end or start == end == ts:
+                chain.append(items[i][3])
+            i = parents[track][i]
+        return chain[::-1]
 
     for fid, ends in flow_ends.items():
         assert len(ends["s"]) == 1 and len(ends["f"]) == 1, f"flow {fid}: ends {ends}"

@@ -139,7 +139,8 @@ def test_tracks_and_sort_order_host_then_device_then_counters(tmp_path: Path) ->
     names = [summary.tracks[t] for t in threads]
     # the main thread (it holds the step marks) first, gaps above the streams
     assert names == ["thread 1", "thread 2", "idle gaps", "stream 7", "stream 8"]
-    assert summary.counters == 2 + 1  # two samples + one device busy bucket (profile < 1 ms)
+    # two samples, one device busy bucket (the profile lasts < 1 ms) and its closing 0
+    assert summary.counters == 2 + 2
 
 
 def test_every_launch_flows_to_its_device_task(tmp_path: Path) -> None:
@@ -298,9 +299,10 @@ def test_device_busy_is_the_union_over_streams_per_bucket() -> None:
     b.memcpy(1_500 * US, 1_000 * US, stream=9)  # [1.5, 2.5) ms
     b.cpu_op(0, 3 * MS, "host op")  # host work is not device time
     busy = device_busy_counters(b.table())
-    assert busy.column("ts_ns").to_pylist() == [0, MS, 2 * MS]
-    # bucket 0: union [0, 800) µs = 80 %; bucket 1: [1.5, 2) ms = 50 %; bucket 2: 50 %
-    assert busy.column("value").to_pylist() == [80.0, 50.0, 50.0]
+    assert busy.column("ts_ns").to_pylist() == [0, MS, 2 * MS, 3 * MS]
+    # bucket 0: union [0, 800) µs = 80 %; bucket 1: [1.5, 2) ms = 50 %; bucket 2: 50 %;
+    # then idle after the last task
+    assert busy.column("value").to_pylist() == [80.0, 50.0, 50.0, 0.0]
     assert set(busy.column("track").to_pylist()) == {"device 0"}
 
 
@@ -308,8 +310,14 @@ def test_device_busy_widens_buckets_on_long_profiles() -> None:
     b = EventsBuilder().kernel(0, 10 * MS, "a")
     busy = device_busy_counters(b.table(), max_buckets=4)
     # 10 buckets of 1 ms would exceed 4: buckets of 3 ms, the last one partly past the end
-    assert busy.column("ts_ns").to_pylist() == [0, 3 * MS, 6 * MS, 9 * MS]
-    assert busy.column("value").to_pylist() == [100.0, 100.0, 100.0, pytest.approx(100 / 3, 1e-3)]
+    assert busy.column("ts_ns").to_pylist() == [0, 3 * MS, 6 * MS, 9 * MS, 12 * MS]
+    assert busy.column("value").to_pylist() == [
+        100.0,
+        100.0,
+        100.0,
+        pytest.approx(100 / 3, 1e-3),
+        0.0,
+    ]
     assert busy.column("name").to_pylist()[0] == "busy % (3 ms)"
 
 
