@@ -50,6 +50,7 @@ from perfledger.cluster.tasks import (
     plan_tasks,
     read_ipc,
     resolve_ranks,
+    write_ipc,
 )
 from perfledger.errors import PerfledgerError
 from perfledger.profiledir import (
@@ -275,16 +276,25 @@ def _cluster(
     )
 
 
+def _spilled(table: pa.Table, directory: Path | None, name: str) -> pa.Table:
+    """``table`` moved out of the heap into a mapped Arrow IPC file in ``directory``."""
+    if directory is None:
+        return table
+    return read_ipc(write_ipc(table, directory / f"{name}.arrow"))
+
+
 def analysis_from_results(
     results: Sequence[RankResult],
     counters: pa.Table | None = None,
     *,
     slow_rank_excess_pct: float = DEFAULT_EXCESS_PCT,
+    spill_dir: Path | None = None,
 ) -> ProfileAnalysis:
     """The profile's analysis from rank tasks' results, their tables memory-mapped.
 
     Equal, table for table, to :func:`analyze_traces` on the same traces: per-rank pieces
-    are put back in the order the whole-profile analyses sort their rows.
+    are put back in the order the whole-profile analyses sort their rows. With ``spill_dir``
+    the re-sorted kernel details are written there and mapped back, out of the heap.
     """
     started = time.perf_counter()
     ranks: list[RankAnalysis] = []
@@ -330,7 +340,7 @@ def analysis_from_results(
         gaps=_profile_gaps(ranks),
         op_summary=summary,
         op_statistic=ops.op_statistic(events, summary),
-        kernel_details=merge_kernel_details(details),
+        kernel_details=_spilled(merge_kernel_details(details), spill_dir, "kernel_details"),
         api_statistic=ops.api_statistic(events),
         transfers=transfers(events),
         communication=pa.concat_tables([r.communication for r in results]),
@@ -462,7 +472,9 @@ def build_profile(
         timings["ranks_s"] = time.perf_counter() - started
         for phase in ("import_s", "analysis_s", "write_s"):
             timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
-        analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
+        analysis = analysis_from_results(
+            results, counters, slow_rank_excess_pct=excess, spill_dir=work
+        )
         timings.update(analysis.timings)
         events_dir = staging / TABLES_DIR / "events"
         events_dir.mkdir(parents=True)

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -105,10 +106,16 @@ def _run_inline(tasks: Sequence[RankTask], progress: Progress | None) -> list[Ou
 def _run_pool(
     pool: ProcessPoolExecutor, tasks: Sequence[RankTask], progress: Progress | None
 ) -> list[Outcome]:
-    futures = [pool.submit(run_rank_task, task) for task in tasks]
+    futures = {pool.submit(run_rank_task, task): task for task in tasks}
     outcomes: list[Outcome] = []
     for future in as_completed(futures):
-        outcomes.append(future.result())
+        try:
+            outcomes.append(future.result())
+        except BrokenProcessPool as error:
+            raise PerfledgerError(
+                f"{futures[future].path}: a worker process died while analysing it (out of "
+                "memory? try fewer --workers)"
+            ) from error
         if progress is not None:
             progress(len(outcomes), len(tasks))
     return outcomes
