@@ -47,6 +47,7 @@ from perfledger.cluster.merge import merge_gap_reports, merge_kernel_details
 from perfledger.cluster.tasks import (
     RankResult,
     RankTask,
+    flag_copies,
     plan_tasks,
     read_ipc,
     resolve_ranks,
@@ -598,8 +599,9 @@ def run_rank_tasks(
             redone = {r.index: r for r in runner.run(again)}
             results = [redone.get(r.index, r) for r in results]
         description = runner.description
+    results = sorted(results, key=lambda r: r.rank)
     _settle_world_size(results)
-    return sorted(results, key=lambda r: r.rank), description
+    return flag_copies(results), description
 
 
 def _settle_world_size(results: Sequence[RankResult]) -> None:

@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,7 @@ from perfledger.cluster.execution import Execution
 from perfledger.pipeline import ProfileAnalysis, analyze_traces, build_profile
 from perfledger.render.csvs import csv_bytes
 from perfledger.sources import load_traces
+from tests import ascend_gen
 from tests.cluster_gen import ALL_REDUCE, write_ranks
 from tests.paths import shared_trace
 
@@ -327,3 +329,25 @@ def test_a_single_rank_profile_has_no_cluster_outputs(tmp_path: Path) -> None:
     assert (out / "tables" / "events.parquet").is_file()
     summary = read_json(out / "summary.json")
     assert not {f["id"] for f in summary["findings"]} & {"slow_rank", "load_imbalance"}
+
+
+def test_an_ascend_rank_copied_over_another_is_reported(tmp_path: Path) -> None:
+    first = ascend_gen.write_text(tmp_path / "a")
+    shutil.copytree(first, tmp_path / "runs" / "rank0_ascend_pt")
+    shutil.copytree(first, tmp_path / "runs" / "rank1_ascend_pt")
+    info = tmp_path / "runs" / "rank1_ascend_pt" / "profiler_info_0.json"
+    document = json.loads(info.read_text())
+    document["rank_id"] = 1
+    info.write_text(json.dumps(document))
+    built = build_profile(
+        [tmp_path / "runs"],
+        tmp_path / "p",
+        console=Console(file=io.StringIO()),
+        execution=Execution(workers=0),
+    )
+    ranks = built.analysis.ranks
+    assert [r.rank for r in ranks] == [0, 1]
+    assert [r.trace.meta["world_size"] for r in ranks] == [2, 2]
+    assert ranks[0].trace.loss is None
+    assert ranks[1].trace.loss is not None and "same content as rank 0" in ranks[1].trace.loss
+    assert "same content as rank 0" in read_json(tmp_path / "p" / "summary.json")["loss"]

@@ -86,6 +86,9 @@ class RankResult:
     timings: dict[str, float] = field(default_factory=dict)
     peak_rss_bytes: int = 0
     worker: str = ""
+    # Ascend: the main file and its fingerprint, to tell a rank copied over another
+    main_file: Path | None = None
+    fingerprint: tuple[int, bytes] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ def run_rank_task(task: RankTask) -> RankResult | RankFailure:
     pq.write_table(events, parquet, compression="zstd")
     written = time.perf_counter()
     rank = int(events["rank"][0].as_py()) if events.num_rows else _meta_rank(trace)
+    main_file = _ascend_main_file(task.path) if task.fmt == ASCEND else None
     return RankResult(
         index=task.index,
         rank=rank,
@@ -182,7 +186,45 @@ def run_rank_task(task: RankTask) -> RankResult | RankFailure:
         },
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         worker=f"{os.uname().nodename}:{os.getpid()}",
+        main_file=main_file,
+        fingerprint=_fingerprint(main_file) if main_file is not None else None,
     )
+
+
+def _ascend_main_file(path: Path) -> Path | None:
+    from perfledger.sources import ascend
+
+    sources = ascend._rank_sources(path)
+    return ascend._main_file(sources[0]) if sources else None
+
+
+def _fingerprint(path: Path) -> tuple[int, bytes]:
+    from perfledger.sources import ascend
+
+    return ascend._fingerprint(path)
+
+
+def flag_copies(results: Sequence[RankResult]) -> list[RankResult]:
+    """Ranks whose Ascend output is byte for byte another rank's get a loss note saying so.
+
+    The check of the Ascend importer when it reads a folder of ranks at once.
+    """
+    seen: dict[tuple[int, bytes], RankResult] = {}
+    flagged = []
+    for result in results:
+        key = result.fingerprint
+        if key is None or result.main_file is None:
+            flagged.append(result)
+            continue
+        first = seen.setdefault(key, result)
+        if first is not result:
+            note = (
+                f"{result.main_file}: same content as rank {first.rank}'s {first.main_file}; "
+                "one rank's output was probably copied over another's"
+            )
+            result = replace(result, loss="; ".join(x for x in (result.loss, note) if x))
+        flagged.append(result)
+    return flagged
 
 
 def _load(task: RankTask) -> Trace:
