@@ -1,0 +1,200 @@
+"""``perfledger timeline PROFILE --step N | --window A:B``: a timeline of part of a profile.
+
+Writes a Chrome trace (Perfetto, chrome://tracing) of one step, or of a time window given
+in ms from the profile start (as Perfetto shows it), from the profile's tables: the same
+tracks, names and time origin as the profile's own ``timeline.json.gz``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from perfledger.errors import PerfledgerError
+from perfledger.profiledir import TABLES_DIR
+from perfledger.render.timeline import write_timeline
+
+_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_TIME = re.compile(r"^\s*(-?\d+(?:\.\d*)?|-?\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``timeline`` subcommand."""
+    parser = subparsers.add_parser(
+        "timeline",
+        help="write a Perfetto timeline of one step or time window of a profile",
+        description=(
+            "Write a Chrome trace JSON (open it in https://ui.perfetto.dev or "
+            "chrome://tracing) of one step or one time window of a profile directory, with "
+            "host threads, device streams, launch flows, idle gaps by cause, counters and the "
+            "spans of findings. Times stay relative to the profile start, as in the "
+            "profile's timeline.json.gz."
+        ),
+    )
+    parser.add_argument("profile", type=Path, help="profile directory")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--step", type=int, metavar="N", help="the step to show")
+    which.add_argument(
+        "--window",
+        metavar="A:B",
+        help="from A to B after the profile start, in ms unless a unit is given "
+        "(ns, us, ms, s): 120:180, 1.5s:2s; A or B may be left out",
+    )
+    parser.add_argument(
+        "--max-events", type=int, metavar="K", help="keep only the earliest K events"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="output file, gzip when it ends with .gz (default: "
+        "<profile>_step<N>.json.gz or <profile>_window.json.gz in the current directory)",
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing output file")
+    parser.set_defaults(run=run)
+
+
+def parse_time_ns(text: str) -> int:
+    """``"12.5"`` (ms), ``"300us"``, ``"1.2s"`` ... as integer ns."""
+    match = _TIME.match(text)
+    if match is None:
+        raise PerfledgerError(
+            f"--window: cannot read the time {text!r} (a number, optionally with ns, us, ms, s)"
+        )
+    number, unit = match.group(1), match.group(2) or "ms"
+    return round(float(number) * _UNITS_NS[unit])
+
+
+def parse_window(text: str) -> tuple[int | None, int | None]:
+    """``A:B`` as ns offsets from the profile start (None where a side is left out)."""
+    if text.count(":") != 1:
+        raise PerfledgerError(f"--window: expected A:B, got {text!r}")
+    a, b = text.split(":")
+    lo = parse_time_ns(a) if a.strip() else None
+    hi = parse_time_ns(b) if b.strip() else None
+    if lo is not None and hi is not None and hi <= lo:
+        raise PerfledgerError(f"--window: {text!r} ends before it starts")
+    return lo, hi
+
+
+def _table_path(profile: Path, name: str) -> list[Path]:
+    """The Parquet file of a table, or its per-rank parts (tables/<name>/rank=<r>.parquet)."""
+    single = profile / TABLES_DIR / f"{name}.parquet"
+    if single.is_file():
+        return [single]
+    folder = profile / TABLES_DIR / name
+    if folder.is_dir():
+        parts = sorted(folder.glob("*.parquet"))
+        if parts:
+            return parts
+    return []
+
+
+def _read(profile: Path, name: str, *, required: bool, **options: Any) -> pa.Table | None:
+    paths = _table_path(profile, name)
+    if not paths:
+        if required:
+            raise PerfledgerError(
+                f"{profile} is not a perfledger profile: "
+                f"{profile / TABLES_DIR / (name + '.parquet')} is missing"
+            )
+        return None
+    tables = [_read_file(path, **options) for path in paths]
+    return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+
+
+def _read_file(path: Path, **options: Any) -> pa.Table:
+    try:
+        return pq.read_table(path, **options)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise PerfledgerError(f"{path}: cannot read the table ({error})") from error
+
+
+def _findings(profile: Path) -> list[dict[str, Any]]:
+    path = profile / "summary.json"
+    if not path.is_file():
+        return []
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise PerfledgerError(f"{path}: cannot read ({error})") from error
+    findings = document.get("findings") if isinstance(document, dict) else None
+    return [f for f in findings or () if isinstance(f, dict)]
+
+
+def _origin(profile: Path, counters: pa.Table | None) -> int:
+    """The profile start: the first event (else the first counter sample), as the profile's
+    own timeline counts it."""
+    starts = _read(profile, "events", required=True, columns=["start_ns"])
+    assert starts is not None
+    if starts.num_rows:
+        return int(pc.min(starts.column("start_ns")).as_py())
+    if counters is not None and counters.num_rows:
+        return int(pc.min(counters.column("ts_ns")).as_py())
+    raise PerfledgerError(f"{profile}: the profile holds no event")
+
+
+def _step_window(profile: Path, step: int) -> tuple[int, int]:
+    steps = _read(profile, "steps", required=True)
+    assert steps is not None
+    rows = steps.filter(pc.equal(steps.column("step"), step))
+    if rows.num_rows == 0:
+        known = sorted(set(steps.column("step").to_pylist()))
+        shown = ", ".join(str(s) for s in known[:20]) + (" ..." if len(known) > 20 else "")
+        raise PerfledgerError(f"{profile}: no step {step} (steps: {shown or 'none'})")
+    return int(pc.min(rows.column("start_ns")).as_py()), int(pc.max(rows.column("end_ns")).as_py())
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the timeline; print what it holds."""
+    profile: Path = args.profile
+    if not profile.is_dir():
+        raise PerfledgerError(f"{profile}: no such profile directory")
+    if args.max_events is not None and args.max_events < 0:
+        raise PerfledgerError("--max-events must be >= 0")
+    counters = _read(profile, "counters", required=False)
+    origin = _origin(profile, counters)
+    window: tuple[int, int] | None = None
+    if args.step is not None:
+        window = _step_window(profile, args.step)
+        default_name = f"{profile.resolve().name}_step{args.step}.json.gz"
+    elif args.window is not None:
+        lo, hi = parse_window(args.window)
+        window = (
+            origin + (lo if lo is not None else 0),
+            origin + hi if hi is not None else 2**62,
+        )
+        default_name = f"{profile.resolve().name}_window.json.gz"
+    else:
+        default_name = f"{profile.resolve().name}_timeline.json.gz"
+    output: Path = args.output or Path(default_name)
+    if output.exists() and not args.force:
+        raise PerfledgerError(f"{output} already exists: choose another -o, or pass --force")
+    # events starting after the window cannot show in it: leave them on disk
+    filters = [("start_ns", "<", window[1])] if window is not None else None
+    events = _read(profile, "events", required=True, filters=filters)
+    gaps = _read(profile, "gaps", required=False)
+    assert events is not None
+    stats = write_timeline(
+        output,
+        events,
+        gaps=gaps,
+        counters=counters,
+        window=window,
+        max_events=args.max_events,
+        findings=_findings(profile),
+        origin_ns=origin,
+    )
+    what = f"{stats.events_written} of {stats.events_total} events, {stats.flows} flows"
+    if stats.truncated_at_ns is not None:
+        cut_ms = (stats.truncated_at_ns - origin) / 1e6
+        what += f"; cut at {cut_ms:.3f} ms after the profile start (--max-events)"
+    print(f"wrote {output}: {what}")
+    return 0

@@ -1,0 +1,116 @@
+"""``perfledger timeline PROFILE --step N | --window A:B`` on a profile of a real trace."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+from perfledger.cli import timeline as timeline_cli
+from perfledger.errors import PerfledgerError
+from perfledger.pipeline import build_profile
+from tests.timeline_check import load, perfetto_ns, validate
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / ".." / "shared" / "traces" / "kineto" / "v100_rank1_ddp.json.gz"
+MS = 1_000_000
+
+
+def cli(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="perfledger")
+    timeline_cli.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["timeline", *argv])
+    return int(args.run(args))
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not TRACE.exists():
+        pytest.fail(f"{TRACE} is missing: the tests need ../shared/traces beside the checkout")
+    out = tmp_path_factory.mktemp("cli") / "ddp"
+    build_profile([TRACE], out, console=Console(file=io.StringIO()))
+    return out
+
+
+def test_step_timeline_holds_that_step_on_the_profile_time_base(
+    profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steps = pq.read_table(profile / "tables" / "steps.parquet")
+    step = int(steps.column("step")[1].as_py())
+    lo = int(steps.column("start_ns")[1].as_py())
+    hi = int(steps.column("end_ns")[1].as_py())
+    out = tmp_path / "step.json.gz"
+    assert cli([str(profile), "--step", str(step), "-o", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    summary = validate(load(out))
+    events = pq.read_table(profile / "tables" / "events.parquet")
+    origin = int(pc.min(events.column("start_ns")).as_py())
+    assert summary.other["origin_ns"] == origin
+    assert summary.other["window_ns"] == [lo, hi]
+    marks = [
+        ev for evs in summary.by_track.values() for ev in evs if ev["name"].startswith("Profiler")
+    ]
+    assert [m["name"] for m in marks] == [f"ProfilerStep#{step}"]
+    assert perfetto_ns(marks[0]["ts"]) + origin == steps.column("host_start_ns")[1].as_py()
+    # every slice overlaps the step
+    for evs in summary.by_track.values():
+        for ev in evs:
+            start = perfetto_ns(ev["ts"]) + origin
+            assert start < hi and start + perfetto_ns(ev["dur"]) >= lo
+    # the same slices as the profile's own step file
+    own = validate(load(profile / "timeline" / f"step_{step}.json.gz"))
+    assert own.slices == summary.slices and own.flows == summary.flows
+
+
+def test_window_in_ms_from_the_profile_start(profile: Path, tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    assert cli([str(profile), "--window", "100:150", "-o", str(out)]) == 0
+    summary = validate(load(out))
+    origin = summary.other["origin_ns"]
+    assert summary.other["window_ns"] == [origin + 100 * MS, origin + 150 * MS]
+    assert summary.slices > 0
+    out2 = tmp_path / "w2.json"
+    assert cli([str(profile), "--window", "0.1s:150000us", "-o", str(out2)]) == 0
+    assert validate(load(out2)).slices == summary.slices
+
+
+def test_max_events_cuts_and_says_where(
+    profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cut.json.gz"
+    assert cli([str(profile), "--max-events", "1000", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "wrote" in printed and "1000 of" in printed and "cut at" in printed
+    summary = validate(load(out))
+    # the analysis tracks (idle gaps, findings) are cut at the same instant, not counted
+    analysis = {"idle", "finding"}
+    events = [ev for evs in summary.by_track.values() for ev in evs if ev["cat"] not in analysis]
+    assert summary.other["events_written"] == 1000 == len(events)
+    cut = summary.other["truncated_at_ns"] - summary.other["origin_ns"]
+    assert all(perfetto_ns(ev["ts"]) < cut for evs in summary.by_track.values() for ev in evs)
+
+
+def test_bad_requests_are_one_line_errors(profile: Path, tmp_path: Path) -> None:
+    with pytest.raises(PerfledgerError, match=r"no step 999 \(steps: "):
+        cli([str(profile), "--step", "999", "-o", str(tmp_path / "x.json")])
+    with pytest.raises(PerfledgerError, match="--window"):
+        cli([str(profile), "--window", "abc:1", "-o", str(tmp_path / "x.json")])
+    with pytest.raises(PerfledgerError, match="ends before it starts"):
+        cli([str(profile), "--window", "5:1", "-o", str(tmp_path / "x.json")])
+    with pytest.raises(PerfledgerError, match="no such profile"):
+        cli([str(tmp_path / "nothing"), "--step", "1"])
+    existing = tmp_path / "exists.json"
+    existing.write_text("{}")
+    with pytest.raises(PerfledgerError, match="already exists"):
+        cli([str(profile), "--window", "0:1", "-o", str(existing)])
+    assert cli([str(profile), "--window", "0:1", "-o", str(existing), "--force"]) == 0
+    not_profile = tmp_path / "empty"
+    not_profile.mkdir()
+    with pytest.raises(PerfledgerError, match="is not a perfledger profile"):
+        cli([str(not_profile), "--window", "0:1", "-o", str(tmp_path / "y.json")])
