@@ -13,7 +13,7 @@ from perfledger.errors import PerfledgerError
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
-    from perfledger.cli import analyze, diff, query, record, runs
+    from perfledger.cli import analyze, diff, query, record, runs, timeline
 
     parser = argparse.ArgumentParser(
         prog="perfledger",
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"perfledger {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (record, analyze, query, diff, runs):
+    for module in (record, analyze, query, timeline, diff, runs):
         module.add_parser(subparsers)
     return parser
 
