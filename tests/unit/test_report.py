@@ -84,7 +84,11 @@ def three_steps() -> ReportData:
                 "severity_ms": 0.1,
                 "severity_pct": math.nan,
                 "evidence": {"count": 3},
-                "spans": [{"rank": 0, "start_ns": 2_050 * US, "end_ns": 2_150 * US}],
+                "spans": [
+                    {"rank": 0, "start_ns": 2_050 * US, "end_ns": 2_150 * US},
+                    {"rank": 0, "start_ns": 2_200 * US, "end_ns": 2_210 * US},
+                    {"rank": 0, "start_ns": 3_000 * US, "end_ns": 3_010 * US},
+                ],
             },
         ),
         headline=Headline(step_time_ms=0.4, step_count=3, ranks=1),
@@ -178,8 +182,11 @@ def test_accounting_shows_the_window_account_fields() -> None:
 def test_finding_links_to_its_step_and_nan_becomes_null() -> None:
     payload = report_payload(three_steps())
     (finding,) = payload["findings"]
-    # the span [2050, 2150) µs lies in step 2, which starts at 2000 µs
-    assert finding["targets"] == [{"step": 2, "start_us": 50.0, "end_us": 150.0}]
+    # the span [2050, 2150) µs lies in step 2, which starts at 2000 µs; one link per step
+    assert finding["targets"] == [
+        {"step": 2, "start_us": 50.0, "end_us": 150.0},
+        {"step": 3, "start_us": 0.0, "end_us": 10.0},
+    ]
     assert finding["severity_pct"] is None
     assert finding["evidence"] == {"count": 3}
 

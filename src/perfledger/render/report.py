@@ -46,6 +46,7 @@ from perfledger.errors import PerfledgerError
 from perfledger.render.timeline import dictionary_codes
 
 if TYPE_CHECKING:
+    from perfledger.cluster.balance import ClusterReport
     from perfledger.pipeline import ProfileAnalysis
 
 Int64Array = npt.NDArray[np.int64]
@@ -63,6 +64,7 @@ TABLE_ROWS: Final = {
     "transfers": 100,
     "communication": 500,
     "worst_gaps": 50,
+    "cluster_ranks": 1_000,
 }
 COUNTER_POINTS: Final = 1_200
 # Strings of tables and timeline tooltips are cut at this length (the CSV files keep them).
@@ -71,6 +73,8 @@ TEXT_CHARS: Final = 300
 _PAGE_MARGIN: Final = 64 * 1024
 COUNTER_SERIES: Final = 12
 ACCOUNTING_STEPS: Final = 2_000
+# Cells of each rank x step heat map (the first steps of the first devices beyond it).
+CLUSTER_CELLS: Final = 40_000
 
 _ACCOUNT_SERIES: Final = (
     ("compute", "compute_ns"),
@@ -162,6 +166,7 @@ class ReportData:
             gives the "show on timeline" links.
         headline: median step time, utilisation, throughput, profiler overhead.
         meta: run metadata shown in the header (source, versions, devices).
+        cluster: the cluster pass of a profile of several ranks (rank x step heat maps).
     """
 
     title: str
@@ -181,6 +186,7 @@ class ReportData:
     findings: tuple[Mapping[str, Any], ...] = ()
     headline: Headline = field(default_factory=Headline)
     meta: Mapping[str, Any] = field(default_factory=dict)
+    cluster: ClusterReport | None = None
 
 
 def report_data_from_profile(
@@ -213,6 +219,7 @@ def report_data_from_profile(
         findings=tuple(summary.get("findings") or ()),
         headline=headline_from_summary(summary),
         meta=dict(meta) if meta is not None else {"source": summary.get("source")},
+        cluster=analysis.cluster,
     )
 
 
@@ -414,6 +421,7 @@ def report_payload(
             if table is not None and table.num_rows
         },
         "counters": _counters(data.counters, prepared, limits.counter_points),
+        "cluster": _cluster(data.cluster, limits),
     }
 
 
@@ -459,6 +467,62 @@ def _accounting(accounts: Sequence[WindowAccount]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _cluster(report: ClusterReport | None, limits: _Limits) -> dict[str, Any] | None:
+    """Rank x step cells of step time, idle and compute (ms), the per-rank table, slow ranks."""
+    if report is None or report.steps.num_rows == 0:
+        return None
+    table = report.steps
+    rank, device, step = (_int64(table, c) for c in ("rank", "device", "step"))
+    lanes = _distinct(rank, device)
+    steps = sorted(set(step.tolist()))
+    one_device = len({r for r, _ in lanes}) == len(lanes)
+    shown_lanes = lanes[: max(1, CLUSTER_CELLS // max(1, min(len(steps), 50)))]
+    shown_steps = steps[: max(1, CLUSTER_CELLS // len(shown_lanes))]
+    # cell coordinates: position of the row's step and (rank, device) among those shown
+    lane_keys = np.array([(r << 16) + d + 1 for r, d in shown_lanes], dtype=np.int64)
+    row_keys = (rank << 16) + device + 1
+    y = np.minimum(np.searchsorted(lane_keys, row_keys), lane_keys.size - 1)
+    step_keys = np.array(shown_steps, dtype=np.int64)
+    x = np.minimum(np.searchsorted(step_keys, step), step_keys.size - 1)
+    shown = (lane_keys[y] == row_keys) & (step_keys[x] == step)
+    cells = {
+        f"{name}_ms": np.stack(
+            [x[shown], y[shown], _int64(table, f"{name}_ns")[shown] / 1e6], axis=1
+        ).tolist()
+        for name in ("wall", "idle", "compute")
+    }
+    per_rank = pa.table(
+        {
+            "rank": [a.rank for a in report.per_rank],
+            "windows": [a.windows for a in report.per_rank],
+            **{
+                f"{category}_ns": [round(a.per_window(category)) for a in report.per_rank]
+                for category in ("wall", "compute", "communication", "memcpy", "idle")
+            },
+        }
+    )
+    return {
+        "ranks": len(report.ranks),
+        "basis": report.basis,
+        "lanes": [f"rank {r}" if one_device else f"rank {r} device {d}" for r, d in shown_lanes],
+        "steps": shown_steps,
+        "total_lanes": len(lanes),
+        "total_steps": len(steps),
+        **cells,
+        "slow_ranks": [s.rank for s in report.slow_ranks],
+        "balance": [
+            {
+                "category": s.category,
+                "spread_pct": round(s.spread_pct, 2),
+                "min_rank": s.min_rank,
+                "max_rank": s.max_rank,
+            }
+            for s in report.balance
+        ],
+        "per_rank": _table(per_rank, "cluster_ranks", limits),
+    }
 
 
 def _account_row(a: WindowAccount) -> dict[str, Any]:
@@ -557,7 +621,8 @@ def _finding(finding: Mapping[str, Any], steps: list[dict[str, Any]]) -> dict[st
         home = next((s for s in steps if s["start_ns"] <= lo < s["end_ns"]), None)
         if home is None:
             home = next((s for s in steps if lo < s["end_ns"] and hi > s["start_ns"]), None)
-        if home is not None:
+        if home is not None and all(t["step"] != home["step"] for t in targets):
+            # one link per step: the first (most severe) span of the finding in it
             targets.append(
                 {
                     "step": home["step"],

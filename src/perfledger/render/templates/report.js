@@ -201,8 +201,14 @@
       opt.value = String(i);
       select.appendChild(opt);
     });
+    var hint = document.querySelector("#accounting .hint");
+    var deviceHint = hint.textContent;
     function draw() {
       var g = groups[Number(select.value)];
+      hint.textContent = g.device === undefined
+        ? "Every instant of a step on the main thread belongs to one category: data loading, " +
+          "forward, backward or optimizer operators, else framework and Python overhead."
+        : deviceHint;
       var series = g.series.map(function (s) {
         return {
           name: s.name,
@@ -257,6 +263,67 @@
     draw();
   }
 
+  // ---------------------------------------------------------------- ranks
+
+  function renderCluster() {
+    var c = DATA.cluster;
+    var section = document.getElementById("cluster");
+    var link = document.querySelector('nav a[href="#cluster"]');
+    if (!c) {  // one rank: nothing to compare
+      section.remove();
+      if (link) link.remove();
+      return;
+    }
+    var parts = [c.ranks + " ranks, " + (c.basis === "steps" ? "per step" : "whole device span (no step annotation)")];
+    parts.push(c.slow_ranks.length ? "slow rank" + (c.slow_ranks.length > 1 ? "s " : " ") + c.slow_ranks.join(", ") : "no slow rank");
+    // the categories the load_imbalance finding judged uneven (none when it did not fire)
+    var imbalance = (DATA.findings || []).filter(function (f) { return f.id === "load_imbalance"; })[0];
+    var uneven = imbalance && imbalance.evidence && imbalance.evidence.imbalanced || [];
+    var spread = c.balance.filter(function (b) { return uneven.indexOf(b.category) >= 0; });
+    spread.forEach(function (b) {
+      parts.push(b.category + " spread " + fmtPct(b.spread_pct) + " (rank " + b.min_rank + " to " + b.max_rank + ")");
+    });
+    if (c.steps.length < c.total_steps || c.lanes.length < c.total_lanes) {
+      parts.push("showing " + c.steps.length + " of " + c.total_steps + " steps, " + c.lanes.length + " of " + c.total_lanes + " devices");
+    }
+    document.getElementById("cluster-note").textContent = parts.join(" · ");
+    heatMap("chart-cluster-wall", c, c.wall_ms, "step time");
+    heatMap("chart-cluster-idle", c, c.idle_ms, "idle");
+    renderTable(document.getElementById("table-cluster_ranks"), c.per_rank);
+  }
+
+  function heatMap(id, c, cells, label) {
+    // the colour scale spans the values shown, so that a rank a few % off stands out
+    var high = -Infinity;
+    var low = Infinity;
+    cells.forEach(function (v) { high = Math.max(high, v[2]); low = Math.min(low, v[2]); });
+    if (!(high > low)) low = 0;
+    if (!(high > 0)) high = 1;
+    document.getElementById(id).style.height = Math.min(900, Math.max(180, 22 * c.lanes.length + 110)) + "px";
+    chart(id, {
+      tooltip: {
+        formatter: function (p) {
+          return esc(c.lanes[p.value[1]]) + " · step " + esc(c.steps[p.value[0]]) + "<br>" +
+            esc(label) + ": " + esc(fmtMs(p.value[2]));
+        }
+      },
+      grid: { left: 120, right: 20, top: 10, bottom: 80 },
+      xAxis: { type: "category", name: "step", data: c.steps.map(String), splitArea: { show: true } },
+      yAxis: { type: "category", data: c.lanes, inverse: true, splitArea: { show: true } },
+      visualMap: {
+        min: low,
+        max: high,
+        calculable: true,
+        orient: "horizontal",
+        left: "center",
+        bottom: 0,
+        text: [fmtMs(high), fmtMs(low)],
+        inRange: { color: ["#f7fbff", "#6baed6", "#08306b"] }
+      },
+      series: [{ type: "heatmap", data: cells, emphasis: { itemStyle: { borderColor: "#333", borderWidth: 1 } } }]
+    });
+  }
+
   // ---------------------------------------------------------------- gaps
 
   function renderGaps() {
@@ -305,21 +372,81 @@
 
   // ---------------------------------------------------------------- findings
 
+  // timestamps of offenders serve the "show on timeline" links; as numbers they say nothing
+  var HIDDEN_EVIDENCE_KEYS = { start_ns: true, end_ns: true };
+
+  function scalarText(v) {
+    if (v === null || v === undefined) return "";
+    if (typeof v === "object") return JSON.stringify(v);
+    if (typeof v === "number") return String(Math.round(v * 1000) / 1000);
+    return String(v);
+  }
+
+  function isRecordList(v) {
+    return Array.isArray(v) && v.length > 0 && v.every(function (x) {
+      return x !== null && typeof x === "object" && !Array.isArray(x);
+    });
+  }
+
+  function recordTable(records) {
+    var keys = [];
+    records.forEach(function (r) {
+      Object.keys(r).forEach(function (k) {
+        if (!HIDDEN_EVIDENCE_KEYS[k] && keys.indexOf(k) < 0) keys.push(k);
+      });
+    });
+    var table = el("table", "data");
+    var head = el("tr");
+    keys.forEach(function (k) { head.appendChild(el("th", null, k)); });
+    var thead = el("thead");
+    thead.appendChild(head);
+    table.appendChild(thead);
+    var body = el("tbody");
+    records.slice(0, 20).forEach(function (r) {
+      var tr = el("tr");
+      keys.forEach(function (k) {
+        var v = r[k];
+        tr.appendChild(el("td", typeof v === "number" ? "num" : "text", scalarText(v)));
+      });
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    var scroll = el("div", "table-scroll");
+    scroll.appendChild(table);
+    return scroll;
+  }
+
   function describe(value, host) {
     if (value === null || value === undefined || value === "") return false;
     if (typeof value === "object" && !Array.isArray(value)) {
       var dl = el("dl");
+      var lists = [];
       Object.keys(value).forEach(function (k) {
-        dl.appendChild(el("dt", null, k));
         var v = value[k];
-        dl.appendChild(el("dd", null, typeof v === "object" ? JSON.stringify(v) : v));
+        if (isRecordList(v) || (v !== null && typeof v === "object" && !Array.isArray(v))) {
+          lists.push([k, v]);
+          return;
+        }
+        dl.appendChild(el("dt", null, k));
+        dl.appendChild(el("dd", null, Array.isArray(v) ? v.map(scalarText).join(", ") : scalarText(v)));
       });
       host.appendChild(dl);
+      lists.forEach(function (kv) {
+        var details = el("details");
+        if (Array.isArray(kv[1])) {
+          details.appendChild(el("summary", null, kv[0] + " (" + kv[1].length + ")"));
+          details.appendChild(recordTable(kv[1]));
+        } else {
+          details.appendChild(el("summary", null, kv[0]));
+          describe(kv[1], details);
+        }
+        host.appendChild(details);
+      });
+    } else if (isRecordList(value)) {
+      host.appendChild(recordTable(value));
     } else if (Array.isArray(value)) {
       var ul = el("ul");
-      value.forEach(function (v) {
-        ul.appendChild(el("li", null, typeof v === "object" ? JSON.stringify(v) : v));
-      });
+      value.forEach(function (v) { ul.appendChild(el("li", null, scalarText(v))); });
       host.appendChild(ul);
     } else {
       host.appendChild(el("p", null, value));
@@ -684,6 +811,12 @@
       box.id = "chart-counter-" + i;
       host.appendChild(box);
       var points = s.t_s.map(function (t, k) { return [t, s.value[k]]; });
+      var bytes = /bytes$/.test(s.name);
+      var fmtValue = function (v) {
+        return bytes ? fmtBytes(v) : String(Math.round(v * 1000) / 1000);
+      };
+      var first = s.t_s.length ? s.t_s[0] : 0;
+      var last = s.t_s.length ? s.t_s[s.t_s.length - 1] : 1;
       chart(box.id, {
         title: { text: "rank " + s.rank + " · " + s.track + " · " + s.name, textStyle: { fontSize: 12 }, left: 0 },
         tooltip: {
@@ -691,12 +824,23 @@
           formatter: function (items) {
             if (!items.length) return "";
             var p = items[0].value;
-            return esc(s.name) + " " + esc(Math.round(p[1] * 1000) / 1000) + " at " + esc(p[0].toFixed(3)) + " s";
+            return esc(s.name) + " " + esc(fmtValue(p[1])) + " at " + esc(p[0].toFixed(3)) + " s";
           }
         },
-        grid: { left: 70, right: 16, top: 34, bottom: 30 },
-        xAxis: { type: "value", name: "s", nameGap: 4, min: "dataMin", max: "dataMax" },
-        yAxis: { type: "value", scale: true },
+        grid: { left: 80, right: 16, top: 34, bottom: 30 },
+        xAxis: {
+          type: "value",
+          name: "s",
+          nameGap: 4,
+          min: Math.floor(first),
+          max: Math.max(Math.ceil(last), Math.floor(first) + 1),
+          axisLabel: { formatter: function (v) { return String(Math.round(v * 10) / 10); } }
+        },
+        yAxis: {
+          type: "value",
+          scale: true,
+          axisLabel: { formatter: function (v) { return fmtValue(v); } }
+        },
         series: [{ type: "line", showSymbol: false, step: "end", data: points, lineStyle: { width: 1.2 } }]
       });
     });
@@ -707,6 +851,7 @@
   renderHeader();
   renderHeadline();
   renderAccounting();
+  renderCluster();
   renderGaps();
   renderFindings();
   renderTimeline();
