@@ -1,0 +1,103 @@
+"""The whole timeline and the step slices share one preparation, and only for the same inputs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from perfledger import schema
+from perfledger.analysis.types import StepWindow
+from perfledger.render import timeline
+from tests.synth import EventsBuilder
+
+US = 1_000
+
+
+def _events(kernel_name: str) -> pa.Table:
+    b = EventsBuilder()
+    b.step_mark(0, 50 * US, 1, step=1)
+    b.cpu_op(1 * US, 20 * US, "aten::mm", external_id=1, step=1, shapes="[[2, 3]]", dtypes="")
+    b.launch(2 * US, 5 * US, 10 * US, 20 * US, kernel_name, external_id=1, step=1)
+    b.step_mark(50 * US, 50 * US, 2, step=2)
+    b.cpu_op(51 * US, 20 * US, "aten::add", external_id=2, step=2, dtypes="float")
+    b.launch(52 * US, 4 * US, 60 * US, 10 * US, kernel_name, external_id=2, step=2)
+    return b.table()
+
+
+WINDOWS = [
+    StepWindow(0, 1, 0, 50 * US, 0, 50 * US),
+    StepWindow(0, 2, 50 * US, 100 * US, 50 * US, 100 * US),
+]
+
+
+def _trace(path: Path) -> dict[str, Any]:
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def _names(path: Path) -> set[str]:
+    return {e["name"] for e in _trace(path)["traceEvents"] if e.get("ph") == "X"}
+
+
+def _write_both(directory: Path, events: pa.Table, findings: list[dict[str, Any]]) -> list[bytes]:
+    timeline.write_timeline(directory / "timeline.json.gz", events, findings=findings)
+    slices = timeline.write_step_timelines(
+        directory / "timeline", events, WINDOWS, None, None, findings=findings
+    )
+    return [gzip.decompress(p.read_bytes()) for p in (directory / "timeline.json.gz", *slices)]
+
+
+def test_step_slices_written_after_the_whole_timeline_equal_fresh_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = _events("gemm")
+    prepare = timeline._prepare
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return prepare(*args, **kwargs)
+
+    monkeypatch.setattr(timeline, "_prepare", counted)
+    together = _write_both(tmp_path / "a", events, [])
+    assert len(calls) == 1
+    # step slices alone (no whole timeline before them) prepare for themselves
+    alone = timeline.write_step_timelines(tmp_path / "b", events, WINDOWS, None, None)
+    assert together[1:] == [gzip.decompress(p.read_bytes()) for p in alone]
+    assert not timeline._kept  # the step slices let the kept preparation go
+
+
+def test_a_different_table_or_findings_is_prepared_anew(tmp_path: Path) -> None:
+    first, second = _events("gemm"), _events("other_kernel")
+    timeline.write_timeline(tmp_path / "first.json.gz", first)
+    timeline.write_step_timelines(tmp_path / "steps", second, WINDOWS, None, None)
+    assert "other_kernel" in _names(tmp_path / "steps" / "step_1.json.gz")
+    assert "gemm" not in _names(tmp_path / "steps" / "step_1.json.gz")
+
+    finding = {"id": "x", "title": "t", "spans": [{"rank": 0, "start_ns": 0, "end_ns": 5 * US}]}
+    timeline.write_timeline(tmp_path / "plain.json.gz", first)
+    timeline.write_step_timelines(
+        tmp_path / "found", first, WINDOWS, None, None, findings=[finding]
+    )
+    assert "x" in _names(tmp_path / "found" / "step_1.json.gz")
+
+
+def test_shapes_and_dtypes_of_a_many_chunk_table(tmp_path: Path) -> None:
+    events = _events("gemm")
+    # the same rows split into single-row chunks, as the importer's pieces are
+    chunked = pa.Table.from_batches(events.to_batches(max_chunksize=1), schema=events.schema)
+    assert chunked.column("shapes").num_chunks == events.num_rows
+    timeline.write_timeline(tmp_path / "t.json.gz", chunked)
+    ops = {
+        e["name"]: e["args"]
+        for e in _trace(tmp_path / "t.json.gz")["traceEvents"]
+        if e.get("cat") == schema.CPU_OP
+    }
+    assert ops["aten::mm"].get("shapes") == "[[2, 3]]"
+    assert "dtypes" not in ops["aten::mm"]  # empty text is left out
+    assert ops["aten::add"].get("dtypes") == "float"
+    assert "shapes" not in ops["aten::add"]  # null is left out
