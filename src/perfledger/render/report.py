@@ -658,6 +658,9 @@ def _step_timeline(p: _Prepared, step: dict[str, Any], limit: int) -> dict[str, 
     start = p.start[rows_in]
     dur = p.dur[rows_in]
     g_rows = np.flatnonzero((p.gap_start < hi) & (p.gap_end > lo))
+    if g_rows.size > limit:  # many ranks: the longest gaps, as for the events
+        keep = np.argsort(p.gap_start[g_rows] - p.gap_end[g_rows], kind="stable")[:limit]
+        g_rows = np.sort(g_rows[keep])
     g_rank = p.gap_rank[g_rows]
     g_device = p.gap_device[g_rows]
 
