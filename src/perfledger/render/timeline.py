@@ -25,6 +25,7 @@ distinct names and output chunks, never over events.
 from __future__ import annotations
 
 import copy
+import functools
 import gzip
 import json
 import os
@@ -654,15 +655,15 @@ def _event_slices(
         ):
             sel = values[rows]
             parts.append(
-                pc.if_else(
+                _either(
                     pa.array(sel != absent),
-                    pc.binary_join_element_wise(f',"{key}":', _ints(sel), ""),
+                    _join(f',"{key}":', _ints(sel)),
                     "",
                 )
             )
         parts.extend(texts.take(pa.array(codes[rows])) for codes, texts in optional)
         parts.append("}")
-        return pc.binary_join_element_wise(*parts, "")
+        return _join(*parts)
 
     kind_values = [k or "" for k in kinds]
     return _Slices(
@@ -702,6 +703,29 @@ def _optional_field(key: str, column: pa.ChunkedArray) -> tuple[npt.NDArray[np.i
     return codes, pa.array(texts, pa.string())
 
 
+@functools.lru_cache(maxsize=512)
+def _literal(text: str) -> pa.StringScalar:
+    """A typed string scalar: an untyped Python str makes pyarrow infer its type, which tries
+    to import pandas and dateutil on every call (measured: 10% of a timeline's time here)."""
+    return pa.scalar(text, pa.string())
+
+
+def _join(*parts: Any) -> pa.Array:
+    """Row by row concatenation of string columns and literals."""
+    return pc.binary_join_element_wise(
+        *(_literal(part) if isinstance(part, str) else part for part in parts), _literal("")
+    )
+
+
+def _either(condition: Any, yes: Any, no: Any) -> pa.Array:
+    """``pc.if_else`` with literals typed up front (see :func:`_literal`)."""
+    return pc.if_else(
+        condition,
+        _literal(yes) if isinstance(yes, str) else yes,
+        _literal(no) if isinstance(no, str) else no,
+    )
+
+
 def _ints(values: Int64Array) -> pa.Array:
     return pc.cast(pa.array(np.asarray(values, dtype=np.int64)), pa.string())
 
@@ -713,12 +737,11 @@ def _us(ns: Int64Array) -> pa.Array:
     frac = ns - whole * 1000
     # what Perfetto computes: trunc(double(text) * 1000); double(text) == ns / 1000.0
     short = (ns / 1000.0) * 1000.0 < ns
-    text = pc.binary_join_element_wise(
+    text = _join(
         _ints(whole),
         ".",
         pc.utf8_lpad(_ints(frac), 3, "0"),
-        pc.if_else(pa.array(short), "1", ""),
-        "",
+        _either(pa.array(short), "1", ""),
     )
     return text
 
@@ -754,13 +777,12 @@ def _gap_slices(
 
         def args(rows: Int64Array) -> pa.Array:
             causes_json = _json_strings(cause_text)
-            return pc.binary_join_element_wise(
+            return _join(
                 '{"step":',
                 _ints(step[rows]),
                 ',"cause":',
                 causes_json.take(pa.array(cause_codes[rows])),
                 "}",
-                "",
             )
 
         return _Slices(
@@ -830,7 +852,7 @@ def _finding_spans(
         title_json = _json_strings(titles)
 
         def args(sel: Int64Array) -> pa.Array:
-            return pc.binary_join_element_wise('{"title":', title_json.take(pa.array(sel)), "}", "")
+            return _join('{"title":', title_json.take(pa.array(sel)), "}")
 
         keep = pid >= 0
         return _Slices(
@@ -999,11 +1021,9 @@ def _slice_lines(s: _Slices, rows: Int64Array, origin: int) -> pa.Array:
     cats = s.cats.take(pa.array(s.cat_index[rows]))
     args = s.args(rows)
     instant = s.instant[rows]
-    head = pc.if_else(pa.array(instant), ',\n{"ph":"i","s":"t","pid":', ',\n{"ph":"X","pid":')
-    dur = pc.if_else(
-        pa.array(instant), "", pc.binary_join_element_wise(',"dur":', _us(s.dur[rows]), "")
-    )
-    return pc.binary_join_element_wise(
+    head = _either(pa.array(instant), ',\n{"ph":"i","s":"t","pid":', ',\n{"ph":"X","pid":')
+    dur = _either(pa.array(instant), "", _join(',"dur":', _us(s.dur[rows])))
+    return _join(
         head,
         _ints(s.pid[rows]),
         ',"tid":',
@@ -1019,7 +1039,6 @@ def _slice_lines(s: _Slices, rows: Int64Array, origin: int) -> pa.Array:
         args,
         s.colours.take(pa.array(s.name_index[rows])) if s.colours is not None else "",
         "}",
-        "",
     )
 
 
@@ -1049,7 +1068,7 @@ def _flow_lines(
     s: _Slices, rows: Int64Array, ts: Int64Array, ids: Int64Array, phase: str, origin: int
 ) -> pa.Array:
     bind = ',"bp":"e"' if phase == "f" else ""
-    return pc.binary_join_element_wise(
+    return _join(
         f',\n{{"ph":"{phase}"{bind},"id":',
         _ints(ids),
         ',"pid":',
@@ -1059,7 +1078,6 @@ def _flow_lines(
         ',"ts":',
         _us(ts - origin),
         ',"name":"launch","cat":"flow"}',
-        "",
     )
 
 
@@ -1067,7 +1085,7 @@ def _counter_lines(c: _Counters, rows: Int64Array, origin: int) -> pa.Array:
     values = np.round(c.value[rows], 6)
     values = np.where(values == 0, 0.0, values)  # no "-0"
     series = pa.array(c.series[rows])
-    return pc.binary_join_element_wise(
+    return _join(
         ',\n{"ph":"C","pid":',
         _ints(c.pid[rows]),
         ',"ts":',
@@ -1079,7 +1097,6 @@ def _counter_lines(c: _Counters, rows: Int64Array, origin: int) -> pa.Array:
         ":",
         pc.cast(pa.array(values), pa.string()),
         "}}",
-        "",
     )
 
 
