@@ -165,6 +165,8 @@ def show_step(visit: Visit, step: str) -> None:
 
 def screenshots(visit: Visit, tmp_path: Path, prefix: str, sections: list[str]) -> None:
     """Screenshots of report sections; copied into docs/images when asked to update them."""
+    # the sticky header would cover the top of sections scrolled under it
+    visit.page.add_style_tag(content="header { position: static; }")
     for section in sections:
         shot = tmp_path / f"{prefix}_{section}.png"
         visit.page.locator(f"#{section}").screenshot(path=str(shot))
@@ -217,7 +219,12 @@ def test_gpu_trace_report(browser: Browser, gpu_report: Path, tmp_path: Path) ->
         assert visit.inked_fraction("chart-timeline") > 0.005
         assert visit.errors == []
         show_step(visit, options[0])
-        screenshots(visit, tmp_path, "gpu", ["headline", "accounting", "gaps", "timeline"])
+        screenshots(
+            visit,
+            tmp_path,
+            "gpu",
+            ["headline", "accounting", "gaps", "findings", "timeline", "ops"],
+        )
     finally:
         visit.close()
 

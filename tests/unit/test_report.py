@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from tests.synth import EventsBuilder, gaps_table
 
 from perfledger import schema
 from perfledger.analysis.types import StepWindow, WindowAccount
@@ -24,6 +23,7 @@ from perfledger.render.report import (
     script_json,
     write_report,
 )
+from tests.synth import EventsBuilder, gaps_table
 
 US = 1_000
 MS = 1_000_000
@@ -312,3 +312,24 @@ def test_malformed_finding_spans_are_ignored(bad: object) -> None:
     finding = {"id": "x", "title": "t", "spans": [bad]}
     payload = report_payload(ReportData(title="t", windows=data.windows, findings=(finding,)))
     assert payload["findings"][0]["targets"] == []
+
+
+def test_instants_in_tables_count_from_the_profile_start() -> None:
+    data = three_steps()
+    table = pa.table(
+        {
+            "name": ["a", "b"],
+            "start_ns": [1_000 * US + 1_234, 3_000 * US],
+            "launch_ns": [-1, 2_990 * US],
+            "dur_ns": [5, 7],
+        }
+    )
+    payload = report_payload(
+        ReportData(title="t", events=data.events, windows=data.windows, op_summary=table)
+    )
+    # the profile starts with step 1's mark at 1000 µs
+    assert payload["origin_ns"] == 1_000 * US
+    cols = {c["name"]: c for c in payload["tables"]["op_summary"]["columns"]}
+    assert cols["start_ns"] == {"name": "start_ns", "type": "instant", "values": [1_234, 2 * MS]}
+    assert cols["launch_ns"]["values"] == [None, 1_990 * US]
+    assert cols["dur_ns"]["type"] == "ns"

@@ -14,8 +14,6 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.synth import EventsBuilder, gaps_table
-from tests.timeline_check import Summary, load, perfetto_ns, validate
 
 from perfledger import schema
 from perfledger.analysis.types import StepWindow
@@ -26,6 +24,8 @@ from perfledger.render.timeline import (
     write_step_timelines,
     write_timeline,
 )
+from tests.synth import EventsBuilder, gaps_table
+from tests.timeline_check import Summary, load, perfetto_ns, validate
 
 US = 1_000
 MS = 1_000_000

@@ -67,6 +67,8 @@ TABLE_ROWS: Final = {
     "cluster_ranks": 1_000,
 }
 COUNTER_POINTS: Final = 1_200
+# Table columns holding instants (absolute ns), shown from the profile start.
+_INSTANT_COLUMNS: Final = frozenset({"start_ns", "end_ns", "launch_ns", "ts_ns", "launch_start_ns"})
 # Strings of tables and timeline tooltips are cut at this length (the CSV files keep them).
 TEXT_CHARS: Final = 300
 # Room for the page around the scripts and the payload.
@@ -392,6 +394,8 @@ def report_payload(
         t["kind"] = np.searchsorted(used_kinds, t["kind"]).tolist()
     labels = [_cut(prepared.labels[int(c)], limits.text_chars) for c in used_labels]
     kinds = [prepared.kinds[int(c)] for c in used_kinds]
+    # the profile start, as in the timeline: instants in tables are shown from it
+    origin = int(prepared.start.min()) if prepared.start.size else None
     tables = (
         ("op_statistic", data.op_statistic),
         ("op_summary", data.op_summary),
@@ -404,6 +408,7 @@ def report_payload(
     return {
         "format_version": REPORT_FORMAT_VERSION,
         "generator": f"perfledger {__version__}",
+        "origin_ns": origin,
         "title": data.title,
         "meta": _finite(_jsonable(dict(data.meta))),
         "headline": _headline(data.headline),
@@ -416,7 +421,7 @@ def report_payload(
         "timeline_kinds": kinds,
         "timelines": {str(t["step"]): t for t in timelines},
         "tables": {
-            name: _table(table, name, limits)
+            name: _table(table, name, limits, origin)
             for name, table in tables
             if table is not None and table.num_rows
         },
@@ -612,7 +617,7 @@ def _timeline_steps(
 
 
 def _finding(finding: Mapping[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
-    targets = []
+    targets: list[dict[str, Any]] = []
     for span in finding.get("spans") or ():
         try:
             lo, hi = int(span["start_ns"]), int(span["end_ns"])
@@ -727,8 +732,14 @@ def _nesting_depth(group: Int64Array, start: Int64Array, end: Int64Array) -> Int
     return np.clip(depth, 0, 7)
 
 
-def _table(table: pa.Table, name: str, limits: _Limits) -> dict[str, Any]:
-    """Columns of a result table, its first rows (the longest when it has ``dur_ns``)."""
+def _table(
+    table: pa.Table, name: str, limits: _Limits, origin_ns: int | None = None
+) -> dict[str, Any]:
+    """Columns of a result table, its first rows (the longest when it has ``dur_ns``).
+
+    Instants (start_ns, end_ns, launch_ns ...) become ns from the profile start, exact
+    (JavaScript numbers cannot hold epoch ns); unknown ones (-1) become null.
+    """
     limit = max(20, int(TABLE_ROWS.get(name, 500) * limits.table_scale))
     total = table.num_rows
     if total > limit:
@@ -746,7 +757,15 @@ def _table(table: pa.Table, name: str, limits: _Limits) -> dict[str, Any]:
             col = _cut_column(col, limits.text_chars)
         elif pa.types.is_floating(col.type):
             col = pc.if_else(pc.is_finite(col), col, pa.scalar(None, col.type))
-        columns.append({"name": fld.name, "type": _column_type(fld), "values": col.to_pylist()})
+        kind = _column_type(fld)
+        if fld.name in _INSTANT_COLUMNS and pa.types.is_integer(col.type):
+            if origin_ns is None:
+                kind = "int"
+            else:
+                known = pc.greater_equal(col, 0)
+                col = pc.if_else(known, pc.subtract(col, origin_ns), pa.scalar(None, col.type))
+                kind = "instant"
+        columns.append({"name": fld.name, "type": kind, "values": col.to_pylist()})
     return {"total_rows": total, "shown_rows": table.num_rows, "columns": columns}
 
 

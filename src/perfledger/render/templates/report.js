@@ -104,6 +104,7 @@
     if (value === null || value === undefined) return "";
     switch (type) {
       case "ns": return fmtNs(value);
+      case "instant": return "+" + fmtNs(value);
       case "bytes": return fmtBytes(value);
       case "ratio": return isNum(value) ? (value * 100).toFixed(2) + " %" : "";
       case "pct": return fmtPct(value);
