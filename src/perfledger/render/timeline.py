@@ -29,9 +29,12 @@ import functools
 import gzip
 import json
 import os
+import queue
 import tempfile
+import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
@@ -1273,25 +1276,27 @@ def _write(
                 )
             else:
                 out = raw
-            out.write(header.encode())
-            for begin in range(0, order.size, _CHUNK_RECORDS):
-                chunk = order[begin : begin + _CHUNK_RECORDS]
-                chunk_src = src_all[chunk]
-                local = local_all[chunk]
-                pieces: list[pa.Array] = []
-                positions: list[Int64Array] = []
-                for value in np.unique(chunk_src):
-                    where = np.flatnonzero(chunk_src == value)
-                    pieces.append(lines_of(int(value), local[where]))
-                    positions.append(where)
-                merged = pa.concat_arrays(pieces).take(
-                    pa.array(np.argsort(np.concatenate(positions), kind="stable"))
-                )
-                data = _string_bytes(merged)
-                if first_record:
-                    data = data[2:]  # the leading ",\n" of the very first record
-                    first_record = False
-                out.write(data)
+            with _background_writes(out) as write:
+                write(memoryview(header.encode()))
+                for begin in range(0, order.size, _CHUNK_RECORDS):
+                    chunk = order[begin : begin + _CHUNK_RECORDS]
+                    chunk_src = src_all[chunk]
+                    local = local_all[chunk]
+                    pieces: list[pa.Array] = []
+                    positions: list[Int64Array] = []
+                    for value in np.unique(chunk_src):
+                        where = np.flatnonzero(chunk_src == value)
+                        pieces.append(lines_of(int(value), local[where]))
+                        positions.append(where)
+                    merged = pa.concat_arrays(pieces).take(
+                        pa.array(np.argsort(np.concatenate(positions), kind="stable"))
+                    )
+                    del pieces
+                    data = _string_bytes(merged)  # keeps the array's buffer alive
+                    if first_record:
+                        data = data[2:]  # the leading ",\n" of the very first record
+                        first_record = False
+                    write(data)
             out.write(b"\n]}\n")
             if out is not raw:
                 out.close()
@@ -1309,6 +1314,42 @@ def _write(
         overlapping=prepared.overlapping,
         dropped=int(prepared.dropped.size),
     )
+
+
+@contextmanager
+def _background_writes(out: IO[bytes] | gzip.GzipFile) -> Iterator[Callable[[memoryview], None]]:
+    """Hand chunks to a second thread that compresses and writes them, in order.
+
+    zlib and file writes release the GIL, so the next chunk is formatted while the previous
+    one is compressed (compression is about a third of a timeline's time). At most one chunk
+    waits in the queue, so memory stays that of a few chunks.
+    """
+    pending: queue.Queue[memoryview | None] = queue.Queue(maxsize=1)
+    failure: list[BaseException] = []
+
+    def drain() -> None:
+        while (data := pending.get()) is not None:
+            if not failure:
+                try:
+                    out.write(data)
+                except BaseException as error:  # raised again in the calling thread
+                    failure.append(error)
+
+    worker = threading.Thread(target=drain, name="timeline-writer", daemon=True)
+    worker.start()
+
+    def write(data: memoryview) -> None:
+        if failure:
+            raise failure[0]
+        pending.put(data)
+
+    try:
+        yield write
+    finally:
+        pending.put(None)
+        worker.join()
+    if failure:
+        raise failure[0]
 
 
 def _used_threads(pid: Int64Array, tid: Int64Array) -> set[tuple[int, int]]:
