@@ -23,7 +23,6 @@ from perfledger.render.report import MAX_REPORT_BYTES
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT / ".." / "shared" / "traces"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -44,10 +43,8 @@ def _make_trace() -> ModuleType:
         sys.path.remove(str(ROOT / "bench"))
 
 
-def test_report_of_the_500mb_bench_trace(tmp_path: Path) -> None:
-    source = TRACES / "kineto" / "v100_rank1_ddp.json.gz"
-    if not source.exists():
-        pytest.fail(f"{source} is missing: the tests need ../shared/traces beside the checkout")
+def test_report_of_the_500mb_bench_trace(shared_dir: Path, tmp_path: Path) -> None:
+    source = shared_dir / "traces" / "kineto" / "v100_rank1_ddp.json.gz"
     scaled = _make_trace().make_scaled_trace(
         ROOT / "bench" / "out", source=source, size_mb=500.0, reuse=True
     )

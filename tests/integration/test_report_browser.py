@@ -39,7 +39,6 @@ from tests.synth import EventsBuilder
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT / ".." / "shared" / "traces"
 DOCS_IMAGES = ROOT / "docs" / "images"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -53,13 +52,6 @@ CHROMIUM_ARGS = [
 ]
 EVIL = "</script><img src=x onerror=alert(1)>"
 US = 1_000
-
-
-def shared_trace(*parts: str) -> Path:
-    path = TRACES.joinpath(*parts)
-    if not path.exists():
-        pytest.fail(f"{path} is missing: the tests need ../shared/traces beside the checkout")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +173,8 @@ def screenshots(visit: Visit, tmp_path: Path, prefix: str, sections: list[str]) 
 
 
 @pytest.fixture(scope="module")
-def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    trace = shared_trace("kineto", "v100_rank1_ddp.json.gz")
+def gpu_report(tmp_path_factory: pytest.TempPathFactory, shared_dir: Path) -> Path:
+    trace = shared_dir / "traces" / "kineto" / "v100_rank1_ddp.json.gz"
     out = tmp_path_factory.mktemp("gpu") / "profile"
     result = build_profile([trace], out, console=Console(file=io.StringIO()))
     path = out.parent / "report.html"

@@ -17,8 +17,6 @@ from perfledger.errors import PerfledgerError
 from perfledger.pipeline import build_profile
 from tests.timeline_check import load, perfetto_ns, validate
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACE = ROOT / ".." / "shared" / "traces" / "kineto" / "v100_rank1_ddp.json.gz"
 MS = 1_000_000
 
 
@@ -30,11 +28,10 @@ def cli(argv: Sequence[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not TRACE.exists():
-        pytest.fail(f"{TRACE} is missing: the tests need ../shared/traces beside the checkout")
+def profile(tmp_path_factory: pytest.TempPathFactory, shared_dir: Path) -> Path:
+    trace = shared_dir / "traces" / "kineto" / "v100_rank1_ddp.json.gz"
     out = tmp_path_factory.mktemp("cli") / "ddp"
-    build_profile([TRACE], out, console=Console(file=io.StringIO()))
+    build_profile([trace], out, console=Console(file=io.StringIO()))
     return out
 
 
