@@ -57,6 +57,8 @@ def validate(doc: dict[str, Any]) -> Summary:
     """Raise AssertionError with a precise message when the trace would import badly."""
     events = doc.get("traceEvents")
     assert isinstance(events, list), "traceEvents must be a list"
+    # older Perfetto stops reading at the first top-level key it does not know
+    assert next(iter(doc)) == "traceEvents", "traceEvents must be the first key"
     out = Summary(other=dict(doc.get("otherData") or {}))
     slices: dict[tuple[int, int], list[tuple[int, int, int, dict[str, Any]]]] = defaultdict(list)
     flow_ends: dict[int, dict[str, list[tuple[tuple[int, int], int]]]] = defaultdict(

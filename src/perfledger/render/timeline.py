@@ -34,6 +34,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,7 @@ DEVICE_BUSY_MAX_BUCKETS: Final = 200_000
 MAX_LANES: Final = 32
 _GZIP_LEVEL: Final = 3
 _CHUNK_RECORDS: Final = 100_000
+_STEP_WRITERS: Final = 4  # step files written at the same time, at most
 
 # Chrome's reserved colour names; Perfetto colours slices by name, so causes also differ there.
 IDLE_CAUSE_COLOURS: Final = {
@@ -263,11 +265,18 @@ def write_step_timelines(
         device_busy=True,
         keep=False,
     )
-    written = []
-    for step in sorted(hulls):
-        target = out_dir / f"step_{step}.json.gz"
-        _write(prepared, target, window=hulls[step], max_events=max_events)
-        written.append(target)
+    steps = sorted(hulls)
+    written = [out_dir / f"step_{step}.json.gz" for step in steps]
+    # Files are independent and their formatting and compression release the GIL: a few
+    # at a time use the cores the machine has.
+    workers = max(1, min(_STEP_WRITERS, os.cpu_count() or 1, len(steps)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="step-timeline") as pool:
+        done = [
+            pool.submit(_write, prepared, target, window=hulls[step], max_events=max_events)
+            for step, target in zip(steps, written, strict=True)
+        ]
+        for future in done:
+            future.result()
     return written
 
 
@@ -384,6 +393,7 @@ class _Prepared:
     metadata: list[tuple[int, int, str, int, str]]  # pid, tid (0: process), name, sort, kind
     overlapping: int
     dropped: Int64Array  # rows of ``events`` left out
+    event_end: Int64Array  # start + dur of every event row, for the window of each file
     other: dict[str, Any] = field(default_factory=dict)
 
 
@@ -1005,6 +1015,7 @@ def _prepare(
         metadata=metadata,
         overlapping=overlapping,
         dropped=np.flatnonzero(row_thread < 0),
+        event_end=event_slices.start + event_slices.dur,
     )
 
 
@@ -1012,8 +1023,10 @@ def _prepare(
 # Writing: select the window, cut at max_events, format column-wise, stream out in order.
 
 
-def _overlaps(start: Int64Array, dur: Int64Array, lo: int, hi: int) -> BoolArray:
-    end = start + dur
+def _overlaps(
+    start: Int64Array, dur: Int64Array, lo: int, hi: int, end: Int64Array | None = None
+) -> BoolArray:
+    end = start + dur if end is None else end
     inside: BoolArray = (start < hi) & ((end > lo) | ((dur == 0) & (start >= lo)))
     return inside
 
@@ -1139,7 +1152,7 @@ def _write(
     lo, hi = window if window is not None else (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
     if window is not None and hi <= lo:
         raise PerfledgerError(f"empty timeline window [{lo}, {hi}) for {path}")
-    in_window = _overlaps(ev.start, ev.dur, lo, hi)
+    in_window = _overlaps(ev.start, ev.dur, lo, hi, prepared.event_end)
     in_window[prepared.dropped] = False
     event_rows = np.flatnonzero(in_window)
     total = int(event_rows.size)
@@ -1257,11 +1270,11 @@ def _write(
         "dropped": int(prepared.dropped.size),
         "flows_unplaceable": prepared.flows_unplaceable,
     }
-    header = (
-        '{"otherData":'
-        + json.dumps(other, sort_keys=True, separators=(",", ":"))
-        + ',\n"traceEvents":[\n'
-        + ",\n".join(metadata)
+    # traceEvents first: an importer that stops at a key it does not know (older Perfetto
+    # did, at anything but traceEvents) loses only otherData
+    header = '{"traceEvents":[\n' + ",\n".join(metadata)
+    trailer = (
+        '\n],\n"otherData":' + json.dumps(other, sort_keys=True, separators=(",", ":")) + "}\n"
     )
     first_record = not metadata
 
@@ -1297,7 +1310,7 @@ def _write(
                         data = data[2:]  # the leading ",\n" of the very first record
                         first_record = False
                     write(data)
-            out.write(b"\n]}\n")
+            out.write(trailer.encode())
             if out is not raw:
                 out.close()
         os.replace(tmp_name, path)
