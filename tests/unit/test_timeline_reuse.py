@@ -101,3 +101,34 @@ def test_shapes_and_dtypes_of_a_many_chunk_table(tmp_path: Path) -> None:
     assert "dtypes" not in ops["aten::mm"]  # empty text is left out
     assert ops["aten::add"].get("dtypes") == "float"
     assert "shapes" not in ops["aten::add"]  # null is left out
+
+
+def test_step_slices_written_together_equal_slices_written_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b = EventsBuilder()
+    windows = []
+    for step in range(1, 9):
+        t0 = step * 100 * US
+        b.step_mark(t0, 100 * US, step, step=step)
+        b.cpu_op(t0 + US, 50 * US, "aten::mm", external_id=step, step=step)
+        b.launch(
+            t0 + 2 * US, 5 * US, t0 + 10 * US, 60 * US, f"k{step}", external_id=step, step=step
+        )
+        windows.append(StepWindow(0, step, t0, t0 + 100 * US, t0, t0 + 100 * US))
+    events = b.table()
+    together = timeline.write_step_timelines(tmp_path / "together", events, windows, None, None)
+    monkeypatch.setattr(timeline, "_STEP_WRITERS", 1)
+    alone = timeline.write_step_timelines(tmp_path / "alone", events, windows, None, None)
+    assert [p.name for p in together] == [f"step_{s}.json.gz" for s in range(1, 9)]
+    assert [p.read_bytes() for p in together] == [p.read_bytes() for p in alone]
+    for step, path in enumerate(together, start=1):
+        assert f"k{step}" in _names(path)
+
+
+def test_a_failing_step_slice_is_raised(tmp_path: Path) -> None:
+    events = _events("gemm")
+    (tmp_path / "steps").mkdir()
+    (tmp_path / "steps" / "step_2.json.gz").mkdir()  # a folder where a file must go
+    with pytest.raises(OSError):
+        timeline.write_step_timelines(tmp_path / "steps", events, WINDOWS, None, None)
