@@ -17,3 +17,11 @@ def shared_dir() -> Path:
             f"{_SHARED / 'traces'} is missing: the tests need ../shared/traces beside the checkout"
         )
     return _SHARED
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite the golden files of exported formats from the current output",
+    )
