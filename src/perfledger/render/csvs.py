@@ -81,7 +81,7 @@ def write_csv(table: pa.Table, path: Path) -> None:
             out.write(_csv_line([_quote_text(name) for name in table.column_names]))
             for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
                 if batch.num_rows:
-                    out.write(_format_batch(batch))
+                    out.write(memoryview(_format_batch(batch)))
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
@@ -92,7 +92,7 @@ def csv_bytes(table: pa.Table) -> bytes:
     """The exact bytes :func:`write_csv` writes for ``table``."""
     parts = [_csv_line([_quote_text(name) for name in table.column_names])]
     parts.extend(
-        _format_batch(batch)
+        _format_batch(batch).to_pybytes()
         for batch in table.to_batches(max_chunksize=_BATCH_ROWS)
         if batch.num_rows
     )
@@ -121,6 +121,15 @@ def _quote_text(text: str) -> str:
     return text
 
 
+def _text(value: str) -> pa.Scalar:
+    # A typed scalar: pyarrow infers the type of a bare str by trying to import pandas.
+    return pa.scalar(value, pa.string())
+
+
+_EMPTY: Final = _text("")
+_QUOTE: Final = _text('"')
+
+
 def _format_column(column: pa.Array) -> pa.Array:
     """Every cell of a column as its CSV text (never null)."""
     kind = column.type
@@ -130,24 +139,33 @@ def _format_column(column: pa.Array) -> pa.Array:
     if pa.types.is_floating(kind):
         finite = pc.is_finite(column)
         text = pc.cast(pc.round(column, FLOAT_DECIMALS), pa.string())
-        text = pc.if_else(pc.equal(text, "-0"), "0", text)
-        text = pc.if_else(pc.fill_null(finite, False), text, pa.scalar("", pa.string()))
+        text = pc.if_else(pc.equal(text, _text("-0")), _text("0"), text)
+        text = pc.if_else(pc.fill_null(finite, False), text, _EMPTY)
     elif pa.types.is_integer(kind) or pa.types.is_boolean(kind):
         text = pc.cast(column, pa.string())
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        text = pc.cast(column, pa.string())
-        needs_quotes = pc.match_substring_regex(text, r'[,"\n\r]')
-        quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
-        text = pc.if_else(needs_quotes, quoted, text)
+        # Names repeat (a kernel name per launch): quote each distinct value once.
+        encoded = pc.dictionary_encode(pc.cast(column, pa.string()))
+        text = _quoted(encoded.dictionary).take(encoded.indices)
     else:
         raise TypeError(f"cannot write a column of type {kind} to CSV")
-    return pc.fill_null(text, "")
+    return pc.fill_null(text, _EMPTY)
 
 
-def _format_batch(batch: pa.RecordBatch) -> bytes:
+def _quoted(text: pa.Array) -> pa.Array:
+    """Strings as CSV cells: quoted (quotes doubled) when they hold a comma, quote or line break."""
+    needs_quotes = pc.match_substring_regex(text, r'[,"\n\r]')
+    quoted = pc.binary_join_element_wise(
+        _QUOTE, pc.replace_substring(text, '"', '""'), _QUOTE, _EMPTY
+    )
+    return pc.if_else(needs_quotes, quoted, text)
+
+
+def _format_batch(batch: pa.RecordBatch) -> pa.Buffer:
+    """The CSV text of a batch's rows: one buffer, lines back to back."""
     cells = [_format_column(column) for column in batch.columns]
-    lines = pc.binary_join_element_wise(*cells, ",")
-    lines = pc.binary_join_element_wise(lines, "", "\n")  # line + "\n" + ""
+    lines = pc.binary_join_element_wise(*cells, _text(","))
+    lines = pc.binary_join_element_wise(lines, _EMPTY, _text("\n"))  # line + "\n" + ""
     # The lines lie back to back in the array's data buffer: that buffer is the file's text.
     text = lines.cast(pa.large_string())
     offsets = pa.Array.from_buffers(
@@ -155,4 +173,4 @@ def _format_batch(batch: pa.RecordBatch) -> bytes:
     )
     first, last = offsets[0].as_py(), offsets[len(text)].as_py()
     data = text.buffers()[2]
-    return b"" if data is None else data.slice(first, last - first).to_pybytes()
+    return pa.py_buffer(b"") if data is None else data.slice(first, last - first)
