@@ -86,6 +86,23 @@ def _rss(proc: psutil.Process) -> int:
         return 0
 
 
+# A small Python process forks and execs the measured command, then reports that child's own
+# ru_maxrss. Measuring through it keeps the figure clean: a process forked straight from a large
+# parent (a test runner) starts with the parent's resident pages counted in its ru_maxrss.
+_MAXRSS_WRAPPER = r"""
+import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+os.write(int(os.environ["PERFLEDGER_BENCH_MAXRSS_FD"]), str(usage.ru_maxrss).encode())
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
 def run_measured(
     argv: Sequence[str],
     *,
@@ -98,9 +115,16 @@ def run_measured(
     Polling sees the sum over the whole process tree (HTA parses in a forked pool worker while
     its parent is alive); wait4's ru_maxrss sees the largest single process even between polls.
     """
+    read_fd, write_fd = os.pipe()
+    child_env = dict(os.environ if env is None else env)
+    child_env["PERFLEDGER_BENCH_MAXRSS_FD"] = str(write_fd)
+    wrapped = [sys.executable, "-c", _MAXRSS_WRAPPER, *argv]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        popen = subprocess.Popen(list(argv), stdout=out, stderr=err, env=env, cwd=cwd)
+        popen = subprocess.Popen(
+            wrapped, stdout=out, stderr=err, env=child_env, cwd=cwd, pass_fds=(write_fd,)
+        )
+        os.close(write_fd)
         watched = psutil.Process(popen.pid)
         peak = 0
         done = threading.Event()
@@ -113,8 +137,10 @@ def run_measured(
 
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
-        _, status, usage = os.wait4(popen.pid, 0)
+        _, status, _ = os.wait4(popen.pid, 0)
         wall = time.perf_counter() - start
+        with os.fdopen(read_fd, "rb") as report:
+            reported = report.read().strip()
         done.set()
         poller.join()
         popen.returncode = os.waitstatus_to_exitcode(status)
@@ -125,7 +151,7 @@ def run_measured(
             returncode=popen.returncode,
             wall_s=wall,
             peak_tree_rss=peak,
-            max_rss=usage.ru_maxrss * 1024,  # Linux reports KiB
+            max_rss=int(reported or 0) * 1024,  # Linux reports KiB
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
         )
