@@ -48,6 +48,7 @@ sorted by total_ns descending, then name and kind:
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Sequence
 from typing import Final
@@ -445,9 +446,9 @@ def _thread_group(events: pa.Table) -> IntArray:
     return group
 
 
-def _string_take(events: pa.Table, column: str, rows: pa.ChunkedArray) -> pa.Array:
-    index = np.asarray(pc.fill_null(rows, -1), dtype=np.int64)
-    return pc.cast(_take_rows(events.column(column), index), pa.string())
+def _string_take(events: pa.Table, column: str, rows: IntArray) -> pa.Array:
+    """A column's values at ``rows`` as plain strings (null where a row is -1)."""
+    return pc.cast(_take_rows(events.column(column), rows), pa.string())
 
 
 def _take_rows(column: pa.ChunkedArray, rows: IntArray) -> pa.Array:
@@ -543,68 +544,138 @@ def _link_device_tasks(events: pa.Table) -> pa.Table:
         else enclosing
     )
 
-    def subset(rows: IntArray, columns: Sequence[str]) -> pa.Table:
-        taken = events.select(list(columns)).take(pa.array(rows, pa.int64()))
-        return taken.append_column("row", pa.array(rows, pa.int64()))
-
-    tasks = subset(
-        task_rows, ["rank", "device", "stream", "start_ns", "dur_ns", "correlation", "external_id"]
-    )
-    launches = subset(launch_rows, ["rank", "correlation", "external_id", "start_ns"])
-    launches = launches.append_column(
-        "enclosing_op", pa.array(enclosing_row, pa.int64(), mask=enclosing_row < 0)
-    )
-    ops = subset(op_rows, ["rank", "external_id", "start_ns", "dur_ns"])
-    query = """
-        WITH launch AS (
-            SELECT * FROM launches
-            QUALIFY row_number() OVER (PARTITION BY rank, correlation ORDER BY start_ns, row) = 1
-        ),
-        op_by_id AS (
-            SELECT * FROM ops WHERE external_id <> -1
-            QUALIFY row_number() OVER (
-                PARTITION BY rank, external_id ORDER BY dur_ns, start_ns DESC, row DESC) = 1
-        ),
-        linked AS (
-            SELECT t.row, t.rank, t.device, t.stream, t.start_ns, t.dur_ns,
-                   coalesce(l.start_ns, -1) AS launch_ns,
-                   coalesce(nullif(l.external_id, -1), nullif(t.external_id, -1)) AS op_id,
-                   l.enclosing_op
-            FROM tasks t LEFT JOIN launch l
-                ON t.correlation <> -1 AND t.rank = l.rank AND t.correlation = l.correlation
+    rank = _int_column(events, "rank")
+    correlation = _int_column(events, "correlation")
+    external_id = _int_column(events, "external_id")
+    # The launch of a correlation id: the earliest call of the rank that carries it.
+    launch = launch_rows[
+        _first_of_groups(rank[launch_rows], correlation[launch_rows], start[launch_rows])
+    ]
+    # The operator of an external id: the shortest (then the latest) cpu_op of the rank.
+    with_id = op_rows[external_id[op_rows] != schema.NO_ID]
+    op = with_id[
+        _first_of_groups(
+            rank[with_id],
+            external_id[with_id],
+            _int_column(events, "dur_ns")[with_id],
+            -start[with_id],
+            -with_id,
         )
-        SELECT k.row, coalesce(o.row, k.enclosing_op) AS op_row, k.launch_ns,
-               greatest(0, k.start_ns - coalesce(max(k.start_ns + k.dur_ns) OVER (
-                   PARTITION BY k.rank, k.device, k.stream ORDER BY k.start_ns, k.dur_ns, k.row
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), k.start_ns)) AS wait_ns
-        FROM linked k LEFT JOIN op_by_id o ON k.rank = o.rank AND k.op_id = o.external_id
-        ORDER BY k.rank, k.start_ns, k.device, k.stream, k.row
-    """
-    with duckdb.connect() as con:
-        for name, table in (("tasks", tasks), ("launches", launches), ("ops", ops)):
-            con.register(name, table)
-        linked = con.sql(query).to_arrow_table()
-    rows = linked["row"].cast(pa.int64())
-    op_row = linked["op_row"].cast(pa.int64())
+    ]
+    task_rank = rank[task_rows]
+    task_correlation = correlation[task_rows]
+    found = _lookup(rank[launch], correlation[launch], task_rank, task_correlation)
+    found[task_correlation == schema.NO_ID] = -1
+    launch_row = _gather(launch, found)
+    launch_ns = _gather(start, launch_row)
+    launch_id = _gather(external_id, launch_row)
+    # the launch's external id, else the task's own (-1: none, the missing value throughout)
+    op_id = np.where(launch_id != schema.NO_ID, launch_id, external_id[task_rows])
+    by_id = _lookup(rank[op], external_id[op], task_rank, op_id)
+    by_id[op_id == schema.NO_ID] = -1
+    # otherwise the innermost cpu_op running on the launching thread when the call began
+    enclosing_of_row = np.full(events.num_rows, -1, dtype=np.int64)
+    enclosing_of_row[launch_rows] = enclosing_row
+    op_row = np.where(by_id >= 0, _gather(op, by_id), _gather(enclosing_of_row, launch_row))
+    wait_ns = _stream_waits(
+        task_rank,
+        _int_column(events, "device")[task_rows],
+        _int_column(events, "stream")[task_rows],
+        start[task_rows],
+        end[task_rows],
+        task_rows,
+    )
+    order = np.lexsort(
+        (
+            task_rows,
+            _int_column(events, "stream")[task_rows],
+            _int_column(events, "device")[task_rows],
+            start[task_rows],
+            task_rank,
+        )
+    )
+    rows_np = task_rows[order]
+    op_row = op_row[order]
+    rows = pa.array(rows_np, pa.int64())
     return pa.table(
         {
             "rank": events["rank"].take(rows),
             "device": events["device"].take(rows),
             "stream": events["stream"].take(rows),
             "step": events["step"].take(rows),
-            "kind": _string_take(events, "kind", rows),
-            "name": _string_take(events, "name", rows),
+            "kind": _string_take(events, "kind", rows_np),
+            "name": _string_take(events, "name", rows_np),
             "start_ns": events["start_ns"].take(rows),
             "dur_ns": events["dur_ns"].take(rows),
-            "wait_ns": linked["wait_ns"].cast(pa.int64()),
+            "wait_ns": pa.array(wait_ns[order], pa.int64()),
             "host_op": _string_take(events, "name", op_row),
-            "launch_ns": linked["launch_ns"].cast(pa.int64()),
+            "launch_ns": pa.array(launch_ns[order], pa.int64()),
             "bytes": events["bytes"].take(rows),
             "shapes": _string_take(events, "shapes", op_row),
             "dtypes": _string_take(events, "dtypes", op_row),
             "row": rows,
         }
     )
+
+
+def _gather(values: IntArray, index: IntArray) -> IntArray:
+    """``values[index]``, -1 (schema.NO_ID) where the index is -1."""
+    out = np.full(index.size, -1, dtype=np.int64)
+    ok = index >= 0
+    out[ok] = values[index[ok]]
+    return out
+
+
+def _first_of_groups(rank: IntArray, ident: IntArray, *order_by: IntArray) -> IntArray:
+    """Positions of the first element of every (rank, ident) group, ordered by ``order_by``
+    (then position); the result is sorted by (rank, ident)."""
+    if rank.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((np.arange(rank.size), *reversed(order_by), ident, rank))
+    r, i = rank[order], ident[order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = (r[1:] != r[:-1]) | (i[1:] != i[:-1])
+    chosen: IntArray = order[first]
+    return chosen
+
+
+def _lookup(
+    table_rank: IntArray, table_ident: IntArray, rank: IntArray, ident: IntArray
+) -> IntArray:
+    """Position of each (rank, ident) in a table sorted and unique by (rank, ident); -1: absent."""
+    found = np.full(rank.size, -1, dtype=np.int64)
+    for r in np.unique(table_rank).tolist():  # a loop over ranks
+        lo, hi = np.searchsorted(table_rank, [r, r + 1])
+        ids = table_ident[lo:hi]
+        asked = np.flatnonzero(rank == r)
+        at = np.clip(np.searchsorted(ids, ident[asked]), 0, max(ids.size - 1, 0))
+        hit = ids[at] == ident[asked]
+        found[asked[hit]] = lo + at[hit]
+    return found
+
+
+def _stream_waits(
+    rank: IntArray,
+    device: IntArray,
+    stream: IntArray,
+    start: IntArray,
+    end: IntArray,
+    row: IntArray,
+) -> IntArray:
+    """How long each task's stream sat idle before it: its start minus the latest end of the
+    tasks before it on the same (rank, device, stream), never below 0 (0 for the first)."""
+    wait = np.zeros(start.size, dtype=np.int64)
+    if start.size == 0:
+        return wait
+    order = np.lexsort((row, end - start, start, stream, device, rank))
+    r, d, s = rank[order], device[order], stream[order]
+    bounds = np.flatnonzero((r[1:] != r[:-1]) | (d[1:] != d[:-1]) | (s[1:] != s[:-1])) + 1
+    for a, b in itertools.pairwise([0, *bounds.tolist(), order.size]):  # a loop over streams
+        rows = order[a:b]
+        latest = np.maximum.accumulate(end[rows])
+        before = np.concatenate([start[rows[:1]], latest[:-1]])
+        wait[rows] = np.maximum(start[rows] - before, 0)
+    return wait
 
 
 def _query(query: str, result_schema: pa.Schema, **tables: pa.Table) -> pa.Table:
