@@ -89,6 +89,11 @@ def main() -> None:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+    if args.mode == "ddp":
+        # leaving the gloo group to the interpreter's exit aborts it now and then
+        # ("terminate called without an active exception")
+        dist.barrier()
+        dist.destroy_process_group()
     print(f"rank {rank} done", file=sys.stderr, flush=True)
 
 
