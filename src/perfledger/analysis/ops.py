@@ -48,9 +48,11 @@ sorted by total_ns descending, then name and kind:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import itertools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import duckdb
@@ -234,7 +236,10 @@ def kernel_details(events: pa.Table) -> pa.Table:
     }
     columns.update(config)
     table = pa.table({name: columns[name] for name in KERNEL_DETAILS_SCHEMA.names})
-    return table.take(take).cast(KERNEL_DETAILS_SCHEMA)
+    details = table.take(take).cast(KERNEL_DETAILS_SCHEMA)
+    del table, columns, config, args, frame
+    _hand_back_freed_memory()
+    return details
 
 
 def _launch_config(args: pa.Array) -> dict[str, pa.Array]:
@@ -291,7 +296,9 @@ def _json_paths(keys: Sequence[str]) -> str:
 def api_statistic(events: pa.Table) -> pa.Table:
     """Count and time of the host runtime and synchronisation calls, per call name."""
     _check_columns(events)
-    calls = events.filter(pc.is_in(events["kind"], value_set=pa.array(list(schema.LAUNCH_KINDS))))
+    # only the columns used: a filter copies every column it is given (args is half the table)
+    calls = events.select(["name", "kind", "dur_ns"])
+    calls = calls.filter(pc.is_in(calls["kind"], value_set=pa.array(list(schema.LAUNCH_KINDS))))
     calls = pa.table(
         {
             "name": pc.cast(calls["name"], pa.string()),
@@ -419,6 +426,31 @@ def self_time(start_ns: IntArray, end_ns: IntArray, parent: IntArray) -> IntArra
     return own_ns
 
 
+def _load_trim() -> Callable[[], object]:
+    """glibc's malloc_trim, or a no-op where there is none."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes = [ctypes.c_size_t]
+    return lambda: trim(0)
+
+
+_malloc_trim = _load_trim()
+
+
+def _hand_back_freed_memory() -> None:
+    """Return memory freed by large temporaries to the system.
+
+    Arrow's pool (mimalloc) and glibc keep freed blocks for reuse, but the numpy arrays and
+    other libraries allocated next do not reuse Arrow's: the process keeps the high-water
+    mark of every phase stacked. Measured on the bench trace: 340 MB held after the step and
+    accounting pass, 250 MB after the operator tables.
+    """
+    pa.default_memory_pool().release_unused()
+    _malloc_trim()
+
+
 def _check_columns(events: pa.Table) -> None:
     missing = [name for name in _NEEDED_COLUMNS if name not in events.column_names]
     if missing:
@@ -514,6 +546,7 @@ def _device_frame(events: pa.Table) -> pa.Table:
         return _last_frame[0][1]
     frame = _link_device_tasks(events)
     _last_frame[:] = [(weakref.ref(events), frame)]
+    _hand_back_freed_memory()
     return frame
 
 

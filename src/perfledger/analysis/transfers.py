@@ -82,7 +82,9 @@ def is_pageable(name: str) -> bool:
 
 def transfers(events: pa.Table) -> pa.Table:
     """Count, bytes, time, bandwidth, pageable and small copies per copy direction."""
-    copies = events.filter(pc.equal(events["kind"], schema.MEMCPY))
+    # only the columns used: a filter copies every column it is given
+    copies = events.select(["kind", "name", "args", "dur_ns", "bytes"])
+    copies = copies.filter(pc.equal(copies["kind"], schema.MEMCPY))
     copies = pa.table(
         {
             "name": pc.cast(copies["name"], pa.string()),

@@ -25,6 +25,8 @@ distinct names and output chunks, never over events.
 from __future__ import annotations
 
 import copy
+import ctypes
+import ctypes.util
 import functools
 import gzip
 import json
@@ -228,7 +230,9 @@ def write_timeline(
         device_busy=device_busy,
         keep=True,
     )
-    return _write(prepared, Path(path), window=window, max_events=max_events)
+    stats = _write(prepared, Path(path), window=window, max_events=max_events)
+    _hand_back_freed_memory()
+    return stats
 
 
 def write_step_timelines(
@@ -277,6 +281,8 @@ def write_step_timelines(
         ]
         for future in done:
             future.result()
+    del prepared
+    _hand_back_freed_memory()
     return written
 
 
@@ -395,6 +401,29 @@ class _Prepared:
     dropped: Int64Array  # rows of ``events`` left out
     event_end: Int64Array  # start + dur of every event row, for the window of each file
     other: dict[str, Any] = field(default_factory=dict)
+
+
+def _load_trim() -> Callable[[], object]:
+    """glibc's malloc_trim, or a no-op where there is none."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes = [ctypes.c_size_t]
+    return lambda: trim(0)
+
+
+_malloc_trim = _load_trim()
+
+
+def _hand_back_freed_memory() -> None:
+    """Return the memory of a timeline's temporaries (record order, text chunks) to the system.
+
+    Arrow's pool and glibc keep freed blocks, and what runs next allocates elsewhere: without
+    this the process holds the timeline's high-water mark (300 MB on the bench trace) for good.
+    """
+    pa.default_memory_pool().release_unused()
+    _malloc_trim()
 
 
 def _int64(table: pa.Table, column: str) -> Int64Array:
