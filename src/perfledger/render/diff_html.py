@@ -9,24 +9,16 @@ lets only the two inlined scripts run, by their hashes.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
-import math
 import os
 from collections.abc import Mapping, Sequence
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-import jinja2
 from markupsafe import Markup
 
 from perfledger import __version__
-from perfledger.errors import PerfledgerError
+from perfledger.render.report import csp_hash, inline_asset, script_json, template_environment
 
-_PACKAGE: Final = "perfledger.render"
 DIFF_TEMPLATE: Final = "diff.html.j2"
 TREND_TEMPLATE: Final = "diff_trend.html.j2"
 
@@ -45,43 +37,20 @@ def write_trend_html(path: Path, runs: Sequence[Mapping[str, Any]], *, title: st
 def render_page(template_name: str, title: str, document: Mapping[str, Any]) -> str:
     """One page as an HTML string: the template, ECharts, the page's script and the data."""
     payload = {"generator": f"perfledger {__version__}", "title": title, **document}
-    template = _environment().get_template(template_name)
-    echarts = _asset("echarts.min.js")
+    template = template_environment().get_template(template_name)
+    echarts = inline_asset("echarts.min.js")
     context: dict[str, Any] = {
         "title": title,
         "echarts": Markup(echarts),
-        "echarts_version": _asset("echarts.VERSION").splitlines()[0],
+        "echarts_version": inline_asset("echarts.VERSION").splitlines()[0],
         "payload": Markup(script_json(payload)),
         "script_hashes": "",
     }
     # The page's script is a {% set app_js %} block of the template: its text is needed first
     # to put its hash into the Content-Security-Policy of the same page.
     app_js = str(template.make_module(context).app_js)  # type: ignore[attr-defined]
-    context["script_hashes"] = Markup(" ".join(f"'{_sha256(t)}'" for t in (echarts, app_js)))
+    context["script_hashes"] = Markup(" ".join(f"'{csp_hash(t)}'" for t in (echarts, app_js)))
     return template.render(context)
-
-
-def script_json(value: Any) -> str:
-    """JSON safe inside a ``<script>`` element: no ``<``, ``>``, ``&`` or U+2028/9."""
-    text = json.dumps(_finite(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return (
-        text.replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-        .replace("\u2028", "\\u2028")
-        .replace("\u2029", "\\u2029")
-    )
-
-
-def _finite(value: Any) -> Any:
-    """NaN and infinities become null (JSON.parse rejects them)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _write(path: Path, html: str) -> None:
@@ -94,31 +63,3 @@ def _write(path: Path, html: str) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-
-
-def _sha256(text: str) -> str:
-    digest = hashlib.sha256(text.encode("utf-8")).digest()
-    return "sha256-" + base64.b64encode(digest).decode("ascii")
-
-
-@cache
-def _asset(name: str) -> str:
-    text = resources.files(_PACKAGE).joinpath("assets").joinpath(name).read_text("utf-8")
-    if name.endswith(".js") and "</script" in text.lower():
-        raise PerfledgerError(f"asset {name} cannot be inlined: it contains </script")
-    return text
-
-
-@cache
-def _template_text(name: str) -> str:
-    return resources.files(_PACKAGE).joinpath("templates").joinpath(name).read_text("utf-8")
-
-
-@cache
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FunctionLoader(_template_text),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )

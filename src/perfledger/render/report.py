@@ -252,7 +252,7 @@ def write_report(path: Path, data: ReportData) -> None:
 
 def render_report(data: ReportData) -> str:
     """The report as one HTML string, its payload shrunk until the page fits the size limit."""
-    echarts = _asset("echarts.min.js")
+    echarts = inline_asset("echarts.min.js")
     app_js = _template_text("report.js")
     css = _template_text("report.css")
     fixed = sum(len(t.encode("utf-8")) for t in (echarts, app_js, css)) + _PAGE_MARGIN
@@ -264,20 +264,20 @@ def render_report(data: ReportData) -> str:
             break
         limits = limits.shrunk()
         payload = script_json(report_payload(data, limits, prepared))
-    template = _environment().get_template("report.html.j2")
+    template = template_environment().get_template("report.html.j2")
     return template.render(
         title=data.title,
         echarts=Markup(echarts),
-        echarts_version=_asset("echarts.VERSION").splitlines()[0],
+        echarts_version=inline_asset("echarts.VERSION").splitlines()[0],
         app_js=Markup(app_js),
         css=Markup(css),
         payload=Markup(payload),
         # only these two scripts may run: no inline handler, nothing fetched
-        script_hashes=Markup(" ".join(f"'{_sha256(text)}'" for text in (echarts, app_js))),
+        script_hashes=Markup(" ".join(f"'{csp_hash(text)}'" for text in (echarts, app_js))),
     )
 
 
-def _sha256(text: str) -> str:
+def csp_hash(text: str) -> str:
     digest = hashlib.sha256(text.encode("utf-8")).digest()
     return "sha256-" + base64.b64encode(digest).decode("ascii")
 
@@ -879,7 +879,7 @@ def _finite(value: Any) -> Any:
 
 
 @cache
-def _asset(name: str) -> str:
+def inline_asset(name: str) -> str:
     text = resources.files(_TEMPLATE_PACKAGE).joinpath("assets").joinpath(name).read_text("utf-8")
     if name.endswith(".js") and "</script" in text.lower():
         raise PerfledgerError(f"asset {name} cannot be inlined: it contains </script")
@@ -894,7 +894,7 @@ def _template_text(name: str) -> str:
 
 
 @cache
-def _environment() -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FunctionLoader(lambda name: _template_text(name)),
         autoescape=True,
