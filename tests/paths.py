@@ -14,5 +14,7 @@ def shared_trace(relative: str) -> Path:
     """A file or folder under ../shared/traces; the test fails (never skips) when it is absent."""
     path = TRACES / relative
     if not path.exists():
-        pytest.fail(f"real trace {path} is missing: tests need ../shared/traces beside the checkout")
+        pytest.fail(
+            f"real trace {path} is missing: tests need ../shared/traces beside the checkout"
+        )
     return path

@@ -20,13 +20,13 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests import ascend_gen as gen
 
 from perfledger.analysis.accounting import device_accounting
 from perfledger.analysis.steps import step_windows
 from perfledger.errors import PerfledgerError
 from perfledger.sources.ascend import is_ascend, load_ascend
 from perfledger.sources.base import Trace
+from tests import ascend_gen as gen
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 US = 1000

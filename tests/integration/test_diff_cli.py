@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
 from tests.kineto_gen import complete, device_task, runtime, write_kineto
 from tests.paths import shared_trace
 

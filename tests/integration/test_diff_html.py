@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, sync_playwright
-from tests.unit.test_diff import op_summary, run
 
 from perfledger.analysis import diff
 from perfledger.render.diff_html import write_diff_html, write_trend_html
+from tests.unit.test_diff import op_summary, run
 
 pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.paths import shared_trace
 
 from perfledger import ledger
 from perfledger.errors import PerfledgerError
 from perfledger.render.csvs import STEP_TRACE_COLUMNS
+from tests.paths import shared_trace
 
 MS = 1_000_000
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from tests.scenarios import US, Timeline
-
 from perfledger import schema
 from perfledger.analysis.accounting import device_accounting
 from perfledger.analysis.steps import assign_steps, step_windows
 from perfledger.analysis.types import Accounting, WindowAccount
+from tests.scenarios import US, Timeline
 
 
 def account(timeline: Timeline) -> Accounting:

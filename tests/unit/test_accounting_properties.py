@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.scenarios import Timeline
 
 from perfledger import schema
 from perfledger.analysis.accounting import device_accounting
 from perfledger.analysis.intervals import union
 from perfledger.analysis.steps import step_windows
+from tests.scenarios import Timeline
 
 KINDS = [schema.KERNEL, schema.COMM, schema.MEMCPY, schema.MEMSET]
 HORIZON = 120  # µs; the oracle walks it one µs at a time (tasks are whole µs)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from tests.scenarios import Timeline
 
 from perfledger import schema
 from perfledger.analysis import diff
 from perfledger.cli.diff import run_tables
 from perfledger.pipeline import analyze_traces
 from perfledger.sources.base import Trace
+from tests.scenarios import Timeline
 
 STEPS = 4
 KERNEL = "volta_sgemm_128x64_nn"

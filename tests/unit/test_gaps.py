@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from tests.synth import EventsBuilder, gaps_table
 
 from perfledger.analysis.gaps import GAP_BUCKETS, WORST_GAPS_SCHEMA, gap_report
 from perfledger.analysis.types import IDLE_CAUSES
+from tests.synth import EventsBuilder, gaps_table
 
 US = 1_000
 MS = 1_000_000

@@ -15,14 +15,14 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests import kineto_gen as gen
-from tests.kineto_gen import Num
 
 from perfledger import schema
 from perfledger.errors import PerfledgerError, TraceFormatError
 from perfledger.sources import kineto_stream
 from perfledger.sources.kineto import is_kineto, load_kineto
 from perfledger.sources.kineto_columns import float_us_ns, text_us_ns
+from tests import kineto_gen as gen
+from tests.kineto_gen import Num
 
 HOST = 100
 GPU = 0

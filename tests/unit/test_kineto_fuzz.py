@@ -11,12 +11,12 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests import kineto_gen as gen
 
 from perfledger import schema
 from perfledger.errors import PerfledgerError
 from perfledger.sources import kineto_stream
 from perfledger.sources.kineto import load_kineto
+from tests import kineto_gen as gen
 
 SMALL_REAL = [
     "old_pt18_inference_rank1.json.gz",

@@ -7,7 +7,6 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.synth import EventsBuilder
 
 from perfledger.analysis.ops import (
     API_STATISTIC_SCHEMA,
@@ -24,6 +23,7 @@ from perfledger.analysis.ops import (
     self_time,
 )
 from perfledger.render.csvs import csv_bytes
+from tests.synth import EventsBuilder
 
 
 def addmm_trace() -> EventsBuilder:

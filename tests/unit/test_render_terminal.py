@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pyarrow as pa
 from rich.console import Console
-from tests.synth import EventsBuilder, gaps_table
 
 from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.ops import op_statistic
 from perfledger.analysis.transfers import transfers
 from perfledger.analysis.types import HostWindowAccount, WindowAccount
 from perfledger.render.terminal import print_summary
+from tests.synth import EventsBuilder, gaps_table
 
 MS = 1_000_000
 LONG_KERNEL = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4>" * 3

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from tests.synth import EventsBuilder
 
 from perfledger.analysis.transfers import (
     TRANSFERS_SCHEMA,
@@ -13,6 +12,7 @@ from perfledger.analysis.transfers import (
     is_pageable,
     transfers,
 )
+from tests.synth import EventsBuilder
 
 MIB = 1 << 20
 
