@@ -405,9 +405,17 @@ class _Prepared:
 
 def _load_trim() -> Callable[[], object]:
     """glibc's malloc_trim, or a no-op where there is none."""
+    # glibc by its usual name first: find_library runs ldconfig in a child process
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        except OSError:
+            return lambda: None
+    try:
+        trim = libc.malloc_trim
+    except AttributeError:
         return lambda: None
     trim.argtypes = [ctypes.c_size_t]
     return lambda: trim(0)

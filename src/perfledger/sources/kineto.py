@@ -87,10 +87,17 @@ def is_kineto(path: Path) -> bool:
 
 def _load_trim() -> Callable[[], object]:
     """glibc's malloc_trim, or a no-op where there is none."""
+    # glibc by its usual name first: find_library runs ldconfig in a child process
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        except OSError:
+            return lambda: None
+    try:
         trim = libc.malloc_trim
-    except (OSError, AttributeError):
+    except AttributeError:
         return lambda: None
     trim.argtypes = [ctypes.c_size_t]
     return lambda: trim(0)
