@@ -407,6 +407,8 @@ class StepDriver:
         )
         self._log.close()
         self._remove_exit_handlers()
+        if reason == "exit" and _loaded_module("torch.distributed") is not None:
+            _let_collective_threads_settle()
 
     def _make_profiler(self) -> Any:
         return self._profiler_factory(self.options, self._export_trace)
@@ -497,6 +499,27 @@ class StepDriver:
 
 
 # -- torch glue -------------------------------------------------------------------------------
+
+# How long the exit path yields the GIL to torch's collective worker threads (see below).
+EXIT_SETTLE_S: Final = 0.1
+
+
+def _let_collective_threads_settle() -> None:
+    """Give gloo's worker threads the GIL once more before the interpreter finalises.
+
+    A collective issued during ``backward`` captures torch's thread-local state, which holds a
+    Python object (the ``contextvars`` context the autograd engine stashes). The gloo worker
+    thread drops its last reference to the finished work, and must take the GIL to release
+    that object; if the interpreter starts finalising meanwhile, CPython ends the thread inside
+    a ``noexcept`` destructor and the process aborts ("terminate called without an active
+    exception"). Sleeping here, with the GIL released, lets such a thread finish first.
+    """
+    import gc
+
+    time.sleep(EXIT_SETTLE_S)
+    gc.collect()
+    time.sleep(EXIT_SETTLE_S)
+
 
 _USER_SCOPE_ONLY = False
 
