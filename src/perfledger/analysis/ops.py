@@ -48,11 +48,9 @@ sorted by total_ns descending, then name and kind:
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import itertools
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import duckdb
@@ -62,6 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger import schema
+from perfledger.memory import release_freed_memory
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -238,7 +237,7 @@ def kernel_details(events: pa.Table) -> pa.Table:
     table = pa.table({name: columns[name] for name in KERNEL_DETAILS_SCHEMA.names})
     details = table.take(take).cast(KERNEL_DETAILS_SCHEMA)
     del table, columns, config, args, frame
-    _hand_back_freed_memory()
+    release_freed_memory()
     return details
 
 
@@ -426,39 +425,6 @@ def self_time(start_ns: IntArray, end_ns: IntArray, parent: IntArray) -> IntArra
     return own_ns
 
 
-def _load_trim() -> Callable[[], object]:
-    """glibc's malloc_trim, or a no-op where there is none."""
-    # glibc by its usual name first: find_library runs ldconfig in a child process
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        except OSError:
-            return lambda: None
-    try:
-        trim = libc.malloc_trim
-    except AttributeError:
-        return lambda: None
-    trim.argtypes = [ctypes.c_size_t]
-    return lambda: trim(0)
-
-
-_malloc_trim = _load_trim()
-
-
-def _hand_back_freed_memory() -> None:
-    """Return memory freed by large temporaries to the system.
-
-    Arrow's pool (mimalloc) and glibc keep freed blocks for reuse, but the numpy arrays and
-    other libraries allocated next do not reuse Arrow's: the process keeps the high-water
-    mark of every phase stacked. Measured on the bench trace: 340 MB held after the step and
-    accounting pass, 250 MB after the operator tables.
-    """
-    pa.default_memory_pool().release_unused()
-    _malloc_trim()
-
-
 def _check_columns(events: pa.Table) -> None:
     missing = [name for name in _NEEDED_COLUMNS if name not in events.column_names]
     if missing:
@@ -554,7 +520,7 @@ def _device_frame(events: pa.Table) -> pa.Table:
         return _last_frame[0][1]
     frame = _link_device_tasks(events)
     _last_frame[:] = [(weakref.ref(events), frame)]
-    _hand_back_freed_memory()
+    release_freed_memory()
     return frame
 
 

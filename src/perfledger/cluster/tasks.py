@@ -13,8 +13,6 @@ message and exit code, and the parent raises it.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import re
 import resource
@@ -33,6 +31,7 @@ from perfledger.analysis.gaps import GapReport, gap_report
 from perfledger.analysis.types import HostWindowAccount, StepWindow, WindowAccount
 from perfledger.cluster.collectives import collective_tasks, link_usage
 from perfledger.errors import PerfledgerError
+from perfledger.memory import release_freed_memory
 from perfledger.sources import discover
 from perfledger.sources.base import Trace
 
@@ -131,14 +130,8 @@ def run_rank_task(task: RankTask) -> RankResult | RankFailure:
     outcome = _run(task)
     # A worker reads rank after rank: hand the freed rank's memory back before the next one
     # (Arrow's pool and the C heap keep freed blocks otherwise, and the peak creeps up).
-    pa.default_memory_pool().release_unused()
-    _malloc_trim()
+    release_freed_memory()
     return outcome
-
-
-def _malloc_trim() -> None:
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _run(task: RankTask) -> RankResult | RankFailure:

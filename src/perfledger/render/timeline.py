@@ -25,8 +25,6 @@ distinct names and output chunks, never over events.
 from __future__ import annotations
 
 import copy
-import ctypes
-import ctypes.util
 import functools
 import gzip
 import json
@@ -51,6 +49,7 @@ from perfledger import __version__, schema
 from perfledger.analysis import intervals
 from perfledger.analysis.types import GAPS_SCHEMA, StepWindow
 from perfledger.errors import PerfledgerError
+from perfledger.memory import release_freed_memory
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -231,7 +230,7 @@ def write_timeline(
         keep=True,
     )
     stats = _write(prepared, Path(path), window=window, max_events=max_events)
-    _hand_back_freed_memory()
+    release_freed_memory()
     return stats
 
 
@@ -282,7 +281,7 @@ def write_step_timelines(
         for future in done:
             future.result()
     del prepared
-    _hand_back_freed_memory()
+    release_freed_memory()
     return written
 
 
@@ -401,37 +400,6 @@ class _Prepared:
     dropped: Int64Array  # rows of ``events`` left out
     event_end: Int64Array  # start + dur of every event row, for the window of each file
     other: dict[str, Any] = field(default_factory=dict)
-
-
-def _load_trim() -> Callable[[], object]:
-    """glibc's malloc_trim, or a no-op where there is none."""
-    # glibc by its usual name first: find_library runs ldconfig in a child process
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        except OSError:
-            return lambda: None
-    try:
-        trim = libc.malloc_trim
-    except AttributeError:
-        return lambda: None
-    trim.argtypes = [ctypes.c_size_t]
-    return lambda: trim(0)
-
-
-_malloc_trim = _load_trim()
-
-
-def _hand_back_freed_memory() -> None:
-    """Return the memory of a timeline's temporaries (record order, text chunks) to the system.
-
-    Arrow's pool and glibc keep freed blocks, and what runs next allocates elsewhere: without
-    this the process holds the timeline's high-water mark (300 MB on the bench trace) for good.
-    """
-    pa.default_memory_pool().release_unused()
-    _malloc_trim()
 
 
 def _int64(table: pa.Table, column: str) -> Int64Array:

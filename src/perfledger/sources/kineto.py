@@ -21,8 +21,6 @@ pretty printing removed; ``shapes`` and ``dtypes`` hold the text of ``Input Dims
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import gzip
 import itertools
@@ -40,6 +38,7 @@ import pyarrow.compute as pc
 
 from perfledger import schema, vendors
 from perfledger.errors import TraceFormatError
+from perfledger.memory import release_freed_memory
 from perfledger.sources.base import Trace
 from perfledger.sources.kineto_columns import (
     PHASE_INSTANT,
@@ -85,38 +84,6 @@ def is_kineto(path: Path) -> bool:
     return False
 
 
-def _load_trim() -> Callable[[], object]:
-    """glibc's malloc_trim, or a no-op where there is none."""
-    # glibc by its usual name first: find_library runs ldconfig in a child process
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        except OSError:
-            return lambda: None
-    try:
-        trim = libc.malloc_trim
-    except AttributeError:
-        return lambda: None
-    trim.argtypes = [ctypes.c_size_t]
-    return lambda: trim(0)
-
-
-_malloc_trim = _load_trim()
-
-
-def _release_freed_memory() -> None:
-    """Give freed memory back to the system.
-
-    The import frees large buffers in an order that leaves holes in the C heap, and Arrow's
-    pool keeps freed blocks for reuse: both stay in the process unless asked (measured: 230 MB
-    held on a 540 MB trace).
-    """
-    pa.default_memory_pool().release_unused()
-    _malloc_trim()
-
-
 @contextmanager
 def _no_cyclic_gc() -> Iterator[None]:
     # The decoder creates millions of small objects that hold no cycles; the cyclic collector
@@ -153,7 +120,7 @@ def load_kineto(
         side = Side()
         blocks = [block for chunk in chunks if (block := chunk_columns(chunk, side)) is not None]
         del chunks
-        _release_freed_memory()
+        release_freed_memory()
     if progress is not None:
         size = path.stat().st_size
         progress(size, size)
@@ -182,7 +149,7 @@ def load_kineto(
         meta["skipped_phases"] = dict(sorted(side.other_phases.items()))
     counters = _counters_table(side, trace_rank, base_ns)
     del side
-    _release_freed_memory()
+    release_freed_memory()
     return Trace(
         events=events,
         counters=counters,
@@ -575,7 +542,7 @@ def _events_table(
         for column in ("args", "shapes", "dtypes")
     }
     del plan
-    _release_freed_memory()
+    release_freed_memory()
 
     take = pa.array(order)
     del order
@@ -590,7 +557,7 @@ def _events_table(
         meta["unmapped_categories"] = unmapped
     meta["vendor"] = _vendor(cat, name, kind, meta)
     del cat
-    _release_freed_memory()
+    release_freed_memory()
     tid = _sorted_column(blocks, sizes, "tid", position, np.int64)
     correlation = _flow_correlation(
         side,
@@ -638,7 +605,7 @@ def _events_table(
     }
     del kind, device
     blocks.clear()
-    _release_freed_memory()
+    release_freed_memory()
     return schema.conform_events(pa.table(columns))
 
 

@@ -1,0 +1,42 @@
+"""Handing freed memory back to the system between the phases of a large analysis.
+
+Arrow's memory pool and glibc's heap keep freed blocks for reuse, but what runs next (numpy,
+other libraries) allocates elsewhere: without a hand-back a process keeps the high-water mark of
+every phase stacked (measured on the 486 MB bench trace: 230 MB held after the import, 340 MB
+after the step and accounting pass, 300 MB after the timelines).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Callable
+
+import pyarrow as pa
+
+
+def _load_trim() -> Callable[[], object]:
+    """glibc's malloc_trim, or a no-op where there is none."""
+    # glibc by its usual name first: find_library runs ldconfig in a child process
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        except OSError:
+            return lambda: None
+    try:
+        trim = libc.malloc_trim
+    except AttributeError:
+        return lambda: None
+    trim.argtypes = [ctypes.c_size_t]
+    return lambda: trim(0)
+
+
+_malloc_trim = _load_trim()
+
+
+def release_freed_memory() -> None:
+    """Return the blocks Arrow's pool and the C heap hold freed to the system."""
+    pa.default_memory_pool().release_unused()
+    _malloc_trim()
