@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 # The whole-profile timeline stops after this many events (about 150 MB of JSON, what
 # Perfetto opens comfortably); the per-step slices under timeline/ always hold their step.
 FULL_TIMELINE_MAX_EVENTS = 1_000_000
+# A step slice stops after this many events, so that one step always opens fast.
+STEP_MAX_EVENTS = timeline.STEP_MAX_EVENTS
 
 CSV_FILES = (
     "op_summary.csv",
@@ -66,24 +68,26 @@ def write_tables(directory: Path, analysis: ProfileAnalysis) -> dict[str, Path]:
 def write_timelines(
     directory: Path, analysis: ProfileAnalysis, findings: list[dict[str, Any]] | None = None
 ) -> list[Path]:
-    """timeline.json.gz and one slice per step under timeline/, with the findings' spans."""
+    """timeline.json.gz and one slice per step under timeline/, with the findings' spans.
+
+    Written one rank at a time (each rank's events, gaps and counters, then the next), so
+    memory is that of one rank whatever the number of ranks; each rank keeps its earliest
+    ``ceil(cap / ranks)`` events of a file's cap.
+    """
+    ranks = sorted(analysis.ranks, key=lambda r: r.rank)
+    parts = [timeline.TimelinePart(r.rank, r.events, r.accounting.gaps) for r in ranks] or [
+        timeline.TimelinePart(0, analysis.events, analysis.gaps)
+    ]
     whole = directory / "timeline.json.gz"
-    timeline.write_timeline(
+    _, slices = timeline.write_profile_timelines(
         whole,
-        analysis.events,
-        gaps=analysis.gaps,
-        counters=analysis.counters,
-        max_events=FULL_TIMELINE_MAX_EVENTS,
-        findings=findings,
-    )
-    windows = [w for r in analysis.ranks if r.annotated_steps for w in r.windows]
-    slices = timeline.write_step_timelines(
         directory / "timeline",
-        analysis.events,
-        windows,
-        analysis.gaps,
-        analysis.counters,
+        parts,
+        [w for r in ranks if r.annotated_steps for w in r.windows],
+        counters=analysis.counters,
         findings=findings,
+        max_events=FULL_TIMELINE_MAX_EVENTS,
+        step_max_events=STEP_MAX_EVENTS,
     )
     return [whole, *slices]
 
