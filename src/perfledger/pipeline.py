@@ -13,12 +13,13 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -34,16 +35,16 @@ from rich.progress import (
 from perfledger import __version__, artefacts, schema
 from perfledger.analysis import ops
 from perfledger.analysis.accounting import SPAN_STEP, device_accounting
-from perfledger.analysis.advisor import AdvisorConfig, diagnose
+from perfledger.analysis.advisor import AdvisorConfig, RankAdvice, diagnose
 from perfledger.analysis.communication import communication
 from perfledger.analysis.gaps import GapReport, gap_report
 from perfledger.analysis.steps import assign_steps, launch_starts, step_annotations, step_windows
-from perfledger.analysis.transfers import transfers
+from perfledger.analysis.transfers import transfers, transfers_from_spellings
 from perfledger.analysis.types import GAPS_SCHEMA, Accounting, StepWindow
 from perfledger.cluster.balance import DEFAULT_EXCESS_PCT, ClusterReport, cluster_report
 from perfledger.cluster.collectives import COLLECTIVES_SCHEMA, collective_tasks, link_usage
 from perfledger.cluster.execution import Execution, open_runner
-from perfledger.cluster.merge import merge_gap_reports, merge_kernel_details
+from perfledger.cluster.merge import merge_gap_reports
 from perfledger.cluster.tasks import (
     RankResult,
     RankTask,
@@ -51,7 +52,6 @@ from perfledger.cluster.tasks import (
     plan_tasks,
     read_ipc,
     resolve_ranks,
-    write_ipc,
 )
 from perfledger.errors import PerfledgerError
 from perfledger.profiledir import (
@@ -122,6 +122,8 @@ class ProfileAnalysis:
     gap_report: GapReport
     timings: dict[str, float] = field(default_factory=dict)
     cluster: ClusterReport | None = None  # several ranks: the cluster pass
+    # several ranks analysed as tasks: each rank's advisor findings, made in its task
+    rank_advice: tuple[RankAdvice, ...] | None = None
 
     @property
     def host_only(self) -> bool:
@@ -228,17 +230,44 @@ def analyze_traces(
     """
     started = time.perf_counter()
     ranks = tuple(analyze_rank(t) for t in traces)
-    events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
     all_counters = [t.counters for t in traces]
     if counters is not None:
         all_counters.append(counters.cast(schema.COUNTERS_SCHEMA))
+    return _profile_of(ranks, all_counters, slow_rank_excess_pct, started)
+
+
+def rank_profile(analysis: ProfileAnalysis, position: int) -> ProfileAnalysis:
+    """The profile of one rank of ``analysis`` (``analysis.ranks[position]``) on its own."""
+    rank = analysis.ranks[position]
+    counters = analysis.counters
+    rank_id = int(rank.events["rank"][0].as_py()) if rank.events.num_rows else rank.rank
+    mine = counters.filter(pc.equal(counters["rank"], rank_id))
+    return _profile_of((rank,), [mine], DEFAULT_EXCESS_PCT, time.perf_counter())
+
+
+def profile_of_rank(rank: RankAnalysis, counters: pa.Table | None = None) -> ProfileAnalysis:
+    """The profile of one analysed rank: its trace's counters and ``counters`` (its rows of
+    the host counters sampled outside the traces)."""
+    tables = [rank.trace.counters]
+    if counters is not None:
+        tables.append(counters.cast(schema.COUNTERS_SCHEMA))
+    return _profile_of((rank,), tables, DEFAULT_EXCESS_PCT, time.perf_counter())
+
+
+def _profile_of(
+    ranks: tuple[RankAnalysis, ...],
+    counters: Sequence[pa.Table],
+    slow_rank_excess_pct: float,
+    started: float,
+) -> ProfileAnalysis:
+    events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
     gaps = _profile_gaps(ranks)
     accounted = time.perf_counter()
     summary = ops.op_summary(events)
-    analysis = ProfileAnalysis(
+    return ProfileAnalysis(
         ranks=ranks,
         events=events,
-        counters=pa.concat_tables(all_counters) if all_counters else schema.empty_counters(),
+        counters=pa.concat_tables(counters) if counters else schema.empty_counters(),
         steps=_steps_table(ranks),
         gaps=gaps,
         op_summary=summary,
@@ -259,7 +288,6 @@ def analyze_traces(
             slow_rank_excess_pct,
         ),
     )
-    return analysis
 
 
 def _cluster(
@@ -277,19 +305,11 @@ def _cluster(
     )
 
 
-def _spilled(table: pa.Table, directory: Path | None, name: str) -> pa.Table:
-    """``table`` moved out of the heap into a mapped Arrow IPC file in ``directory``."""
-    if directory is None:
-        return table
-    return read_ipc(write_ipc(table, directory / f"{name}.arrow"))
-
-
 def analysis_from_results(
     results: Sequence[RankResult],
     counters: pa.Table | None = None,
     *,
     slow_rank_excess_pct: float = DEFAULT_EXCESS_PCT,
-    spill_dir: Path | None = None,
 ) -> ProfileAnalysis:
     """The profile's analysis from rank tasks' results, their tables memory-mapped.
 
@@ -341,14 +361,21 @@ def analysis_from_results(
         gaps=_profile_gaps(ranks),
         op_summary=summary,
         op_statistic=ops.op_statistic(events, summary),
-        kernel_details=_spilled(merge_kernel_details(details), spill_dir, "kernel_details"),
-        api_statistic=ops.api_statistic(events),
-        transfers=transfers(events),
+        kernel_details=pa.concat_tables(details),
+        api_statistic=ops.merge_api_statistics([r.api_statistic for r in results]),
+        transfers=transfers_from_spellings([r.copy_spellings for r in results]),
         communication=pa.concat_tables([r.communication for r in results]),
         gap_report=merge_gap_reports([r.gap_report for r in results]),
         timings={"merge_s": time.perf_counter() - started},
         cluster=_cluster(ranks, collectives, links, slow_rank_excess_pct),
+        rank_advice=_advice_of(results),
     )
+
+
+def _advice_of(results: Sequence[RankResult]) -> tuple[RankAdvice, ...] | None:
+    """The advice every task made, in the results' order (None when a task made none)."""
+    advice = tuple(r.advice for r in results if r.advice is not None)
+    return advice if len(advice) == len(results) else None
 
 
 def _progress_bar(console: Console) -> Progress:
@@ -468,14 +495,18 @@ def build_profile(
         execution = Execution(workers=0)
     with staged_directory(out_dir, force=force) as staging:
         work = staging / _TASKS_DIR
-        tasks = [RankTask(t.index, t.fmt, t.path, work / t.work_dir.name, t.rank) for t in planned]
+        outside = counters.cast(schema.COUNTERS_SCHEMA) if counters is not None else None
+        tasks = [
+            replace(
+                t, work_dir=work / t.work_dir.name, advisor_config=advisor_config, counters=outside
+            )
+            for t in planned
+        ]
         results, executor = run_rank_tasks(tasks, execution, console)
         timings["ranks_s"] = time.perf_counter() - started
         for phase in ("import_s", "analysis_s", "write_s"):
             timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
-        analysis = analysis_from_results(
-            results, counters, slow_rank_excess_pct=excess, spill_dir=work
-        )
+        analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
         timings.update(analysis.timings)
         events_dir = staging / TABLES_DIR / "events"
         events_dir.mkdir(parents=True)
@@ -590,7 +621,7 @@ def run_rank_tasks(
         results = runner.run(tasks, report)
         ranks = resolve_ranks(results)
         again = [
-            RankTask(task.index, task.fmt, task.path, task.work_dir, rank)
+            replace(task, rank=rank)
             for task, result, rank in zip(tasks, results, ranks, strict=True)
             if result.rank != rank
         ]

@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 
 from perfledger import artefacts
+from perfledger.analysis.advisor import diagnose
 from perfledger.cluster.execution import Execution
 from perfledger.pipeline import ProfileAnalysis, analyze_traces, build_profile
 from perfledger.render.csvs import csv_bytes
@@ -214,6 +215,7 @@ def _tables(analysis: ProfileAnalysis) -> dict[str, bytes]:
         "collectives": repr(cluster.collectives).encode(),
         "gap_buckets": repr(analysis.gap_report.buckets).encode(),
         "events_rows": str(analysis.events.num_rows).encode(),
+        "findings": json.dumps([f.to_dict() for f in diagnose(analysis).findings]).encode(),
     }
 
 
@@ -235,6 +237,8 @@ def test_rank_tasks_give_the_tables_of_one_process(trace: str, tmp_path: Path) -
         execution=Execution(workers=2),
     )
     assert [r.rank for r in built.analysis.ranks] == [0, 1]
+    # each rank was diagnosed in its task; here every rank is diagnosed in this process
+    assert built.analysis.rank_advice is not None and whole.rank_advice is None
     expected = _tables(whole)
     got = _tables(built.analysis)
     for name, data in expected.items():

@@ -7,7 +7,8 @@ import pyarrow as pa
 from perfledger import schema
 from perfledger.analysis import ops
 from perfledger.analysis.gaps import gap_report
-from perfledger.cluster.merge import merge_gap_reports, merge_kernel_details
+from perfledger.analysis.transfers import copy_spellings, transfers, transfers_from_spellings
+from perfledger.cluster.merge import merge_gap_reports
 from perfledger.pipeline import _profile_gaps, analyze_rank
 from perfledger.render.csvs import csv_bytes
 from perfledger.sources.base import Trace
@@ -40,15 +41,33 @@ def test_merged_gap_report_equals_the_report_over_all_ranks() -> None:
     assert len({row["rank"] for row in merged.worst.to_pylist()}) > 1  # ranks interleave
 
 
-def test_merged_kernel_details_keep_the_profile_order_across_ranks() -> None:
+def test_per_rank_kernel_details_concatenate_to_the_whole_table() -> None:
     ranks = [analyze_rank(rank_trace(r, 0.0)) for r in (0, 1)]
     events = pa.concat_tables([r.events for r in ranks])
     whole = ops.kernel_details(events)
-    merged = merge_kernel_details([ops.kernel_details(r.events) for r in ranks])
+    parts = pa.concat_tables([ops.kernel_details(r.events) for r in ranks])
+    assert csv_bytes(parts) == csv_bytes(whole)
+    # rank by rank, by start within a rank: the same instants on both ranks
+    starts = whole["start_ns"].to_pylist()
+    ranks_of_rows = whole["rank"].to_pylist()
+    half = len(starts) // 2
+    assert ranks_of_rows == [0] * half + [1] * half
+    assert starts[:half] == starts[half:] == sorted(starts[:half])
+
+
+def test_per_rank_api_statistics_and_copies_merge_to_the_whole_tables() -> None:
+    ranks = [analyze_rank(rank_trace(r, 10.0 * r)) for r in (0, 1, 2)]
+    events = pa.concat_tables([r.events for r in ranks])
+    merged = ops.merge_api_statistics([ops.api_statistic(r.events) for r in ranks])
+    whole = ops.api_statistic(events)
     assert csv_bytes(merged) == csv_bytes(whole)
-    # same start on both ranks: rank 0's row first
-    starts = merged["start_ns"].to_pylist()
-    assert starts[0] == starts[1] and merged["rank"].to_pylist()[:2] == [0, 1]
+    # 3 ranks x 2 steps x 4 launches of each runtime call name the scenario uses
+    assert sum(merged["count"].to_pylist()) == 3 * 2 * 4
+    copies = transfers_from_spellings([copy_spellings(r.events) for r in ranks])
+    assert csv_bytes(copies) == csv_bytes(transfers(events))
+    # one 4096-byte host-to-device copy per step and rank
+    assert copies.to_pylist()[0]["direction"] == "HtoD"
+    assert (copies["count"][0].as_py(), copies["bytes"][0].as_py()) == (6, 6 * 4096)
 
 
 def test_per_rank_op_summaries_concatenate_to_the_whole_summary() -> None:

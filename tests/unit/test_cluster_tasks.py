@@ -8,6 +8,8 @@ import pytest
 
 from perfledger.analysis.communication import COMMUNICATION_SCHEMA
 from perfledger.analysis.gaps import WORST_GAPS_SCHEMA, GapReport
+from perfledger.analysis.ops import API_STATISTIC_SCHEMA
+from perfledger.analysis.transfers import SPELLINGS_SCHEMA
 from perfledger.cluster.collectives import COLLECTIVES_SCHEMA, LINKS_SCHEMA
 from perfledger.cluster.execution import Execution, Runner
 from perfledger.cluster.tasks import (
@@ -49,6 +51,8 @@ def result(
         collectives=COLLECTIVES_SCHEMA.empty_table(),
         links=LINKS_SCHEMA.empty_table(),
         gap_report=GapReport((), 0, 0, WORST_GAPS_SCHEMA.empty_table()),
+        api_statistic=API_STATISTIC_SCHEMA.empty_table(),
+        copy_spellings=SPELLINGS_SCHEMA.empty_table(),
         main_file=Path("/run") / file_name if fingerprint else None,
         fingerprint=fingerprint,
     )

@@ -34,7 +34,8 @@ descending, then name and kind:
     operator self time (so that nested operators are not counted twice).
 
 ``kernel_details`` (:data:`KERNEL_DETAILS_SCHEMA`), one row per kernel or comm task, sorted by
-start_ns, rank, device, stream:
+rank, start_ns, device, stream (rank by rank, like op_summary: the ranks of a profile analysed
+in separate tasks concatenate in order):
     rank, device, stream, step, kind, name, start_ns, dur_ns, wait_ns, host_op,
     grid, block     -- launch dimensions as "x,y,z" (null when absent; grid is the block dim
                        of an Ascend kernel),
@@ -225,8 +226,8 @@ def kernel_details(events: pa.Table) -> pa.Table:
             _int_column(frame, "row"),
             _int_column(frame, "stream"),
             _int_column(frame, "device"),
-            _int_column(frame, "rank"),
             _int_column(frame, "start_ns"),
+            _int_column(frame, "rank"),
         )
     )
     take = pa.array(order, pa.int64())
@@ -307,10 +308,25 @@ def api_statistic(events: pa.Table) -> pa.Table:
     )
     query = """
         SELECT name, kind, count(*) AS count, sum(dur_ns)::BIGINT AS total_ns,
-               avg(dur_ns) AS avg_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
+               sum(dur_ns)::DOUBLE / count(*) AS avg_ns,
+               min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
         FROM calls GROUP BY name, kind ORDER BY total_ns DESC, name, kind
     """
     return _query(query, API_STATISTIC_SCHEMA, calls=calls)
+
+
+def merge_api_statistics(tables: Sequence[pa.Table]) -> pa.Table:
+    """One api_statistic from the api_statistic of each rank: what all ranks' events give."""
+    if len(tables) == 1:
+        return tables[0]
+    query = """
+        SELECT name, kind, sum(count)::BIGINT AS count, sum(total_ns)::BIGINT AS total_ns,
+               sum(total_ns)::DOUBLE / sum(count) AS avg_ns,
+               min(min_ns) AS min_ns, max(max_ns) AS max_ns
+        FROM parts GROUP BY name, kind ORDER BY total_ns DESC, name, kind
+    """
+    parts = pa.concat_tables([t.cast(API_STATISTIC_SCHEMA) for t in tables])
+    return _query(query, API_STATISTIC_SCHEMA, parts=parts)
 
 
 def operator_nesting(group: IntArray, start_ns: IntArray, end_ns: IntArray) -> IntArray:

@@ -20,6 +20,7 @@ All memcpy tasks of the table are counted together (call per rank for per-rank f
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final
 
 import duckdb
@@ -46,6 +47,20 @@ _DIRECTION_PATTERNS: Final = (
 _DIRECTION_BY_KIND_NUMBER: Final = {"0": "HtoH", "1": "HtoD", "2": "DtoH", "3": "DtoD"}
 # A copy touches pageable host memory when its name says so: "(Pageable -> Device)".
 _PAGEABLE: Final = re.compile(r"pageable", re.IGNORECASE)
+
+# The copies of one spelling (name, args.kind), summed: what :func:`copy_spellings` returns.
+SPELLINGS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("name", pa.string()),
+        pa.field("kind_arg", pa.string()),
+        pa.field("count", pa.int64()),
+        pa.field("bytes", pa.int64()),
+        pa.field("time_ns", pa.int64()),
+        pa.field("sized_time_ns", pa.int64()),
+        pa.field("small_count", pa.int64()),
+        pa.field("unknown_bytes_count", pa.int64()),
+    ]
+)
 
 TRANSFERS_SCHEMA: Final = pa.schema(
     [
@@ -82,6 +97,15 @@ def is_pageable(name: str) -> bool:
 
 def transfers(events: pa.Table) -> pa.Table:
     """Count, bytes, time, bandwidth, pageable and small copies per copy direction."""
+    return transfers_from_spellings([copy_spellings(events)])
+
+
+def copy_spellings(events: pa.Table) -> pa.Table:
+    """The copies summed per distinct spelling (name, args.kind): :data:`SPELLINGS_SCHEMA`.
+
+    Sums only, so the spellings of several ranks add up to those of all their events; the
+    direction is decided once per spelling, not once per copy.
+    """
     # only the columns used: a filter copies every column it is given
     copies = events.select(["kind", "name", "args", "dur_ns", "bytes"])
     copies = copies.filter(pc.equal(copies["kind"], schema.MEMCPY))
@@ -93,9 +117,7 @@ def transfers(events: pa.Table) -> pa.Table:
             "bytes": copies["bytes"],
         }
     )
-    # Aggregate per distinct (name, args.kind) first: the direction is then decided once per
-    # distinct spelling, not once per copy.
-    per_spelling_query = f"""
+    query = f"""
         SELECT name,
                CASE WHEN json_valid(args) THEN json_extract_string(args, '$.kind') END AS kind_arg,
                count(*) AS count,
@@ -108,7 +130,22 @@ def transfers(events: pa.Table) -> pa.Table:
     """
     with duckdb.connect() as con:
         con.register("copies", copies)
-        per_spelling = con.sql(per_spelling_query).to_arrow_table()
+        return con.sql(query).to_arrow_table().cast(SPELLINGS_SCHEMA)
+
+
+def transfers_from_spellings(parts: Sequence[pa.Table]) -> pa.Table:
+    """The transfers table from the :func:`copy_spellings` of one or several event tables."""
+    with duckdb.connect() as con:
+        con.register("parts", pa.concat_tables(parts))
+        per_spelling = con.sql(
+            """
+            SELECT name, kind_arg, sum(count)::BIGINT AS count, sum(bytes)::BIGINT AS bytes,
+                   sum(time_ns)::BIGINT AS time_ns, sum(sized_time_ns)::BIGINT AS sized_time_ns,
+                   sum(small_count)::BIGINT AS small_count,
+                   sum(unknown_bytes_count)::BIGINT AS unknown_bytes_count
+            FROM parts GROUP BY ALL
+            """
+        ).to_arrow_table()
         spellings = zip(
             per_spelling["name"].to_pylist(), per_spelling["kind_arg"].to_pylist(), strict=True
         )

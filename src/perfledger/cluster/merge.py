@@ -56,23 +56,3 @@ def merge_gap_reports(reports: Sequence[GapReport], worst: int = WORST_GAPS) -> 
         total_ns=sum(r.total_ns for r in reports),
         worst=tops.take(pa.array(order, pa.int64())).combine_chunks(),
     )
-
-
-def merge_kernel_details(tables: Sequence[pa.Table]) -> pa.Table:
-    """Per-rank kernel details in the profile's order: start, rank, device, stream.
-
-    Within a rank the order is already the analysis's (its events' row order breaks ties);
-    a stable sort keeps it.
-    """
-    merged = pa.concat_tables(tables)
-    if len(tables) < 2:
-        return merged
-    order = np.lexsort(
-        (
-            np.asarray(merged["stream"], dtype=np.int64),
-            np.asarray(merged["device"], dtype=np.int64),
-            np.asarray(merged["rank"], dtype=np.int64),
-            np.asarray(merged["start_ns"], dtype=np.int64),
-        )
-    )
-    return merged.take(pa.array(order, pa.int64()))

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from perfledger.analysis import ops
-from perfledger.analysis.communication import communication
-from perfledger.analysis.gaps import GapReport, gap_report
+from perfledger.analysis.advisor import AdvisorConfig, RankAdvice
+from perfledger.analysis.gaps import GapReport
+from perfledger.analysis.transfers import copy_spellings
 from perfledger.analysis.types import HostWindowAccount, StepWindow, WindowAccount
 from perfledger.cluster.collectives import collective_tasks, link_usage
 from perfledger.errors import PerfledgerError
@@ -53,6 +54,9 @@ class RankTask:
         path: the rank's trace file, or its Ascend output folder.
         work_dir: the folder the task writes its tables into (created by the task).
         rank: the rank to record instead of the one the trace names (None: the trace's own).
+        advisor_config: the advisor's configuration: the task diagnoses its rank.
+        counters: host counters sampled outside the traces (the recorder's): the task keeps
+            the rows of its rank.
     """
 
     index: int
@@ -60,6 +64,8 @@ class RankTask:
     path: Path
     work_dir: Path
     rank: int | None = None
+    advisor_config: AdvisorConfig | None = None
+    counters: pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,9 @@ class RankResult:
     collectives: pa.Table
     links: pa.Table
     gap_report: GapReport
+    api_statistic: pa.Table  # the rank's (merged with ops.merge_api_statistics)
+    copy_spellings: pa.Table  # the rank's copies per spelling (transfers.copy_spellings)
+    advice: RankAdvice | None = None
     timings: dict[str, float] = field(default_factory=dict)
     peak_rss_bytes: int = 0
     worker: str = ""
@@ -135,7 +144,8 @@ def run_rank_task(task: RankTask) -> RankResult | RankFailure:
 
 
 def _run(task: RankTask) -> RankResult | RankFailure:
-    from perfledger.pipeline import analyze_rank
+    from perfledger.analysis.advisor import diagnose_rank
+    from perfledger.pipeline import analyze_rank, profile_of_rank
 
     started = time.perf_counter()
     try:
@@ -145,29 +155,30 @@ def _run(task: RankTask) -> RankResult | RankFailure:
     imported = time.perf_counter()
     claimed = trace.meta.get("rank")
     rank_analysis = analyze_rank(trace)
-    events = rank_analysis.events
-    summary = ops.op_summary(events)
-    details = ops.kernel_details(events)
-    comm = communication(events)
+    outside = _rank_rows(task.counters, _trace_rank(trace))
+    profile = profile_of_rank(rank_analysis, outside)
+    events = profile.events
+    comm = profile.communication
     collectives = collective_tasks(events)
     links = link_usage(events)
-    gaps = rank_analysis.accounting.gaps
-    report = gap_report(gaps, events)
+    gaps = profile.gaps
     analysed = time.perf_counter()
+    advice = diagnose_rank(profile, task.advisor_config)
+    advised = time.perf_counter()
 
     task.work_dir.mkdir(parents=True, exist_ok=True)
     tables = {
         "events": events,
         "counters": trace.counters,
         "gaps": gaps,
-        "op_summary": summary,
-        "kernel_details": details,
+        "op_summary": profile.op_summary,
+        "kernel_details": profile.kernel_details,
     }
     paths = {name: write_ipc(t, task.work_dir / f"{name}.arrow") for name, t in tables.items()}
     parquet = task.work_dir / EVENTS_PARQUET
     pq.write_table(events, parquet, compression="zstd")
     written = time.perf_counter()
-    rank = int(events["rank"][0].as_py()) if events.num_rows else _meta_rank(trace)
+    rank = _trace_rank(trace)
     main_file = _ascend_main_file(task.path) if task.fmt == ASCEND else None
     return RankResult(
         index=task.index,
@@ -187,17 +198,28 @@ def _run(task: RankTask) -> RankResult | RankFailure:
         communication=comm,
         collectives=collectives,
         links=links,
-        gap_report=report,
+        gap_report=profile.gap_report,
+        api_statistic=profile.api_statistic,
+        copy_spellings=copy_spellings(events),
+        advice=advice,
         timings={
             "import_s": imported - started,
             "analysis_s": analysed - imported,
-            "write_s": written - analysed,
+            "advisor_s": advised - analysed,
+            "write_s": written - advised,
         },
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         worker=f"{os.uname().nodename}:{os.getpid()}",
         main_file=main_file,
         fingerprint=_fingerprint(main_file) if main_file is not None else None,
     )
+
+
+def _rank_rows(counters: pa.Table | None, rank: int) -> pa.Table | None:
+    """The rows of one rank of a counters table."""
+    if counters is None:
+        return None
+    return counters.filter(pc.equal(counters["rank"], rank))
 
 
 def _ascend_main_file(path: Path) -> Path | None:
@@ -248,6 +270,12 @@ def _load(task: RankTask) -> Trace:
         raise PerfledgerError(f"{task.path}: expected one rank, found {len(traces)}")
     trace = traces[0]
     return trace if task.rank is None else with_rank(trace, task.rank)
+
+
+def _trace_rank(trace: Trace) -> int:
+    """The rank a trace's rows carry (its meta's when it has no rows)."""
+    events = trace.events
+    return int(events["rank"][0].as_py()) if events.num_rows else _meta_rank(trace)
 
 
 def _meta_rank(trace: Trace) -> int:

@@ -45,6 +45,7 @@ from perfledger.analysis.advisor.options import (
     config_from_toml,
     rules_table,
 )
+from perfledger.analysis.advisor.ranks import PROFILE_RULES, RankAdvice, merge_rank_findings
 
 if TYPE_CHECKING:
     from perfledger.pipeline import ProfileAnalysis
@@ -55,6 +56,7 @@ __all__ = [
     "AdvisorReport",
     "DeviceOverride",
     "Finding",
+    "RankAdvice",
     "Rule",
     "Skipped",
     "Threshold",
@@ -63,6 +65,7 @@ __all__ = [
     "config_from_args",
     "config_from_toml",
     "diagnose",
+    "diagnose_rank",
     "rule_by_id",
     "rules_table",
     "skipped_rules",
@@ -108,11 +111,24 @@ def diagnose(
     overhead_pct: float | None = None,
     rules: Sequence[Rule] = RULES,
 ) -> AdvisorReport:
-    """Run every enabled rule once: findings (sorted by severity) and skipped rules."""
+    """Run every enabled rule once: findings (sorted by severity) and skipped rules.
+
+    On a profile of several ranks the rank rules diagnose each rank alone and their findings
+    are merged (:mod:`perfledger.analysis.advisor.ranks`); the ranks' advice computed by the
+    rank tasks (``analysis.rank_advice``) is used when it was made with the same rules and
+    configuration.
+    """
     config = config or AdvisorConfig()
     context = AdvisorContext(analysis, config, overhead_pct)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
+    if len(analysis.ranks) > 1:
+        merged_findings, merged_skips = merge_rank_findings(
+            _rank_advice(analysis, config, rules), [r.id for r in rules]
+        )
+        findings.extend(merged_findings)
+        skipped.extend(merged_skips)
+        rules = [r for r in rules if r.id in PROFILE_RULES]
     for rule in rules:
         if not config.runs(rule.id):
             continue
@@ -121,8 +137,42 @@ def diagnose(
             findings.append(outcome)
         elif isinstance(outcome, Skipped):
             skipped.append(outcome)
+    order = {rule.id: position for position, rule in enumerate(RULES)}
+    skipped.sort(key=lambda s: order.get(s.rule, len(order)))
     findings.sort(key=lambda f: (-f.severity_ms, -f.severity_pct, f.id))
     return AdvisorReport(tuple(findings), tuple(skipped))
+
+
+def diagnose_rank(
+    analysis: ProfileAnalysis, config: AdvisorConfig | None = None, *, rules: Sequence[Rule] = RULES
+) -> RankAdvice:
+    """The rank rules on a profile of one rank: what its rank task sends back."""
+    config = config or AdvisorConfig()
+    rank_rules = [r for r in rules if r.id not in PROFILE_RULES]
+    report = diagnose(analysis, config, rules=rank_rules)
+    context = AdvisorContext(analysis, config)
+    return RankAdvice(
+        rank=analysis.ranks[0].rank if analysis.ranks else 0,
+        basis=context.basis,
+        findings=report.findings,
+        skipped=report.skipped,
+        config=config,
+    )
+
+
+def _rank_advice(
+    analysis: ProfileAnalysis, config: AdvisorConfig, rules: Sequence[Rule]
+) -> list[RankAdvice]:
+    """Each rank's advice: the rank tasks' when made alike, else diagnosed here rank by rank."""
+    made = analysis.rank_advice
+    if made is not None and tuple(rules) == RULES and all(a.config == config for a in made):
+        return list(made)
+    from perfledger.pipeline import rank_profile
+
+    return [
+        diagnose_rank(rank_profile(analysis, position), config, rules=rules)
+        for position in range(len(analysis.ranks))
+    ]
 
 
 def advise(
