@@ -81,7 +81,7 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
         {
             "exposed_communication": 64.18,
             "host_dispatch_bound": 24.82,
-            "low_utilization_windows": 18.92,
+            "low_utilization_windows": 18.91,
             "precision_mix": 0.96,
         },
         ["host_cpu_saturated", "profiler_overhead_high"],
