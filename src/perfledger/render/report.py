@@ -19,7 +19,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -256,8 +256,9 @@ def render_report(data: ReportData) -> str:
     app_js = _template_text("report.js")
     css = _template_text("report.css")
     fixed = sum(len(t.encode("utf-8")) for t in (echarts, app_js, css)) + _PAGE_MARGIN
-    prepared = _prepare(data)
     limits = _Limits()
+    # the shrunk payloads draw fewer steps and fewer events of each: a subset of these rows
+    prepared = _prepare(data, _timeline_spans(data, limits), limits.timeline_events)
     payload = script_json(report_payload(data, limits, prepared))
     for _ in range(8):
         if fixed + len(payload.encode("utf-8")) <= MAX_REPORT_BYTES:
@@ -323,10 +324,22 @@ class _Limits:
         )
 
 
+Span = tuple[int, int]
+
+
 @dataclass(frozen=True)
 class _Prepared:
-    """Event and gap columns as numpy arrays, strings as dictionary codes: read once."""
+    """The rows the step timelines can draw, as numpy arrays, strings as dictionary codes.
 
+    Only the rows of ``spans`` that a timeline of at most ``limit`` events can show are held
+    (every row of a span with at most ``limit`` rows, else its ``limit`` longest): the profile's
+    other events stay where they are (memory-mapped for a profile of many ranks).
+    """
+
+    spans: frozenset[Span]  # the step hulls [start_ns, end_ns) whose rows are held
+    limit: int  # events (and gaps) per span held
+    events_total: Mapping[Span, int]  # events overlapping each span, held or not
+    origin_ns: int | None  # the earliest event start of the whole profile
     rank: Int64Array
     device: Int64Array
     stream: Int64Array
@@ -345,34 +358,149 @@ class _Prepared:
     gap_label: Int64Array  # into labels
     gap_kind: Int64Array  # into kinds
 
+    def covers(self, spans: Sequence[Span], limit: int) -> bool:
+        """Whether the timelines of these spans, ``limit`` events each, draw only held rows."""
+        return limit <= self.limit and self.spans.issuperset(spans)
 
-def _prepare(data: ReportData) -> _Prepared:
+
+def _prepare(data: ReportData, spans: Sequence[Span], limit: int) -> _Prepared:
+    """Read the rows of ``spans`` that timelines of at most ``limit`` events can draw.
+
+    The codes of names, kinds and causes are those of the whole tables, so the payload is
+    the same as if every row had been read.
+    """
     events = data.events
-    kind, kinds = dictionary_codes(events, "kind")
-    name, names = dictionary_codes(events, "name")
+    drawn = ["rank", "kind", "name", "device", "stream", "pid", "start_ns", "dur_ns"]
+    held, totals = _held_rows(events.select(drawn), "start_ns", _event_end, spans, limit)
+    kind, kinds = _codes(events, held, "kind")
+    name, names = _codes(events, held, "name")
     gaps = data.gaps if data.gaps is not None else GAPS_SCHEMA.empty_table()
-    cause, causes = dictionary_codes(gaps, "cause")
+    gap_columns = ["rank", "device", "start_ns", "end_ns", "cause"]
+    held_gaps, _ = _held_rows(gaps.select(gap_columns), "start_ns", _gap_end, spans, limit)
+    cause, causes = _codes(gaps, held_gaps, "cause")
     cause_text = [f"idle: {c or 'other'}" for c in causes]
     kind_text = [k or "" for k in kinds]
+    origin = pc.min(events.column("start_ns")).as_py() if events.num_rows else None
     return _Prepared(
-        rank=_int64(events, "rank"),
-        device=_int64(events, "device"),
-        stream=_int64(events, "stream"),
-        pid=_int64(events, "pid"),
-        start=_int64(events, "start_ns"),
-        dur=_int64(events, "dur_ns"),
+        spans=frozenset(spans),
+        limit=limit,
+        events_total=totals,
+        origin_ns=int(origin) if origin is not None else None,
+        rank=_int64(held, "rank"),
+        device=_int64(held, "device"),
+        stream=_int64(held, "stream"),
+        pid=_int64(held, "pid"),
+        start=_int64(held, "start_ns"),
+        dur=_int64(held, "dur_ns"),
         kind=kind,
         name=name,
         labels=[n or "" for n in names] + cause_text,
         kinds=kind_text + cause_text,
         step_kind=kind_text.index(schema.STEP) if schema.STEP in kind_text else -1,
-        gap_rank=_int64(gaps, "rank"),
-        gap_device=_int64(gaps, "device"),
-        gap_start=_int64(gaps, "start_ns"),
-        gap_end=_int64(gaps, "end_ns"),
+        gap_rank=_int64(held_gaps, "rank"),
+        gap_device=_int64(held_gaps, "device"),
+        gap_start=_int64(held_gaps, "start_ns"),
+        gap_end=_int64(held_gaps, "end_ns"),
         gap_label=cause + len(names),
         gap_kind=cause + len(kinds),
     )
+
+
+def _event_end(batch: pa.RecordBatch, start: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """End of each event, and its rank among a step's events (longest first)."""
+    dur = _batch_int64(batch, "dur_ns")
+    return start + dur, -dur
+
+
+def _gap_end(batch: pa.RecordBatch, start: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """End of each gap, and its rank among a step's gaps (longest first)."""
+    end = _batch_int64(batch, "end_ns")
+    return end, start - end
+
+
+def _held_rows(
+    table: pa.Table,
+    start_column: str,
+    end_and_order: Callable[[pa.RecordBatch, Int64Array], tuple[Int64Array, Int64Array]],
+    spans: Sequence[Span],
+    limit: int,
+) -> tuple[pa.Table, dict[Span, int]]:
+    """The rows a step timeline of each span can draw, and how many rows overlap each span.
+
+    A span's timeline draws its rows that overlap it, or when there are more than ``limit``
+    of them the first ``limit`` in (order, row) order; a shorter limit draws a subset of
+    those. Batch by batch, so memory holds one batch's columns and the chosen rows, never
+    whole columns. The result keeps one chunk per batch with the batch's dictionaries, so
+    its dictionary codes are those of ``table``.
+    """
+    spans = list(dict.fromkeys(spans))
+    no_rows = np.zeros(0, dtype=np.int64)
+    # per span: the candidate rows (index into table, ascending) and their order keys
+    rows: list[Int64Array] = [no_rows] * len(spans)
+    keys: list[Int64Array] = [no_rows] * len(spans)
+    totals = [0] * len(spans)
+    offset = 0
+    for batch in table.to_batches():
+        if spans and batch.num_rows:
+            start = _batch_int64(batch, start_column)
+            end, order = end_and_order(batch, start)
+            for i, (lo, hi) in enumerate(spans):
+                inside = np.flatnonzero((start < hi) & (end > lo))
+                totals[i] += int(inside.size)
+                r = np.concatenate([rows[i], inside + offset])
+                k = np.concatenate([keys[i], order[inside]])
+                if r.size > limit:
+                    first = np.sort(np.lexsort((r, k))[:limit])
+                    r, k = r[first], k[first]
+                rows[i], keys[i] = r, k
+        offset += batch.num_rows
+    held = _take_ascending(table, np.unique(np.concatenate([no_rows, *rows])))
+    return held, dict(zip(spans, totals, strict=True))
+
+
+def _take_ascending(table: pa.Table, rows: Int64Array) -> pa.Table:
+    """The rows (ascending) of ``table``, one chunk per batch, each with the batch's dictionaries.
+
+    Batch by batch because Arrow's take of a chunked column first joins its chunks.
+    """
+    batches = table.to_batches()
+    firsts = np.cumsum([0] + [b.num_rows for b in batches])
+    bounds = np.searchsorted(rows, firsts)
+    return pa.Table.from_batches(
+        [
+            b.take(pa.array(rows[bounds[j] : bounds[j + 1]] - firsts[j]))
+            for j, b in enumerate(batches)
+        ],
+        schema=table.schema,
+    )
+
+
+def _take(table: pa.Table, rows: Int64Array) -> pa.Table:
+    """``table.take(rows)`` without joining the chunks of ``table``."""
+    order = np.argsort(rows, kind="stable")
+    back = np.empty_like(order)
+    back[order] = np.arange(order.size)
+    return _take_ascending(table, rows[order]).take(pa.array(back))
+
+
+def _codes(table: pa.Table, held: pa.Table, column: str) -> tuple[Int64Array, list[str | None]]:
+    """:func:`dictionary_codes` of ``table`` at the rows ``held`` took from it."""
+    if pa.types.is_dictionary(table.schema.field(column).type):
+        # held has the chunk dictionaries of table, in order: they unify the same way
+        return dictionary_codes(held, column)
+    # plain strings are coded in order of first appearance over all rows: only the distinct
+    # values are kept, then the held rows are looked up among them
+    distinct = pc.unique(table.column(column)).drop_null()
+    codes = pc.fill_null(pc.index_in(held.column(column), value_set=distinct), 0)
+    return np.asarray(codes.to_numpy(), dtype=np.int64), distinct.to_pylist()
+
+
+def _timeline_spans(data: ReportData, limits: _Limits) -> list[Span]:
+    """The hulls [start_ns, end_ns) of the steps whose timelines the payload embeds."""
+    steps = _step_choices(data)
+    findings = [_finding(f, steps) for f in data.findings]
+    chosen = _timeline_steps(steps, findings, limits.timeline_steps)
+    return [(int(steps[k]["start_ns"]), int(steps[k]["end_ns"])) for k in chosen]
 
 
 def report_payload(
@@ -380,10 +508,12 @@ def report_payload(
 ) -> dict[str, Any]:
     """The JSON document the page reads (selected, sampled and packed results)."""
     limits = limits or _Limits()
-    prepared = prepared or _prepare(data)
     steps = _step_choices(data)
     findings = [_finding(f, steps) for f in data.findings]
     timeline_steps = _timeline_steps(steps, findings, limits.timeline_steps)
+    spans = [(int(steps[k]["start_ns"]), int(steps[k]["end_ns"])) for k in timeline_steps]
+    if prepared is None or not prepared.covers(spans, limits.timeline_events):
+        prepared = _prepare(data, spans, limits.timeline_events)
     timelines = [_step_timeline(prepared, steps[k], limits.timeline_events) for k in timeline_steps]
     # one table of names and kinds shared by the steps; names cut for the tooltip only
     no_codes = np.zeros(0, dtype=np.int64)
@@ -395,7 +525,7 @@ def report_payload(
     labels = [_cut(prepared.labels[int(c)], limits.text_chars) for c in used_labels]
     kinds = [prepared.kinds[int(c)] for c in used_kinds]
     # the profile start, as in the timeline: instants in tables are shown from it
-    origin = int(prepared.start.min()) if prepared.start.size else None
+    origin = prepared.origin_ns
     tables = (
         ("op_statistic", data.op_statistic),
         ("op_summary", data.op_summary),
@@ -582,8 +712,12 @@ def _step_choices(data: ReportData) -> list[dict[str, Any]]:
         lo_hi[1] = max(lo_hi[1], w.end_ns)
     if not hulls and data.events.num_rows:
         start = int(pc.min(data.events.column("start_ns")).as_py())
-        ends = pc.add(data.events.column("start_ns"), data.events.column("dur_ns"))
-        hulls[0] = [start, int(pc.max(ends).as_py())]
+        # batch by batch: the ends of all events at once would be a whole column
+        ends = (
+            pc.max(pc.add(b.column("start_ns"), b.column("dur_ns"))).as_py()
+            for b in data.events.to_batches()
+        )
+        hulls[0] = [start, max(e for e in ends if e is not None)]
     steps: list[dict[str, Any]] = [
         {"step": s, "start_ns": lo, "end_ns": hi, "wall_ms": (hi - lo) / 1e6, "labels": []}
         for s, (lo, hi) in sorted(hulls.items())
@@ -651,7 +785,7 @@ def _step_timeline(p: _Prepared, step: dict[str, Any], limit: int) -> dict[str, 
     """Host threads above the device streams, one step; gaps on a row of their device."""
     lo, hi = int(step["start_ns"]), int(step["end_ns"])
     rows_in = np.flatnonzero((p.start < hi) & (p.start + p.dur > lo))
-    total = int(rows_in.size)
+    total = p.events_total[(lo, hi)]
     if rows_in.size > limit:
         # the longest events: the short ones are below a pixel at step scale anyway
         keep = np.argsort(-p.dur[rows_in], kind="stable")[:limit]
@@ -745,7 +879,7 @@ def _table(
     if total > limit:
         if "dur_ns" in table.column_names:
             top = pc.select_k_unstable(table, limit, [("dur_ns", "descending")])
-            table = table.take(top)
+            table = _take(table, np.asarray(top.to_numpy(), dtype=np.int64))
         else:
             table = table.slice(0, limit)
     columns = []
@@ -799,35 +933,38 @@ def _column_type(fld: pa.Field) -> str:
 
 
 def _counters(counters: pa.Table | None, p: _Prepared, points: int) -> list[dict[str, Any]]:
-    """Each counter series, evenly sampled to at most ``points`` points, time in s."""
+    """Each counter series, evenly sampled to at most ``points`` points, time in s.
+
+    Series by series: the counters of many ranks are never read into whole columns.
+    """
     if counters is None or counters.num_rows == 0:
         return []
-    ts = _int64(counters, "ts_ns")
-    origin = int(p.start.min()) if p.start.size else int(ts.min())
-    rank = _int64(counters, "rank")
-    track, tracks = dictionary_codes(counters, "track")
-    name, names = dictionary_codes(counters, "name")
-    value = np.asarray(counters.column("value").to_numpy(), dtype=np.float64)
-    finite = np.isfinite(value)
+    origin = p.origin_ns
+    if origin is None:
+        origin = int(pc.min(counters.column("ts_ns")).as_py())
+    keys = counters.select(["rank", "track", "name"]).group_by(["rank", "track", "name"])
     series = sorted(
-        _distinct(rank, track, name),
-        key=lambda k: (k[0], tracks[k[1]] or "", names[k[2]] or ""),
+        (int(r), t, n) for r, t, n in zip(*keys.aggregate([]).to_pydict().values(), strict=True)
     )
     out = []
     for r, t, n in series[:COUNTER_SERIES]:
-        mine = (rank == r) & (track == t) & (name == n)
-        rows = np.flatnonzero(mine & finite)
+        mine = counters.filter(
+            (pc.field("rank") == r) & (pc.field("track") == t) & (pc.field("name") == n)
+        )
+        ts = _int64(mine, "ts_ns")
+        value = np.asarray(mine.column("value").to_numpy(), dtype=np.float64)
+        rows = np.flatnonzero(np.isfinite(value))
         rows = rows[np.argsort(ts[rows], kind="stable")]
         if rows.size > points:
             rows = rows[np.linspace(0, rows.size - 1, points).round().astype(np.int64)]
         out.append(
             {
                 "rank": r,
-                "track": tracks[t] or "",
-                "name": names[n] or "",
+                "track": t,
+                "name": n,
                 "t_s": np.round((ts[rows] - origin) / 1e9, 6).tolist(),
                 "value": value[rows].tolist(),
-                "samples": int(mine.sum()),
+                "samples": mine.num_rows,
             }
         )
     return out
@@ -850,6 +987,10 @@ def _distinct(*columns: Int64Array) -> list[tuple[int, ...]]:
 
 def _int64(table: pa.Table, column: str) -> Int64Array:
     return np.asarray(table.column(column).to_numpy(), dtype=np.int64)
+
+
+def _batch_int64(batch: pa.RecordBatch, column: str) -> Int64Array:
+    return np.asarray(batch.column(column).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _number(value: Any) -> float | None:
