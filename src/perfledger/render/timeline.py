@@ -20,6 +20,21 @@ What keeps Perfetto's importer from truncating or dropping slices:
 
 Everything is formatted column-wise with pyarrow: the only Python loops run over tracks,
 distinct names and output chunks, never over events.
+
+A profile of several ranks (:func:`write_profile_timelines`) is written one rank at a time:
+a rank's events, gaps and counters are prepared, appended to the whole timeline and to every
+step slice, and let go before the next rank, so memory is that of one rank. Every file has
+one time origin, the profile's first event over all ranks (else its first counter sample).
+Pids, tids and flow ids are numbered on from the rank before, so they stay unique across the
+file (in rank order, pids and tids are those of a file written all at once). Records are in
+time order within a rank. Each rank's part holds its own findings' spans and counters;
+those of a rank without events of its own go with the last rank.
+
+Caps are shared between ranks: of a file capped at N events, each of R ranks keeps its
+earliest ``ceil(N / R)`` events of the file's window (its events starting before the first
+one left out; its gaps, spans and counters stop there too), so every rank shows its own
+beginning rather than the earliest rank taking the whole cap. ``otherData.ranks`` gives
+each rank's total, written count and cut, ``otherData.truncated_at_ns`` the earliest cut.
 """
 
 from __future__ import annotations
@@ -350,7 +365,7 @@ def write_profile_timelines(
         owner = _owner_of(parts)
         counter_owner = _counter_owners(counters, owner, len(parts))
         first_pid = first_tid = 1
-        with _step_pool(len(steps)) as pool:
+        with _step_pool(len(files)) as pool:
             for i, part in enumerate(parts):
                 last = i == len(parts) - 1
                 prepared = _prepare(
@@ -370,8 +385,8 @@ def write_profile_timelines(
                 )
                 first_pid += sum(1 for m in prepared.metadata if m[4] == "process")
                 first_tid += sum(1 for m in prepared.metadata if m[4] == "thread")
-                whole.add(prepared, rank=part.rank, last=last)
-                done = [pool.submit(f.add, prepared, rank=part.rank, last=last) for f in files[1:]]
+                # the whole timeline's part (the largest) first, the step slices beside it
+                done = [pool.submit(f.add, prepared, rank=part.rank, last=last) for f in files]
                 for future in done:
                     future.result()
                 del prepared, done
@@ -379,6 +394,7 @@ def write_profile_timelines(
         stats = whole.close()
         for f in files[1:]:
             f.close()
+        release_freed_memory()
     except BaseException:
         for f in files:
             f.abort()
