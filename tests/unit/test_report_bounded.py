@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -243,3 +246,35 @@ def test_counters_of_several_ranks_series_by_series() -> None:
     assert series[0]["t_s"] == [0.001, 0.002, 0.003, 0.004, 0.005, 0.006]
     assert series[3]["value"] == [1.0, 11.0, 21.0, 31.0, 41.0, 51.0]
     assert all(s["samples"] == 6 for s in series)
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        ("sampled_2ranks/rank-0.json.gz", "sampled_2ranks/rank-1.json.gz"),
+        ("v100_rank1_ddp.json.gz",),
+    ],
+)
+def test_real_profile_payload_equals_that_of_its_drawn_rows(
+    shared_dir: Path, files: tuple[str, ...]
+) -> None:
+    from perfledger.analysis.advisor import diagnose
+    from perfledger.pipeline import analyze_traces
+    from perfledger.sources import load_traces
+
+    analysis = analyze_traces(load_traces([shared_dir / "traces" / "kineto" / f for f in files]))
+    summary = {"findings": [f.to_dict() for f in diagnose(analysis).findings]}
+    data = report.report_data_from_profile(analysis, summary, title="real")
+    assert data.gaps is not None
+    limits = report._Limits()
+    spans = report._timeline_spans(data, limits)
+    small = replace(
+        data,
+        events=cut(data.events, spans, also_earliest=True),
+        gaps=cut(data.gaps, spans, also_earliest=False),
+    )
+    for shrunk in (limits, limits.shrunk(), limits.shrunk().shrunk()):
+        payload = report_payload(data, shrunk)
+        assert payload == report_payload(small, shrunk)
+    # the smallest payload draws only the longest events of some step: that choice was tested
+    assert any(t["events_total"] > t["events_shown"] for t in payload["timelines"].values())
