@@ -504,7 +504,7 @@ def build_profile(
         ]
         results, executor = run_rank_tasks(tasks, execution, console)
         timings["ranks_s"] = time.perf_counter() - started
-        for phase in ("import_s", "analysis_s", "write_s"):
+        for phase in ("import_s", "analysis_s", "advisor_s", "write_s"):
             timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
         analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
         timings.update(analysis.timings)
