@@ -42,7 +42,12 @@ from perfledger.analysis.steps import assign_steps, launch_starts, step_annotati
 from perfledger.analysis.transfers import transfers, transfers_from_spellings
 from perfledger.analysis.types import GAPS_SCHEMA, Accounting, StepWindow
 from perfledger.cluster.balance import DEFAULT_EXCESS_PCT, ClusterReport, cluster_report
-from perfledger.cluster.collectives import COLLECTIVES_SCHEMA, collective_tasks, link_usage
+from perfledger.cluster.collectives import (
+    COLLECTIVES_SCHEMA,
+    collective_tasks,
+    communication_matrix,
+    link_usage,
+)
 from perfledger.cluster.execution import Execution, open_runner
 from perfledger.cluster.merge import merge_gap_reports
 from perfledger.cluster.tasks import (
@@ -300,8 +305,16 @@ def _cluster(
     windows = [w for r in ranks for w in r.accounting.windows]
     if len(ranks) < 2 or not windows:
         return None
+    matrices = [
+        r.trace.communication_matrix for r in ranks if r.trace.communication_matrix is not None
+    ]
     return cluster_report(
-        windows, collectives, links, ranks=[r.rank for r in ranks], excess_pct=excess_pct
+        windows,
+        collectives,
+        links,
+        ranks=[r.rank for r in ranks],
+        excess_pct=excess_pct,
+        matrix=communication_matrix(matrices) if matrices else None,
     )
 
 
@@ -330,6 +343,7 @@ def analysis_from_results(
             source_kind=result.source_kind,
             source_files=result.source_files,
             loss=result.loss,
+            communication_matrix=result.communication_matrix,
         )
         accounting = Accounting(result.accounts, tables["gaps"], result.host_accounts)
         ranks.append(

@@ -90,6 +90,24 @@ def empty_events() -> pa.Table:
     return EVENTS_SCHEMA.empty_table()
 
 
+# Bytes and time one rank sent to another over a link, per step and collective type, as the
+# source's own communication matrix gives them (Ascend communication_matrix.json): the
+# ``rank`` whose output it is, and the pair as the source numbers it (ranks of the group).
+COMM_MATRIX_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("step", pa.string()),  # the source's step label ("step50"), null if none
+        pa.field("op", pa.string(), nullable=False),  # collective type ("allreduce")
+        pa.field("group", pa.string()),  # the communication group's id, null if none
+        pa.field("src_rank", pa.int32(), nullable=False),
+        pa.field("dst_rank", pa.int32(), nullable=False),
+        pa.field("transport", pa.string(), nullable=False),  # HCCS, PCIE, RDMA, SIO, LOCAL ...
+        pa.field("transit_bytes", pa.int64(), nullable=False),
+        pa.field("transit_ns", pa.int64(), nullable=False),
+    ]
+)
+
+
 def empty_counters() -> pa.Table:
     """A counters table with no rows and the canonical schema."""
     return COUNTERS_SCHEMA.empty_table()

@@ -211,6 +211,7 @@ def _tables(analysis: ProfileAnalysis) -> dict[str, bytes]:
         "counters": csv_bytes(analysis.counters.select(["rank", "track", "name", "ts_ns"])),
         "cluster_steps": csv_bytes(cluster.steps),
         "cluster_links": csv_bytes(cluster.links),
+        "cluster_matrix": csv_bytes(cluster.matrix),
         "cluster": repr((cluster.per_rank, cluster.balance, cluster.slow_ranks)).encode(),
         "collectives": repr(cluster.collectives).encode(),
         "gap_buckets": repr(analysis.gap_report.buckets).encode(),

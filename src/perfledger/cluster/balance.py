@@ -33,6 +33,7 @@ import pyarrow as pa
 from perfledger.analysis.types import WindowAccount
 from perfledger.cluster.collectives import (
     LINKS_SCHEMA,
+    MATRIX_SCHEMA,
     CollectiveAlignment,
     align_collectives,
 )
@@ -172,6 +173,7 @@ class ClusterReport:
     collectives: CollectiveAlignment
     links: pa.Table = field(default_factory=LINKS_SCHEMA.empty_table)  # LINKS_SCHEMA
     steps: pa.Table = field(default_factory=CLUSTER_STEPS_SCHEMA.empty_table)
+    matrix: pa.Table = field(default_factory=MATRIX_SCHEMA.empty_table)  # MATRIX_SCHEMA
 
     def spread(self, category: str) -> Spread | None:
         """The spread of one category, None when absent."""
@@ -320,6 +322,7 @@ def cluster_report(
     *,
     ranks: Sequence[int] | None = None,
     excess_pct: float = DEFAULT_EXCESS_PCT,
+    matrix: pa.Table | None = None,
 ) -> ClusterReport:
     """The cluster pass over every rank's window accounts and collectives (COLLECTIVES_SCHEMA).
 
@@ -329,6 +332,7 @@ def cluster_report(
         links: link figures of every rank (LINKS_SCHEMA), when the source has them.
         ranks: every rank of the profile (default: the ranks of ``windows``).
         excess_pct: how much longer than the others a rank must work to be a suspect.
+        matrix: the run's communication matrix (MATRIX_SCHEMA), when the source has one.
     """
     basis, compared = cluster_windows(windows)
     accounts = rank_accounts(compared)
@@ -343,4 +347,5 @@ def cluster_report(
         collectives=alignment,
         links=links if links is not None else LINKS_SCHEMA.empty_table(),
         steps=step_table(compared),
+        matrix=matrix if matrix is not None else MATRIX_SCHEMA.empty_table(),
     )

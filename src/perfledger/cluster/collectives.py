@@ -10,6 +10,10 @@ the cluster pass instead of its events:
 ``link_usage(events)`` sums the transport links a collective used (HCCS, PCIE, RDMA, SDMA, SIO
 from Ascend's communication.json) per rank, one row per (rank, link) in :data:`LINKS_SCHEMA`.
 
+``communication_matrix(parts)`` sums the ranks' rank-to-rank figures (Ascend
+communication_matrix.json) per (source, destination, transport) in :data:`MATRIX_SCHEMA`;
+``slow_links`` lists the pairs far below their transport's median bandwidth.
+
 ``align_collectives(tasks)`` matches the k-th task named N on every rank with the k-th task
 named N on every other rank (a collective is issued in the same order by every member).
 A name whose count differs between the ranks that issue it, or that only some ranks issue
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import duckdb
 import numpy as np
@@ -243,3 +247,65 @@ def align_collectives(tasks: pa.Table, ranks: Sequence[int]) -> CollectiveAlignm
         max_spread_ns=int(all_spreads.max()) if all_spreads.size else 0,
         unaligned_names=tuple(unaligned),
     )
+
+
+# One row per (source rank, destination rank, transport): the communication matrix of the run.
+MATRIX_SCHEMA: Final = pa.schema(
+    [
+        pa.field("src_rank", pa.int32()),
+        pa.field("dst_rank", pa.int32()),
+        pa.field("transport", pa.string()),
+        pa.field("steps", pa.int64()),  # step labels the pair appears in
+        pa.field("transit_bytes", pa.int64()),
+        pa.field("transit_ns", pa.int64()),
+        pa.field("gbps", pa.float64()),  # transit_bytes / transit_ns (NaN without time)
+        pa.field("vs_transport_median_pct", pa.float64()),  # gbps against the transport's median
+    ]
+)
+# A link this far below the median bandwidth of its transport is listed as slow.
+SLOW_LINK_PCT: Final = 80.0
+
+
+def communication_matrix(parts: Sequence[pa.Table]) -> pa.Table:
+    """The run's communication matrix from the ranks' matrix rows (COMM_MATRIX_SCHEMA).
+
+    Sums over steps and collective types per (source, destination, transport); each pair's
+    bandwidth is compared with the median bandwidth of the pairs of its transport.
+    """
+    rows = pa.concat_tables([p.cast(schema.COMM_MATRIX_SCHEMA) for p in parts]) if parts else None
+    if rows is None or rows.num_rows == 0:
+        return MATRIX_SCHEMA.empty_table()
+    query = """
+        WITH pairs AS (
+            SELECT src_rank, dst_rank, transport, count(DISTINCT step) AS steps,
+                   sum(transit_bytes)::BIGINT AS transit_bytes,
+                   sum(transit_ns)::BIGINT AS transit_ns,
+                   CASE WHEN sum(transit_ns) > 0 THEN sum(transit_bytes) / sum(transit_ns)
+                        ELSE 'NaN'::DOUBLE END AS gbps
+            FROM rows GROUP BY src_rank, dst_rank, transport
+        ),
+        medians AS (
+            SELECT transport, median(gbps) AS median_gbps FROM pairs WHERE NOT isnan(gbps)
+            GROUP BY transport
+        )
+        SELECT p.*, CASE WHEN m.median_gbps > 0 THEN 100.0 * p.gbps / m.median_gbps
+                         ELSE 'NaN'::DOUBLE END AS vs_transport_median_pct
+        FROM pairs p LEFT JOIN medians m USING (transport)
+        ORDER BY src_rank, dst_rank, transport
+    """
+    with duckdb.connect() as con:
+        con.register("rows", rows)
+        return con.sql(query).to_arrow_table().cast(MATRIX_SCHEMA)
+
+
+def slow_links(matrix: pa.Table, below_pct: float = SLOW_LINK_PCT) -> list[dict[str, Any]]:
+    """Pairs whose bandwidth is under ``below_pct`` % of their transport's median, slowest
+    first (local copies left out: they are not links)."""
+    found = [
+        row
+        for row in matrix.to_pylist()
+        if row["transport"] != "LOCAL"
+        and row["vs_transport_median_pct"] == row["vs_transport_median_pct"]
+        and row["vs_transport_median_pct"] < below_pct
+    ]
+    return sorted(found, key=lambda r: (r["vs_transport_median_pct"], r["src_rank"], r["dst_rank"]))

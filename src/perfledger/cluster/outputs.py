@@ -1,4 +1,5 @@
-"""cluster_summary.json and cluster_step_trace.csv: the cluster pass's fields, laid out.
+"""cluster_summary.json, cluster_step_trace.csv and cluster_communication_matrix.csv: the
+cluster pass's fields, laid out.
 
 Writers only: every figure is a field of :class:`perfledger.cluster.balance.ClusterReport`
 (ns converted to ms, rounded to the µs) or a finding of the advisor's cluster rules.
@@ -10,7 +11,13 @@ window), ``slow_ranks`` (rank ids, most suspect first), ``slow_rank_evidence``,
 ``load_balance`` (per category: spread_pct, mean/min/max ms and the min/max ranks),
 ``collectives`` (aligned count, arrival spread, per-rank arrivals, the most skewed, the names
 that could not be aligned), ``links`` (per rank and transport link, when the source gives
-them), ``findings`` (the ``slow_rank`` and ``load_imbalance`` findings, as in summary.json).
+them), ``communication_matrix`` (when the source gives one: ``pairs``, per source rank,
+destination rank and transport, bytes, ms, GB/s and the share of the transport's median
+bandwidth; ``slow_links``, the pairs under 80 % of it), ``findings`` (the ``slow_rank`` and
+``load_imbalance`` findings, as in summary.json).
+
+cluster_communication_matrix.csv (only when the source gives a matrix): ``src_rank, dst_rank,
+transport, steps, transit_bytes, transit_ns, gbps, vs_transport_median_pct``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any, Final
 
 from perfledger import __version__, schema
 from perfledger.cluster.balance import ClusterReport, RankAccount
+from perfledger.cluster.collectives import slow_links
 from perfledger.profiledir import write_json
 
 CLUSTER_FINDINGS: Final = ("slow_rank", "load_imbalance")
@@ -113,18 +121,48 @@ def cluster_summary_document(
             }
             for row in report.links.to_pylist()
         ],
+        "communication_matrix": _matrix(report) if report.matrix.num_rows else None,
         "findings": [dict(f) for f in findings if f.get("id") in CLUSTER_FINDINGS],
+    }
+
+
+def _pair(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "src_rank": row["src_rank"],
+        "dst_rank": row["dst_rank"],
+        "transport": row["transport"],
+        "steps": row["steps"],
+        "transit_bytes": row["transit_bytes"],
+        "transit_ms": _ms(row["transit_ns"]),
+        "gbps": _finite(row["gbps"]),
+        "vs_transport_median_pct": _finite(row["vs_transport_median_pct"]),
+    }
+
+
+def _finite(value: float) -> float | None:
+    return round(value, 3) if value == value else None
+
+
+def _matrix(report: ClusterReport) -> dict[str, Any]:
+    return {
+        "pairs": [_pair(row) for row in report.matrix.to_pylist()],
+        "slow_links": [_pair(row) for row in slow_links(report.matrix)],
     }
 
 
 def write_cluster_outputs(
     directory: Path, report: ClusterReport, findings: Sequence[Mapping[str, Any]]
 ) -> list[Path]:
-    """Write cluster_summary.json and cluster_step_trace.csv into ``directory``."""
+    """Write cluster_summary.json, cluster_step_trace.csv (and the matrix) into ``directory``."""
     from perfledger.render import csvs
 
     summary = directory / "cluster_summary.json"
     write_json(summary, cluster_summary_document(report, findings))
     steps = directory / "cluster_step_trace.csv"
     csvs.write_csv(report.steps, steps)
-    return [summary, steps]
+    written = [summary, steps]
+    if report.matrix.num_rows:
+        matrix = directory / "cluster_communication_matrix.csv"
+        csvs.write_csv(report.matrix, matrix)
+        written.append(matrix)
+    return written

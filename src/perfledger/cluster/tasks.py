@@ -92,6 +92,7 @@ class RankResult:
     gap_report: GapReport
     api_statistic: pa.Table  # the rank's (merged with ops.merge_api_statistics)
     copy_spellings: pa.Table  # the rank's copies per spelling (transfers.copy_spellings)
+    communication_matrix: pa.Table | None = None  # the source's rank-to-rank figures
     advice: RankAdvice | None = None
     timings: dict[str, float] = field(default_factory=dict)
     peak_rss_bytes: int = 0
@@ -201,6 +202,7 @@ def _run(task: RankTask) -> RankResult | RankFailure:
         gap_report=profile.gap_report,
         api_statistic=profile.api_statistic,
         copy_spellings=copy_spellings(events),
+        communication_matrix=trace.communication_matrix,
         advice=advice,
         timings={
             "import_s": imported - started,
@@ -300,6 +302,17 @@ def with_rank(trace: Trace, rank: int) -> Trace:
             pa.array([rank] * counters.num_rows, pa.int32()),
         ),
         meta={**trace.meta, "rank": rank},
+        communication_matrix=_ranked(trace.communication_matrix, rank),
+    )
+
+
+def _ranked(table: pa.Table | None, rank: int) -> pa.Table | None:
+    """``table`` with its ``rank`` column set to ``rank``."""
+    if table is None:
+        return None
+    index = table.schema.get_field_index("rank")
+    return table.set_column(
+        index, table.schema.field("rank"), pa.array([rank] * table.num_rows, pa.int32())
     )
 
 

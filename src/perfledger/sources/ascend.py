@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
+import pyarrow as pa
 
+from perfledger import schema
 from perfledger.errors import PerfledgerError, TraceFormatError
 from perfledger.sources import ascend_build as build
 from perfledger.sources import ascend_db, ascend_text
@@ -101,6 +103,7 @@ def _text_files(directory: Path, msprof: bool) -> ascend_text.TextFiles:
         kernels=tuple(p for p in [names.get("kernel_details.csv")] if p is not None),
         memory=names.get("memory_record.csv"),
         communication=names.get("communication.json"),
+        matrix=names.get("communication_matrix.json"),
         summaries={n: names[n + ".csv"] for n in _TEXT_SUMMARIES if n + ".csv" in names},
     )
 
@@ -321,6 +324,7 @@ class _Loaded:
     meta: dict[str, Any]
     files: tuple[Path, ...]
     loss: str | None
+    matrix: list[dict[str, Any]] | None = None  # communication_matrix.json rows
 
 
 def _load_source(source: _RankSource) -> _Loaded:
@@ -353,8 +357,16 @@ def _load_source(source: _RankSource) -> _Loaded:
         except PerfledgerError as exc:
             loss.append(str(exc))
     files += tuple(p for p in (source.info, source.metadata) if p is not None)
+    matrix = None
+    if source.text.matrix is not None:
+        # an extra, as communication.json: a damaged one is reported, not fatal
+        try:
+            matrix = ascend_text.communication_matrix(source.text.matrix)
+            files += (source.text.matrix,)
+        except PerfledgerError as exc:
+            loss.append(str(exc))
     loss = [*staged.losses, *loss]
-    return _Loaded(rank, staged, meta, files, "; ".join(loss) or None)
+    return _Loaded(rank, staged, meta, tuple(dict.fromkeys(files)), "; ".join(loss) or None, matrix)
 
 
 def load_ascend(path: Path, *, progress: Callable[[int, int], None] | None = None) -> list[Trace]:
@@ -394,9 +406,19 @@ def load_ascend(path: Path, *, progress: Callable[[int, int], None] | None = Non
                 source_kind=str(meta["source_kind"]),
                 source_files=item.files,
                 loss=item.loss,
+                communication_matrix=_matrix_table(item.matrix, rank),
             )
         )
     return traces
+
+
+def _matrix_table(rows: list[dict[str, Any]] | None, rank: int) -> pa.Table | None:
+    """A rank's communication matrix rows as a table, None when its output has none."""
+    if rows is None:
+        return None
+    return pa.Table.from_pylist(
+        [{"rank": rank, **row} for row in rows], schema=schema.COMM_MATRIX_SCHEMA
+    )
 
 
 def _main_file(source: _RankSource) -> Path | None:

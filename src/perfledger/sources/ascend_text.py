@@ -8,6 +8,7 @@ Either may be missing: a kernel table alone still gives the device side.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +32,14 @@ class TextFiles:
     kernels: tuple[Path, ...] = ()
     memory: Path | None = None
     communication: Path | None = None
+    matrix: Path | None = None  # communication_matrix.json
     summaries: dict[str, Path] = field(default_factory=dict)  # step_trace_time, op_statistic ...
     device_hints: tuple[Path, ...] = ()  # small files naming the device ("NPU:3"), best first
 
     @property
     def all_files(self) -> tuple[Path, ...]:
         files = [*self.timeline, *self.kernels, *self.summaries.values()]
-        files += [p for p in (self.memory, self.communication) if p is not None]
+        files += [p for p in (self.memory, self.communication, self.matrix) if p is not None]
         return tuple(sorted(set(files)))
 
 
@@ -182,6 +184,68 @@ def _op_info(op: dict[str, Any]) -> dict[str, Any]:
     if links:
         record["links"] = links
     return record
+
+
+# --- communication_matrix.json -----------------------------------------------------------------
+
+# msprof's matrix lists, per step and collective type, a few sample operators (top1, middle,
+# bottom1, ...) and their sum ("total"); only the totals are read, so nothing counts twice.
+# A key without such a suffix is one operator of its own.
+_MATRIX_KEY = re.compile(r"^(?P<op>.+?)-(?P<sample>top\d+|middle|bottom\d+|total)$")
+_PAIR = re.compile(r"^(\d+)-(\d+)$")
+
+
+def communication_matrix(path: Path) -> list[dict[str, Any]]:
+    """Rows of :data:`perfledger.schema.COMM_MATRIX_SCHEMA` (without ``rank``) from an
+    Ascend communication_matrix.json: bytes and time per step, collective type, group and
+    (source rank, destination rank) pair."""
+    try:
+        document = msgspec.json.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(f"{path}: not a JSON communication matrix ({exc})") from exc
+    if not isinstance(document, dict):
+        raise TraceFormatError(f"{path}: not a JSON communication matrix")
+    rows: list[dict[str, Any]] = []
+    for step, kinds in document.items():
+        if not isinstance(kinds, dict):
+            continue
+        for kind in ("collective", "p2p"):
+            ops = kinds.get(kind)
+            if isinstance(ops, dict):
+                rows.extend(_matrix_rows(str(step), ops))
+    return rows
+
+
+def _matrix_rows(step: str, ops: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for key, pairs in ops.items():
+        name, _, group = str(key).partition("@")
+        sample = _MATRIX_KEY.match(name)
+        if sample is not None and sample["sample"] != "total":
+            continue
+        if not isinstance(pairs, dict):
+            continue
+        for pair, figures in pairs.items():
+            ends = _PAIR.match(str(pair))
+            if ends is None or not isinstance(figures, dict):
+                continue
+            size_mb = figures.get("Transit Size(MB)")
+            time_ms = figures.get("Transit Time(ms)")
+            if not isinstance(size_mb, (int, float)) or not isinstance(time_ms, (int, float)):
+                continue
+            rows.append(
+                {
+                    "step": step or None,
+                    "op": sample["op"] if sample is not None else name,
+                    "group": group or None,
+                    "src_rank": int(ends[1]),
+                    "dst_rank": int(ends[2]),
+                    "transport": str(figures.get("Transport Type") or "unknown"),
+                    "transit_bytes": round(size_mb * 1e6),
+                    "transit_ns": round(time_ms * 1e6),
+                }
+            )
+    return rows
 
 
 def with_communication_info(comm: pa.Table, info: dict[str, dict[str, Any]]) -> pa.Table:

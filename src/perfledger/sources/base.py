@@ -21,6 +21,8 @@ class Trace:
         source_kind: e.g. ``"kineto"``.
         source_files: the files the trace was read from.
         loss: what could not be read (a truncated file), or None when nothing was lost.
+        communication_matrix: rank-to-rank link figures when the source has them
+            (:data:`perfledger.schema.COMM_MATRIX_SCHEMA`), else None.
     """
 
     events: pa.Table
@@ -29,3 +31,4 @@ class Trace:
     source_kind: str = "unknown"
     source_files: tuple[Path, ...] = ()
     loss: str | None = None
+    communication_matrix: pa.Table | None = None
