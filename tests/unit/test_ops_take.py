@@ -5,25 +5,25 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from perfledger.analysis.ops import _take_rows
+from perfledger.analysis.ops import take_rows
 
 
 def test_take_rows_across_chunks_in_any_order_with_missing_rows() -> None:
     column = pa.chunked_array([["a", "b"], [], ["c", None, "e"], ["f"]], pa.string())
     rows = np.array([5, 0, -1, 3, 2, 2, 4], dtype=np.int64)
-    assert _take_rows(column, rows).to_pylist() == ["f", "a", None, None, "c", "c", "e"]
+    assert take_rows(column, rows).to_pylist() == ["f", "a", None, None, "c", "c", "e"]
 
 
 def test_take_rows_decodes_dictionary_chunks_with_different_dictionaries() -> None:
     first = pa.array(["x", "y", "x"]).dictionary_encode()
     second = pa.array(["z", "x"]).dictionary_encode()
     column = pa.chunked_array([first, second])
-    taken = _take_rows(column, np.array([3, 1, 4, 0], dtype=np.int64))
+    taken = take_rows(column, np.array([3, 1, 4, 0], dtype=np.int64))
     assert taken.type == pa.string()
     assert taken.to_pylist() == ["z", "y", "x", "x"]
 
 
 def test_take_rows_of_nothing() -> None:
     column = pa.chunked_array([[1, 2]], pa.int64())
-    assert _take_rows(column, np.zeros(0, dtype=np.int64)).to_pylist() == []
-    assert _take_rows(column, np.array([-1, -1], dtype=np.int64)).to_pylist() == [None, None]
+    assert take_rows(column, np.zeros(0, dtype=np.int64)).to_pylist() == []
+    assert take_rows(column, np.array([-1, -1], dtype=np.int64)).to_pylist() == [None, None]

@@ -219,7 +219,7 @@ def kernel_details(events: pa.Table) -> pa.Table:
     _check_columns(events)
     frame = _device_frame(events)
     frame = frame.filter(pc.is_in(frame["kind"], value_set=pa.array([schema.KERNEL, schema.COMM])))
-    args = _take_rows(events.column("args"), _int_column(frame, "row"))
+    args = take_rows(events.column("args"), _int_column(frame, "row"))
     config = _launch_config(pc.cast(args, pa.string()))
     order = np.lexsort(
         (
@@ -470,10 +470,10 @@ def _thread_group(events: pa.Table) -> IntArray:
 
 def _string_take(events: pa.Table, column: str, rows: IntArray) -> pa.Array:
     """A column's values at ``rows`` as plain strings (null where a row is -1)."""
-    return pc.cast(_take_rows(events.column(column), rows), pa.string())
+    return pc.cast(take_rows(events.column(column), rows), pa.string())
 
 
-def _take_rows(column: pa.ChunkedArray, rows: IntArray) -> pa.Array:
+def take_rows(column: pa.ChunkedArray, rows: IntArray) -> pa.Array:
     """``column[rows]`` (null where a row is -1), taking from each chunk in turn.
 
     Arrow's take on a chunked column first joins its chunks: a full copy of the column

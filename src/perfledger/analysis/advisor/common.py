@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from perfledger import schema, vendors
 from perfledger.analysis import columns
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
-from perfledger.analysis.ops import innermost_enclosing, operator_nesting
+from perfledger.analysis.ops import innermost_enclosing, operator_nesting, take_rows
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -115,13 +115,20 @@ def call_sites(
     events: pa.Table, rows: IntArray, fallback_rows: IntArray | None = None
 ) -> list[str | None]:
     """Where in the code each row was issued: its recorded stack, else the Python frame."""
-    args = columns.strings(events, "args")
+    # only the rows asked for: the whole args column decoded is hundreds of MB on large traces
+    rows = np.asarray(rows, dtype=np.int64)
+    args = take_rows(events.column("args"), rows).to_pylist()
+    fallback = (
+        take_rows(events.column("args"), np.asarray(fallback_rows, dtype=np.int64)).to_pylist()
+        if fallback_rows is not None
+        else [None] * len(rows)
+    )
     python = enclosing_python(events, rows)
     sites: list[str | None] = []
-    for i, row in enumerate(rows):
-        site = stack_site(args[row])
-        if site is None and fallback_rows is not None and fallback_rows[i] >= 0:
-            site = stack_site(args[fallback_rows[i]])
+    for i in range(len(rows)):
+        site = stack_site(args[i])
+        if site is None and fallback[i] is not None:
+            site = stack_site(fallback[i])
         sites.append(site or python[i])
     return sites
 

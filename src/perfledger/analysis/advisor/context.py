@@ -21,8 +21,9 @@ import pyarrow.compute as pc
 from perfledger import devices, schema
 from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import AdvisorConfig, pct
-from perfledger.analysis.ops import innermost_enclosing, operator_nesting
+from perfledger.analysis.ops import innermost_enclosing, operator_nesting, take_rows
 from perfledger.analysis.types import HostWindowAccount, WindowAccount
+from perfledger.memory import release_freed_memory
 
 if TYPE_CHECKING:
     from perfledger.pipeline import ProfileAnalysis
@@ -310,35 +311,41 @@ def device_tasks(events: pa.Table) -> pa.Table:
     )
     rows, op_row = rows[order], op_row[order]
     take = pa.array(rows, pa.int64())
-    op_take = pa.array(np.maximum(op_row, 0), pa.int64(), mask=op_row < 0)
 
-    def text(column: str, at: pa.Array) -> pa.ChunkedArray:
-        return pc.cast(events.column(column).take(at), pa.string())
+    def text(column: str, at: IntArray) -> pa.Array:
+        # chunk by chunk: a take on the whole column would first join its chunks (the args
+        # column of a large trace is hundreds of MB)
+        return pc.cast(take_rows(events.column(column), at), pa.string())
 
-    return pa.table(
+    tasks = pa.table(
         {
             "row": take,
             "rank": events["rank"].take(take),
             "device": events["device"].take(take),
             "stream": events["stream"].take(take),
             "step": events["step"].take(take),
-            "kind": text("kind", take),
-            "name": text("name", take),
+            "kind": text("kind", rows),
+            "name": text("name", rows),
             "start_ns": events["start_ns"].take(take),
             "dur_ns": events["dur_ns"].take(take),
             "bytes": events["bytes"].take(take),
-            "shapes": text("shapes", take),
-            "dtypes": text("dtypes", take),
-            "args": text("args", take),
+            "shapes": text("shapes", rows),
+            "dtypes": text("dtypes", rows),
+            "args": text("args", rows),
             "launch_row": pa.array(np.asarray(linked["launch_row"], dtype=np.int64)[order]),
             "launch_ns": pa.array(np.asarray(linked["launch_ns"], dtype=np.int64)[order]),
             "launch_dur_ns": pa.array(np.asarray(linked["launch_dur_ns"], dtype=np.int64)[order]),
             "op_row": pa.array(op_row, pa.int64()),
-            "op_name": text("name", op_take),
-            "op_shapes": text("shapes", op_take),
-            "op_dtypes": text("dtypes", op_take),
+            "op_name": text("name", op_row),
+            "op_shapes": text("shapes", op_row),
+            "op_dtypes": text("dtypes", op_row),
         }
     ).cast(TASKS_SCHEMA)
+    del linked, launches, ops, enclosing, parent
+    # the linking's working memory (DuckDB's and the takes') is freed but kept by the
+    # allocators; the rules that follow allocate elsewhere
+    release_freed_memory()
+    return tasks
 
 
 def thread_ids(events: pa.Table, rows: IntArray) -> IntArray:
