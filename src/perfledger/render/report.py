@@ -42,6 +42,7 @@ from perfledger.analysis.types import (
     StepWindow,
     WindowAccount,
 )
+from perfledger.cluster.collectives import MATRIX_SCHEMA, SLOW_LINK_PCT, slow_links
 from perfledger.errors import PerfledgerError
 from perfledger.render.timeline import dictionary_codes
 
@@ -77,6 +78,11 @@ COUNTER_SERIES: Final = 12
 ACCOUNTING_STEPS: Final = 2_000
 # Cells of each rank x step heat map (the first steps of the first devices beyond it).
 CLUSTER_CELLS: Final = 40_000
+# The communication matrix shows the pairs of its first source and destination ranks; its
+# slow-link table lists the slowest links of the whole matrix.
+MATRIX_SRC_RANKS: Final = 64
+MATRIX_DST_RANKS: Final = 64
+MATRIX_SLOW_LINKS: Final = 50
 
 _ACCOUNT_SERIES: Final = (
     ("compute", "compute_ns"),
@@ -606,7 +612,10 @@ def _accounting(accounts: Sequence[WindowAccount]) -> list[dict[str, Any]]:
 
 def _cluster(report: ClusterReport | None, limits: _Limits) -> dict[str, Any] | None:
     """Rank x step cells of step time, idle and compute (ms), the per-rank table, slow ranks."""
-    if report is None or report.steps.num_rows == 0:
+    if report is None:
+        return None
+    matrix = _matrix(report.matrix, limits)
+    if report.steps.num_rows == 0 and matrix is None:
         return None
     table = report.steps
     rank, device, step = (_int64(table, c) for c in ("rank", "device", "step"))
@@ -657,6 +666,75 @@ def _cluster(report: ClusterReport | None, limits: _Limits) -> dict[str, Any] | 
             for s in report.balance
         ],
         "per_rank": _table(per_rank, "cluster_ranks", limits),
+        "matrix": matrix,
+    }
+
+
+def _matrix(matrix: pa.Table, limits: _Limits) -> dict[str, Any] | None:
+    """The communication matrix's rows of the first source and destination ranks, packed in
+    columns, its heat-map cells and the slowest links (None without rows).
+
+    A cell is a (source, destination) pair: ``[x, y, gbps, row]`` where ``row`` is the pair's
+    row carrying the most bytes (its main transport; the tooltip lists every transport of the
+    pair). A rank's copies to itself (transport LOCAL) are cells of their own, kept out of the
+    colour scale: their bandwidth is that of device memory, some 30 times a link's.
+    """
+    if matrix.num_rows == 0:
+        return None
+    src_all = np.unique(_int64(matrix, "src_rank"))
+    dst_all = np.unique(_int64(matrix, "dst_rank"))
+    src_shown = src_all[:MATRIX_SRC_RANKS]
+    dst_shown = dst_all[:MATRIX_DST_RANKS]
+    src = _int64(matrix, "src_rank")
+    dst = _int64(matrix, "dst_rank")
+    rows = np.flatnonzero(np.isin(src, src_shown) & np.isin(dst, dst_shown))
+    shown = _take(matrix, rows)
+    y = np.searchsorted(src_shown, src[rows])
+    x = np.searchsorted(dst_shown, dst[rows])
+    transit_bytes = _int64(shown, "transit_bytes")
+    gbps = np.asarray(shown.column("gbps").to_numpy(), dtype=np.float64)
+    local = np.asarray(pc.equal(shown.column("transport"), "LOCAL").to_numpy(), dtype=bool)
+    # per cell (and LOCAL apart), the row of most bytes among those with a bandwidth
+    timed = np.flatnonzero(np.isfinite(gbps))
+    order = timed[np.lexsort((-transit_bytes[timed], local[timed], x[timed], y[timed]))]
+    key = np.stack([y[order], x[order], local[order]], axis=1)
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = (key[1:] != key[:-1]).any(axis=1)
+    main = order[first]
+    columns = (
+        "src_rank",
+        "dst_rank",
+        "transport",
+        "steps",
+        "transit_bytes",
+        "transit_ns",
+        "gbps",
+        "vs_transport_median_pct",
+    )
+    packed: dict[str, list[Any]] = {c: shown.column(c).to_pylist() for c in columns}
+    for c in ("gbps", "vs_transport_median_pct"):
+        packed[c] = [v if v is not None and math.isfinite(v) else None for v in packed[c]]
+
+    def cells(which: npt.NDArray[np.int64]) -> list[list[float]]:
+        return [[int(x[i]), int(y[i]), float(gbps[i]), int(i)] for i in which]
+
+    slow = slow_links(matrix)
+    slow_table = _table(
+        pa.Table.from_pylist(slow[:MATRIX_SLOW_LINKS], schema=MATRIX_SCHEMA), "slow_links", limits
+    )
+    slow_table["total_rows"] = len(slow)  # the table says it holds the slowest of them
+    return {
+        "src_ranks": src_shown.tolist(),
+        "dst_ranks": dst_shown.tolist(),
+        "total_src_ranks": int(src_all.size),
+        "total_dst_ranks": int(dst_all.size),
+        "total_rows": matrix.num_rows,
+        "rows": packed,
+        "cells": cells(main[~local[main]]),
+        "local_cells": cells(main[local[main]]),
+        "slow_below_pct": SLOW_LINK_PCT,
+        "slow_links_total": len(slow),
+        "slow_links": slow_table,
     }
 
 
