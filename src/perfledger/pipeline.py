@@ -518,7 +518,7 @@ def build_profile(
         ]
         results, executor = run_rank_tasks(tasks, execution, console)
         timings["ranks_s"] = time.perf_counter() - started
-        for phase in ("import_s", "analysis_s", "advisor_s", "write_s"):
+        for phase in ("import_s", "analysis_s", "advisor_s", "write_s", "copy_s"):
             timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
         analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
         timings.update(analysis.timings)
@@ -536,6 +536,7 @@ def build_profile(
             step_times=step_times,
             advisor_config=advisor_config,
             timings=timings,
+            copies={s: c for r in results for s, c in r.raw_copies.items()},
         )
         # the mapped tables stay readable through open maps once their files are gone
         shutil.rmtree(work)
@@ -582,8 +583,12 @@ def _write_profile(
     step_times: pa.Table | None,
     advisor_config: AdvisorConfig | None,
     timings: dict[str, float],
+    copies: Mapping[Path, Path] | None = None,
 ) -> dict[str, Any]:
-    """Everything but the events table: raw copies, tables, artefacts, meta.json."""
+    """Everything but the events table: raw copies, tables, artefacts, meta.json.
+
+    ``copies``: source files the rank tasks already copied (source -> copy), moved into raw/.
+    """
     traces = [r.trace for r in analysis.ranks]
     overhead = profiler_overhead_pct(meta)
     advised = time.perf_counter()
@@ -596,7 +601,11 @@ def _write_profile(
         name = source.name
         while (raw / name).exists():  # two ranks' files often share a name
             name = f"{index}_{name}"
-        copy_source(source, raw / name)
+        copied = (copies or {}).get(source)
+        if copied is not None and copied.exists():
+            os.replace(copied, raw / name)  # copied by its rank task
+        else:
+            copy_source(source, raw / name)
     write_table(staging, "counters", analysis.counters)
     write_table(staging, "steps", analysis.steps)
     write_table(staging, "gaps", analysis.gaps)

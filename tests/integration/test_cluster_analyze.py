@@ -150,6 +150,18 @@ def test_meta_says_how_the_ranks_ran(pool_profile: Path) -> None:
     assert [r["rank"] for r in tasks["ranks"]] == list(range(8))
     assert len({r["worker"] for r in tasks["ranks"]}) <= 2
     assert all(r["worker_peak_rss_mb"] > 0 for r in tasks["ranks"])
+    # each task copied its rank's trace for raw/: every source there, unchanged
+    assert all(r["copy_s"] >= 0 for r in tasks["ranks"])
+
+
+def test_raw_holds_every_rank_trace_unchanged(eight_ranks: Path, pool_profile: Path) -> None:
+    sources = sorted(eight_ranks.iterdir())
+    copies = sorted((pool_profile / "raw").iterdir())
+    assert [c.name for c in copies] == [s.name for s in sources]
+    for source, copy in zip(sources, copies, strict=True):
+        assert copy.read_bytes() == source.read_bytes()
+        assert copy.stat().st_nlink == 1
+    assert not (pool_profile / ".ranks").exists()
 
 
 def _report_data(html: bytes) -> bytes:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import resource
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,7 @@ from perfledger.analysis.types import HostWindowAccount, StepWindow, WindowAccou
 from perfledger.cluster.collectives import collective_tasks, link_usage
 from perfledger.errors import PerfledgerError
 from perfledger.memory import release_freed_memory
+from perfledger.profiledir import copy_source
 from perfledger.sources import discover
 from perfledger.sources.base import Trace
 
@@ -41,6 +43,7 @@ ASCEND: Final = "ascend"
 # The tables a task writes as Arrow IPC for the parent to memory-map.
 IPC_TABLES: Final = ("events", "counters", "gaps", "op_summary", "kernel_details")
 EVENTS_PARQUET: Final = "events.parquet"
+RAW_COPIES: Final = "raw"
 _RANK_IN_NAME: Final = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -93,6 +96,8 @@ class RankResult:
     api_statistic: pa.Table  # the rank's (merged with ops.merge_api_statistics)
     copy_spellings: pa.Table  # the rank's copies per spelling (transfers.copy_spellings)
     communication_matrix: pa.Table | None = None  # the source's rank-to-rank figures
+    # the rank's source files, copied by the task for the profile's raw/: source -> copy
+    raw_copies: dict[Path, Path] = field(default_factory=dict)
     advice: RankAdvice | None = None
     timings: dict[str, float] = field(default_factory=dict)
     peak_rss_bytes: int = 0
@@ -179,6 +184,8 @@ def _run(task: RankTask) -> RankResult | RankFailure:
     parquet = task.work_dir / EVENTS_PARQUET
     pq.write_table(events, parquet, compression="zstd")
     written = time.perf_counter()
+    copies = _copy_sources(trace.source_files, task.work_dir / RAW_COPIES)
+    copied = time.perf_counter()
     rank = _trace_rank(trace)
     main_file = _ascend_main_file(task.path) if task.fmt == ASCEND else None
     return RankResult(
@@ -203,18 +210,36 @@ def _run(task: RankTask) -> RankResult | RankFailure:
         api_statistic=profile.api_statistic,
         copy_spellings=copy_spellings(events),
         communication_matrix=trace.communication_matrix,
+        raw_copies=copies,
         advice=advice,
         timings={
             "import_s": imported - started,
             "analysis_s": analysed - imported,
             "advisor_s": advised - analysed,
             "write_s": written - advised,
+            "copy_s": copied - written,
         },
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         worker=f"{os.uname().nodename}:{os.getpid()}",
         main_file=main_file,
         fingerprint=_fingerprint(main_file) if main_file is not None else None,
     )
+
+
+def _copy_sources(sources: Sequence[Path], directory: Path) -> dict[Path, Path]:
+    """Copy a rank's source files for the profile's raw/ (the parent moves them in place).
+
+    In the task, so that the copies of many ranks are made by the workers side by side, not
+    one after the other by the parent; a task run again replaces its earlier copies.
+    """
+    if directory.exists():
+        shutil.rmtree(directory)
+    copies = {}
+    for index, source in enumerate(sources):
+        target = directory / f"{index}_{source.name}"
+        copy_source(source, target)
+        copies[source] = target
+    return copies
 
 
 def _rank_rows(counters: pa.Table | None, rank: int) -> pa.Table | None:
