@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
 from perfledger.analysis import diff
 from perfledger.render.diff_html import write_diff_html, write_trend_html
 from tests.unit.test_diff import op_summary, run
 
 pytestmark = pytest.mark.browser
-CHROMIUM = "/usr/bin/chromium"
 HOSTILE = "</script><img src=x onerror=window.__pwned=1>"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium for the browser tests")
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM)
-        yield instance
-        instance.close()
 
 
 def open_page(browser: Browser, path: Path) -> tuple[Any, list[str], list[str]]:

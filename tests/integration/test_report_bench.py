@@ -16,23 +16,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from perfledger.render.report import MAX_REPORT_BYTES
+from tests.browser import chromium
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _make_trace() -> ModuleType:
@@ -78,10 +68,7 @@ def test_report_of_the_500mb_bench_trace(shared_dir: Path, tmp_path: Path) -> No
     size = report.stat().st_size
     assert 1_000_000 < size <= MAX_REPORT_BYTES, size
 
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         errors: list[str] = []
         page.on("console", lambda m: m.type == "error" and errors.append(m.text))
@@ -90,7 +77,6 @@ def test_report_of_the_500mb_bench_trace(shared_dir: Path, tmp_path: Path) -> No
         page.wait_for_selector("body[data-ready=true]", timeout=60_000)
         steps = page.eval_on_selector_all("#timeline-step option", "os => os.length")
         rows = page.locator("#table-op_summary tbody tr").count()
-        browser.close()
     assert errors == []
     assert steps >= 2
     assert rows > 0

@@ -16,13 +16,12 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from rich.console import Console
 
 from perfledger.cluster.balance import ClusterReport
@@ -38,8 +37,6 @@ from tests.paths import shared_trace
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 LEVEL1 = "ascend/torch_npu_text/level1"
 
 
@@ -58,16 +55,6 @@ def _build(source: Path, out: Path) -> Built:
 @pytest.fixture(scope="module")
 def level1(tmp_path_factory: pytest.TempPathFactory) -> Built:
     return _build(shared_trace(LEVEL1), tmp_path_factory.mktemp("level1") / "p")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def payload_of(report: Path) -> dict[str, Any]:
