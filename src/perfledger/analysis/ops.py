@@ -185,7 +185,7 @@ def op_summary(events: pa.Table) -> pa.Table:
     _check_columns(events)
     if not _kind_mask(events, schema.DEVICE_TASK_KINDS).any():
         return _host_op_summary(events)
-    return _device_frame(events).drop_columns(["row"]).select(OP_SUMMARY_SCHEMA.names)
+    return device_frame(events).select(OP_SUMMARY_SCHEMA.names)
 
 
 def op_statistic(events: pa.Table, summary: pa.Table | None = None) -> pa.Table:
@@ -217,7 +217,7 @@ def op_statistic(events: pa.Table, summary: pa.Table | None = None) -> pa.Table:
 def kernel_details(events: pa.Table) -> pa.Table:
     """One row per kernel or comm task with its launch configuration and wait time."""
     _check_columns(events)
-    frame = _device_frame(events)
+    frame = device_frame(events)
     frame = frame.filter(pc.is_in(frame["kind"], value_set=pa.array([schema.KERNEL, schema.COMM])))
     args = take_rows(events.column("args"), _int_column(frame, "row"))
     config = _launch_config(pc.cast(args, pa.string()))
@@ -530,8 +530,10 @@ def _host_op_summary(events: pa.Table) -> pa.Table:
 _last_frame: list[tuple[weakref.ref[pa.Table], pa.Table]] = []
 
 
-def _device_frame(events: pa.Table) -> pa.Table:
-    """op_summary's columns plus ``row`` (the task's row index in ``events``)."""
+def device_frame(events: pa.Table) -> pa.Table:
+    """op_summary's columns plus, as rows of ``events`` (-1: none), ``row`` (the task's own),
+    ``launch_row`` (the call that launched it) and ``op_row`` (the host op), and the call's
+    ``launch_dur_ns`` (0: none). Sorted as op_summary; kept for as long as ``events`` lives."""
     if _last_frame and _last_frame[0][0]() is events:
         return _last_frame[0][1]
     frame = _link_device_tasks(events)
@@ -541,7 +543,7 @@ def _device_frame(events: pa.Table) -> pa.Table:
 
 
 def _link_device_tasks(events: pa.Table) -> pa.Table:
-    """Each device task with its launch, host op and wait (see :func:`_device_frame`)."""
+    """Each device task with its launch, host op and wait (see :func:`device_frame`)."""
     start = _int_column(events, "start_ns")
     end = start + _int_column(events, "dur_ns")
     is_launch = _kind_mask(events, schema.LAUNCH_KINDS) & (
@@ -591,6 +593,7 @@ def _link_device_tasks(events: pa.Table) -> pa.Table:
     found[task_correlation == schema.NO_ID] = -1
     launch_row = _gather(launch, found)
     launch_ns = _gather(start, launch_row)
+    launch_dur_ns = np.where(launch_row >= 0, _gather(end - start, launch_row), 0)
     launch_id = _gather(external_id, launch_row)
     # the launch's external id, else the task's own (-1: none, the missing value throughout)
     op_id = np.where(launch_id != schema.NO_ID, launch_id, external_id[task_rows])
@@ -637,6 +640,9 @@ def _link_device_tasks(events: pa.Table) -> pa.Table:
             "shapes": _string_take(events, "shapes", op_row),
             "dtypes": _string_take(events, "dtypes", op_row),
             "row": rows,
+            "launch_row": pa.array(launch_row[order], pa.int64()),
+            "launch_dur_ns": pa.array(launch_dur_ns[order], pa.int64()),
+            "op_row": pa.array(op_row, pa.int64()),
         }
     )
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Final
 
-import duckdb
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -21,9 +20,8 @@ import pyarrow.compute as pc
 from perfledger import devices, schema
 from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import AdvisorConfig, pct
-from perfledger.analysis.ops import innermost_enclosing, operator_nesting, take_rows
+from perfledger.analysis.ops import device_frame, take_rows
 from perfledger.analysis.types import HostWindowAccount, WindowAccount
-from perfledger.memory import release_freed_memory
 
 if TYPE_CHECKING:
     from perfledger.pipeline import ProfileAnalysis
@@ -231,86 +229,27 @@ class AdvisorContext:
 
 
 def device_tasks(events: pa.Table) -> pa.Table:
-    """Each device task with the host call and the operator that issued it.
+    """Each device task with the host call and the operator that issued them.
 
-    The call is the runtime/sync row with the task's (rank, correlation) (the earliest when a
-    source repeats an id); the operator is the shortest cpu_op of the rank carrying the
-    call's external id (the task's own when the call has none), else, for traces that link
-    operators only by time, the innermost cpu_op running on the calling thread when the call
-    began.
+    The linkage is op_summary's (:func:`perfledger.analysis.ops.device_frame`, computed once
+    per events table): the call is the runtime/sync row with the task's (rank, correlation)
+    (the earliest when a source repeats an id); the operator is the shortest cpu_op of the
+    rank carrying the call's external id (the task's own when the call has none), else, for
+    traces that link operators only by time, the innermost cpu_op running on the calling
+    thread when the call began.
     """
-    n = events.num_rows
-    if n == 0:
+    if events.num_rows == 0 or not columns.isin(events, "kind", schema.DEVICE_TASK_KINDS).any():
         return TASKS_SCHEMA.empty_table()
-    is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
-    if not is_task.any():
-        return TASKS_SCHEMA.empty_table()
-    device = columns.int64(events, "device")
-    correlation = columns.int64(events, "correlation")
-    is_launch = columns.isin(events, "kind", schema.LAUNCH_KINDS) & (device < 0)
-    is_launch &= correlation != schema.NO_ID
-    is_op = columns.isin(events, "kind", [schema.CPU_OP])
-    start = columns.int64(events, "start_ns")
-    end = start + columns.int64(events, "dur_ns")
-    rank = columns.int64(events, "rank")
-
-    op_rows = np.flatnonzero(is_op)
-    launch_rows = np.flatnonzero(is_launch)
-    thread = thread_ids(events, np.concatenate([op_rows, launch_rows]))
-    op_thread, launch_thread = thread[: op_rows.size], thread[op_rows.size :]
-    parent = operator_nesting(op_thread, start[op_rows], end[op_rows])
-    enclosing = innermost_enclosing(
-        op_thread, start[op_rows], end[op_rows], parent, launch_thread, start[launch_rows]
-    )
-    enclosing_row = (
-        np.where(enclosing >= 0, op_rows[np.maximum(enclosing, 0)], -1)
-        if op_rows.size
-        else np.full(launch_rows.size, -1, dtype=np.int64)
-    )
-
-    def subset(rows: IntArray, names: list[str]) -> pa.Table:
-        taken = events.select(names).take(pa.array(rows, pa.int64()))
-        return taken.append_column("row", pa.array(rows, pa.int64()))
-
-    task_rows = np.flatnonzero(is_task)
-    tasks = subset(task_rows, ["rank", "start_ns", "correlation", "external_id"])
-    launches = subset(launch_rows, ["rank", "correlation", "external_id", "start_ns", "dur_ns"])
-    launches = launches.append_column("enclosing_op", pa.array(enclosing_row, pa.int64()))
-    ops = subset(op_rows, ["rank", "external_id", "start_ns", "dur_ns"])
-    query = """
-        WITH launch AS (
-            SELECT * FROM launches
-            QUALIFY row_number() OVER (PARTITION BY rank, correlation ORDER BY start_ns, row) = 1
-        ),
-        op_by_id AS (
-            SELECT * FROM ops WHERE external_id <> -1
-            QUALIFY row_number() OVER (
-                PARTITION BY rank, external_id ORDER BY dur_ns, start_ns DESC, row DESC) = 1
-        ),
-        linked AS (
-            SELECT t.row, coalesce(l.row, -1) AS launch_row, coalesce(l.start_ns, -1) AS launch_ns,
-                   coalesce(l.dur_ns, 0) AS launch_dur_ns, t.rank,
-                   coalesce(nullif(l.external_id, -1), nullif(t.external_id, -1)) AS op_id,
-                   l.enclosing_op
-            FROM tasks t LEFT JOIN launch l
-                ON t.correlation <> -1 AND t.rank = l.rank AND t.correlation = l.correlation
-        )
-        SELECT k.row, k.launch_row, k.launch_ns, k.launch_dur_ns,
-               coalesce(o.row, nullif(k.enclosing_op, -1), -1) AS op_row
-        FROM linked k LEFT JOIN op_by_id o ON k.rank = o.rank AND k.op_id = o.external_id
-        ORDER BY k.row
-    """
-    with duckdb.connect() as con:
-        for name, table in (("tasks", tasks), ("launches", launches), ("ops", ops)):
-            con.register(name, table)
-        linked = con.sql(query).to_arrow_table()
-    rows = np.asarray(linked["row"], dtype=np.int64)
-    op_row = np.asarray(linked["op_row"], dtype=np.int64)
+    frame = device_frame(events)
     order = np.lexsort(
-        (rows, start[rows], columns.int64(events, "stream")[rows], device[rows], rank[rows])
+        tuple(
+            np.asarray(frame[name], dtype=np.int64)
+            for name in ("row", "start_ns", "stream", "device", "rank")
+        )
     )
-    rows, op_row = rows[order], op_row[order]
-    take = pa.array(rows, pa.int64())
+    take = pa.array(order, pa.int64())
+    frame = frame.take(take)
+    rows = np.asarray(frame["row"], dtype=np.int64)
 
     def text(column: str, at: IntArray) -> pa.Array:
         # chunk by chunk: a take on the whole column would first join its chunks (the args
@@ -319,32 +258,28 @@ def device_tasks(events: pa.Table) -> pa.Table:
 
     tasks = pa.table(
         {
-            "row": take,
-            "rank": events["rank"].take(take),
-            "device": events["device"].take(take),
-            "stream": events["stream"].take(take),
-            "step": events["step"].take(take),
-            "kind": text("kind", rows),
-            "name": text("name", rows),
-            "start_ns": events["start_ns"].take(take),
-            "dur_ns": events["dur_ns"].take(take),
-            "bytes": events["bytes"].take(take),
+            "row": frame["row"],
+            "rank": frame["rank"],
+            "device": frame["device"],
+            "stream": frame["stream"],
+            "step": frame["step"],
+            "kind": frame["kind"],
+            "name": frame["name"],
+            "start_ns": frame["start_ns"],
+            "dur_ns": frame["dur_ns"],
+            "bytes": frame["bytes"],
             "shapes": text("shapes", rows),
             "dtypes": text("dtypes", rows),
             "args": text("args", rows),
-            "launch_row": pa.array(np.asarray(linked["launch_row"], dtype=np.int64)[order]),
-            "launch_ns": pa.array(np.asarray(linked["launch_ns"], dtype=np.int64)[order]),
-            "launch_dur_ns": pa.array(np.asarray(linked["launch_dur_ns"], dtype=np.int64)[order]),
-            "op_row": pa.array(op_row, pa.int64()),
-            "op_name": text("name", op_row),
-            "op_shapes": text("shapes", op_row),
-            "op_dtypes": text("dtypes", op_row),
+            "launch_row": frame["launch_row"],
+            "launch_ns": frame["launch_ns"],
+            "launch_dur_ns": frame["launch_dur_ns"],
+            "op_row": frame["op_row"],
+            "op_name": frame["host_op"],
+            "op_shapes": frame["shapes"],
+            "op_dtypes": frame["dtypes"],
         }
     ).cast(TASKS_SCHEMA)
-    del linked, launches, ops, enclosing, parent
-    # the linking's working memory (DuckDB's and the takes') is freed but kept by the
-    # allocators; the rules that follow allocate elsewhere
-    release_freed_memory()
     return tasks
 
 
