@@ -50,10 +50,12 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     if kernels.num_rows == 0:
         return None
     with duckdb.connect() as con:
+        # only the columns read below: the task's args are the largest and are only parsed
         con.register("kernels", kernels)
         labelled = con.sql(
             """
-            SELECT *, coalesce(CASE WHEN json_valid(args)
+            SELECT rank, step, start_ns, dur_ns, name,
+                   coalesce(CASE WHEN json_valid(args)
                                     THEN json_extract_string(args, '$.op_type') END,
                                op_name) AS op,
                       CASE WHEN json_valid(args)
