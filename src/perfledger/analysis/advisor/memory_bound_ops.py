@@ -90,9 +90,16 @@ def operator_units(ctx: AdvisorContext) -> pa.Table:
         f"TRY_CAST(json_extract_string(valid_args, '$.{name}') AS DOUBLE) AS {name}"
         for name, _ in ASCEND_PIPES
     )
+    # Only Ascend kernels carry these keys in their args: without any, parsing every
+    # kernel's args a dozen times is wasted (and the largest cost of the rule)
+    keys = "|".join(["op_type", "output_shapes", "output_dtypes", "input_formats"])
+    recorded = kernels.num_rows > 0 and bool(
+        pc.any(pc.match_substring_regex(kernels["args"], f'"({keys}|[a-z0-9_]+_ratio)"')).as_py()
+    )
+    valid_args = "CASE WHEN json_valid(args) THEN args END" if recorded else "NULL::VARCHAR"
     query = f"""
         WITH parsed AS (
-            SELECT *, CASE WHEN json_valid(args) THEN args END AS valid_args FROM kernels
+            SELECT *, {valid_args} AS valid_args FROM kernels
         ),
         kernel AS (
             SELECT *, json_extract_string(valid_args, '$.op_type') AS op_type,
@@ -121,8 +128,11 @@ def operator_units(ctx: AdvisorContext) -> pa.Table:
                {", ".join(f"max({name}) AS {name}" for name, _ in ASCEND_PIPES)}
         FROM keyed GROUP BY unit ORDER BY unit
     """
+    used = ["row", "rank", "step", "name", "shapes", "dtypes", "start_ns", "dur_ns"]
+    used += ["op_row", "op_name", "op_shapes", "op_dtypes"] + (["args"] if recorded else [])
     with duckdb.connect() as con:
-        con.register("kernels", kernels)
+        # only the columns the query reads: its CTEs select * and may be materialised
+        con.register("kernels", kernels.select(used))
         units = con.sql(query).to_arrow_table()
     formats = units["formats"].to_pylist()
     ratio_matrix = (
@@ -303,7 +313,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
 
 
 def _operators_have_shapes(ctx: AdvisorContext) -> bool:
-    events = ctx.analysis.events
+    events = ctx.analysis.events.select(["kind", "shapes"])  # a filter copies what it is given
     ops = events.filter(pc.equal(events["kind"], "cpu_op"))
     shapes = pc.fill_null(pc.cast(ops["shapes"], pa.string()), "")
     # "[[], []]" and ";;" record arguments but no tensor dimension
