@@ -69,14 +69,16 @@ def test_exports_without_a_matrix_have_none() -> None:
         assert trace.communication_matrix is None
 
 
-def matrix_rows(*pairs: tuple[int, int, str, int, int]) -> pa.Table:
+def matrix_rows(
+    *pairs: tuple[int, int, str, int, int], group: str = "g", rank: int | None = None
+) -> pa.Table:
     return pa.Table.from_pylist(
         [
             {
-                "rank": src,
+                "rank": src if rank is None else rank,
                 "step": "step1",
                 "op": "allreduce",
-                "group": "g",
+                "group": group,
                 "src_rank": src,
                 "dst_rank": dst,
                 "transport": transport,
@@ -112,6 +114,32 @@ def test_pairs_sum_over_steps_and_a_slow_link_is_named() -> None:
     assert [(r["src_rank"], r["dst_rank"]) for r in slow_links(matrix)] == [(0, 3)]
 
 
+def test_groups_are_never_added_together_and_members_map_to_profiled_ranks() -> None:
+    # Ranks 0-3 profiled; tensor-parallel groups {0,1} ("tp0") and {2,3} ("tp1") number their
+    # members 0 and 1 each: global 0->1 at 10 GB/s and global 2->3 at 2.5 GB/s are both
+    # "0->1" in their group. A data-parallel group {1,3} ("dp") numbers 1 as 0 and 3 as 1.
+    tp0 = matrix_rows((0, 1, "HCCS", 1000, 100), group="tp0", rank=0)
+    tp1 = matrix_rows((0, 1, "HCCS", 1000, 400), group="tp1", rank=2)
+    dp = matrix_rows((0, 1, "HCCS", 1000, 100), group="dp", rank=1)
+    dp_back = matrix_rows((1, 0, "HCCS", 1000, 100), group="dp", rank=3)
+    rows = communication_matrix([tp0, tp1, dp, dp_back]).to_pylist()
+    got = {(r["group"], r["src_rank"], r["dst_rank"]): r for r in rows}
+    assert len(rows) == 4
+    assert got[("tp0", 0, 1)]["gbps"] == 10.0 and got[("tp1", 0, 1)]["gbps"] == 2.5
+    # member -> profiled rank: from the output each rank wrote (its own place in the group)
+    assert (got[("tp0", 0, 1)]["src_global_rank"], got[("tp0", 0, 1)]["dst_global_rank"]) == (
+        0,
+        None,  # member 1 of tp0 (global 1) wrote no tp0 rows here
+    )
+    assert (got[("dp", 0, 1)]["src_global_rank"], got[("dp", 0, 1)]["dst_global_rank"]) == (1, 3)
+    assert (got[("dp", 1, 0)]["src_global_rank"], got[("dp", 1, 0)]["dst_global_rank"]) == (3, 1)
+    # HCCS median over 10, 2.5, 10, 10 GB/s = 10: the tp1 link is the slow one
+    assert [
+        (r["group"], r["src_rank"])
+        for r in slow_links(communication_matrix([tp0, tp1, dp, dp_back]))
+    ] == [("tp1", 0)]
+
+
 def read_csv(path: Path) -> list[dict[str, Any]]:
     with path.open(newline="") as stream:
         return list(csv.DictReader(stream))
@@ -128,6 +156,12 @@ def test_the_cluster_outputs_carry_the_matrix(workers: int, tmp_path: Path) -> N
     rows = read_csv(built.path / "cluster_communication_matrix.csv")
     assert len(rows) == 16  # 2 ranks x 8 destinations
     assert {r["src_rank"] for r in rows} == {"0", "1"}
+    # both members 0 and 1 of the group are profiled: ranks 0 and 1
+    assert {(r["dst_rank"], r["dst_global_rank"]) for r in rows if r["dst_rank"] in "01"} == {
+        ("0", "0"),
+        ("1", "1"),
+    }
+    assert {r["dst_global_rank"] for r in rows if r["dst_rank"] not in "01"} == {""}
     summary = json.loads((built.path / "cluster_summary.json").read_text())
     pairs = summary["communication_matrix"]["pairs"]
     assert len(pairs) == 16

@@ -260,6 +260,32 @@ def test_payload_caps_the_ranks_picks_the_main_transport_and_lists_slow_links(
     assert slow["vs_transport_median_pct"] == [10.0, 25.0, 50.0]
 
 
+def test_several_groups_draw_the_one_that_moved_the_most_bytes(level1: Built) -> None:
+    # the same member numbers in two groups: "tp" moved 3 GB, "dp" 1 GB
+    def pair(group: str, src: int, dst: int, nbytes: int) -> dict[str, Any]:
+        return {
+            "group": group,
+            "src_rank": src,
+            "dst_rank": dst,
+            "transport": "HCCS",
+            "steps": 1,
+            "transit_bytes": nbytes,
+            "transit_ns": nbytes // 16,
+            "gbps": 16.0,
+            "vs_transport_median_pct": 100.0,
+        }
+
+    rows = [pair("dp", 0, 1, GB), pair("tp", 0, 1, 2 * GB), pair("tp", 1, 0, GB)]
+    cluster = dataclasses.replace(
+        level1.cluster, matrix=pa.Table.from_pylist(rows, schema=MATRIX_SCHEMA)
+    )
+    matrix = report_payload(ReportData(title="groups", cluster=cluster))["cluster"]["matrix"]
+    assert (matrix["group"], matrix["groups"]) == ("tp", 2)
+    assert matrix["total_rows"] == 2
+    pairs = zip(matrix["rows"]["src_rank"], matrix["rows"]["dst_rank"], strict=True)
+    assert sorted(pairs) == [(0, 1), (1, 0)]
+
+
 def test_a_cluster_without_matrix_rows_has_no_matrix_in_the_payload(level1: Built) -> None:
     cluster = dataclasses.replace(level1.cluster, matrix=MATRIX_SCHEMA.empty_table())
     assert report_payload(ReportData(title="none", cluster=cluster))["cluster"]["matrix"] is None
@@ -308,7 +334,8 @@ def test_slow_links_are_listed_under_the_matrix(
     assert "3 slow links" in note
     first_cells = page.eval_on_selector_all(
         "#cluster-slow-links tbody tr",
-        "trs => trs.map(tr => [tr.children[0].textContent, tr.children[1].textContent])",
+        # after the group column: source and destination
+        "trs => trs.map(tr => [tr.children[1].textContent, tr.children[2].textContent])",
     )
     assert first_cells == [["66", "67"], ["2", "3"], ["6", "7"]]
     page.close()

@@ -249,11 +249,17 @@ def align_collectives(tasks: pa.Table, ranks: Sequence[int]) -> CollectiveAlignm
     )
 
 
-# One row per (source rank, destination rank, transport): the communication matrix of the run.
+# One row per (group, source, destination, transport): the communication matrix of the run.
+# Sources number the members of each communication group from 0 (``src_rank``, ``dst_rank``);
+# the profiled rank that is a member is its ``*_global_rank`` (null: that member's output
+# is not in the profile).
 MATRIX_SCHEMA: Final = pa.schema(
     [
+        pa.field("group", pa.string()),
         pa.field("src_rank", pa.int32()),
         pa.field("dst_rank", pa.int32()),
+        pa.field("src_global_rank", pa.int32()),
+        pa.field("dst_global_rank", pa.int32()),
         pa.field("transport", pa.string()),
         pa.field("steps", pa.int64()),  # step labels the pair appears in
         pa.field("transit_bytes", pa.int64()),
@@ -269,29 +275,42 @@ SLOW_LINK_PCT: Final = 80.0
 def communication_matrix(parts: Sequence[pa.Table]) -> pa.Table:
     """The run's communication matrix from the ranks' matrix rows (COMM_MATRIX_SCHEMA).
 
-    Sums over steps and collective types per (source, destination, transport); each pair's
-    bandwidth is compared with the median bandwidth of the pairs of its transport.
+    Sums over steps and collective types per (group, source, destination, transport): pairs
+    of different groups are never added together, since each group numbers its members from 0.
+    A rank's own output names its place in a group (every pair it gives starts there): that
+    is how a member's number maps to a profiled rank. Each pair's bandwidth is compared with
+    the median bandwidth of the pairs of its transport.
     """
     rows = pa.concat_tables([p.cast(schema.COMM_MATRIX_SCHEMA) for p in parts]) if parts else None
     if rows is None or rows.num_rows == 0:
         return MATRIX_SCHEMA.empty_table()
     query = """
-        WITH pairs AS (
-            SELECT src_rank, dst_rank, transport, count(DISTINCT step) AS steps,
+        WITH members AS (
+            SELECT "group", src_rank AS member, min(rank) AS global_rank
+            FROM rows GROUP BY "group", src_rank
+        ),
+        pairs AS (
+            SELECT "group", src_rank, dst_rank, transport, count(DISTINCT step) AS steps,
                    sum(transit_bytes)::BIGINT AS transit_bytes,
                    sum(transit_ns)::BIGINT AS transit_ns,
                    CASE WHEN sum(transit_ns) > 0 THEN sum(transit_bytes) / sum(transit_ns)
                         ELSE 'NaN'::DOUBLE END AS gbps
-            FROM rows GROUP BY src_rank, dst_rank, transport
+            FROM rows GROUP BY "group", src_rank, dst_rank, transport
         ),
         medians AS (
             SELECT transport, median(gbps) AS median_gbps FROM pairs WHERE NOT isnan(gbps)
             GROUP BY transport
         )
-        SELECT p.*, CASE WHEN m.median_gbps > 0 THEN 100.0 * p.gbps / m.median_gbps
-                         ELSE 'NaN'::DOUBLE END AS vs_transport_median_pct
-        FROM pairs p LEFT JOIN medians m USING (transport)
-        ORDER BY src_rank, dst_rank, transport
+        SELECT p."group", p.src_rank, p.dst_rank, s.global_rank AS src_global_rank,
+               d.global_rank AS dst_global_rank, p.transport, p.steps, p.transit_bytes,
+               p.transit_ns, p.gbps,
+               CASE WHEN m.median_gbps > 0 THEN 100.0 * p.gbps / m.median_gbps
+                    ELSE 'NaN'::DOUBLE END AS vs_transport_median_pct
+        FROM pairs p
+        LEFT JOIN members s ON s."group" IS NOT DISTINCT FROM p."group" AND s.member = p.src_rank
+        LEFT JOIN members d ON d."group" IS NOT DISTINCT FROM p."group" AND d.member = p.dst_rank
+        LEFT JOIN medians m USING (transport)
+        ORDER BY p."group" NULLS FIRST, p.src_rank, p.dst_rank, p.transport
     """
     with duckdb.connect() as con:
         con.register("rows", rows)
@@ -308,4 +327,12 @@ def slow_links(matrix: pa.Table, below_pct: float = SLOW_LINK_PCT) -> list[dict[
         and row["vs_transport_median_pct"] == row["vs_transport_median_pct"]
         and row["vs_transport_median_pct"] < below_pct
     ]
-    return sorted(found, key=lambda r: (r["vs_transport_median_pct"], r["src_rank"], r["dst_rank"]))
+    return sorted(
+        found,
+        key=lambda r: (
+            r["vs_transport_median_pct"],
+            r["group"] or "",
+            r["src_rank"],
+            r["dst_rank"],
+        ),
+    )

@@ -11,13 +11,15 @@ window), ``slow_ranks`` (rank ids, most suspect first), ``slow_rank_evidence``,
 ``load_balance`` (per category: spread_pct, mean/min/max ms and the min/max ranks),
 ``collectives`` (aligned count, arrival spread, per-rank arrivals, the most skewed, the names
 that could not be aligned), ``links`` (per rank and transport link, when the source gives
-them), ``communication_matrix`` (when the source gives one: ``pairs``, per source rank,
-destination rank and transport, bytes, ms, GB/s and the share of the transport's median
-bandwidth; ``slow_links``, the pairs under 80 % of it), ``findings`` (the ``slow_rank`` and
+them), ``communication_matrix`` (when the source gives one: ``pairs``, per communication
+group, source and destination (numbered within the group, with the profiled rank each is when
+known) and transport, bytes, ms, GB/s and the share of the transport's median bandwidth;
+``slow_links``, the pairs under 80 % of it), ``findings`` (the ``slow_rank`` and
 ``load_imbalance`` findings, as in summary.json).
 
-cluster_communication_matrix.csv (only when the source gives a matrix): ``src_rank, dst_rank,
-transport, steps, transit_bytes, transit_ns, gbps, vs_transport_median_pct``.
+cluster_communication_matrix.csv (only when the source gives a matrix): ``group, src_rank,
+dst_rank, src_global_rank, dst_global_rank, transport, steps, transit_bytes, transit_ns, gbps,
+vs_transport_median_pct``.
 """
 
 from __future__ import annotations
@@ -128,8 +130,11 @@ def cluster_summary_document(
 
 def _pair(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
+        "group": row["group"],
         "src_rank": row["src_rank"],
         "dst_rank": row["dst_rank"],
+        "src_global_rank": row["src_global_rank"],
+        "dst_global_rank": row["dst_global_rank"],
         "transport": row["transport"],
         "steps": row["steps"],
         "transit_bytes": row["transit_bytes"],

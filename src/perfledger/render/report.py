@@ -681,6 +681,15 @@ def _matrix(matrix: pa.Table, limits: _Limits) -> dict[str, Any] | None:
     """
     if matrix.num_rows == 0:
         return None
+    slow = slow_links(matrix)
+    # Members are numbered within their communication group: one group's pairs per chart,
+    # the group that moved the most bytes.
+    groups = matrix.group_by("group").aggregate([("transit_bytes", "sum")]).to_pylist()
+    groups.sort(key=lambda g: (-g["transit_bytes_sum"], g["group"] or ""))
+    group = groups[0]["group"]
+    matrix = matrix.filter(
+        pc.is_null(matrix["group"]) if group is None else pc.equal(matrix["group"], group)
+    )
     src_all = np.unique(_int64(matrix, "src_rank"))
     dst_all = np.unique(_int64(matrix, "dst_rank"))
     src_shown = src_all[:MATRIX_SRC_RANKS]
@@ -718,7 +727,6 @@ def _matrix(matrix: pa.Table, limits: _Limits) -> dict[str, Any] | None:
     def cells(which: npt.NDArray[np.int64]) -> list[list[float]]:
         return [[int(x[i]), int(y[i]), float(gbps[i]), int(i)] for i in which]
 
-    slow = slow_links(matrix)
     slow_table = _table(
         pa.Table.from_pylist(slow[:MATRIX_SLOW_LINKS], schema=MATRIX_SCHEMA), "slow_links", limits
     )
@@ -729,6 +737,8 @@ def _matrix(matrix: pa.Table, limits: _Limits) -> dict[str, Any] | None:
         "total_src_ranks": int(src_all.size),
         "total_dst_ranks": int(dst_all.size),
         "total_rows": matrix.num_rows,
+        "group": group,
+        "groups": len(groups),
         "rows": packed,
         "cells": cells(main[~local[main]]),
         "local_cells": cells(main[local[main]]),

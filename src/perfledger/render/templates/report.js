@@ -316,6 +316,11 @@
       (pairRows[key] = pairRows[key] || []).push(i);
     });
     var parts = [m.total_rows + " pairs (source rank, destination rank, transport)"];
+    // ranks as the communication group numbers its members
+    if (m.group !== null && m.group !== undefined) {
+      parts.push("ranks of group " + m.group + (m.groups > 1 ?
+        " (of " + m.groups + " groups: the one that moved the most bytes)" : ""));
+    }
     if (m.src_ranks.length < m.total_src_ranks || m.dst_ranks.length < m.total_dst_ranks) {
       parts.push("showing the first " + m.src_ranks.length + " of " + m.total_src_ranks +
         " source ranks and " + m.dst_ranks.length + " of " + m.total_dst_ranks + " destination ranks");
