@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -68,6 +68,7 @@ from perfledger.profiledir import (
     write_json,
     write_table,
 )
+from perfledger.record.counters import TRACK_CORES
 from perfledger.sources import load_traces
 from perfledger.sources.base import Trace
 
@@ -100,7 +101,7 @@ class RankAnalysis:
 
     @property
     def rank(self) -> int:
-        return self.windows[0].rank if self.windows else 0
+        return self.trace.rank
 
     @property
     def host_only(self) -> bool:
@@ -244,10 +245,20 @@ def analyze_traces(
 def rank_profile(analysis: ProfileAnalysis, position: int) -> ProfileAnalysis:
     """The profile of one rank of ``analysis`` (``analysis.ranks[position]``) on its own."""
     rank = analysis.ranks[position]
-    counters = analysis.counters
-    rank_id = int(rank.events["rank"][0].as_py()) if rank.events.num_rows else rank.rank
-    mine = counters.filter(pc.equal(counters["rank"], rank_id))
+    mine = rank_counters(analysis.counters, rank.rank)
     return _profile_of((rank,), [mine], DEFAULT_EXCESS_PCT, time.perf_counter())
+
+
+# Host-wide samples the recorder files once, under rank 0 (busy % of each core of the host):
+# each rank's own view of the run needs them too.
+HOST_WIDE_TRACKS: Final = (TRACK_CORES,)
+
+
+def rank_counters(counters: pa.Table, rank: int) -> pa.Table:
+    """The counter rows of one rank, and the host-wide rows whatever rank they were filed under."""
+    mine = pc.equal(counters["rank"], rank)
+    host_wide = pc.is_in(counters["track"], value_set=pa.array(list(HOST_WIDE_TRACKS)))
+    return counters.filter(pc.or_(mine, host_wide))
 
 
 def profile_of_rank(rank: RankAnalysis, counters: pa.Table | None = None) -> ProfileAnalysis:
@@ -327,8 +338,8 @@ def analysis_from_results(
     """The profile's analysis from rank tasks' results, their tables memory-mapped.
 
     Equal, table for table, to :func:`analyze_traces` on the same traces: per-rank pieces
-    are put back in the order the whole-profile analyses sort their rows. With ``spill_dir``
-    the re-sorted kernel details are written there and mapped back, out of the heap.
+    are put back in the order the whole-profile analyses sort their rows, per-rank sums are
+    added up, and each rank's advisor findings come along for :func:`diagnose` to merge.
     """
     started = time.perf_counter()
     ranks: list[RankAnalysis] = []
@@ -430,19 +441,12 @@ def _meta_document(
         },
         "command_line": [Path(sys.argv[0]).name, *sys.argv[1:]],
         "working_dir": os.getcwd(),
-        "ranks": {str(_rank_of(t)): t.meta for t in traces},
+        "ranks": {str(t.rank): t.meta for t in traces},
         "loss": "; ".join(_loss_line(t) for t in traces if t.loss) or None,
     }
     if extra:
         document.update(extra)
     return document
-
-
-def _rank_of(trace: Trace) -> int:
-    if trace.events.num_rows:
-        return int(trace.events.column("rank")[0].as_py())
-    rank = trace.meta.get("rank", 0)
-    return int(rank) if isinstance(rank, int) else 0
 
 
 def build_profile(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pyarrow as pa
 import pytest
 
 from perfledger.analysis.advisor import AdvisorConfig, Finding, Skipped, diagnose
 from perfledger.analysis.advisor.context import StepBasis
-from perfledger.analysis.advisor.ranks import RankAdvice, merge_rank_findings
+from perfledger.analysis.advisor.ranks import MERGED_SPANS, RankAdvice, merge_rank_findings
 from perfledger.pipeline import analyze_traces, rank_profile
 from perfledger.sources import load_traces
 from tests.paths import shared_trace
@@ -75,6 +76,20 @@ def test_one_rank_firing_names_it_and_the_rank_count() -> None:
     assert merged.title.endswith("(rank 3 of 2)")
 
 
+def test_spans_of_many_ranks_are_capped_worst_rank_first() -> None:
+    ranks = []
+    for rank in range(30):
+        own = replace(
+            finding("long_tail_ops", 1.0 + rank, 1.0, rank),
+            spans=tuple({"rank": rank, "start_ns": i, "end_ns": i + 1} for i in range(10)),
+        )
+        ranks.append(advice(rank, 1, 100, own))
+    [merged], _ = merge_rank_findings(ranks, ["long_tail_ops"])
+    assert len(merged.spans) == MERGED_SPANS == 100
+    # rank 29 is the most severe, then 28, ...: ten ranks' ten spans each
+    assert [s["rank"] for s in merged.spans[::10]] == list(range(29, 19, -1))
+
+
 def test_a_rule_is_skipped_only_when_every_rank_skipped_it() -> None:
     lacking = Skipped("memory_bound_ops", "no shapes on rank 0")
     other = Skipped("memory_bound_ops", "no shapes on rank 1")
@@ -133,3 +148,25 @@ def test_advice_made_elsewhere_is_used_only_for_the_same_configuration(two_ranks
     other = AdvisorConfig(thresholds={"host_dispatch_bound.idle_pct": 99.0})
     ignored = {f.id for f in diagnose(made, other).findings}
     assert "host_dispatch_bound" not in ignored  # diagnosed again under the 99 % threshold
+
+
+def test_each_rank_sees_its_own_counters_and_the_host_wide_ones() -> None:
+    from perfledger import schema
+    from perfledger.pipeline import rank_counters
+
+    rows = [
+        (0, "process_tree", "cpu_percent"),  # the whole program: rank 0's view only
+        (0, "cpu_cores", "cpu0"),  # the host's cores, filed under rank 0
+        (0, "rank_process", "cpu_percent"),
+        (1, "rank_process", "cpu_percent"),
+    ]
+    counters = pa.Table.from_pylist(
+        [{"rank": r, "track": t, "name": n, "ts_ns": 1, "value": 1.0} for r, t, n in rows],
+        schema=schema.COUNTERS_SCHEMA,
+    )
+    seen = rank_counters(counters, 1)
+    assert sorted(zip(seen["rank"].to_pylist(), seen["track"].to_pylist(), strict=True)) == [
+        (0, "cpu_cores"),
+        (1, "rank_process"),
+    ]
+    assert rank_counters(counters, 0).num_rows == 3

@@ -533,7 +533,8 @@ _last_frame: list[tuple[weakref.ref[pa.Table], pa.Table]] = []
 def device_frame(events: pa.Table) -> pa.Table:
     """op_summary's columns plus, as rows of ``events`` (-1: none), ``row`` (the task's own),
     ``launch_row`` (the call that launched it) and ``op_row`` (the host op), and the call's
-    ``launch_dur_ns`` (0: none). Sorted as op_summary; kept for as long as ``events`` lives."""
+    ``launch_dur_ns`` (0: none). Sorted as op_summary; the last frame made is kept until a
+    frame of another events table is asked for."""
     if _last_frame and _last_frame[0][0]() is events:
         return _last_frame[0][1]
     frame = _link_device_tasks(events)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from perfledger.analysis.advisor import AdvisorConfig, RankAdvice
@@ -151,7 +150,7 @@ def run_rank_task(task: RankTask) -> RankResult | RankFailure:
 
 def _run(task: RankTask) -> RankResult | RankFailure:
     from perfledger.analysis.advisor import diagnose_rank
-    from perfledger.pipeline import analyze_rank, profile_of_rank
+    from perfledger.pipeline import analyze_rank, profile_of_rank, rank_counters
 
     started = time.perf_counter()
     try:
@@ -161,7 +160,7 @@ def _run(task: RankTask) -> RankResult | RankFailure:
     imported = time.perf_counter()
     claimed = trace.meta.get("rank")
     rank_analysis = analyze_rank(trace)
-    outside = _rank_rows(task.counters, _trace_rank(trace))
+    outside = rank_counters(task.counters, trace.rank) if task.counters is not None else None
     profile = profile_of_rank(rank_analysis, outside)
     events = profile.events
     comm = profile.communication
@@ -186,7 +185,7 @@ def _run(task: RankTask) -> RankResult | RankFailure:
     written = time.perf_counter()
     copies = _copy_sources(trace.source_files, task.work_dir / RAW_COPIES)
     copied = time.perf_counter()
-    rank = _trace_rank(trace)
+    rank = trace.rank
     main_file = _ascend_main_file(task.path) if task.fmt == ASCEND else None
     return RankResult(
         index=task.index,
@@ -242,13 +241,6 @@ def _copy_sources(sources: Sequence[Path], directory: Path) -> dict[Path, Path]:
     return copies
 
 
-def _rank_rows(counters: pa.Table | None, rank: int) -> pa.Table | None:
-    """The rows of one rank of a counters table."""
-    if counters is None:
-        return None
-    return counters.filter(pc.equal(counters["rank"], rank))
-
-
 def _ascend_main_file(path: Path) -> Path | None:
     from perfledger.sources import ascend
 
@@ -297,17 +289,6 @@ def _load(task: RankTask) -> Trace:
         raise PerfledgerError(f"{task.path}: expected one rank, found {len(traces)}")
     trace = traces[0]
     return trace if task.rank is None else with_rank(trace, task.rank)
-
-
-def _trace_rank(trace: Trace) -> int:
-    """The rank a trace's rows carry (its meta's when it has no rows)."""
-    events = trace.events
-    return int(events["rank"][0].as_py()) if events.num_rows else _meta_rank(trace)
-
-
-def _meta_rank(trace: Trace) -> int:
-    rank = trace.meta.get("rank")
-    return rank if isinstance(rank, int) else 0
 
 
 def with_rank(trace: Trace, rank: int) -> Trace:

@@ -32,3 +32,11 @@ class Trace:
     source_files: tuple[Path, ...] = ()
     loss: str | None = None
     communication_matrix: pa.Table | None = None
+
+    @property
+    def rank(self) -> int:
+        """The rank its rows carry (its meta's when it has no rows; 0 when neither says)."""
+        if self.events.num_rows:
+            return int(self.events.column("rank")[0].as_py())
+        rank = self.meta.get("rank")
+        return rank if isinstance(rank, int) else 0

@@ -115,17 +115,17 @@ def diagnose(
 
     On a profile of several ranks the rank rules diagnose each rank alone and their findings
     are merged (:mod:`perfledger.analysis.advisor.ranks`); the ranks' advice computed by the
-    rank tasks (``analysis.rank_advice``) is used when it was made with the same rules and
-    configuration.
+    rank tasks (``analysis.rank_advice``, one rank or several) is used when it was made with
+    the same rules and configuration.
     """
     config = config or AdvisorConfig()
     context = AdvisorContext(analysis, config, overhead_pct)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
-    if len(analysis.ranks) > 1:
-        merged_findings, merged_skips = merge_rank_findings(
-            _rank_advice(analysis, config, rules), [r.id for r in rules]
-        )
+    made = _made_advice(analysis, config, rules)
+    if len(analysis.ranks) > 1 or made is not None:
+        advice = made if made is not None else _rank_advice(analysis, config, rules)
+        merged_findings, merged_skips = merge_rank_findings(advice, [r.id for r in rules])
         findings.extend(merged_findings)
         skipped.extend(merged_skips)
         rules = [r for r in rules if r.id in PROFILE_RULES]
@@ -160,13 +160,20 @@ def diagnose_rank(
     )
 
 
-def _rank_advice(
+def _made_advice(
     analysis: ProfileAnalysis, config: AdvisorConfig, rules: Sequence[Rule]
-) -> list[RankAdvice]:
-    """Each rank's advice: the rank tasks' when made alike, else diagnosed here rank by rank."""
+) -> list[RankAdvice] | None:
+    """The rank tasks' advice when made with these rules and this configuration."""
     made = analysis.rank_advice
     if made is not None and tuple(rules) == RULES and all(a.config == config for a in made):
         return list(made)
+    return None
+
+
+def _rank_advice(
+    analysis: ProfileAnalysis, config: AdvisorConfig, rules: Sequence[Rule]
+) -> list[RankAdvice]:
+    """Each rank's advice, diagnosed here rank by rank."""
     from perfledger.pipeline import rank_profile
 
     return [

@@ -1,8 +1,9 @@
 """What every rule reads: the profile's analysis, the step basis of severities, device tasks
 linked to the host calls and operators that issued them, and the device each rank ran on.
 
-Built once per :func:`perfledger.analysis.advisor.advise` call; every derived table is computed
-on first use (vectorised) and shared by the rules that need it.
+Built once per profile the rules run on (on a profile of several ranks: once per rank, and once
+more for the rules that read the whole run); every derived table is computed on first use
+(vectorised) and shared by the rules that need it.
 """
 
 from __future__ import annotations

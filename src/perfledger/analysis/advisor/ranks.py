@@ -16,8 +16,8 @@ How findings of one rule on several ranks become one finding of the profile:
 - the title, evidence, suggestion and estimate are those of the rank where it is most severe,
   the title naming that rank and how many ranks it fired on; the evidence adds
   ``worst_rank``, ``ranks`` (where it fired) and ``per_rank`` (each firing rank's severity);
-- its timeline spans are the worst rank's, then the other firing ranks', each rank's as its
-  own finding gave them;
+- its timeline spans are the worst rank's, then the other firing ranks' (by severity), each
+  rank's as its own finding gave them, at most :data:`MERGED_SPANS` in all;
 - a rule is reported skipped only when every rank skipped it (the first rank's reason).
 """
 
@@ -27,11 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from perfledger.analysis.advisor.base import AdvisorConfig, Finding, Skipped, pct
+from perfledger.analysis.advisor.base import MAX_SPANS, AdvisorConfig, Finding, Skipped, pct
 from perfledger.analysis.advisor.context import StepBasis
 
 # Rules that read the whole profile, not one rank: run once, over every rank.
 PROFILE_RULES: Final = frozenset({"profiler_overhead_high", "slow_rank", "load_imbalance"})
+# Spans a merged finding keeps: summary.json and the timeline's finding track stay small on
+# runs of hundreds of ranks (five times what one finding is meant to carry).
+MERGED_SPANS: Final = 5 * MAX_SPANS
 
 
 @dataclass(frozen=True)
@@ -107,5 +110,5 @@ def _merged(
         suggestion=worst.suggestion,
         verify=worst.verify,
         estimate=worst.estimate,
-        spans=tuple(s for _, f in ordered for s in f.spans),
+        spans=tuple(s for _, f in ordered for s in f.spans)[:MERGED_SPANS],
     )
