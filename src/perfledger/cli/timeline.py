@@ -19,7 +19,12 @@ import pyarrow.parquet as pq
 
 from perfledger.errors import PerfledgerError
 from perfledger.profiledir import TABLES_DIR
-from perfledger.render.timeline import write_timeline
+from perfledger.render.timeline import (
+    TimelinePart,
+    TimelineStats,
+    write_ranks_timeline,
+    write_timeline,
+)
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*(-?\d+(?:\.\d*)?|-?\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
@@ -97,14 +102,20 @@ def _table_path(profile: Path, name: str) -> list[Path]:
     return []
 
 
-def _read(profile: Path, name: str, *, required: bool, **options: Any) -> pa.Table | None:
+def _required_paths(profile: Path, name: str) -> list[Path]:
+    """The files of a table the profile must have."""
     paths = _table_path(profile, name)
     if not paths:
-        if required:
-            raise PerfledgerError(
-                f"{profile} is not a perfledger profile: "
-                f"{profile / TABLES_DIR / (name + '.parquet')} is missing"
-            )
+        raise PerfledgerError(
+            f"{profile} is not a perfledger profile: "
+            f"{profile / TABLES_DIR / (name + '.parquet')} is missing"
+        )
+    return paths
+
+
+def _read(profile: Path, name: str, *, required: bool, **options: Any) -> pa.Table | None:
+    paths = _required_paths(profile, name) if required else _table_path(profile, name)
+    if not paths:
         return None
     tables = [_read_file(path, **options) for path in paths]
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
@@ -132,10 +143,13 @@ def _findings(profile: Path) -> list[dict[str, Any]]:
 def _origin(profile: Path, counters: pa.Table | None) -> int:
     """The profile start: the first event (else the first counter sample), as the profile's
     own timeline counts it."""
-    starts = _read(profile, "events", required=True, columns=["start_ns"])
-    assert starts is not None
-    if starts.num_rows:
-        return int(pc.min(starts.column("start_ns")).as_py())
+    firsts = []
+    for path in _required_paths(profile, "events"):  # one rank's column at a time
+        starts = _read_file(path, columns=["start_ns"])
+        if starts.num_rows:
+            firsts.append(int(pc.min(starts.column("start_ns")).as_py()))
+    if firsts:
+        return min(firsts)
     if counters is not None and counters.num_rows:
         return int(pc.min(counters.column("ts_ns")).as_py())
     raise PerfledgerError(f"{profile}: the profile holds no event")
@@ -150,6 +164,49 @@ def _step_window(profile: Path, step: int) -> tuple[int, int]:
         shown = ", ".join(str(s) for s in known[:20]) + (" ..." if len(known) > 20 else "")
         raise PerfledgerError(f"{profile}: no step {step} (steps: {shown or 'none'})")
     return int(pc.min(rows.column("start_ns")).as_py()), int(pc.max(rows.column("end_ns")).as_py())
+
+
+_RANK_FILE = re.compile(r"rank=(-?\d+)\.parquet$")
+
+
+def _write_by_rank(
+    profile: Path,
+    output: Path,
+    parts: list[Path],
+    gaps: pa.Table | None,
+    counters: pa.Table | None,
+    filters: list[tuple[str, str, int]] | None,
+    window: tuple[int, int] | None,
+    args: argparse.Namespace,
+    origin: int,
+) -> TimelineStats:
+    """The timeline of a profile of several ranks, read and written one rank at a time."""
+    ranks = [_file_rank(path) for path in parts]
+
+    def load(i: int) -> TimelinePart:
+        events = _read_file(parts[i], filters=filters)
+        mine = gaps.filter(pc.equal(gaps.column("rank"), ranks[i])) if gaps is not None else None
+        return TimelinePart(ranks[i], events, mine)
+
+    return write_ranks_timeline(
+        output,
+        ranks,
+        load,
+        origin_ns=origin,
+        window=window,
+        counters=counters,
+        findings=_findings(profile),
+        max_events=args.max_events,
+    )
+
+
+def _file_rank(path: Path) -> int:
+    """The rank of a per-rank table file (``rank=<N>.parquet``), else its first row's."""
+    named = _RANK_FILE.search(path.name)
+    if named:
+        return int(named.group(1))
+    ranks = _read_file(path, columns=["rank"])
+    return int(ranks.column("rank")[0].as_py()) if ranks.num_rows else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -179,19 +236,25 @@ def run(args: argparse.Namespace) -> int:
         raise PerfledgerError(f"{output} already exists: choose another -o, or pass --force")
     # events starting after the window cannot show in it: leave them on disk
     filters = [("start_ns", "<", window[1])] if window is not None else None
-    events = _read(profile, "events", required=True, filters=filters)
     gaps = _read(profile, "gaps", required=False)
-    assert events is not None
-    stats = write_timeline(
-        output,
-        events,
-        gaps=gaps,
-        counters=counters,
-        window=window,
-        max_events=args.max_events,
-        findings=_findings(profile),
-        origin_ns=origin,
-    )
+    parts = _table_path(profile, "events")
+    if len(parts) > 1:
+        stats = _write_by_rank(
+            profile, output, parts, gaps, counters, filters, window, args, origin
+        )
+    else:
+        events = _read(profile, "events", required=True, filters=filters)
+        assert events is not None
+        stats = write_timeline(
+            output,
+            events,
+            gaps=gaps,
+            counters=counters,
+            window=window,
+            max_events=args.max_events,
+            findings=_findings(profile),
+            origin_ns=origin,
+        )
     what = f"{stats.events_written} of {stats.events_total} events, {stats.flows} flows"
     if stats.truncated_at_ns is not None:
         cut_ms = (stats.truncated_at_ns - origin) / 1e6

@@ -362,35 +362,15 @@ def write_profile_timelines(
             )
             for step in steps
         )
-        owner = _owner_of(parts)
-        counter_owner = _counter_owners(counters, owner, len(parts))
-        first_pid = first_tid = 1
-        with _step_pool(len(files)) as pool:
-            for i, part in enumerate(parts):
-                last = i == len(parts) - 1
-                prepared = _prepare(
-                    part.events,
-                    gaps=part.gaps,
-                    counters=(
-                        counters.filter(pa.array(counter_owner == i))
-                        if counters is not None and counter_owner is not None
-                        else None
-                    ),
-                    findings=_findings_of(findings or (), owner, i),
-                    process_names=process_names,
-                    origin_ns=origin,
-                    device_busy=True,
-                    first_pid=first_pid,
-                    first_tid=first_tid,
-                )
-                first_pid += sum(1 for m in prepared.metadata if m[4] == "process")
-                first_tid += sum(1 for m in prepared.metadata if m[4] == "thread")
-                # the whole timeline's part (the largest) first, the step slices beside it
-                done = [pool.submit(f.add, prepared, rank=part.rank, last=last) for f in files]
-                for future in done:
-                    future.result()
-                del prepared, done
-                release_freed_memory()
+        _write_parts(
+            files,
+            [part.rank for part in parts],
+            lambda i: parts[i],
+            counters=counters,
+            findings=findings,
+            process_names=process_names,
+            origin=origin,
+        )
         stats = whole.close()
         for f in files[1:]:
             f.close()
@@ -400,6 +380,94 @@ def write_profile_timelines(
             f.abort()
         raise
     return stats, [f.path for f in files[1:]]
+
+
+def write_ranks_timeline(
+    path: Path,
+    ranks: Sequence[int],
+    load: Callable[[int], TimelinePart],
+    *,
+    origin_ns: int,
+    window: tuple[int, int] | None = None,
+    counters: pa.Table | None = None,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    process_names: Mapping[int, str] | None = None,
+    max_events: int | None = None,
+) -> TimelineStats:
+    """One timeline file of a window of the profile, its ranks loaded and written one by one.
+
+    ``load(i)`` gives the part of ``ranks[i]`` only when its turn comes, so that a window of a
+    run of many ranks is written with one rank in memory at a time. A rank holds at most
+    ``ceil(max_events / len(ranks))`` events of the file, as in :func:`write_profile_timelines`.
+    """
+    target = _TimelineFile(
+        Path(path), origin=origin_ns, window=window, max_events=_share(max_events, len(ranks))
+    )
+    try:
+
+        def checked(i: int) -> TimelinePart:
+            part = load(i)
+            _check_events(part.events)
+            return part
+
+        _write_parts(
+            [target],
+            list(ranks),
+            checked,
+            counters=counters,
+            findings=findings,
+            process_names=process_names,
+            origin=origin_ns,
+        )
+        stats = target.close()
+        release_freed_memory()
+    except BaseException:
+        target.abort()
+        raise
+    return stats
+
+
+def _write_parts(
+    files: Sequence[_TimelineFile],
+    ranks: Sequence[int],
+    load: Callable[[int], TimelinePart],
+    *,
+    counters: pa.Table | None,
+    findings: Sequence[Mapping[str, Any]] | None,
+    process_names: Mapping[int, str] | None,
+    origin: int,
+) -> None:
+    """Prepare each rank's part in turn, add it to every file, let it go."""
+    owner = _owner_of(ranks)
+    counter_owner = _counter_owners(counters, owner, len(ranks))
+    first_pid = first_tid = 1
+    with _step_pool(len(files)) as pool:
+        for i in range(len(ranks)):
+            part = load(i)
+            last = i == len(ranks) - 1
+            prepared = _prepare(
+                part.events,
+                gaps=part.gaps,
+                counters=(
+                    counters.filter(pa.array(counter_owner == i))
+                    if counters is not None and counter_owner is not None
+                    else None
+                ),
+                findings=_findings_of(findings or (), owner, i),
+                process_names=process_names,
+                origin_ns=origin,
+                device_busy=True,
+                first_pid=first_pid,
+                first_tid=first_tid,
+            )
+            first_pid += sum(1 for m in prepared.metadata if m[4] == "process")
+            first_tid += sum(1 for m in prepared.metadata if m[4] == "thread")
+            # the whole timeline's part (the largest) first, the step slices beside it
+            done = [pool.submit(f.add, prepared, rank=part.rank, last=last) for f in files]
+            for future in done:
+                future.result()
+            del prepared, done, part
+            release_freed_memory()
 
 
 def _step_hulls(windows: Sequence[StepWindow]) -> dict[int, tuple[int, int]]:
@@ -434,12 +502,12 @@ def _parts_origin(parts: Sequence[TimelinePart], counters: pa.Table | None) -> i
     return profile_origin_ns(schema.empty_events(), counters)
 
 
-def _owner_of(parts: Sequence[TimelinePart]) -> Callable[[int], int]:
+def _owner_of(ranks: Sequence[int]) -> Callable[[int], int]:
     """The part that shows a rank's counters and spans: the first of that rank, else the last."""
     first: dict[int, int] = {}
-    for i, part in enumerate(parts):
-        first.setdefault(part.rank, i)
-    last = len(parts) - 1
+    for i, rank in enumerate(ranks):
+        first.setdefault(rank, i)
+    last = len(ranks) - 1
     return lambda rank: first.get(rank, last)
 
 
