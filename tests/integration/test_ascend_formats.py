@@ -7,10 +7,8 @@ must import to the same canonical events and the same accounting.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,8 @@ from perfledger.errors import PerfledgerError
 from perfledger.sources.ascend import is_ascend, load_ascend
 from perfledger.sources.base import Trace
 from tests import ascend_gen as gen
+from tests.cli import perfledger
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 US = 1000
 
 
@@ -320,15 +318,7 @@ def test_memory_units_by_header(tmp_path: Path) -> None:
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT / "src")}
-    return subprocess.run(
-        [sys.executable, "-m", "perfledger", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return perfledger(*args, cwd=cwd, inherit_env=True)
 
 
 def test_empty_mindstudio_output_is_a_clear_error(tmp_path: Path) -> None:

@@ -5,26 +5,12 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.cli import perfledger
 from tests.paths import shared_trace
-
-
-def perfledger(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # a folder of its own, so that the run's ledger (.perfledger/ in the working dir) is too
-    return subprocess.run(
-        [sys.executable, "-m", "perfledger", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd or tempfile.mkdtemp(prefix="perfledger-cli-"),
-        env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")

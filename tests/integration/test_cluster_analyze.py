@@ -7,9 +7,6 @@ import gzip
 import io
 import json
 import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +20,11 @@ from perfledger.pipeline import ProfileAnalysis, analyze_traces, build_profile
 from perfledger.render.csvs import csv_bytes
 from perfledger.sources import load_traces
 from tests import ascend_gen
+from tests.cli import perfledger
 from tests.cluster_gen import ALL_REDUCE, write_ranks
 from tests.paths import shared_trace
 
 MS = 1_000_000
-
-
-def perfledger(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "perfledger", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=tempfile.mkdtemp(prefix="perfledger-cluster-"),
-        env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
-        timeout=600,
-    )
 
 
 def read_json(path: Path) -> Any:

@@ -8,49 +8,16 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import statistics
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from tests.cli import perfledger as _perfledger
 from tests.kineto_gen import complete, device_task, runtime, write_kineto
 from tests.paths import shared_trace
-
-# The command line as users run it (perfledger.__main__.main), with the diff and runs
-# subcommands added when the entry point does not list them yet.
-RUNNER = """
-import argparse, sys
-from perfledger import __main__ as entry
-from perfledger.cli import diff, runs
-
-build = entry.build_parser
-
-def build_parser():
-    parser = build()
-    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    for module, name in ((diff, "diff"), (runs, "runs")):
-        if name not in sub.choices:
-            module.add_parser(sub)
-    return parser
-
-entry.build_parser = build_parser
-sys.exit(entry.main(sys.argv[1:]))
-"""
-
-
-def perfledger(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", RUNNER, *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "160"},
-        timeout=600,
-    )
 
 
 def analyze(trace: Path, out: Path) -> Path:
@@ -308,3 +275,7 @@ def test_outputs_are_deterministic(tmp_path: Path) -> None:
     assert diff(base, current, second).returncode == 0
     for name in ("diff.json", "diff.html"):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def perfledger(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return _perfledger(*args, cwd=cwd, inherit_env=True)

@@ -21,39 +21,10 @@ import pytest
 from perfledger import ledger
 from perfledger.errors import PerfledgerError
 from perfledger.render.csvs import STEP_TRACE_COLUMNS
+from tests.cli import perfledger as _perfledger
 from tests.paths import shared_trace
 
 MS = 1_000_000
-
-RUNNER = """
-import argparse, sys
-from perfledger import __main__ as entry
-from perfledger.cli import diff, runs
-
-build = entry.build_parser
-
-def build_parser():
-    parser = build()
-    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    for module, name in ((diff, "diff"), (runs, "runs")):
-        if name not in sub.choices:
-            module.add_parser(sub)
-    return parser
-
-entry.build_parser = build_parser
-sys.exit(entry.main(sys.argv[1:]))
-"""
-
-
-def perfledger(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", RUNNER, *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200"},
-        timeout=600,
-    )
 
 
 def make_profile(
@@ -380,3 +351,7 @@ def test_two_concurrent_analyze_processes_register_both(tmp_path: Path) -> None:
     assert first.step_median_ms and second.step_median_ms
     expected = round(100 * (second.step_median_ms - first.step_median_ms) / first.step_median_ms, 4)
     assert by_label[second.label]["delta_pct"] == str(expected)
+
+
+def perfledger(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return _perfledger(*args, cwd=cwd, inherit_env=True, columns=200)
