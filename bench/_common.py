@@ -62,6 +62,8 @@ class ChildRun:
     max_rss: int  # ru_maxrss of the child and its reaped descendants (largest one), bytes
     stdout: str
     stderr: str
+    # the largest tree RSS polled in each second of the run, bytes: where the peak falls
+    rss_by_second: tuple[int, ...] = ()
 
     @property
     def peak_rss(self) -> int:
@@ -127,12 +129,17 @@ def run_measured(
         os.close(write_fd)
         watched = psutil.Process(popen.pid)
         peak = 0
+        by_second: list[int] = []
         done = threading.Event()
 
         def poll() -> None:
             nonlocal peak
             while not done.is_set():
-                peak = max(peak, _tree_rss(watched))
+                rss = _tree_rss(watched)
+                peak = max(peak, rss)
+                second = int(time.perf_counter() - start)
+                by_second.extend([0] * (second + 1 - len(by_second)))
+                by_second[second] = max(by_second[second], rss)
                 done.wait(poll_s)
 
         poller = threading.Thread(target=poll, daemon=True)
@@ -154,6 +161,7 @@ def run_measured(
             max_rss=int(reported or 0) * 1024,  # Linux reports KiB
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
+            rss_by_second=tuple(by_second),
         )
 
 

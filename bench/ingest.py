@@ -157,8 +157,15 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         pl = _figures("perfledger", child, trace.raw_bytes)
         figures.append(pl)
         phases = _perfledger_phases(profile, child.stdout + child.stderr)
-        result["perfledger"] = {**asdict(pl), "phases": phases, "span_row": _span_row(profile)}
+        by_second = [round(mb(rss)) for rss in child.rss_by_second]
+        result["perfledger"] = {
+            **asdict(pl),
+            "phases": phases,
+            "rss_mb_by_second": by_second,
+            "span_row": _span_row(profile),
+        }
         print(f"perfledger: {pl.wall_s:.1f} s, peak RSS {pl.peak_rss_mb:.0f} MB", flush=True)
+        print("perfledger RSS MB, largest in each second: " + " ".join(map(str, by_second)))
         if phases:
             print("perfledger phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
             report = next((v for k, v in phases.items() if "report" in k), None)
