@@ -416,7 +416,9 @@ def _progress_bar(console: Console) -> Progress:
     )
 
 
-def import_with_progress(inputs: Sequence[Path], console: Console) -> list[Trace]:
+def import_with_progress(
+    inputs: Sequence[Path], console: Console, *, workers: int = 0
+) -> list[Trace]:
     """Import the traces, drawing a progress bar on a terminal."""
     with _progress_bar(console) as bar:
         task = bar.add_task(", ".join(p.name for p in inputs)[:60], total=None)
@@ -424,7 +426,7 @@ def import_with_progress(inputs: Sequence[Path], console: Console) -> list[Trace
         def report(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total or None)
 
-        return load_traces(inputs, progress=report)
+        return load_traces(inputs, progress=report, workers=workers)
 
 
 def _meta_document(
@@ -487,7 +489,7 @@ def build_profile(
     started = time.perf_counter()
     planned = plan_tasks(inputs, Path())
     if len(planned) < 2 and execution.dask is None:
-        traces = import_with_progress(inputs, console)
+        traces = import_with_progress(inputs, console, workers=execution.chunk_workers())
         timings["import_s"] = time.perf_counter() - started
         if not traces:
             raise PerfledgerError("no trace to analyse")

@@ -40,14 +40,15 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--force", action="store_true", help="replace the output directory if it exists"
     )
-    ranks = parser.add_argument_group("many ranks")
+    ranks = parser.add_argument_group("many ranks, large traces")
     ranks.add_argument(
         "--workers",
         type=_worker_count,
         metavar="N",
         help=(
-            "analyse the ranks in N local processes, one rank per task (default: one per "
-            "core; 0: one after the other in this process)"
+            "analyse the ranks in N local processes, one rank per task; a single trace of "
+            "64 MB or more is decoded by N processes (default: one per core; 0: everything "
+            "in this process)"
         ),
     )
     ranks.add_argument(

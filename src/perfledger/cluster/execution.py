@@ -45,6 +45,12 @@ class Execution:
     workers: int | None = None
     dask: str | None = None
 
+    def chunk_workers(self) -> int:
+        """The local workers that decode one large trace chunk by chunk (0: this process)."""
+        if self.workers is not None:
+            return self.workers
+        return os.cpu_count() or 1
+
     def worker_count(self, tasks: int) -> int:
         """The local workers used for ``tasks`` tasks."""
         if self.workers is not None:

@@ -81,12 +81,15 @@ def _trace_rank(trace: Trace) -> int | None:
     return int(rank) if isinstance(rank, int) else None
 
 
-def load_traces(inputs: Sequence[Path], progress: Progress | None = None) -> list[Trace]:
+def load_traces(
+    inputs: Sequence[Path], progress: Progress | None = None, *, workers: int = 0
+) -> list[Trace]:
     """Import every trace named by ``inputs``; one :class:`Trace` per rank, sorted by rank.
 
     Ranks come from the trace itself (distributedInfo, profiler_info), else from a
     ``rank<N>`` in the file name, else from the order of the files. Two traces claiming the
-    same rank are an error.
+    same rank are an error. ``workers``: processes that decode a large Kineto trace
+    (:func:`perfledger.sources.kineto.load_kineto`).
     """
     from perfledger.sources.kineto import load_kineto
 
@@ -97,7 +100,7 @@ def load_traces(inputs: Sequence[Path], progress: Progress | None = None) -> lis
 
             traces.extend(load_ascend(path, progress=progress))
         else:
-            traces.append(load_kineto(path, progress=progress))
+            traces.append(load_kineto(path, progress=progress, workers=workers))
     if len(traces) > 1:
         ranks = [_trace_rank(t) for t in traces]
         if len(set(ranks)) < len(ranks):

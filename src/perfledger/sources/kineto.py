@@ -17,6 +17,10 @@ including those also copied into columns), with the line breaks and indentation 
 pretty printing removed; ``shapes`` and ``dtypes`` hold the text of ``Input Dims`` and
 ``Input type``. ``[memory]`` events also feed the counters table
 (track ``cuda:0``, ``cpu`` ...; names ``allocated_bytes`` and ``reserved_bytes``).
+
+Reading: :mod:`perfledger.sources.kineto_stream` decodes the file in chunks; a large file can
+be decoded by worker processes (:mod:`perfledger.sources.kineto_parallel`, ``workers``), with
+the same result.
 """
 
 from __future__ import annotations
@@ -84,6 +88,23 @@ def is_kineto(path: Path) -> bool:
     return False
 
 
+# Below this much JSON, starting worker processes (a spawned interpreter imports numpy and
+# pyarrow: about half a second of CPU each) costs more than they save.
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+# gzip shrinks Kineto JSON about tenfold.
+_GZIP_RATIO = 10
+
+
+def _json_bytes(path: Path) -> int:
+    """About how many bytes of JSON ``path`` holds (a gzip file at its decoded size)."""
+    try:
+        with path.open("rb") as raw:
+            size = path.stat().st_size
+            return size * _GZIP_RATIO if raw.read(2) == b"\x1f\x8b" else size
+    except OSError:
+        return 0  # the reader reports what is wrong with the file
+
+
 @contextmanager
 def _no_cyclic_gc() -> Iterator[None]:
     # The decoder creates millions of small objects that hold no cycles; the cyclic collector
@@ -102,6 +123,7 @@ def load_kineto(
     *,
     rank: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    workers: int = 0,
 ) -> Trace:
     """Read one rank's Kineto trace into canonical tables.
 
@@ -110,16 +132,16 @@ def load_kineto(
         rank: the rank to record; default the trace's ``distributedInfo.rank``, else 0
             (``meta["rank"]`` is then None: the trace does not say).
         progress: called now and then with (bytes read, file size).
+        workers: worker processes that decode a large trace (at least
+            :data:`PARALLEL_MIN_BYTES` of JSON) chunk by chunk; 0 or 1: this process alone.
+            The tables are the same either way.
 
     Raises:
         TraceFormatError: the file is missing, not JSON, not a trace, or holds no events.
     """
     path = Path(path)
     with _no_cyclic_gc():
-        result, chunks = read_events(path, progress)
-        side = Side()
-        blocks = [block for chunk in chunks if (block := chunk_columns(chunk, side)) is not None]
-        del chunks
+        result, blocks, side = _read_blocks(path, progress, workers)
         release_freed_memory()
     if progress is not None:
         size = path.stat().st_size
@@ -158,6 +180,24 @@ def load_kineto(
         source_files=(path,),
         loss="; ".join(losses) if losses else None,
     )
+
+
+def _read_blocks(
+    path: Path, progress: Callable[[int, int], None] | None, workers: int
+) -> tuple[ReadResult, list[Block], Side]:
+    if workers > 1 and _json_bytes(path) >= PARALLEL_MIN_BYTES:
+        from concurrent.futures.process import BrokenProcessPool
+
+        from perfledger.sources.kineto_parallel import read_blocks
+
+        try:
+            return read_blocks(path, workers, progress)
+        except BrokenProcessPool:
+            pass  # a worker died (out of memory, killed): read it in this process instead
+    result, chunks = read_events(path, progress)
+    side = Side()
+    blocks = [block for chunk in chunks if (block := chunk_columns(chunk, side)) is not None]
+    return result, blocks, side
 
 
 # --- meta -----------------------------------------------------------------------------------

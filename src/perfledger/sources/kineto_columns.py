@@ -421,6 +421,15 @@ class Side:
     malformed: int = 0
     other_phases: dict[str, int] = field(default_factory=dict)
 
+    def absorb(self, later: Side) -> None:
+        """Append what a later stretch of the file found (as if one Side had read both)."""
+        for name, value in vars(later).items():
+            if isinstance(value, list):
+                getattr(self, name).extend(value)
+        self.malformed += later.malformed
+        for phase, count in later.other_phases.items():
+            self.other_phases[phase] = self.other_phases.get(phase, 0) + count
+
 
 def _times(
     chunk: Chunk,

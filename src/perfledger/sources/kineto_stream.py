@@ -18,7 +18,7 @@ import gzip
 import math
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -101,7 +101,7 @@ _EVENT_DECODER = msgspec.json.Decoder(TextEvent)
 _ANY_DECODER = msgspec.json.Decoder()
 
 
-def _decode_payload(payload: bytes) -> Chunk:
+def decode_payload(payload: bytes) -> Chunk:
     """Decode ``[e1, e2, ...]``; raises msgspec errors when it is not an array of events."""
     try:
         return Chunk(_FAST_DECODER.decode(payload), payload)
@@ -163,6 +163,11 @@ class _Source:
         if self._progress is not None:
             self._progress(min(self._raw.tell(), self.total), self.total)
         return b"".join(parts)
+
+    def skip(self, size: int) -> None:
+        """Read and drop the first ``size`` bytes of the data (decompressed bytes for gzip)."""
+        while self.offset < size and not self.eof:
+            self.read(min(CHUNK_BYTES, size - self.offset))
 
     def close(self) -> None:
         if self._gzip is not None:
@@ -326,7 +331,7 @@ class _Splitter:
         events = Chunk([])
         if ends:
             try:
-                events = _decode_payload(_array_text(self.buf, cut))
+                events = decode_payload(_array_text(self.buf, cut))
             except DECODE_ERRORS:
                 events = self._decode_pieces(ends)
         if array_end >= 0:
@@ -363,7 +368,7 @@ class _Splitter:
                 size *= 2  # one element larger than the buffer: read more
                 continue
             try:
-                events = _decode_payload(_array_text(self.buf, cut))
+                events = decode_payload(_array_text(self.buf, cut))
             except DECODE_ERRORS:
                 events, cut = self._decode_exact(len(self.buf))
                 if cut == 0 and not self.finished:
@@ -379,6 +384,28 @@ class _Splitter:
             while not self.source.eof:
                 parts.append(self.source.read(CHUNK_BYTES))
             self.tail_text = b"".join(parts)
+
+    def payloads(self) -> Generator[tuple[int, bytes], None, None]:
+        """The chunks :meth:`chunks` would decode, undecoded: (data offset, ``[...]`` text).
+
+        The cuts are guesses: a payload that does not decode must be read again from its
+        offset with :func:`read_events_from`. Stops where the data ends, before the last
+        stretch, which :meth:`chunks` then reads with the exact scan.
+        """
+        size = CHUNK_BYTES
+        while True:
+            self._fill(size)
+            if self.source.eof:
+                return
+            cut = self._last_separator(len(self.buf))
+            if cut <= 0:
+                size *= 2
+                continue
+            size = CHUNK_BYTES
+            start = self.base
+            payload = _array_text(self.buf, cut)
+            self._consume(cut)
+            yield start, payload
 
     def _last_separator(self, stop: int) -> int:
         """Offset just past the ``}`` of the last element separator in ``buf[:stop]``."""
@@ -428,20 +455,53 @@ def read_events(path: Path, progress: Progress | None = None) -> tuple[ReadResul
     Raises:
         TraceFormatError: the file is missing, empty, not JSON, or not a trace.
     """
+    result, splitter = open_splitter(path, progress)
+    return result, _iterate(splitter, result)
+
+
+def open_splitter(path: Path, progress: Progress | None = None) -> tuple[ReadResult, _Splitter]:
+    """As :func:`read_events`, for a caller that drives the splitter itself.
+
+    Call :func:`finish` when done: it reads the rest (tail keys) and closes the file.
+    """
+    source = _open_source(path, progress)
     try:
-        source = _Source(path, progress)
+        result, first = _open_array(source)
+    except BaseException:
+        source.close()
+        raise
+    return result, _Splitter(source, result, first)
+
+
+def read_events_from(
+    path: Path, offset: int, result: ReadResult, progress: Progress | None = None
+) -> Iterator[Chunk]:
+    """The chunks of the traceEvents array from data ``offset`` on (an element boundary
+    that :meth:`_Splitter.payloads` gave), with the exact fallbacks of :func:`read_events`;
+    ``result`` (from the first read) gets the losses and tail keys."""
+    source = _open_source(path, progress)
+    try:
+        source.skip(offset)
+    except BaseException:
+        source.close()
+        raise
+    return _iterate(_Splitter(source, result, b""), result)
+
+
+def finish(splitter: _Splitter) -> Iterator[Chunk]:
+    """The chunks left after :meth:`_Splitter.payloads`, then the tail keys; closes the file."""
+    return _iterate(splitter, splitter.result)
+
+
+def _open_source(path: Path, progress: Progress | None) -> _Source:
+    try:
+        return _Source(path, progress)
     except FileNotFoundError:
         raise TraceFormatError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise TraceFormatError(f"{path}: is a directory, not a trace file") from None
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        result, first = _open_array(source)
-    except BaseException:
-        source.close()
-        raise
-    return result, _iterate(source, result, first)
 
 
 def _open_array(source: _Source) -> tuple[ReadResult, bytes]:
@@ -485,11 +545,10 @@ def _open_array(source: _Source) -> tuple[ReadResult, bytes]:
     return result, buf[match.end() :]
 
 
-def _iterate(source: _Source, result: ReadResult, first: bytes) -> Iterator[Chunk]:
-    splitter = _Splitter(source, result, first)
+def _iterate(splitter: _Splitter, result: ReadResult) -> Iterator[Chunk]:
     try:
         yield from splitter.chunks()
         if splitter.array_closed:
             result.tail = _tail_keys(splitter.tail_text, result)
     finally:
-        source.close()
+        splitter.source.close()

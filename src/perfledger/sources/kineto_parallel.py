@@ -1,0 +1,118 @@
+"""One large Kineto trace read by several processes: chunks decoded and laid out in workers.
+
+The main process reads the file (gunzipping it when compressed) and cuts the traceEvents array
+at the separators the streaming reader guesses (:meth:`_Splitter.payloads`). Spawned worker
+processes decode each chunk and build its columns (:func:`chunk_columns`) and send back the
+block with its side data (metadata, flows, counters). The main process takes them in file
+order, so the tables are those of the one-process import, row for row.
+
+A chunk that does not decode (a guessed separator inside a string, or damage in the file) stops
+the parallel read: the file is read again from the start of that chunk in this process, with
+the exact scan that finds where the damage is, as the one-process import does. The last stretch
+of the file (where a trace cut short ends) is always read that way.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+
+from perfledger.sources.kineto_columns import Block, Side, chunk_columns
+from perfledger.sources.kineto_stream import (
+    DECODE_ERRORS,
+    Chunk,
+    ReadResult,
+    decode_payload,
+    finish,
+    open_splitter,
+    read_events_from,
+)
+
+__all__ = ["chunk_result", "read_blocks"]
+
+Progress = Callable[[int, int], None]
+ChunkResult = tuple[Block | None, Side, int]
+
+# Chunks in flight per worker: enough to keep every worker busy while the next one is cut,
+# few enough that the bytes waiting stay small (each chunk is about 4 MB of JSON).
+_AHEAD_PER_WORKER = 2
+
+
+def _start_worker() -> None:
+    # As in the one-process import: millions of small objects and no cycles among them.
+    gc.disable()
+
+
+def chunk_result(payload: bytes) -> ChunkResult | None:
+    """The columns of one chunk, its side data and its event count; None when the chunk is
+    not a JSON array of events (then it is read again with the exact scan)."""
+    try:
+        chunk = decode_payload(payload)
+    except DECODE_ERRORS:
+        return None
+    side = Side()
+    block = chunk_columns(chunk, side)
+    return block, side, len(chunk.events)
+
+
+def read_blocks(
+    path: Path, workers: int, progress: Progress | None = None
+) -> tuple[ReadResult, list[Block], Side]:
+    """The blocks of ``path``'s events in file order, decoded by ``workers`` processes.
+
+    Raises:
+        TraceFormatError: the file is missing, empty, not JSON, or not a trace.
+    """
+    result, splitter = open_splitter(path, progress)
+    blocks: list[Block] = []
+    side = Side()
+
+    def take(outcome: ChunkResult) -> None:
+        block, found, events = outcome
+        if block is not None:
+            blocks.append(block)
+        side.absorb(found)
+        result.events_seen += events
+
+    rest: Iterator[Chunk]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker) as pool:
+        pending: deque[tuple[int, Future[ChunkResult | None]]] = deque()
+        failed_at = -1
+        payloads = splitter.payloads()
+        for offset, payload in payloads:
+            pending.append((offset, pool.submit(chunk_result, payload)))
+            del payload
+            while pending and (len(pending) > _AHEAD_PER_WORKER * workers or pending[0][1].done()):
+                start, future = pending.popleft()
+                outcome = future.result()
+                if outcome is None:
+                    failed_at = start
+                    break
+                take(outcome)
+            if failed_at >= 0:
+                break
+        while pending and failed_at < 0:
+            start, future = pending.popleft()
+            outcome = future.result()
+            if outcome is None:
+                failed_at = start
+            else:
+                take(outcome)
+        for _, future in pending:
+            future.cancel()
+    if failed_at >= 0:
+        payloads.close()
+        splitter.source.close()
+        rest = read_events_from(path, failed_at, result, progress)
+    else:
+        rest = finish(splitter)
+    for chunk in rest:
+        block = chunk_columns(chunk, side)
+        if block is not None:
+            blocks.append(block)
+    return result, blocks, side

@@ -1,0 +1,189 @@
+"""A large trace decoded by worker processes gives the one-process import's tables, row for row.
+
+Small chunks (``CHUNK_BYTES``) make the synthetic documents span many chunks; the size
+threshold is lowered so that they go to the workers at all.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from perfledger.sources import kineto, kineto_parallel, kineto_stream
+from perfledger.sources.base import Trace
+from perfledger.sources.kineto import load_kineto
+from tests import kineto_gen as gen
+from tests.paths import shared_trace
+
+WORKERS = 2
+
+
+def _plain(table: pa.Table) -> list[dict[str, Any]]:
+    return [
+        {k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        for row in table.to_pylist()
+    ]
+
+
+def _assert_same(parallel: Trace, alone: Trace) -> None:
+    assert _plain(parallel.events) == _plain(alone.events)
+    assert parallel.counters.equals(alone.counters)
+    assert parallel.meta == alone.meta
+    assert parallel.loss == alone.loss
+
+
+@dataclass
+class Seen:
+    """What the parallel read did: chunks sent to the workers, offsets read again here."""
+
+    sent: int = 0
+    again: list[int] = field(default_factory=list)
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Seen]:
+    """Every trace goes to the workers, in chunks of about 4 kB."""
+    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 4096)
+    seen = Seen()
+    original = kineto_parallel.read_events_from
+
+    def read_again(path: Path, offset: int, *args: Any) -> Any:
+        seen.again.append(offset)
+        return original(path, offset, *args)
+
+    class CountingPool(ProcessPoolExecutor):
+        def submit(self, *args: Any, **kwargs: Any) -> Any:
+            seen.sent += 1
+            return super().submit(*args, **kwargs)
+
+    monkeypatch.setattr(kineto_parallel, "read_events_from", read_again)
+    monkeypatch.setattr(kineto_parallel, "ProcessPoolExecutor", CountingPool)
+    yield seen
+
+
+def _load_both(path: Path) -> tuple[Trace, Trace]:
+    return load_kineto(path, workers=WORKERS), load_kineto(path)
+
+
+def _ops(count: int) -> list[dict[str, Any]]:
+    return [gen.cpu_op(f"op{i}", 1000 + 10 * i, 5, external_id=i) for i in range(count)]
+
+
+def test_clean_documents_of_every_shape_are_read_by_the_workers(
+    tmp_path: Path, small_chunks: Seen
+) -> None:
+    events = _ops(2000)  # about 300 kB: the reader's first 64 kB leave most of it to the workers
+    for name, style in (("a.json", "pretty"), ("b.json", "compact"), ("c.json.gz", "pretty")):
+        sent = small_chunks.sent
+        path = gen.write_kineto(tmp_path / name, events, style=style, _after={"x": 1})
+        parallel, alone = _load_both(path)
+        _assert_same(parallel, alone)
+        assert parallel.events.num_rows == 2000
+        assert parallel.meta["trace_keys"] == {"x": 1}
+        assert small_chunks.sent - sent > 10
+    assert small_chunks.again == []
+
+
+def test_a_separator_inside_a_string_is_read_again_in_this_process(
+    tmp_path: Path, small_chunks: Seen
+) -> None:
+    # the name comes early in an event: a chunk ending in one of these is most likely cut
+    # inside its name
+    tricky = [gen.cpu_op('weird }, { "x', 30000 + i, 1, external_id=9000 + i) for i in range(300)]
+    events = _ops(1000) + tricky + _ops(1000)
+    path = gen.write_kineto(tmp_path / "t.json", events, style="compact")
+    parallel, alone = _load_both(path)
+    _assert_same(parallel, alone)
+    assert parallel.events.num_rows == len(events)
+    assert parallel.loss is None
+    # the chunk cut inside the string is read again from where that chunk began
+    assert len(small_chunks.again) == 1
+    text = path.read_bytes()
+    offset = small_chunks.again[0]
+    assert text.index(b"weird") - 2 * 4096 < offset < text.rindex(b"weird")
+    assert text[:offset].rstrip().endswith(b"}")
+
+
+def test_damage_in_the_middle_is_found_as_in_one_process(
+    tmp_path: Path, small_chunks: Seen
+) -> None:
+    text = gen.document_text(_ops(2000), schemaVersion=1).encode()
+    at = text.index(b'"op1000"')
+    path = tmp_path / "damaged.json"
+    path.write_bytes(text[:at] + b"}}}" + text[at:])
+    parallel, alone = _load_both(path)
+    _assert_same(parallel, alone)
+    assert parallel.loss is not None and "the trace is damaged at byte" in parallel.loss
+    assert parallel.events.num_rows == 1000
+    assert len(small_chunks.again) == 1
+    assert small_chunks.sent > 10
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_a_trace_cut_short_keeps_the_same_events(
+    tmp_path: Path, small_chunks: Seen, zipped: bool
+) -> None:
+    text = gen.document_text(_ops(2000), schemaVersion=1).encode()
+    if zipped:
+        packed = gzip.compress(text, mtime=0)
+        path = tmp_path / "cut.json.gz"
+        path.write_bytes(packed[: len(packed) // 2])
+    else:
+        path = tmp_path / "cut.json"
+        path.write_bytes(text[: text.index(b'"op1500"')])
+    parallel, alone = _load_both(path)
+    _assert_same(parallel, alone)
+    assert parallel.loss is not None and "the rest of the trace is lost" in parallel.loss
+    assert 0 < parallel.events.num_rows < 2000
+    assert small_chunks.sent > 10
+    assert small_chunks.again == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mtia_inference.json.gz",
+        "mi250_rocm_minitoy.json.gz",
+        "old_pt18_inference_rank1.json.gz",
+        "v100_ns_timestamps.json.gz",
+        "a100_rank3_control.json.gz",
+    ],
+)
+def test_real_traces_give_the_same_tables(
+    monkeypatch: pytest.MonkeyPatch, small_chunks: Seen, name: str
+) -> None:
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 64 << 10)
+    path = shared_trace(f"kineto/{name}")
+    parallel, alone = _load_both(path)
+    _assert_same(parallel, alone)
+    assert small_chunks.again == []
+    with gzip.open(path) as raw:
+        size = len(raw.read())
+    assert small_chunks.sent >= (size - (64 << 10)) // (128 << 10)
+
+
+def test_small_traces_and_one_worker_stay_in_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = gen.write_kineto(tmp_path / "t.json", _ops(10))
+    started: list[int] = []
+
+    def pool(*args: Any) -> Any:
+        started.append(1)
+        raise AssertionError("a pool was started")
+
+    monkeypatch.setattr(kineto_parallel, "read_blocks", pool)
+    load_kineto(path, workers=WORKERS)  # under PARALLEL_MIN_BYTES
+    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
+    load_kineto(path, workers=1)
+    load_kineto(path, workers=0)
+    assert started == []
