@@ -10,6 +10,7 @@ import gzip
 import math
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,17 @@ def test_small_traces_and_one_worker_stay_in_this_process(
     load_kineto(path, workers=1)
     load_kineto(path, workers=0)
     assert started == []
+
+
+def test_a_pool_whose_worker_died_is_answered_by_reading_in_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = gen.write_kineto(tmp_path / "t.json", _ops(10))
+    alone = load_kineto(path)
+
+    def broken(*args: Any) -> Any:
+        raise BrokenProcessPool("a worker was killed")
+
+    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(kineto_parallel, "read_blocks", broken)
+    _assert_same(load_kineto(path, workers=WORKERS), alone)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import signal
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -45,6 +46,9 @@ _AHEAD_PER_WORKER = 2
 def _start_worker() -> None:
     # As in the one-process import: millions of small objects and no cycles among them.
     gc.disable()
+    # Ctrl-C is the main process's to handle: it stops the pool (a worker killed by it would
+    # look like a worker that died, which the caller answers by reading in one process).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def chunk_result(payload: bytes) -> ChunkResult | None:
