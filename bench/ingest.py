@@ -4,7 +4,9 @@ Generates (once, cached under --workdir) a scaled copy of a real Kineto trace, t
 child processes, one after the other on the same file:
   - ``perfledger analyze TRACE -o DIR --force`` (import + accounting + every output file);
   - HTA (HolisticTraceAnalysis 0.5.0, in its own venv with pandas 2.2 / numpy 1.26):
-    ``TraceAnalysis(trace_dir=...)`` + ``get_temporal_breakdown()``.
+    ``TraceAnalysis(trace_dir=...)`` + ``get_temporal_breakdown()``;
+  - a floor: the trace's events decoded by the importer's typed msgspec decoder, one process,
+    nothing else (what any importer built on that decoder spends before laying out a column).
 Prints wall time, throughput (MB of raw JSON per second), peak RSS (sum over the process tree,
 sampled every 50 ms, or the largest single process from wait4 if higher) as a multiple of the
 raw JSON size, and the throughput ratio. Targets: ratio >= 20, perfledger peak RSS <= raw size.
@@ -117,6 +119,26 @@ def _print_span_check(hta_row: dict[str, Any], span: dict[str, str]) -> None:
     )
 
 
+# A child that only decodes the trace's events with the importer's typed msgspec decoder (the
+# fastest decoder measured for these files, DESIGN.md), one process, nothing kept: a floor for
+# any importer written on that decoder, measured in the same run as the two tools.
+_DECODE_ONLY = """
+import sys
+from pathlib import Path
+from perfledger.sources.kineto_stream import read_events
+result, chunks = read_events(Path(sys.argv[1]))
+events = sum(len(chunk.events) for chunk in chunks)
+print(events)
+"""
+
+
+def _decode_floor(trace: Path) -> ChildRun:
+    child = run_measured([sys.executable, "-c", _DECODE_ONLY, str(trace)])
+    if child.returncode != 0:
+        raise SystemExit(f"the decode-only run failed: {child.stderr[-2000:]}")
+    return child
+
+
 def _print_table(figures: list[ToolFigures], raw_bytes: int) -> None:
     print(f"\ntrace: {mb(raw_bytes):.1f} MB raw JSON")
     print(f"{'tool':<12}{'wall s':>9}{'MB/s':>9}{'peak RSS MB':>13}{'x raw':>8}{'max 1 proc':>12}")
@@ -192,6 +214,20 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             flush=True,
         )
 
+    if not args.skip_perfledger:
+        print("running the decode-only floor ...", flush=True)
+        floor = _decode_floor(trace.path)
+        result["decode_only"] = {
+            "wall_s": floor.wall_s,
+            "mb_per_s": mb(trace.raw_bytes) / floor.wall_s,
+            "peak_rss_mb": mb(floor.peak_rss),
+        }
+        print(
+            f"decode only (typed msgspec, one process, interpreter start included): "
+            f"{floor.wall_s:.1f} s, {mb(trace.raw_bytes) / floor.wall_s:.0f} MB/s",
+            flush=True,
+        )
+
     _print_table(figures, trace.raw_bytes)
     if "perfledger" in result and "hta" in result:
         ratio = figures[0].mb_per_s / figures[1].mb_per_s
@@ -208,6 +244,13 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             f"(target <= {TARGET_RSS_MULTIPLE:.1f}x: {'met' if met_rss else 'MISSED'}); "
             f"HTA {figures[1].rss_multiple:.2f}x"
         )
+        budget = figures[1].wall_s / TARGET_RATIO
+        result["target_wall_s"] = budget
+        if "decode_only" in result:
+            print(
+                f"the ratio target means the whole analyze in {budget:.1f} s; decoding the "
+                f"events alone took {result['decode_only']['wall_s']:.1f} s in one process"
+            )
         span = result["perfledger"]["span_row"]
         if span is not None and hta.temporal_breakdown:
             _print_span_check(hta.temporal_breakdown[0], span)
