@@ -7,6 +7,8 @@ threshold is lowered so that they go to the workers at all.
 from __future__ import annotations
 
 import gzip
+import io
+import json
 import math
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -17,7 +19,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from rich.console import Console
 
+from perfledger.cluster.execution import Execution
+from perfledger.pipeline import build_profile
 from perfledger.sources import kineto, kineto_parallel, kineto_stream
 from perfledger.sources.base import Trace
 from perfledger.sources.kineto import load_kineto
@@ -202,3 +207,35 @@ def test_a_pool_whose_worker_died_is_answered_by_reading_in_this_process(
     monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(kineto_parallel, "read_blocks", broken)
     _assert_same(load_kineto(path, workers=WORKERS), alone)
+
+
+def test_analyze_of_one_trace_decoded_by_workers_writes_the_same_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = shared_trace("kineto/v100_rank1_test.json.gz")
+    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 256 << 10)
+    pools: list[int] = []
+    original = kineto_parallel.read_blocks
+
+    def counted(path: Path, workers: int, *args: Any) -> Any:
+        pools.append(workers)
+        return original(path, workers, *args)
+
+    monkeypatch.setattr(kineto_parallel, "read_blocks", counted)
+    quiet = Console(file=io.StringIO())
+    build_profile([source], tmp_path / "alone", console=quiet, execution=Execution(workers=0))
+    assert pools == []
+    build_profile([source], tmp_path / "workers", console=quiet, execution=Execution(workers=2))
+    assert pools == [2]
+    for name in ("op_summary.csv", "kernel_details.csv", "step_trace.csv", "gaps.csv"):
+        assert (tmp_path / "workers" / name).read_bytes() == (
+            tmp_path / "alone" / name
+        ).read_bytes(), name
+    summaries = [
+        json.loads((tmp_path / d / "summary.json").read_text()) for d in ("alone", "workers")
+    ]
+    for summary in summaries:
+        summary.pop("profile", None)
+        summary.pop("timings", None)
+    assert summaries[0] == summaries[1]
