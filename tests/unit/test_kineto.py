@@ -710,6 +710,17 @@ def test_a_damaged_event_is_skipped_and_reported(tmp_path: Path) -> None:
     assert trace.loss == "1 malformed events were skipped"
 
 
+def test_an_event_nested_deeper_than_the_stack_is_skipped_and_reported(tmp_path: Path) -> None:
+    text = gen.document_text(_many_ops(20), schemaVersion=1)
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000
+    path = tmp_path / "deep.json"
+    path.write_text(text.replace('"op7"', '"op7", "deep": ' + deep, 1))
+    trace = load_kineto(path)
+    assert "op7" not in trace.events["name"].to_pylist()
+    assert trace.events.num_rows == 19
+    assert trace.loss == "1 malformed events were skipped"
+
+
 def test_perfledger_error_is_the_base(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("[1, 2")
     with pytest.raises(PerfledgerError):

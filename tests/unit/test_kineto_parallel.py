@@ -6,13 +6,17 @@ threshold is lowered so that they go to the workers at all.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import json
 import math
+import multiprocessing
+import os
+import signal
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ def _plain(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def _assert_same(parallel: Trace, alone: Trace) -> None:
+    assert parallel.events.schema == alone.events.schema
     assert _plain(parallel.events) == _plain(alone.events)
     assert parallel.counters.equals(alone.counters)
     assert parallel.meta == alone.meta
@@ -62,9 +67,9 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Seen]:
     seen = Seen()
     original = kineto_parallel.read_events_from
 
-    def read_again(path: Path, offset: int, *args: Any) -> Any:
+    def read_again(splitter: Any, offset: int) -> Any:
         seen.again.append(offset)
-        return original(path, offset, *args)
+        return original(splitter, offset)
 
     class CountingPool(ProcessPoolExecutor):
         def submit(self, *args: Any, **kwargs: Any) -> Any:
@@ -119,6 +124,45 @@ def test_a_separator_inside_a_string_is_read_again_in_this_process(
     assert text[:offset].rstrip().endswith(b"}")
 
 
+def test_a_gzip_trace_is_read_again_from_the_chunk_that_failed(
+    tmp_path: Path, small_chunks: Seen
+) -> None:
+    tricky = [gen.cpu_op('weird }, { "x', 30000 + i, 1, external_id=9000 + i) for i in range(300)]
+    events = _ops(1000) + tricky + _ops(1000)
+    path = gen.write_kineto(tmp_path / "t.json.gz", events)
+    calls: list[tuple[int, int]] = []
+    parallel = load_kineto(path, workers=WORKERS, progress=lambda *call: calls.append(call))
+    _assert_same(parallel, load_kineto(path))
+    assert parallel.events.num_rows == len(events)
+    assert len(small_chunks.again) == 1
+    # the bar never moves back while the file is read again from an earlier chunk
+    size = path.stat().st_size
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+    assert calls[-1] == (size, size)
+
+
+def test_a_trace_rewritten_during_the_read_is_read_from_the_file_first_opened(
+    tmp_path: Path, small_chunks: Seen
+) -> None:
+    # the read goes back to a chunk that failed to decode: it must read the same file again,
+    # not whatever now has its name
+    first = _ops(1500) + [gen.cpu_op(5, 50000, 1, external_id=99999)] + _ops(1500)
+    path = gen.write_kineto(tmp_path / "t.json", first)
+    alone = load_kineto(path)
+    other = gen.write_kineto(tmp_path / "other.json", _ops(3000)[::-1])
+    replaced: list[int] = []
+
+    def replace_once(done: int, total: int) -> None:
+        if not replaced:
+            os.replace(other, path)
+            replaced.append(done)
+
+    parallel = load_kineto(path, workers=WORKERS, progress=replace_once)
+    assert replaced
+    _assert_same(parallel, alone)
+    assert len(small_chunks.again) == 1
+
+
 def test_damage_in_the_middle_is_found_as_in_one_process(
     tmp_path: Path, small_chunks: Seen
 ) -> None:
@@ -157,24 +201,27 @@ def test_a_trace_cut_short_keeps_the_same_events(
 @pytest.mark.parametrize(
     "name",
     [
-        "mtia_inference.json.gz",
-        "mi250_rocm_minitoy.json.gz",
-        "old_pt18_inference_rank1.json.gz",
-        "v100_ns_timestamps.json.gz",
+        "mtia_inference.json.gz",  # MTIA device events
+        "a100_alexnet.json.gz",
+        "v100_ns_timestamps.json.gz",  # float µs with ns digits
         "a100_rank3_control.json.gz",
+        "resnet50_gpu_2021.json.gz",  # an older PyTorch
     ],
 )
 def test_real_traces_give_the_same_tables(
     monkeypatch: pytest.MonkeyPatch, small_chunks: Seen, name: str
 ) -> None:
-    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 64 << 10)
     path = shared_trace(f"kineto/{name}")
+    with gzip.open(path) as raw:
+        size = len(raw.read())
+    chunk = max(16 << 10, size // 64)  # about 64 chunks whatever the size
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", chunk)
     parallel, alone = _load_both(path)
     _assert_same(parallel, alone)
     assert small_chunks.again == []
-    with gzip.open(path) as raw:
-        size = len(raw.read())
-    assert small_chunks.sent >= (size - (64 << 10)) // (128 << 10)
+    # every chunk but those of the reader's first 64 kB and of the last stretch (a chunk is
+    # cut at the last separator of 1-2 chunk sizes of text)
+    assert small_chunks.sent >= (size - (64 << 10)) // (2 * chunk) - 1 > 0
 
 
 def test_small_traces_and_one_worker_stay_in_this_process(
@@ -195,18 +242,34 @@ def test_small_traces_and_one_worker_stay_in_this_process(
     assert started == []
 
 
-def test_a_pool_whose_worker_died_is_answered_by_reading_in_this_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_worker_killed_midway_is_answered_by_reading_in_this_process(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = gen.write_kineto(tmp_path / "t.json", _ops(10))
+    path = gen.write_kineto(tmp_path / "t.json", _ops(6000))
     alone = load_kineto(path)
+    raised: list[BaseException] = []
+    original = kineto_parallel.read_blocks
 
-    def broken(*args: Any) -> Any:
-        raise BrokenProcessPool("a worker was killed")
+    def watched(*args: Any) -> Any:
+        try:
+            return original(*args)
+        except BaseException as exc:
+            raised.append(exc)
+            raise
 
-    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(kineto_parallel, "read_blocks", broken)
-    _assert_same(load_kineto(path, workers=WORKERS), alone)
+    def kill_a_worker(done: int, total: int) -> None:
+        workers = multiprocessing.active_children()
+        if done > total // 3 and workers and not raised and small_chunks.sent:
+            os.kill(workers[0].pid or 0, signal.SIGKILL)
+
+    monkeypatch.setattr(kineto_parallel, "read_blocks", watched)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        parallel = load_kineto(path, workers=WORKERS, progress=kill_a_worker)
+        gc.collect()
+    assert [type(e) for e in raised] == [kineto_parallel.WorkersUnavailable]
+    _assert_same(parallel, alone)
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
 
 
 def test_analyze_of_one_trace_decoded_by_workers_writes_the_same_profile(

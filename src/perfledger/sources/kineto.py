@@ -186,14 +186,12 @@ def _read_blocks(
     path: Path, progress: Callable[[int, int], None] | None, workers: int
 ) -> tuple[ReadResult, list[Block], Side]:
     if workers > 1 and _json_bytes(path) >= PARALLEL_MIN_BYTES:
-        from concurrent.futures.process import BrokenProcessPool
-
-        from perfledger.sources.kineto_parallel import read_blocks
+        from perfledger.sources import kineto_parallel
 
         try:
-            return read_blocks(path, workers, progress)
-        except BrokenProcessPool:
-            pass  # a worker died (out of memory, killed): read it in this process instead
+            return kineto_parallel.read_blocks(path, workers, progress)
+        except kineto_parallel.WorkersUnavailable:
+            pass  # no pool here, or a worker died (out of memory, killed): read in this process
     result, chunks = read_events(path, progress)
     side = Side()
     blocks = [block for chunk in chunks if (block := chunk_columns(chunk, side)) is not None]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -423,12 +423,17 @@ class Side:
 
     def absorb(self, later: Side) -> None:
         """Append what a later stretch of the file found (as if one Side had read both)."""
-        for name, value in vars(later).items():
-            if isinstance(value, list):
-                getattr(self, name).extend(value)
-        self.malformed += later.malformed
-        for phase, count in later.other_phases.items():
-            self.other_phases[phase] = self.other_phases.get(phase, 0) + count
+        for item in fields(self):
+            mine, theirs = getattr(self, item.name), getattr(later, item.name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif isinstance(mine, dict):
+                for key, count in theirs.items():
+                    mine[key] = mine.get(key, 0) + count
+            elif isinstance(mine, int):
+                setattr(self, item.name, mine + theirs)
+            else:
+                raise TypeError(f"Side.absorb does not know how to merge {item.name}")
 
 
 def _times(

@@ -1,7 +1,7 @@
 """One large Kineto trace read by several processes: chunks decoded and laid out in workers.
 
 The main process reads the file (gunzipping it when compressed) and cuts the traceEvents array
-at the separators the streaming reader guesses (:meth:`_Splitter.payloads`). Spawned worker
+at the separators the streaming reader guesses (:meth:`Splitter.payloads`). Spawned worker
 processes decode each chunk and build its columns (:func:`chunk_columns`) and send back the
 block with its side data (metadata, flows, counters). The main process takes them in file
 order, so the tables are those of the one-process import, row for row.
@@ -18,22 +18,23 @@ import gc
 import multiprocessing
 import signal
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from perfledger.sources.kineto_columns import Block, Side, chunk_columns
 from perfledger.sources.kineto_stream import (
     DECODE_ERRORS,
-    Chunk,
     ReadResult,
+    Splitter,
     decode_payload,
     finish,
     open_splitter,
     read_events_from,
 )
 
-__all__ = ["chunk_result", "read_blocks"]
+__all__ = ["WorkersUnavailable", "chunk_result", "read_blocks"]
 
 Progress = Callable[[int, int], None]
 ChunkResult = tuple[Block | None, Side, int]
@@ -67,6 +68,10 @@ def chunk_result(payload: bytes) -> ChunkResult | None:
     return block, side, len(chunk.events)
 
 
+class WorkersUnavailable(Exception):
+    """The worker processes could not start, or one died: read the file in this process."""
+
+
 def read_blocks(
     path: Path, workers: int, progress: Progress | None = None
 ) -> tuple[ReadResult, list[Block], Side]:
@@ -75,54 +80,87 @@ def read_blocks(
 
     Raises:
         TraceFormatError: the file is missing, empty, not JSON, or not a trace.
+        WorkersUnavailable: the pool could not start or lost a worker (nothing of the
+            partial read is kept; the file is closed).
     """
     workers = max(1, min(workers, MAX_WORKERS))
-    result, splitter = open_splitter(path, progress)
+    result, splitter = open_splitter(path, _forward_only(progress))
+    try:
+        blocks, side, failed_at = _read_in_workers(splitter, workers)
+        # from a chunk that did not decode on, the exact scan reads the rest here, on the same
+        # open file (a trace rewritten meanwhile under the same name is not mixed in)
+        rest = finish(splitter) if failed_at < 0 else read_events_from(splitter, failed_at)
+        for chunk in rest:
+            block = chunk_columns(chunk, side)
+            if block is not None:
+                blocks.append(block)
+    finally:
+        splitter.source.close()
+    return result, blocks, side
+
+
+def _read_in_workers(splitter: Splitter, workers: int) -> tuple[list[Block], Side, int]:
+    """The chunks the workers decode, in file order, up to the first that does not decode
+    (its offset; -1 when every chunk decoded)."""
+    result = splitter.result
     blocks: list[Block] = []
     side = Side()
+    context = multiprocessing.get_context("spawn")
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker)
+    except OSError as exc:  # no semaphores here (no /dev/shm ...)
+        raise WorkersUnavailable(str(exc)) from None
+    pending: deque[tuple[int, Future[ChunkResult | None]]] = deque()
+    payloads = splitter.payloads()
 
-    def take(outcome: ChunkResult) -> None:
+    def next_failure() -> int:
+        """Take the oldest chunk's outcome; its offset if it did not decode, else -1."""
+        start, future = pending.popleft()
+        outcome = future.result()
+        if outcome is None:
+            return start
         block, found, events = outcome
         if block is not None:
             blocks.append(block)
         side.absorb(found)
         result.events_seen += events
+        return -1
 
-    rest: Iterator[Chunk]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker) as pool:
-        pending: deque[tuple[int, Future[ChunkResult | None]]] = deque()
-        failed_at = -1
-        payloads = splitter.payloads()
+    failed_at = -1
+    try:
         for offset, payload in payloads:
             pending.append((offset, pool.submit(chunk_result, payload)))
             del payload
-            while pending and (len(pending) > _AHEAD_PER_WORKER * workers or pending[0][1].done()):
-                start, future = pending.popleft()
-                outcome = future.result()
-                if outcome is None:
-                    failed_at = start
+            while failed_at < 0 and pending:
+                if len(pending) <= _AHEAD_PER_WORKER * workers and not pending[0][1].done():
                     break
-                take(outcome)
+                failed_at = next_failure()
             if failed_at >= 0:
                 break
-        while pending and failed_at < 0:
-            start, future = pending.popleft()
-            outcome = future.result()
-            if outcome is None:
-                failed_at = start
-            else:
-                take(outcome)
+        while failed_at < 0 and pending:
+            failed_at = next_failure()
+    except (BrokenProcessPool, OSError) as exc:
+        blocks.clear()  # let the partial read go before the caller reads the file again
+        side = Side()
+        raise WorkersUnavailable(str(exc)) from None
+    finally:
+        payloads.close()
         for _, future in pending:
             future.cancel()
-    if failed_at >= 0:
-        payloads.close()
-        splitter.source.close()
-        rest = read_events_from(path, failed_at, result, progress)
-    else:
-        rest = finish(splitter)
-    for chunk in rest:
-        block = chunk_columns(chunk, side)
-        if block is not None:
-            blocks.append(block)
-    return result, blocks, side
+        pending.clear()  # chunks decoded past a failure are read again: let them go now
+        pool.shutdown(wait=True, cancel_futures=True)
+    return blocks, side, failed_at
+
+
+def _forward_only(progress: Progress | None) -> Progress | None:
+    """``progress``, never moving back (a re-read from an earlier offset reports less)."""
+    if progress is None:
+        return None
+    furthest = 0
+
+    def report(done: int, total: int) -> None:
+        nonlocal furthest
+        furthest = max(furthest, done)
+        progress(furthest, total)
+
+    return report

@@ -92,8 +92,9 @@ class Chunk:
         return _TEXT_DECODER.decode(self.payload)
 
 
-# What a decoder raises on bad input (invalid UTF-8 is not a msgspec error).
-DECODE_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
+# What a decoder raises on bad input (invalid UTF-8 is not a msgspec error; nesting deeper
+# than the stack allows is a RecursionError).
+DECODE_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 _FAST_DECODER = msgspec.json.Decoder(list[FastEvent])
 _TEXT_DECODER = msgspec.json.Decoder(list[TextEvent])
@@ -163,6 +164,15 @@ class _Source:
         if self._progress is not None:
             self._progress(min(self._raw.tell(), self.total), self.total)
         return b"".join(parts)
+
+    def rewind(self) -> None:
+        """Start over at the first byte of the data (same open file)."""
+        self._raw.seek(0)
+        if self._gzip is not None:
+            self._gzip = gzip.GzipFile(fileobj=self._raw, mode="rb")
+        self.eof = False
+        self.damage = None
+        self.offset = 0
 
     def skip(self, size: int) -> None:
         """Read and drop the first ``size`` bytes of the data (decompressed bytes for gzip)."""
@@ -281,7 +291,7 @@ def _lenient_event(value: Any) -> TextEvent | None:
     )
 
 
-class _Splitter:
+class Splitter:
     """Turns the bytes after ``"traceEvents": [`` into decoded chunks of events."""
 
     def __init__(self, source: _Source, result: ReadResult, first: bytes) -> None:
@@ -459,7 +469,7 @@ def read_events(path: Path, progress: Progress | None = None) -> tuple[ReadResul
     return result, _iterate(splitter, result)
 
 
-def open_splitter(path: Path, progress: Progress | None = None) -> tuple[ReadResult, _Splitter]:
+def open_splitter(path: Path, progress: Progress | None = None) -> tuple[ReadResult, Splitter]:
     """As :func:`read_events`, for a caller that drives the splitter itself.
 
     Call :func:`finish` when done: it reads the rest (tail keys) and closes the file.
@@ -470,26 +480,21 @@ def open_splitter(path: Path, progress: Progress | None = None) -> tuple[ReadRes
     except BaseException:
         source.close()
         raise
-    return result, _Splitter(source, result, first)
+    return result, Splitter(source, result, first)
 
 
-def read_events_from(
-    path: Path, offset: int, result: ReadResult, progress: Progress | None = None
-) -> Iterator[Chunk]:
+def read_events_from(splitter: Splitter, offset: int) -> Iterator[Chunk]:
     """The chunks of the traceEvents array from data ``offset`` on (an element boundary
-    that :meth:`_Splitter.payloads` gave), with the exact fallbacks of :func:`read_events`;
-    ``result`` (from the first read) gets the losses and tail keys."""
-    source = _open_source(path, progress)
-    try:
-        source.skip(offset)
-    except BaseException:
-        source.close()
-        raise
-    return _iterate(_Splitter(source, result, b""), result)
+    that :meth:`Splitter.payloads` gave), read again from the splitter's open file with the
+    exact fallbacks of :func:`read_events`; its result gets the losses and tail keys."""
+    source = splitter.source
+    source.rewind()
+    source.skip(offset)
+    return _iterate(Splitter(source, splitter.result, b""), splitter.result)
 
 
-def finish(splitter: _Splitter) -> Iterator[Chunk]:
-    """The chunks left after :meth:`_Splitter.payloads`, then the tail keys; closes the file."""
+def finish(splitter: Splitter) -> Iterator[Chunk]:
+    """The chunks left after :meth:`Splitter.payloads`, then the tail keys; closes the file."""
     return _iterate(splitter, splitter.result)
 
 
@@ -545,7 +550,7 @@ def _open_array(source: _Source) -> tuple[ReadResult, bytes]:
     return result, buf[match.end() :]
 
 
-def _iterate(splitter: _Splitter, result: ReadResult) -> Iterator[Chunk]:
+def _iterate(splitter: Splitter, result: ReadResult) -> Iterator[Chunk]:
     try:
         yield from splitter.chunks()
         if splitter.array_closed:
