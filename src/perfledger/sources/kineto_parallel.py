@@ -39,9 +39,9 @@ __all__ = ["WorkersUnavailable", "chunk_result", "read_blocks"]
 Progress = Callable[[int, int], None]
 ChunkResult = tuple[Block | None, Side, int]
 
-# This process's share (reading, cutting, taking the blocks back) is about an eighth of the
-# workers' (measured on the 486 MB bench trace: 0.6 s of CPU here, 4.7 s in the workers):
-# beyond eight workers it sets the pace, and more workers only cost memory.
+# This process's share (reading, cutting, taking the blocks back) is about a seventh of the
+# workers' (bench/import_workers.py on the 486 MB bench trace: about 0.7 s of CPU here, 4.8 s
+# in the workers): beyond eight workers it sets the pace, and more workers only cost memory.
 MAX_WORKERS = 8
 # Chunks in flight per worker: enough to keep every worker busy while the next one is cut,
 # few enough that the bytes waiting stay small (each chunk is about 4 MB of JSON).
