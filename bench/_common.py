@@ -64,6 +64,8 @@ class ChildRun:
     stderr: str
     # the largest tree RSS polled in each second of the run, bytes: where the peak falls
     rss_by_second: tuple[int, ...] = ()
+    # user + system CPU seconds of the child and the descendants it waited for
+    cpu_s: float = 0.0
 
     @property
     def peak_rss(self) -> int:
@@ -144,7 +146,7 @@ def run_measured(
 
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
-        _, status, _ = os.wait4(popen.pid, 0)
+        _, status, usage = os.wait4(popen.pid, 0)
         wall = time.perf_counter() - start
         with os.fdopen(read_fd, "rb") as report:
             reported = report.read().strip()
@@ -162,6 +164,7 @@ def run_measured(
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
             rss_by_second=tuple(by_second),
+            cpu_s=usage.ru_utime + usage.ru_stime,
         )
 
 

@@ -186,7 +186,12 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             "rss_mb_by_second": by_second,
             "span_row": _span_row(profile),
         }
-        print(f"perfledger: {pl.wall_s:.1f} s, peak RSS {pl.peak_rss_mb:.0f} MB", flush=True)
+        result["perfledger"]["cpu_s"] = child.cpu_s
+        print(
+            f"perfledger: {pl.wall_s:.1f} s ({child.cpu_s:.1f} s of CPU), "
+            f"peak RSS {pl.peak_rss_mb:.0f} MB",
+            flush=True,
+        )
         print("perfledger RSS MB, largest in each second: " + " ".join(map(str, by_second)))
         if phases:
             print("perfledger phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
