@@ -57,6 +57,7 @@ class Seen:
 
     sent: int = 0
     again: list[int] = field(default_factory=list)
+    sent_before_again: list[int] = field(default_factory=list)  # ``sent`` at each re-read
 
 
 @pytest.fixture
@@ -65,10 +66,11 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Seen]:
     monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 4096)
     seen = Seen()
-    original = kineto_parallel.read_events_from
+    original = kineto_parallel.restart_at
 
     def read_again(splitter: Any, offset: int) -> Any:
         seen.again.append(offset)
+        seen.sent_before_again.append(seen.sent)
         return original(splitter, offset)
 
     class CountingPool(ProcessPoolExecutor):
@@ -76,7 +78,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Seen]:
             seen.sent += 1
             return super().submit(*args, **kwargs)
 
-    monkeypatch.setattr(kineto_parallel, "read_events_from", read_again)
+    monkeypatch.setattr(kineto_parallel, "restart_at", read_again)
     monkeypatch.setattr(kineto_parallel, "ProcessPoolExecutor", CountingPool)
     yield seen
 
@@ -116,12 +118,15 @@ def test_a_separator_inside_a_string_is_read_again_in_this_process(
     _assert_same(parallel, alone)
     assert parallel.events.num_rows == len(events)
     assert parallel.loss is None
-    # the chunk cut inside the string is read again from where that chunk began
-    assert len(small_chunks.again) == 1
+    # each chunk cut inside a string is read again here from where it began, and the
+    # workers take over again after it: past the tricky events they decode every chunk
     text = path.read_bytes()
-    offset = small_chunks.again[0]
-    assert text.index(b"weird") - 2 * 4096 < offset < text.rindex(b"weird")
-    assert text[:offset].rstrip().endswith(b"}")
+    assert small_chunks.again
+    for offset in small_chunks.again:
+        assert text.index(b"weird") - 2 * 4096 < offset < text.rindex(b"weird")
+        assert text[:offset].rstrip().endswith(b"}")
+    after = small_chunks.sent - small_chunks.sent_before_again[-1]
+    assert after >= (len(text) - text.rindex(b"weird")) // (2 * 4096) - 1 > 10
 
 
 def test_a_gzip_trace_is_read_again_from_the_chunk_that_failed(
@@ -134,7 +139,7 @@ def test_a_gzip_trace_is_read_again_from_the_chunk_that_failed(
     parallel = load_kineto(path, workers=WORKERS, progress=lambda *call: calls.append(call))
     _assert_same(parallel, load_kineto(path))
     assert parallel.events.num_rows == len(events)
-    assert len(small_chunks.again) == 1
+    assert small_chunks.again
     # the bar never moves back while the file is read again from an earlier chunk
     size = path.stat().st_size
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
@@ -160,7 +165,10 @@ def test_a_trace_rewritten_during_the_read_is_read_from_the_file_first_opened(
     parallel = load_kineto(path, workers=WORKERS, progress=replace_once)
     assert replaced
     _assert_same(parallel, alone)
+    assert parallel.events.num_rows == 3001  # the event with a number for its name is kept
     assert len(small_chunks.again) == 1
+    # after the chunk with the malformed event, the workers read on
+    assert small_chunks.sent - small_chunks.sent_before_again[0] > 10
 
 
 def test_damage_in_the_middle_is_found_as_in_one_process(
@@ -176,6 +184,8 @@ def test_damage_in_the_middle_is_found_as_in_one_process(
     assert parallel.events.num_rows == 1000
     assert len(small_chunks.again) == 1
     assert small_chunks.sent > 10
+    # nothing is sent to the workers after the damage is found
+    assert small_chunks.sent_before_again == [small_chunks.sent]
 
 
 @pytest.mark.parametrize("zipped", [False, True])

@@ -6,10 +6,12 @@ processes decode each chunk and build its columns (:func:`chunk_columns`) and se
 block with its side data (metadata, flows, counters). The main process takes them in file
 order, so the tables are those of the one-process import, row for row.
 
-A chunk that does not decode (a guessed separator inside a string, or damage in the file) stops
-the parallel read: the file is read again from the start of that chunk in this process, with
-the exact scan that finds where the damage is, as the one-process import does. The last stretch
-of the file (where a trace cut short ends) is always read that way.
+A chunk that does not decode (a guessed separator inside a string, a malformed event, damage in
+the file) is read again in this process from where it began, on the same open file, with the
+exact scan of the one-process import; the workers then take over again from the end of that
+stretch, unless it found the damage that ends the readable data. Chunks the workers decoded
+past it are dropped. The last stretch of the file (where a trace cut short ends) is always
+read in this process.
 """
 
 from __future__ import annotations
@@ -18,20 +20,22 @@ import gc
 import multiprocessing
 import signal
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
 
 from perfledger.sources.kineto_columns import Block, Side, chunk_columns
 from perfledger.sources.kineto_stream import (
     DECODE_ERRORS,
+    Chunk,
     ReadResult,
     Splitter,
     decode_payload,
     finish,
     open_splitter,
-    read_events_from,
+    restart_at,
 )
 
 __all__ = ["WorkersUnavailable", "chunk_result", "read_blocks"]
@@ -85,31 +89,56 @@ def read_blocks(
     """
     workers = max(1, min(workers, MAX_WORKERS))
     result, splitter = open_splitter(path, _forward_only(progress))
+    blocks: list[Block] = []
+    side = Side()
+
+    def add(chunk: Chunk | None) -> None:
+        block = chunk_columns(chunk, side) if chunk is not None and chunk.events else None
+        if block is not None:
+            blocks.append(block)
+
     try:
-        blocks, side, failed_at = _read_in_workers(splitter, workers)
-        # from a chunk that did not decode on, the exact scan reads the rest here, on the same
-        # open file (a trace rewritten meanwhile under the same name is not mixed in)
-        rest = finish(splitter) if failed_at < 0 else read_events_from(splitter, failed_at)
-        for chunk in rest:
-            block = chunk_columns(chunk, side)
-            if block is not None:
-                blocks.append(block)
+        with _pool(workers) as pool:
+            while True:
+                failed_at = _read_in_workers(pool, splitter, workers, blocks, side)
+                if failed_at < 0:
+                    break
+                # The chunk from there is read again here, on the same open file (a trace
+                # rewritten meanwhile under the same name is not mixed in), with the exact
+                # scan; the workers take over again after it unless it found the damage.
+                splitter = restart_at(splitter, failed_at)
+                add(splitter.read_chunk())
+                if splitter.finished:
+                    break
+        for chunk in finish(splitter):
+            add(chunk)
+    except WorkersUnavailable:
+        blocks.clear()  # let the partial read go before the caller reads the file again
+        raise
     finally:
         splitter.source.close()
     return result, blocks, side
 
 
-def _read_in_workers(splitter: Splitter, workers: int) -> tuple[list[Block], Side, int]:
-    """The chunks the workers decode, in file order, up to the first that does not decode
-    (its offset; -1 when every chunk decoded)."""
-    result = splitter.result
-    blocks: list[Block] = []
-    side = Side()
+@contextmanager
+def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     context = multiprocessing.get_context("spawn")
     try:
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker)
     except OSError as exc:  # no semaphores here (no /dev/shm ...)
         raise WorkersUnavailable(str(exc)) from None
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_in_workers(
+    pool: ProcessPoolExecutor, splitter: Splitter, workers: int, blocks: list[Block], side: Side
+) -> int:
+    """Send the splitter's payloads to the workers and take their outcomes in file order into
+    ``blocks`` and ``side``, up to the first chunk that does not decode: its offset (-1 when
+    the data ran out first)."""
     pending: deque[tuple[int, Future[ChunkResult | None]]] = deque()
     payloads = splitter.payloads()
 
@@ -123,7 +152,7 @@ def _read_in_workers(splitter: Splitter, workers: int) -> tuple[list[Block], Sid
         if block is not None:
             blocks.append(block)
         side.absorb(found)
-        result.events_seen += events
+        splitter.result.events_seen += events
         return -1
 
     failed_at = -1
@@ -140,16 +169,13 @@ def _read_in_workers(splitter: Splitter, workers: int) -> tuple[list[Block], Sid
         while failed_at < 0 and pending:
             failed_at = next_failure()
     except (BrokenProcessPool, OSError) as exc:
-        blocks.clear()  # let the partial read go before the caller reads the file again
-        side = Side()
         raise WorkersUnavailable(str(exc)) from None
     finally:
         payloads.close()
         for _, future in pending:
             future.cancel()
         pending.clear()  # chunks decoded past a failure are read again: let them go now
-        pool.shutdown(wait=True, cancel_futures=True)
-    return blocks, side, failed_at
+    return failed_at
 
 
 def _forward_only(progress: Progress | None) -> Progress | None:

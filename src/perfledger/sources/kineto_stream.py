@@ -361,6 +361,20 @@ class Splitter:
 
     def chunks(self) -> Iterator[Chunk]:
         """Decoded chunks of events, in file order; the tail keys are kept in ``tail_text``."""
+        while not self.finished:
+            chunk = self.read_chunk()
+            if chunk is not None and chunk.events:
+                yield chunk
+        if self.array_closed:
+            parts = [self.tail_text]
+            while not self.source.eof:
+                parts.append(self.source.read(CHUNK_BYTES))
+            self.tail_text = b"".join(parts)
+
+    def read_chunk(self) -> Chunk | None:
+        """Decode the next stretch of the array (its events may be none); None when the
+        array is done. Where a guessed cut does not decode, the exact scan reads on to the
+        last whole element of the buffer, or finds where the data is damaged."""
         size = CHUNK_BYTES
         while not self.finished:
             self._fill(size)
@@ -370,9 +384,7 @@ class Splitter:
                 if not self.finished:
                     self._truncated(used)
                     self.finished = True
-                if events.events:
-                    yield events
-                break
+                return events
             cut = self._last_separator(len(self.buf))
             if cut <= 0:
                 size *= 2  # one element larger than the buffer: read more
@@ -384,23 +396,17 @@ class Splitter:
                 if cut == 0 and not self.finished:
                     size *= 2
                     continue
-            size = CHUNK_BYTES
             self.result.events_seen += len(events.events)
             self._consume(cut)
-            if events.events:
-                yield events
-        if self.array_closed:
-            parts = [self.tail_text]
-            while not self.source.eof:
-                parts.append(self.source.read(CHUNK_BYTES))
-            self.tail_text = b"".join(parts)
+            return events
+        return None
 
     def payloads(self) -> Generator[tuple[int, bytes], None, None]:
         """The chunks :meth:`chunks` would decode, undecoded: (data offset, ``[...]`` text).
 
         The cuts are guesses: a payload that does not decode must be read again from its
-        offset with :func:`read_events_from`. Stops where the data ends, before the last
-        stretch, which :meth:`chunks` then reads with the exact scan.
+        offset (:func:`restart_at`, then :meth:`read_chunk`). Stops where the data ends,
+        before the last stretch, which :meth:`chunks` then reads with the exact scan.
         """
         size = CHUNK_BYTES
         while True:
@@ -483,14 +489,13 @@ def open_splitter(path: Path, progress: Progress | None = None) -> tuple[ReadRes
     return result, Splitter(source, result, first)
 
 
-def read_events_from(splitter: Splitter, offset: int) -> Iterator[Chunk]:
-    """The chunks of the traceEvents array from data ``offset`` on (an element boundary
-    that :meth:`Splitter.payloads` gave), read again from the splitter's open file with the
-    exact fallbacks of :func:`read_events`; its result gets the losses and tail keys."""
+def restart_at(splitter: Splitter, offset: int) -> Splitter:
+    """A splitter that reads the array again from data ``offset`` on (an element boundary
+    that :meth:`Splitter.payloads` gave), from the same open file and into the same result."""
     source = splitter.source
     source.rewind()
     source.skip(offset)
-    return _iterate(Splitter(source, splitter.result, b""), splitter.result)
+    return Splitter(source, splitter.result, b"")
 
 
 def finish(splitter: Splitter) -> Iterator[Chunk]:
