@@ -7,8 +7,9 @@ CSVs, summary.json, the timeline and the report agree to the nanosecond.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 from rich.console import Console
@@ -92,6 +93,12 @@ def write_timelines(
     return [whole, *slices]
 
 
+# The phases of :func:`write_artefacts`, as a status line names them.
+PHASE_CSV: Final = "writing: CSVs"
+PHASE_TIMELINES: Final = "writing: timelines"
+PHASE_REPORT: Final = "writing: summary and report"
+
+
 def write_artefacts(
     directory: Path,
     analysis: ProfileAnalysis,
@@ -101,23 +108,29 @@ def write_artefacts(
     advice: AdvisorReport | None = None,
     title: str = "profile",
     meta: dict[str, Any] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Write CSVs, summary.json, timeline and report into ``directory``.
 
     Profiles of several ranks also get cluster_summary.json and cluster_step_trace.csv.
+    ``on_phase`` is told the name of each phase (CSVs, timelines, report) as it starts.
 
     Returns the summary document.
     """
     from perfledger.render import summary as summary_render
 
+    on_phase = on_phase or (lambda phase: None)
+    on_phase(PHASE_CSV)
     started = time.perf_counter()
     write_tables(directory, analysis)
     tables_done = time.perf_counter()
     findings = [f.to_dict() for f in advice.findings] if advice else []
+    on_phase(PHASE_TIMELINES)
     write_timelines(directory, analysis, findings)
     timeline_done = time.perf_counter()
     timings["csv_s"] = tables_done - started
     timings["timeline_s"] = timeline_done - tables_done
+    on_phase(PHASE_REPORT)
     document = summary_render.summary_document(
         source_kind=analysis.source_kind,
         source_files=analysis.source_files,

@@ -11,7 +11,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -27,6 +27,8 @@ from rich.progress import (
     DownloadColumn,
     MofNCompleteColumn,
     Progress,
+    SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -495,27 +497,30 @@ def build_profile(
         timings["import_s"] = time.perf_counter() - started
         if not traces:
             raise PerfledgerError("no trace to analyse")
-        analysis = analyze_traces(traces, counters, slow_rank_excess_pct=excess)
-        timings.update(analysis.timings)
-        release_freed_memory()  # the passes' temporaries: 140 MB on the 486 MB bench trace
         # Parquet encoding and compression run outside the GIL: the events table (the largest
         # write) goes out on a thread of its own while the advisor runs
-        with (
-            staged_directory(out_dir, force=force) as staging,
-            ThreadPoolExecutor(1, thread_name_prefix="events-parquet") as writer,
-        ):
-            events_written = writer.submit(write_table, staging, "events", analysis.events)
-            summary = _write_profile(
-                staging,
-                analysis,
-                inputs,
-                out_dir.name,
-                meta=meta,
-                step_times=step_times,
-                advisor_config=advisor_config,
-                timings=timings,
-            )
-            events_written.result()
+        with _phase_status(console) as show:
+            show(PHASE_ANALYSIS)
+            analysis = analyze_traces(traces, counters, slow_rank_excess_pct=excess)
+            timings.update(analysis.timings)
+            release_freed_memory()  # the passes' temporaries: 140 MB on the 486 MB bench trace
+            with (
+                staged_directory(out_dir, force=force) as staging,
+                ThreadPoolExecutor(1, thread_name_prefix="events-parquet") as writer,
+            ):
+                events_written = writer.submit(write_table, staging, "events", analysis.events)
+                summary = _write_profile(
+                    staging,
+                    analysis,
+                    inputs,
+                    out_dir.name,
+                    meta=meta,
+                    step_times=step_times,
+                    advisor_config=advisor_config,
+                    timings=timings,
+                    show=show,
+                )
+                events_written.result()
         artefacts.print_profile(console, analysis, summary, out_dir)
         return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
 
@@ -535,24 +540,27 @@ def build_profile(
         timings["ranks_s"] = time.perf_counter() - started
         for phase in ("import_s", "analysis_s", "advisor_s", "write_s", "copy_s"):
             timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
-        analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
-        timings.update(analysis.timings)
-        events_dir = staging / TABLES_DIR / "events"
-        events_dir.mkdir(parents=True)
-        for result in results:
-            result.events_parquet.rename(events_dir / f"rank={result.rank}.parquet")
-        extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
-        summary = _write_profile(
-            staging,
-            analysis,
-            inputs,
-            out_dir.name,
-            meta=extra,
-            step_times=step_times,
-            advisor_config=advisor_config,
-            timings=timings,
-            copies={s: c for r in results for s, c in r.raw_copies.items()},
-        )
+        with _phase_status(console) as show:
+            show(PHASE_MERGE)
+            analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
+            timings.update(analysis.timings)
+            events_dir = staging / TABLES_DIR / "events"
+            events_dir.mkdir(parents=True)
+            for result in results:
+                result.events_parquet.rename(events_dir / f"rank={result.rank}.parquet")
+            extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
+            summary = _write_profile(
+                staging,
+                analysis,
+                inputs,
+                out_dir.name,
+                meta=extra,
+                step_times=step_times,
+                advisor_config=advisor_config,
+                timings=timings,
+                copies={s: c for r in results for s, c in r.raw_copies.items()},
+                show=show,
+            )
         # the mapped tables stay readable through open maps once their files are gone
         shutil.rmtree(work)
     artefacts.print_profile(console, analysis, summary, out_dir)
@@ -599,17 +607,22 @@ def _write_profile(
     advisor_config: AdvisorConfig | None,
     timings: dict[str, float],
     copies: Mapping[Path, Path] | None = None,
+    show: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Everything but the events table: raw copies, tables, artefacts, meta.json.
 
     ``copies``: source files the rank tasks already copied (source -> copy), moved into raw/.
+    ``show``: told the name of each phase as it starts.
     """
+    show = show or (lambda phase: None)
     traces = [r.trace for r in analysis.ranks]
     overhead = profiler_overhead_pct(meta)
+    show(PHASE_ADVISOR)
     advised = time.perf_counter()
     advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
     timings["advisor_s"] = time.perf_counter() - advised
     release_freed_memory()  # the rules' derived tables: 450 MB on the 486 MB bench trace
+    show(PHASE_RAW)
     raw = staging / RAW_DIR
     raw.mkdir()
     sources = sorted({p for t in traces for p in t.source_files} or set(inputs))
@@ -636,6 +649,7 @@ def _write_profile(
         advice=advice,
         title=title,
         meta=document,
+        on_phase=show,
     )
     document["timings"] = {k: round(v, 3) for k, v in timings.items()}
     write_json(staging / "meta.json", document)
@@ -697,6 +711,35 @@ def _tasks_document(results: Sequence[RankResult], executor: str) -> dict[str, A
             for r in results
         ],
     }
+
+
+# What the status line says while each phase after the import runs.
+PHASE_ANALYSIS: Final = "analysing: steps, time account, operators"
+PHASE_MERGE: Final = "merging the ranks"
+PHASE_ADVISOR: Final = "diagnosing: advisor rules"
+PHASE_RAW: Final = "copying the sources into raw/"
+
+
+@contextmanager
+def _phase_status(console: Console) -> Iterator[Callable[[str], None]]:
+    """A line naming the phase running now and its time so far (on a terminal only; it is
+    gone when the block ends). Yields the function that starts the next phase."""
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        current: list[TaskID] = []
+
+        def show(phase: str) -> None:
+            for task in current:
+                bar.remove_task(task)
+            current[:] = [bar.add_task(phase, total=None)]
+
+        yield show
 
 
 @contextmanager
