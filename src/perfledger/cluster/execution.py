@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from perfledger.cluster.tasks import RankFailure, RankResult, RankTask, run_rank_task
 from perfledger.errors import PerfledgerError
+from perfledger.orphans import exit_with_parent
 
 LOCAL_DASK: Final = "local"
 Progress = Callable[[int, int], None]
@@ -93,7 +94,12 @@ def open_runner(execution: Execution, task_count: int) -> Iterator[Runner]:
         yield Runner(_run_inline, "this process")
     else:
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=exit_with_parent,
+            initargs=(os.getpid(),),
+        ) as pool:
             yield Runner(
                 lambda tasks, progress: _run_pool(pool, tasks, progress),
                 f"process pool of {workers} worker{'s' if workers > 1 else ''}",

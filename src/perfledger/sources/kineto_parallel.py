@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import signal
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
 
+from perfledger.orphans import exit_with_parent
 from perfledger.sources.kineto_columns import Block, Side, chunk_columns
 from perfledger.sources.kineto_stream import (
     DECODE_ERRORS,
@@ -52,7 +54,8 @@ MAX_WORKERS = 8
 _AHEAD_PER_WORKER = 2
 
 
-def _start_worker() -> None:
+def _start_worker(parent_pid: int) -> None:
+    exit_with_parent(parent_pid)
     # As in the one-process import: millions of small objects and no cycles among them.
     gc.disable()
     # Ctrl-C is the main process's to handle: it stops the pool (a worker killed by it would
@@ -124,7 +127,9 @@ def read_blocks(
 def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     context = multiprocessing.get_context("spawn")
     try:
-        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker)
+        pool = ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
+        )
     except OSError as exc:  # no semaphores here (no /dev/shm ...)
         raise WorkersUnavailable(str(exc)) from None
     try:
