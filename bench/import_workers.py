@@ -6,7 +6,7 @@ order. Prints per mode the median wall time of the import, the CPU seconds of th
 process and of its workers, and the peak RSS of the importing process and of the largest
 worker (``ru_maxrss``). The trace is ``make_trace.py``'s (default: the 486 MB bench trace).
 
-Usage: python bench/import_workers.py [--size-mb 500] [--workers 0 2] [--rounds 3]
+Usage: python bench/import_workers.py [--size-mb 500] [--workers 0 2] [--rounds 3] [--gzip]
 """
 
 from __future__ import annotations
@@ -64,9 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mb", type=float, default=500.0, help="target raw JSON size")
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gzip", action="store_true", help="time a .json.gz trace")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     args = parser.parse_args(argv)
-    trace = make_scaled_trace(args.workdir, source=DEFAULT_SOURCE, size_mb=args.size_mb)
+    trace = make_scaled_trace(
+        args.workdir, source=DEFAULT_SOURCE, size_mb=args.size_mb, compress=args.gzip
+    )
     print(f"trace {trace.path} ({mb(trace.raw_bytes):.1f} MB raw, {trace.events} events)")
     runs: dict[int, list[dict[str, Any]]] = {w: [] for w in args.workers}
     for round_index in range(args.rounds):
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['cpu_s']:>8.2f}{row['workers_cpu_s']:>15.2f}"
             f"{row['peak_rss_mb']:>9.0f}{row['worker_peak_rss_mb']:>15.0f}"
         )
-    out = args.workdir / "import_workers_result.json"
+    out = args.workdir / f"import_workers_result{'_gz' if args.gzip else ''}.json"
     out.write_text(json.dumps(summary, indent=1) + "\n")
     print(f"figures written to {out}")
     return 0
