@@ -109,26 +109,29 @@ def write_artefacts(
     title: str = "profile",
     meta: dict[str, Any] | None = None,
     on_phase: Callable[[str], None] | None = None,
+    csvs: bool = True,
 ) -> dict[str, Any]:
     """Write CSVs, summary.json, timeline and report into ``directory``.
 
     Profiles of several ranks also get cluster_summary.json and cluster_step_trace.csv.
     ``on_phase`` is told the name of each phase (CSVs, timelines, report) as it starts.
+    ``csvs``: False when the caller wrote them already (:func:`write_tables`).
 
     Returns the summary document.
     """
     from perfledger.render import summary as summary_render
 
     on_phase = on_phase or (lambda phase: None)
-    on_phase(PHASE_CSV)
-    started = time.perf_counter()
-    write_tables(directory, analysis)
-    tables_done = time.perf_counter()
+    if csvs:
+        on_phase(PHASE_CSV)
+        started = time.perf_counter()
+        write_tables(directory, analysis)
+        timings["csv_s"] = time.perf_counter() - started
     findings = [f.to_dict() for f in advice.findings] if advice else []
     on_phase(PHASE_TIMELINES)
+    tables_done = time.perf_counter()
     write_timelines(directory, analysis, findings)
     timeline_done = time.perf_counter()
-    timings["csv_s"] = tables_done - started
     timings["timeline_s"] = timeline_done - tables_done
     on_phase(PHASE_REPORT)
     document = summary_render.summary_document(

@@ -497,18 +497,12 @@ def build_profile(
         timings["import_s"] = time.perf_counter() - started
         if not traces:
             raise PerfledgerError("no trace to analyse")
-        # Parquet encoding and compression run outside the GIL: the events table (the largest
-        # write) goes out on a thread of its own while the advisor runs
         with _phase_status(console) as show:
             show(PHASE_ANALYSIS)
             analysis = analyze_traces(traces, counters, slow_rank_excess_pct=excess)
             timings.update(analysis.timings)
             release_freed_memory()  # the passes' temporaries: 140 MB on the 486 MB bench trace
-            with (
-                staged_directory(out_dir, force=force) as staging,
-                ThreadPoolExecutor(1, thread_name_prefix="events-parquet") as writer,
-            ):
-                events_written = writer.submit(write_table, staging, "events", analysis.events)
+            with staged_directory(out_dir, force=force) as staging:
                 summary = _write_profile(
                     staging,
                     analysis,
@@ -519,8 +513,8 @@ def build_profile(
                     advisor_config=advisor_config,
                     timings=timings,
                     show=show,
+                    events=True,
                 )
-                events_written.result()
         artefacts.print_profile(console, analysis, summary, out_dir)
         return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
 
@@ -608,23 +602,65 @@ def _write_profile(
     timings: dict[str, float],
     copies: Mapping[Path, Path] | None = None,
     show: Callable[[str], None] | None = None,
+    events: bool = False,
 ) -> dict[str, Any]:
-    """Everything but the events table: raw copies, tables, artefacts, meta.json.
+    """Everything but the rank tasks' events tables: raw copies, tables, artefacts, meta.json.
 
     ``copies``: source files the rank tasks already copied (source -> copy), moved into raw/.
-    ``show``: told the name of each phase as it starts.
+    ``show``: told the name of each phase as it starts. ``events``: write the events table
+    too (``analysis.events``, as one file).
+
+    What does not depend on the advisor's findings (the raw copies, the Parquet tables, the
+    CSVs) is written on a thread of its own while the advisor runs: Parquet and CSV encoding,
+    compression and copying run mostly outside the GIL.
     """
     show = show or (lambda phase: None)
     traces = [r.trace for r in analysis.ranks]
     overhead = profiler_overhead_pct(meta)
     show(PHASE_ADVISOR)
-    advised = time.perf_counter()
-    advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
-    timings["advisor_s"] = time.perf_counter() - advised
-    release_freed_memory()  # the rules' derived tables: 450 MB on the 486 MB bench trace
-    show(PHASE_RAW)
+    with ThreadPoolExecutor(1, thread_name_prefix="profile-writer") as writer:
+        written = writer.submit(
+            _write_independent, staging, analysis, inputs, step_times, copies, events
+        )
+        advised = time.perf_counter()
+        advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
+        timings["advisor_s"] = time.perf_counter() - advised
+        release_freed_memory()  # the rules' derived tables: 450 MB on the 486 MB bench trace
+        show(PHASE_TABLES)
+        timings.update(written.result())
+    document = _meta_document(traces, inputs, meta)
+    summary = artefacts.write_artefacts(
+        staging,
+        analysis,
+        overhead_pct=overhead,
+        timings=timings,
+        advice=advice,
+        title=title,
+        meta=document,
+        on_phase=show,
+        csvs=False,
+    )
+    document["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    write_json(staging / "meta.json", document)
+    return summary
+
+
+def _write_independent(
+    staging: Path,
+    analysis: ProfileAnalysis,
+    inputs: Sequence[Path],
+    step_times: pa.Table | None,
+    copies: Mapping[Path, Path] | None,
+    events: bool,
+) -> dict[str, float]:
+    """The raw copies, the Parquet tables and the CSVs (none of them needs the findings);
+    the seconds each took."""
+    started = time.perf_counter()
+    if events:
+        write_table(staging, "events", analysis.events)
     raw = staging / RAW_DIR
     raw.mkdir()
+    traces = [r.trace for r in analysis.ranks]
     sources = sorted({p for t in traces for p in t.source_files} or set(inputs))
     for index, source in enumerate(sources):
         name = source.name
@@ -640,20 +676,9 @@ def _write_profile(
     write_table(staging, "gaps", analysis.gaps)
     if step_times is not None:
         write_table(staging, "step_times", step_times.cast(STEP_TIMES_SCHEMA))
-    document = _meta_document(traces, inputs, meta)
-    summary = artefacts.write_artefacts(
-        staging,
-        analysis,
-        overhead_pct=overhead,
-        timings=timings,
-        advice=advice,
-        title=title,
-        meta=document,
-        on_phase=show,
-    )
-    document["timings"] = {k: round(v, 3) for k, v in timings.items()}
-    write_json(staging / "meta.json", document)
-    return summary
+    tables = time.perf_counter()
+    artefacts.write_tables(staging, analysis)
+    return {"tables_s": tables - started, "csv_s": time.perf_counter() - tables}
 
 
 def run_rank_tasks(
@@ -717,7 +742,7 @@ def _tasks_document(results: Sequence[RankResult], executor: str) -> dict[str, A
 PHASE_ANALYSIS: Final = "analysing: steps, time account, operators"
 PHASE_MERGE: Final = "merging the ranks"
 PHASE_ADVISOR: Final = "diagnosing: advisor rules"
-PHASE_RAW: Final = "copying the sources into raw/"
+PHASE_TABLES: Final = "writing: raw copies, tables, CSVs"
 
 
 @contextmanager
