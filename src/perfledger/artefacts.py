@@ -48,7 +48,17 @@ def step_trace(analysis: ProfileAnalysis) -> pa.Table:
 
 def write_tables(directory: Path, analysis: ProfileAnalysis) -> dict[str, Path]:
     """The CSV artefacts."""
-    tables = {
+    written = {}
+    for name, table in csv_tables(analysis).items():
+        path = directory / name
+        csvs.write_csv(table, path)
+        written[name] = path
+    return written
+
+
+def csv_tables(analysis: ProfileAnalysis) -> dict[str, pa.Table]:
+    """The CSV artefacts' tables by file name."""
+    return {
         "op_summary.csv": analysis.op_summary,
         "op_statistic.csv": analysis.op_statistic,
         "kernel_details.csv": analysis.kernel_details,
@@ -58,12 +68,6 @@ def write_tables(directory: Path, analysis: ProfileAnalysis) -> dict[str, Path]:
         "transfers.csv": analysis.transfers,
         "communication.csv": analysis.communication,
     }
-    written = {}
-    for name, table in tables.items():
-        path = directory / name
-        csvs.write_csv(table, path)
-        written[name] = path
-    return written
 
 
 def write_timelines(

@@ -4,6 +4,10 @@ A :class:`concurrent.futures.ProcessPoolExecutor` worker waits for work on a que
 writing end it holds itself: when its parent is killed (out of memory, ``kill -9``) nothing
 tells it, and it waits on forever. A worker started with :func:`exit_with_parent` as its pool
 initializer watches for its parent to go and ends then.
+
+It assumes the workers are children of the process that passes its pid: true of the "spawn"
+and "fork" start methods used here, not of "forkserver" (whose workers are the fork server's
+children: they would end at once).
 """
 
 from __future__ import annotations

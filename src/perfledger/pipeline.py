@@ -10,6 +10,7 @@ import os
 import shutil
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +74,7 @@ from perfledger.profiledir import (
     write_table,
 )
 from perfledger.record.counters import TRACK_CORES
+from perfledger.render.csvs import write_csv
 from perfledger.sources import load_traces
 from perfledger.sources.base import Trace
 
@@ -618,16 +620,24 @@ def _write_profile(
     traces = [r.trace for r in analysis.ranks]
     overhead = profiler_overhead_pct(meta)
     show(PHASE_ADVISOR)
+    stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="profile-writer") as writer:
         written = writer.submit(
-            _write_independent, staging, analysis, inputs, step_times, copies, events
+            _write_independent, staging, analysis, inputs, step_times, copies, events, stop
         )
-        advised = time.perf_counter()
-        advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
-        timings["advisor_s"] = time.perf_counter() - advised
+        try:
+            advised = time.perf_counter()
+            advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
+            timings["advisor_s"] = time.perf_counter() - advised
+        except BaseException:
+            stop.set()  # the writer ends with the file it is writing; the pool waits for it
+            raise
         release_freed_memory()  # the rules' derived tables: 450 MB on the 486 MB bench trace
         show(PHASE_TABLES)
+        waited = time.perf_counter()
         timings.update(written.result())
+        # tables_s and csv_s ran beside the advisor; this is what was left of them after it
+        timings["tables_wait_s"] = time.perf_counter() - waited
     document = _meta_document(traces, inputs, meta)
     summary = artefacts.write_artefacts(
         staging,
@@ -652,9 +662,15 @@ def _write_independent(
     step_times: pa.Table | None,
     copies: Mapping[Path, Path] | None,
     events: bool,
+    stop: threading.Event,
 ) -> dict[str, float]:
     """The raw copies, the Parquet tables and the CSVs (none of them needs the findings);
-    the seconds each took."""
+    the seconds each took. Ends early, between two files, once ``stop`` is set."""
+
+    def check() -> None:
+        if stop.is_set():
+            raise PerfledgerError("the profile was abandoned")
+
     started = time.perf_counter()
     if events:
         write_table(staging, "events", analysis.events)
@@ -663,6 +679,7 @@ def _write_independent(
     traces = [r.trace for r in analysis.ranks]
     sources = sorted({p for t in traces for p in t.source_files} or set(inputs))
     for index, source in enumerate(sources):
+        check()
         name = source.name
         while (raw / name).exists():  # two ranks' files often share a name
             name = f"{index}_{name}"
@@ -671,14 +688,17 @@ def _write_independent(
             os.replace(copied, raw / name)  # copied by its rank task
         else:
             copy_source(source, raw / name)
-    write_table(staging, "counters", analysis.counters)
-    write_table(staging, "steps", analysis.steps)
-    write_table(staging, "gaps", analysis.gaps)
+    tables = {"counters": analysis.counters, "steps": analysis.steps, "gaps": analysis.gaps}
     if step_times is not None:
-        write_table(staging, "step_times", step_times.cast(STEP_TIMES_SCHEMA))
-    tables = time.perf_counter()
-    artefacts.write_tables(staging, analysis)
-    return {"tables_s": tables - started, "csv_s": time.perf_counter() - tables}
+        tables["step_times"] = step_times.cast(STEP_TIMES_SCHEMA)
+    for name, table in tables.items():
+        check()
+        write_table(staging, name, table)
+    csv_started = time.perf_counter()
+    for name, table in artefacts.csv_tables(analysis).items():
+        check()
+        write_csv(table, staging / name)
+    return {"tables_s": csv_started - started, "csv_s": time.perf_counter() - csv_started}
 
 
 def run_rank_tasks(
@@ -756,6 +776,7 @@ def _phase_status(console: Console) -> Iterator[Callable[[str], None]]:
         console=console,
         transient=True,
         disable=not console.is_terminal,
+        redirect_stderr=False,  # what goes to stderr meanwhile stays there (``2>file``)
     ) as bar:
         current: list[TaskID] = []
 

@@ -83,10 +83,12 @@ def copy_source(source: Path, destination: Path) -> None:
     """
     if destination.exists():
         raise FileExistsError(f"{destination} exists: refusing to write over it")
+    # the folder it goes in is made when missing, but never the profile's own folder: a writer
+    # that outlives an interrupted run must not bring a removed staging folder back
+    destination.parent.mkdir(exist_ok=True)
     if source.is_dir():
         shutil.copytree(source, destination)
     else:
-        destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
 
 
@@ -101,7 +103,7 @@ def write_json(path: Path, document: Any) -> None:
 def write_table(directory: Path, name: str, table: pa.Table) -> Path:
     """Store a canonical table as ``tables/<name>.parquet``."""
     path = directory / TABLES_DIR / f"{name}.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(exist_ok=True)  # ``directory`` itself must exist (see copy_source)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)

@@ -19,6 +19,7 @@ from perfledger import orphans
 PARENT = """
 import os, signal, sys, time, multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+import psutil
 from perfledger.orphans import exit_with_parent
 
 if __name__ == "__main__":
@@ -29,10 +30,17 @@ if __name__ == "__main__":
         initializer=exit_with_parent if watched else None,
         initargs=(os.getpid(),) if watched else (),
     )
-    busy = [pool.submit(time.sleep, 60) for _ in range(4)]
-    while sum(f.running() for f in busy) < 2:  # both workers started and busy
-        time.sleep(0.05)
+    for _ in range(4):
+        pool.submit(time.sleep, 60)
     pids = [child.pid for child in multiprocessing.active_children()]
+    # both workers up and busy before the parent dies (a watched one has started its watch):
+    # it is a running worker that must notice, not one that starts after the parent is gone
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(
+        psutil.Process(pid).num_threads() < (2 if watched else 1) for pid in pids
+    ):
+        time.sleep(0.05)
+    time.sleep(0.5)
     with open(sys.argv[2], "w") as out:
         out.write(" ".join(str(p) for p in sorted(pids)))
     os.kill(os.getpid(), signal.SIGKILL)

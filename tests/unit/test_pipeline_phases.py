@@ -1,18 +1,24 @@
-"""The status line of ``analyze`` after the import: which phase runs now."""
+"""The phases of ``analyze`` after the import: the status line naming them, and the writer
+that runs beside the advisor."""
 
 from __future__ import annotations
 
 import io
+import shutil
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
 from perfledger import artefacts, pipeline
 from perfledger.cluster.execution import Execution
-from perfledger.pipeline import build_profile
+from perfledger.pipeline import analyze_traces, build_profile
+from perfledger.sources import load_traces
 from tests.paths import shared_trace
 
 AFTER_THE_ADVISOR = [
@@ -70,3 +76,55 @@ def test_a_terminal_sees_the_status_line_and_a_pipe_does_not(tmp_path: Path) -> 
     build_profile([source], tmp_path / "p", console=Console(file=piped))
     assert "writing:" not in piped.getvalue()
     assert pipeline.PHASE_ADVISOR not in piped.getvalue()
+
+
+def test_an_advisor_error_stops_the_writer_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[str] = []
+    real_write = pipeline.write_table
+
+    def slow_write(directory: Path, name: str, table: Any) -> Path:
+        time.sleep(1.0 if name == "events" else 0.0)
+        written.append(name)
+        return real_write(directory, name, table)
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a rule failed")
+
+    monkeypatch.setattr(pipeline, "write_table", slow_write)
+    monkeypatch.setattr(pipeline, "diagnose", failing)
+    out = tmp_path / "p"
+    with pytest.raises(RuntimeError, match="a rule failed"):
+        build_profile(
+            [shared_trace("kineto/v100_rank1_test.json.gz")],
+            out,
+            console=Console(file=io.StringIO()),
+        )
+    # the writer ended with the file it was writing when the advisor failed
+    assert written == ["events"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_writer_outliving_its_removed_staging_folder_does_not_bring_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second Ctrl-C can interrupt the wait for the writer: the staging folder is removed
+    while the writer still runs. What it writes next must fail, not recreate the folder."""
+    staging = tmp_path / ".p.partial-1"
+    staging.mkdir()
+    source = shared_trace("kineto/v100_rank1_test.json.gz")
+    analysis = analyze_traces(load_traces([source]))
+    real_write = pipeline.write_table
+
+    def removed_meanwhile(directory: Path, name: str, table: Any) -> Path:
+        if name == "counters":  # after the events and the raw copies
+            shutil.rmtree(staging)
+        return real_write(directory, name, table)
+
+    monkeypatch.setattr(pipeline, "write_table", removed_meanwhile)
+    with pytest.raises(FileNotFoundError):
+        pipeline._write_independent(
+            staging, analysis, [source], None, None, True, threading.Event()
+        )
+    assert not staging.exists()
