@@ -45,10 +45,11 @@ __all__ = ["WorkersUnavailable", "chunk_result", "read_blocks"]
 Progress = Callable[[int, int], None]
 ChunkResult = tuple[Block | None, Side, int]
 
-# This process's share (reading, cutting, taking the blocks back) is about a seventh of the
-# workers' (bench/import_workers.py on the 486 MB bench trace: about 0.7 s of CPU here, 4.8 s
-# in the workers): beyond eight workers it sets the pace, and more workers only cost memory.
-MAX_WORKERS = 8
+# This process reads, cuts and takes the blocks back at about a fifth of the workers' cost
+# (bench/import_workers.py on the 486 MB bench trace: 0.95 s of CPU here against 4.5 s of
+# decoding in the workers; 1.5 s here when it also inflates gzip): beyond about five workers
+# it sets the pace, and more workers only cost memory (about 130 MB each).
+MAX_WORKERS = 6
 # Chunks in flight per worker: enough to keep every worker busy while the next one is cut,
 # few enough that the bytes waiting stay small (each chunk is about 4 MB of JSON).
 _AHEAD_PER_WORKER = 2
