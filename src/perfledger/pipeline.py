@@ -76,7 +76,7 @@ from perfledger.profiledir import (
 from perfledger.record.counters import TRACK_CORES
 from perfledger.render.csvs import write_csv
 from perfledger.sources import load_traces
-from perfledger.sources.base import Trace
+from perfledger.sources.base import Trace, decoded_bytes
 
 STEP_TIMES_SCHEMA = pa.schema(
     [
@@ -567,8 +567,6 @@ _TASKS_DIR = ".ranks"
 # Below this much trace data, starting worker processes (about 1 s each) costs more than the
 # pool saves: the rank tasks then run one after the other in this process.
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
-# gzip shrinks Kineto JSON about tenfold: count compressed bytes as what they decode to.
-_GZIP_RATIO = 10
 
 
 def _input_bytes(tasks: Sequence[RankTask]) -> int:
@@ -576,10 +574,7 @@ def _input_bytes(tasks: Sequence[RankTask]) -> int:
     total = 0
     for task in tasks:
         files = [task.path] if task.path.is_file() else task.path.rglob("*")
-        for path in files:
-            if path.is_file():
-                size = path.stat().st_size
-                total += size * _GZIP_RATIO if path.name.endswith(".gz") else size
+        total += sum(decoded_bytes(path) for path in files if path.is_file())
     return total
 
 

@@ -138,14 +138,20 @@ _RATIO_KEYS = {
 }
 
 
-def communication_info(path: Path) -> dict[str, dict[str, Any]]:
-    """Per collective (name without its ``@group`` suffix): HCCL's time split and link use."""
+def _json_object(path: Path, what: str) -> dict[str, Any]:
+    """The JSON object in ``path``; TraceFormatError("not a JSON <what>") otherwise."""
     try:
         document = msgspec.json.decode(path.read_bytes())
     except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(f"{path}: not a JSON communication summary ({exc})") from exc
+        raise TraceFormatError(f"{path}: not a JSON {what} ({exc})") from exc
     if not isinstance(document, dict):
-        raise TraceFormatError(f"{path}: not a JSON communication summary")
+        raise TraceFormatError(f"{path}: not a JSON {what}")
+    return document
+
+
+def communication_info(path: Path) -> dict[str, dict[str, Any]]:
+    """Per collective (name without its ``@group`` suffix): HCCL's time split and link use."""
+    document = _json_object(path, "communication summary")
     info: dict[str, dict[str, Any]] = {}
     for step in document.values():
         if not isinstance(step, dict):
@@ -199,12 +205,7 @@ def communication_matrix(path: Path) -> list[dict[str, Any]]:
     """Rows of :data:`perfledger.schema.COMM_MATRIX_SCHEMA` (without ``rank``) from an
     Ascend communication_matrix.json: bytes and time per step, collective type, group and
     (source rank, destination rank) pair."""
-    try:
-        document = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(f"{path}: not a JSON communication matrix ({exc})") from exc
-    if not isinstance(document, dict):
-        raise TraceFormatError(f"{path}: not a JSON communication matrix")
+    document = _json_object(path, "communication matrix")
     rows: list[dict[str, Any]] = []
     for step, kinds in document.items():
         if not isinstance(kinds, dict):

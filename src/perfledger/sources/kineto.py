@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from perfledger import schema, vendors
 from perfledger.errors import TraceFormatError
 from perfledger.memory import release_freed_memory
-from perfledger.sources.base import Trace
+from perfledger.sources.base import Trace, decoded_bytes
 from perfledger.sources.kineto_columns import (
     PHASE_INSTANT,
     Block,
@@ -91,18 +91,6 @@ def is_kineto(path: Path) -> bool:
 # Below this much JSON, starting worker processes (a spawned interpreter imports numpy and
 # pyarrow: about half a second of CPU each) costs more than they save.
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
-# gzip shrinks Kineto JSON about tenfold.
-_GZIP_RATIO = 10
-
-
-def _json_bytes(path: Path) -> int:
-    """About how many bytes of JSON ``path`` holds (a gzip file at its decoded size)."""
-    try:
-        with path.open("rb") as raw:
-            size = path.stat().st_size
-            return size * _GZIP_RATIO if raw.read(2) == b"\x1f\x8b" else size
-    except OSError:
-        return 0  # the reader reports what is wrong with the file
 
 
 @contextmanager
@@ -185,7 +173,7 @@ def load_kineto(
 def _read_blocks(
     path: Path, progress: Callable[[int, int], None] | None, workers: int
 ) -> tuple[ReadResult, list[Block], Side]:
-    if workers > 1 and _json_bytes(path) >= PARALLEL_MIN_BYTES:
+    if workers > 1 and decoded_bytes(path) >= PARALLEL_MIN_BYTES:
         from perfledger.sources import kineto_parallel
 
         try:
