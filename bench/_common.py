@@ -19,7 +19,7 @@ import psutil
 BENCH_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = BENCH_DIR.parent
 DEFAULT_WORKDIR = BENCH_DIR / "out"
-SHARED_TRACES = PROJECT_ROOT / ".." / "shared" / "traces"
+TEST_TRACES = PROJECT_ROOT / "tests" / "data"
 
 # HTA 0.5.0 is the last release on PyPI; it breaks on pandas 3 and numpy 2.
 HTA_REQUIREMENTS: tuple[str, ...] = (

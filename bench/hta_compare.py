@@ -1,8 +1,8 @@
 """Accounting reference check: HTA's temporal breakdown next to perfledger's whole-span rows.
 
-For each trace (default: v100_rank1_ddp and a100_rank3_control from ../shared/traces/kineto)
+For each trace (default: v100_rank1_ddp and a100_rank3_control from tests/data/kineto)
 prints, per rank, idle / compute / non-compute / span in µs from three sources:
-  - HTA 0.6.1, precomputed in ../shared/traces/reference/hta-0.6.1/<trace>/temporal_breakdown.csv;
+  - HTA 0.6.1, precomputed in tests/data/reference/hta-0.6.1/<trace>/temporal_breakdown.csv;
   - HTA 0.5.0, run now in its own venv (a second opinion; --skip-hta to leave it out);
   - perfledger, the ``step = -1`` rows of step_trace.csv written by ``perfledger analyze``.
 perfledger's non-compute is its exposed communication + memcpy + memset (HTA: time when only
@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     DEFAULT_WORKDIR,
-    SHARED_TRACES,
+    TEST_TRACES,
     ensure_hta_venv,
     hta_trace_dir,
     perfledger_argv,
@@ -33,7 +33,7 @@ from _common import (  # noqa: E402
 )
 
 DEFAULT_TRACES: tuple[str, ...] = ("v100_rank1_ddp", "a100_rank3_control")
-REFERENCE_DIR = SHARED_TRACES / "reference" / "hta-0.6.1"
+REFERENCE_DIR = TEST_TRACES / "reference" / "hta-0.6.1"
 TOLERANCE_US = 1.0
 
 
@@ -126,9 +126,9 @@ def _print_rows(rows: list[Breakdown]) -> None:
 
 def compare_trace(trace_name: str, args: argparse.Namespace) -> bool:
     """Print the three sources for one trace; True when perfledger matches the reference."""
-    trace = SHARED_TRACES / "kineto" / f"{trace_name}.json.gz"
+    trace = TEST_TRACES / "kineto" / f"{trace_name}.json.gz"
     if not trace.exists():
-        raise SystemExit(f"shared trace missing: {trace}")
+        raise SystemExit(f"test trace missing: {trace}")
     print(f"\n{trace_name} (µs)")
     reference = _reference(trace_name)
     rows = list(reference)

@@ -27,9 +27,9 @@ from typing import Any
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_WORKDIR, SHARED_TRACES  # noqa: E402
+from _common import DEFAULT_WORKDIR, TEST_TRACES  # noqa: E402
 
-DEFAULT_SOURCE = SHARED_TRACES / "kineto" / "v100_rank1_ddp.json.gz"
+DEFAULT_SOURCE = TEST_TRACES / "kineto" / "v100_rank1_ddp.json.gz"
 GENERATOR_VERSION = 1
 
 # Keys whose integer values link events to each other and must stay unique across copies.
@@ -207,7 +207,7 @@ def make_scaled_trace(
     and its description is written next to it last, so a cached file is always whole.
     """
     if not source.exists():
-        raise FileNotFoundError(f"source trace {source} is missing (../shared/traces?)")
+        raise FileNotFoundError(f"source trace {source} is missing (tests/data?)")
     stem = source.name.removesuffix(".gz").removesuffix(".json")
     if copies is None:
         # The repeated part is nearly the whole file: size the copy count on the file's text.

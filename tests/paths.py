@@ -1,20 +1,20 @@
-"""Where the real traces are: ../shared/traces beside the project checkout."""
+"""Where the test data is: real traces and reference figures under tests/data (see its README)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-TRACES = PROJECT_ROOT.parent / "shared" / "traces"
+PROJECT_ROOT: Final = Path(__file__).resolve().parents[1]
+DATA: Final = PROJECT_ROOT / "tests" / "data"
+ASCEND: Final = DATA / "ascend"
 
 
-def shared_trace(relative: str) -> Path:
-    """A file or folder under ../shared/traces; the test fails (never skips) when it is absent."""
-    path = TRACES / relative
+def data_file(relative: str) -> Path:
+    """A file or folder under tests/data; the test fails (never skips) when it is absent."""
+    path = DATA / relative
     if not path.exists():
-        pytest.fail(
-            f"real trace {path} is missing: tests need ../shared/traces beside the checkout"
-        )
+        pytest.fail(f"test data {path} is missing: the checkout is incomplete")
     return path

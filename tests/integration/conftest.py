@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser
 
 from tests.browser import chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One chromium per test module."""
+    """One chromium per test module (skipped with the reason where none can be had)."""
     with chromium() as running:
         yield running

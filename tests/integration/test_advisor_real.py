@@ -1,4 +1,4 @@
-"""The advisor on every real trace of ../shared/traces: which rules fire, how severe, which are
+"""The advisor on every real trace of tests/data: which rules fire, how severe, which are
 skipped because the trace lacks their data. docs/advisor.md explains each result."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from perfledger import schema
 from perfledger.analysis.advisor import AdvisorReport, diagnose
 from perfledger.pipeline import ProfileAnalysis, analyze_traces
 from perfledger.sources import load_traces
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 TRACES = {
     "a100_alexnet": "kineto/a100_alexnet.json.gz",
@@ -241,7 +241,7 @@ _cache: dict[str, tuple[ProfileAnalysis, AdvisorReport]] = {}
 
 def advised(name: str) -> tuple[ProfileAnalysis, AdvisorReport]:
     if name not in _cache:
-        analysis = analyze_traces(load_traces([shared_trace(TRACES[name])]))
+        analysis = analyze_traces(load_traces([data_file(TRACES[name])]))
         _cache[name] = (analysis, diagnose(analysis))
     return _cache[name]
 
@@ -321,4 +321,4 @@ def test_skip_reasons_name_what_is_missing() -> None:
 
 def test_trace_files_are_where_the_table_says() -> None:
     for relative in TRACES.values():
-        assert isinstance(shared_trace(relative), Path)
+        assert isinstance(data_file(relative), Path)

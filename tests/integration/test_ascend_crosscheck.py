@@ -33,9 +33,9 @@ from perfledger.analysis.steps import step_windows
 from perfledger.analysis.types import WindowAccount
 from perfledger.sources.ascend import load_ascend
 from perfledger.sources.base import Trace
+from tests.paths import DATA
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-ASCEND = PROJECT_ROOT / ".." / "shared" / "traces" / "ascend"
+ASCEND = DATA / "ascend"
 LEVELS = ("level0", "level1", "level2")
 FORMATS = ("torch_npu_text", "torch_npu_db")
 # Our figures agree with torch_npu's to the rounding of its CSV (3 decimals of a us) and of the
@@ -47,7 +47,7 @@ TOLERANCE_US = 1.0
 @pytest.fixture(scope="module")
 def ascend_dir() -> Path:
     if not ASCEND.is_dir():
-        pytest.fail(f"shared Ascend traces missing: {ASCEND} (is ../shared checked out?)")
+        pytest.fail(f"Ascend test data missing: {ASCEND}")
     return ASCEND
 
 
@@ -103,7 +103,7 @@ def check_ranks_differ(level_dir: Path) -> None:
         if first.exists() and second.exists() and first.read_bytes() == second.read_bytes():
             pytest.fail(
                 f"damaged shared samples: {first} and {second} are identical; "
-                "restore ../shared/traces/ascend from its pristine copy"
+                "restore tests/data/ascend from git"
             )
 
 

@@ -21,16 +21,16 @@ import pytest
 from perfledger import schema
 from perfledger.sources.ascend import is_ascend, load_ascend
 from perfledger.sources.base import Trace
+from tests.paths import DATA
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-ASCEND = PROJECT_ROOT / ".." / "shared" / "traces" / "ascend"
+ASCEND = DATA / "ascend"
 LEVELS = ("level0", "level1", "level2")
 
 
 @pytest.fixture(scope="module")
 def ascend_dir() -> Path:
     if not ASCEND.is_dir():
-        pytest.fail(f"shared Ascend traces missing: {ASCEND} (is ../shared checked out?)")
+        pytest.fail(f"Ascend test data missing: {ASCEND}")
     return ASCEND
 
 

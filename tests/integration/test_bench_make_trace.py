@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.paths import DATA
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-TRACES = PROJECT_ROOT / ".." / "shared" / "traces"
+TRACES = DATA
 
 
 def _make_trace() -> ModuleType:
@@ -191,7 +193,7 @@ def _expected_copy(event: dict[str, Any], k: int, scaled: Any) -> dict[str, Any]
 
 def test_real_rocm_trace_float_timestamps(tmp_path: Path) -> None:
     source = TRACES / "kineto" / "mi250_rocm_minitoy.json.gz"
-    assert source.exists(), f"shared trace missing: {source} (is ../shared checked out?)"
+    assert source.exists(), f"test trace missing: {source}"
     with gzip.open(source, "rb") as fh:
         original = json.loads(fh.read())
     scaled = make_trace.make_scaled_trace(tmp_path, source=source, copies=2)

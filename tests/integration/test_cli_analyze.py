@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.cli import perfledger
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 
 @pytest.fixture(scope="module")
 def ddp_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("prof") / "ddp"
-    result = perfledger("analyze", shared_trace("kineto/v100_rank1_ddp.json.gz"), "-o", out)
+    result = perfledger("analyze", data_file("kineto/v100_rank1_ddp.json.gz"), "-o", out)
     assert result.returncode == 0, result.stderr
     return out
 
@@ -65,7 +65,7 @@ def test_query_runs_sql_over_the_tables(ddp_profile: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     # NCCL kernels of the trace, counted independently with the stdlib json module
-    with gzip.open(shared_trace("kineto/v100_rank1_ddp.json.gz"), "rt") as f:
+    with gzip.open(data_file("kineto/v100_rank1_ddp.json.gz"), "rt") as f:
         events = json.load(f)["traceEvents"]
     nccl = sum(1 for e in events if e.get("cat") == "kernel" and "nccl" in e["name"].lower())
     assert json.loads(result.stdout) == [{"n": nccl}]
@@ -81,7 +81,7 @@ def test_query_is_read_only(ddp_profile: Path, tmp_path: Path) -> None:
 
 def test_existing_profile_is_not_overwritten(ddp_profile: Path) -> None:
     before = (ddp_profile / "summary.json").stat().st_mtime_ns
-    result = perfledger("analyze", shared_trace("kineto/a100_alexnet.json.gz"), "-o", ddp_profile)
+    result = perfledger("analyze", data_file("kineto/a100_alexnet.json.gz"), "-o", ddp_profile)
     assert result.returncode == 2
     assert "--force" in result.stderr
     assert (ddp_profile / "summary.json").stat().st_mtime_ns == before
@@ -120,7 +120,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("compressed", [False, True])
 def test_truncated_trace_is_read_up_to_the_damage(tmp_path: Path, compressed: bool) -> None:
-    with gzip.open(shared_trace("kineto/a100_rank3_control.json.gz"), "rb") as f:
+    with gzip.open(data_file("kineto/a100_rank3_control.json.gz"), "rb") as f:
         whole = f.read()
     cut = whole[: len(whole) * 2 // 3]
     if compressed:
@@ -144,7 +144,7 @@ def test_inputs_with_the_same_name_are_copied_and_left_untouched(tmp_path: Path)
     for rank in (0, 1):
         folder = tmp_path / f"node{rank}"
         folder.mkdir()
-        source = shared_trace(f"kineto/sampled_2ranks/rank-{rank}.json.gz")
+        source = data_file(f"kineto/sampled_2ranks/rank-{rank}.json.gz")
         (folder / "trace.json.gz").write_bytes(source.read_bytes())
         originals[folder / "trace.json.gz"] = hashlib.sha256(source.read_bytes()).hexdigest()
     out = tmp_path / "out"

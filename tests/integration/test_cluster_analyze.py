@@ -22,7 +22,7 @@ from perfledger.sources import load_traces
 from tests import ascend_gen
 from tests.cli import perfledger
 from tests.cluster_gen import ALL_REDUCE, write_ranks
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 MS = 1_000_000
 
@@ -228,7 +228,7 @@ def _tables(analysis: ProfileAnalysis) -> dict[str, bytes]:
     ],
 )
 def test_rank_tasks_give_the_tables_of_one_process(trace: str, tmp_path: Path) -> None:
-    source = shared_trace(trace)
+    source = data_file(trace)
     whole = analyze_traces(load_traces([source]))
     built = build_profile(
         [source],
@@ -246,7 +246,7 @@ def test_rank_tasks_give_the_tables_of_one_process(trace: str, tmp_path: Path) -
 
 
 def test_ascend_collectives_carry_hccls_own_wait_and_link_figures(tmp_path: Path) -> None:
-    source = shared_trace("ascend/torch_npu_text/level1")
+    source = data_file("ascend/torch_npu_text/level1")
     out = tmp_path / "ascend"
     result = perfledger("analyze", source, "-o", out, "--workers", "2")
     assert result.returncode == 0, result.stderr

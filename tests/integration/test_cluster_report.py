@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from playwright.sync_api import Browser, Page
 from rich.console import Console
 
 from perfledger.cluster.execution import Execution
 from perfledger.pipeline import build_profile
 from tests.cluster_gen import write_ranks
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 pytestmark = pytest.mark.browser
 

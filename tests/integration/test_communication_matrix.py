@@ -18,7 +18,7 @@ from perfledger.cluster.collectives import communication_matrix, slow_links
 from perfledger.cluster.execution import Execution
 from perfledger.pipeline import build_profile
 from perfledger.sources.ascend import load_ascend
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 LEVEL1 = "ascend/torch_npu_text/level1"
 MATRIX = "ASCEND_PROFILER_OUTPUT/communication_matrix.json"
@@ -39,7 +39,7 @@ def distinct_ops(path: Path, pair: str) -> dict[str, tuple[float, float]]:
 
 
 def test_the_matrix_holds_each_pairs_totals_of_every_operator() -> None:
-    source = shared_trace(LEVEL1)
+    source = data_file(LEVEL1)
     traces = load_ascend(source)
     assert [t.meta["rank"] for t in traces] == [0, 1]
     for trace, rank_dir in zip(traces, ("rank0_ascend_pt", "rank1_ascend_pt"), strict=True):
@@ -65,7 +65,7 @@ def test_the_matrix_holds_each_pairs_totals_of_every_operator() -> None:
 
 
 def test_exports_without_a_matrix_have_none() -> None:
-    for trace in load_ascend(shared_trace("ascend/torch_npu_db/level2")):
+    for trace in load_ascend(data_file("ascend/torch_npu_db/level2")):
         assert trace.communication_matrix is None
 
 
@@ -148,7 +148,7 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_cluster_outputs_carry_the_matrix(workers: int, tmp_path: Path) -> None:
     built = build_profile(
-        [shared_trace(LEVEL1)],
+        [data_file(LEVEL1)],
         tmp_path / "p",
         console=Console(file=io.StringIO()),
         execution=Execution(workers=workers),
@@ -173,7 +173,7 @@ def test_the_cluster_outputs_carry_the_matrix(workers: int, tmp_path: Path) -> N
 
 def test_a_damaged_matrix_is_reported_not_fatal(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    shutil.copytree(shared_trace(LEVEL1), run)
+    shutil.copytree(data_file(LEVEL1), run)
     (run / "rank1_ascend_pt" / MATRIX).write_text('{"step50": {"collective": ')
     traces = load_ascend(run)
     assert traces[0].communication_matrix is not None

@@ -17,7 +17,7 @@ import pytest
 
 from tests.cli import perfledger as _perfledger
 from tests.kineto_gen import complete, device_task, runtime, write_kineto
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 
 def analyze(trace: Path, out: Path) -> Path:
@@ -30,9 +30,9 @@ def analyze(trace: Path, out: Path) -> Path:
 def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("profiles")
     return {
-        "a100": analyze(shared_trace("kineto/a100_rank3_control.json.gz"), root / "a100"),
-        "v100": analyze(shared_trace("kineto/v100_rank1_test.json.gz"), root / "v100"),
-        "npu": analyze(shared_trace("ascend/torch_npu_text/level1/rank0_ascend_pt"), root / "npu"),
+        "a100": analyze(data_file("kineto/a100_rank3_control.json.gz"), root / "a100"),
+        "v100": analyze(data_file("kineto/v100_rank1_test.json.gz"), root / "v100"),
+        "npu": analyze(data_file("ascend/torch_npu_text/level1/rank0_ascend_pt"), root / "npu"),
     }
 
 
@@ -92,8 +92,8 @@ def test_real_gpu_pair_improvement_passes(profiles: dict[str, Path], tmp_path: P
 def test_raw_traces_compare_like_their_profiles(profiles: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "raw"
     done = diff(
-        shared_trace("kineto/a100_rank3_control.json.gz"),
-        shared_trace("kineto/v100_rank1_test.json.gz"),
+        data_file("kineto/a100_rank3_control.json.gz"),
+        data_file("kineto/v100_rank1_test.json.gz"),
         out,
         "--no-html",
     )
@@ -148,8 +148,8 @@ def test_ascend_against_gpu_by_op_class(profiles: dict[str, Path], tmp_path: Pat
 def test_raw_ascend_folder_against_gpu_trace(tmp_path: Path) -> None:
     out = tmp_path / "raw_npu"
     done = diff(
-        shared_trace("ascend/torch_npu_text/level1/rank0_ascend_pt"),
-        shared_trace("kineto/a100_rank3_control.json.gz"),
+        data_file("ascend/torch_npu_text/level1/rank0_ascend_pt"),
+        data_file("kineto/a100_rank3_control.json.gz"),
         out,
         "--no-html",
         "--fail-on",

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from playwright.sync_api import Browser
 
 from perfledger.analysis import diff
 from perfledger.render.diff_html import write_diff_html, write_trend_html
 from tests.unit.test_diff import op_summary, run
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.browser
 HOSTILE = "</script><img src=x onerror=window.__pwned=1>"

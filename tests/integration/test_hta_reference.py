@@ -15,7 +15,7 @@ import pytest
 from perfledger.analysis.types import WindowAccount
 from perfledger.pipeline import analyze_rank
 from perfledger.sources import load_traces
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Hta:
 
 
 def hta_rows(name: str) -> dict[int, Hta]:
-    path = shared_trace(f"reference/hta-0.6.1/{name}/temporal_breakdown.csv")
+    path = data_file(f"reference/hta-0.6.1/{name}/temporal_breakdown.csv")
     with path.open() as f:
         return {
             int(r["rank"]): Hta(
@@ -41,7 +41,7 @@ def hta_rows(name: str) -> dict[int, Hta]:
 
 
 def span_rows(relative: str) -> dict[int, WindowAccount]:
-    (trace,) = load_traces([shared_trace(f"kineto/{relative}")])
+    (trace,) = load_traces([data_file(f"kineto/{relative}")])
     analysis = analyze_rank(trace)
     rows = [w for w in analysis.accounting.windows if w.step == -1]
     for row in rows:
@@ -109,7 +109,7 @@ def test_tasks_without_launch_are_the_whole_v100_test_difference() -> None:
     from perfledger.analysis.intervals import union
     from perfledger.analysis.steps import launch_starts, step_annotations
 
-    (trace,) = load_traces([shared_trace("kineto/v100_rank1_test.json.gz")])
+    (trace,) = load_traces([data_file("kineto/v100_rank1_test.json.gz")])
     events = trace.events
     launches = launch_starts(events)
     is_task = columns.isin(events, "kind", ["kernel", "comm", "memcpy", "memset"])

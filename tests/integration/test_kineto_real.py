@@ -16,6 +16,7 @@ import pytest
 
 from perfledger import schema
 from perfledger.sources.kineto import load_kineto
+from tests.paths import DATA
 
 TRACES = [
     "a100_alexnet.json.gz",
@@ -35,8 +36,8 @@ TRACES = [
 
 
 @pytest.fixture(scope="module")
-def kineto_dir(shared_dir: Path) -> Path:
-    path = shared_dir / "traces" / "kineto"
+def kineto_dir() -> Path:
+    path = DATA / "kineto"
     missing = [name for name in TRACES if not (path / name).is_file()]
     if missing:
         pytest.fail(f"real traces missing under {path}: {', '.join(missing)}")

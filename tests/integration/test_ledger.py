@@ -22,7 +22,7 @@ from perfledger import ledger
 from perfledger.errors import PerfledgerError
 from perfledger.render.csvs import STEP_TRACE_COLUMNS
 from tests.cli import perfledger as _perfledger
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 MS = 1_000_000
 
@@ -321,8 +321,8 @@ sys.exit(code)
 def test_two_concurrent_analyze_processes_register_both(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     traces = [
-        shared_trace("ascend/torch_npu_text/level1/rank0_ascend_pt"),
-        shared_trace("ascend/torch_npu_text/level1/rank1_ascend_pt"),
+        data_file("ascend/torch_npu_text/level1/rank0_ascend_pt"),
+        data_file("ascend/torch_npu_text/level1/rank1_ascend_pt"),
     ]
     processes = [
         subprocess.Popen(

@@ -15,17 +15,16 @@ import pytest
 from perfledger.analysis.ops import api_statistic, op_statistic, op_summary
 from perfledger.analysis.transfers import copy_direction, transfers
 from perfledger.sources import load_traces
+from tests.paths import DATA
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+SHARED = DATA.parent
 TASK_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def trace_path(name: str) -> Path:
-    path = SHARED / "traces" / "kineto" / name
+    path = DATA / "kineto" / name
     if not path.exists():
-        pytest.fail(
-            f"real trace {path} is missing: tests need ../shared/traces beside the checkout"
-        )
+        pytest.fail(f"real trace {path} is missing from tests/data")
     return path
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from perfledger.render.report import MAX_REPORT_BYTES
 from tests.browser import chromium
+from tests.paths import DATA
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -33,8 +34,8 @@ def _make_trace() -> ModuleType:
         sys.path.remove(str(ROOT / "bench"))
 
 
-def test_report_of_the_500mb_bench_trace(shared_dir: Path, tmp_path: Path) -> None:
-    source = shared_dir / "traces" / "kineto" / "v100_rank1_ddp.json.gz"
+def test_report_of_the_500mb_bench_trace(tmp_path: Path) -> None:
+    source = DATA / "kineto" / "v100_rank1_ddp.json.gz"
     scaled = _make_trace().make_scaled_trace(
         ROOT / "bench" / "out", source=source, size_mb=500.0, reuse=True
     )

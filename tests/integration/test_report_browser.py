@@ -15,11 +15,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 import pytest
-from playwright.sync_api import Browser, Page
 from rich.console import Console
 
 from perfledger import schema
@@ -33,7 +32,11 @@ from perfledger.render.report import (
 )
 from perfledger.sources import load_traces
 from perfledger.sources.base import Trace
+from tests.paths import DATA
 from tests.synth import EventsBuilder
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 pytestmark = pytest.mark.browser
 
@@ -152,8 +155,8 @@ def screenshots(visit: Visit, tmp_path: Path, prefix: str, sections: list[str]) 
 
 
 @pytest.fixture(scope="module")
-def gpu_report(tmp_path_factory: pytest.TempPathFactory, shared_dir: Path) -> Path:
-    trace = shared_dir / "traces" / "kineto" / "v100_rank1_ddp.json.gz"
+def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    trace = DATA / "kineto" / "v100_rank1_ddp.json.gz"
     out = tmp_path_factory.mktemp("gpu") / "profile"
     result = build_profile([trace], out, console=Console(file=io.StringIO()))
     path = out.parent / "report.html"

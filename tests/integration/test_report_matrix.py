@@ -17,11 +17,10 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
-from playwright.sync_api import Browser, Page
 from rich.console import Console
 
 from perfledger.cluster.balance import ClusterReport
@@ -33,7 +32,10 @@ from perfledger.render.report import (
     report_payload,
     write_report,
 )
-from tests.paths import shared_trace
+from tests.paths import data_file
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 pytestmark = pytest.mark.browser
 
@@ -54,7 +56,7 @@ def _build(source: Path, out: Path) -> Built:
 
 @pytest.fixture(scope="module")
 def level1(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    return _build(shared_trace(LEVEL1), tmp_path_factory.mktemp("level1") / "p")
+    return _build(data_file(LEVEL1), tmp_path_factory.mktemp("level1") / "p")
 
 
 def payload_of(report: Path) -> dict[str, Any]:
@@ -342,7 +344,7 @@ def test_slow_links_are_listed_under_the_matrix(
 
 
 def test_a_profile_without_matrix_has_no_matrix_chart(browser: Browser, tmp_path: Path) -> None:
-    built = _build(shared_trace("kineto/sampled_2ranks"), tmp_path / "p")
+    built = _build(data_file("kineto/sampled_2ranks"), tmp_path / "p")
     assert built.cluster.matrix.num_rows == 0
     assert payload_of(tmp_path / "p" / "report.html")["cluster"]["matrix"] is None
     visit = Visit(browser, tmp_path / "p" / "report.html")

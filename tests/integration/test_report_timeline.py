@@ -16,6 +16,7 @@ from perfledger import schema
 from perfledger.pipeline import analyze_traces
 from perfledger.render.timeline import write_step_timelines, write_timeline
 from perfledger.sources import load_traces
+from tests.paths import DATA
 from tests.timeline_check import load, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,10 +42,10 @@ ASCEND = [f"torch_npu_{export}/level{level}" for export in ("text", "db") for le
 ]
 
 
-def shared(shared_dir: Path, relative: str) -> Path:
-    path = shared_dir / "traces" / relative
+def shared(relative: str) -> Path:
+    path = DATA / relative
     if not path.exists():
-        pytest.fail(f"{path} is missing from ../shared/traces")
+        pytest.fail(f"{path} is missing from tests/data")
     return path
 
 
@@ -75,19 +76,17 @@ def check_trace(source: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", KINETO)
-def test_kineto_trace_timeline_is_valid(name: str, shared_dir: Path, tmp_path: Path) -> None:
-    check_trace(shared(shared_dir, f"kineto/{name}"), tmp_path)
+def test_kineto_trace_timeline_is_valid(name: str, tmp_path: Path) -> None:
+    check_trace(shared(f"kineto/{name}"), tmp_path)
 
 
 @pytest.mark.parametrize("name", ASCEND)
-def test_ascend_trace_timeline_is_valid(name: str, shared_dir: Path, tmp_path: Path) -> None:
-    check_trace(shared(shared_dir, f"ascend/{name}"), tmp_path)
+def test_ascend_trace_timeline_is_valid(name: str, tmp_path: Path) -> None:
+    check_trace(shared(f"ascend/{name}"), tmp_path)
 
 
-def test_ddp_trace_has_flows_from_launches_and_nccl_on_device_streams(
-    shared_dir: Path, tmp_path: Path
-) -> None:
-    traces = load_traces([shared(shared_dir, "kineto/v100_rank1_ddp.json.gz")])
+def test_ddp_trace_has_flows_from_launches_and_nccl_on_device_streams(tmp_path: Path) -> None:
+    traces = load_traces([shared("kineto/v100_rank1_ddp.json.gz")])
     analysis = analyze_traces(traces)
     path = tmp_path / "ddp.json.gz"
     write_timeline(path, analysis.events, gaps=analysis.gaps)
@@ -108,10 +107,8 @@ def test_ddp_trace_has_flows_from_launches_and_nccl_on_device_streams(
     assert nccl and all(ev["cat"] == "comm" for ev in nccl)
 
 
-def test_golden_real_small_trace(
-    shared_dir: Path, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    traces = load_traces([shared(shared_dir, "kineto/a100_triton.json.gz")])
+def test_golden_real_small_trace(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    traces = load_traces([shared("kineto/a100_triton.json.gz")])
     analysis = analyze_traces(traces)
     path = tmp_path / "a100_triton.json"
     write_timeline(path, analysis.events, gaps=analysis.gaps, counters=analysis.counters)

@@ -16,6 +16,7 @@ from rich.console import Console
 from perfledger.cli import timeline as timeline_cli
 from perfledger.errors import PerfledgerError
 from perfledger.pipeline import build_profile
+from tests.paths import DATA
 from tests.timeline_check import load, perfetto_ns, validate
 
 MS = 1_000_000
@@ -29,8 +30,8 @@ def cli(argv: Sequence[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory, shared_dir: Path) -> Path:
-    trace = shared_dir / "traces" / "kineto" / "v100_rank1_ddp.json.gz"
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    trace = DATA / "kineto" / "v100_rank1_ddp.json.gz"
     out = tmp_path_factory.mktemp("cli") / "ddp"
     build_profile([trace], out, console=Console(file=io.StringIO()))
     return out
@@ -115,11 +116,11 @@ def test_bad_requests_are_one_line_errors(profile: Path, tmp_path: Path) -> None
 
 
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory: pytest.TempPathFactory, shared_dir: Path) -> Path:
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """sampled_2ranks analysed as rank tasks: its events are one Parquet file per rank."""
     out = tmp_path_factory.mktemp("cli") / "two"
     build_profile(
-        [shared_dir / "traces" / "kineto" / "sampled_2ranks"],
+        [DATA / "kineto" / "sampled_2ranks"],
         out,
         console=Console(file=io.StringIO()),
     )

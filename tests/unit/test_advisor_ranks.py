@@ -12,7 +12,7 @@ from perfledger.analysis.advisor.context import StepBasis
 from perfledger.analysis.advisor.ranks import MERGED_SPANS, RankAdvice, merge_rank_findings
 from perfledger.pipeline import analyze_traces, rank_profile
 from perfledger.sources import load_traces
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 MS = 1_000_000
 
@@ -111,7 +111,7 @@ def test_rules_keep_the_given_order() -> None:
 
 @pytest.fixture(scope="module")
 def two_ranks():  # type: ignore[no-untyped-def]
-    return analyze_traces(load_traces([shared_trace("kineto/sampled_2ranks")]))
+    return analyze_traces(load_traces([data_file("kineto/sampled_2ranks")]))
 
 
 def test_two_real_ranks_merge_what_each_rank_finds_alone(two_ranks) -> None:  # type: ignore[no-untyped-def]

@@ -17,6 +17,7 @@ from perfledger.errors import PerfledgerError
 from perfledger.sources import kineto_stream
 from perfledger.sources.kineto import load_kineto
 from tests import kineto_gen as gen
+from tests.paths import DATA
 
 SMALL_REAL = [
     "old_pt18_inference_rank1.json.gz",
@@ -34,11 +35,11 @@ class Documents(list[bytes]):
 
 
 @pytest.fixture(scope="module")
-def documents(shared_dir: Path) -> list[bytes]:
+def documents() -> list[bytes]:
     """Texts of small real traces plus one synthetic trace with tricky strings."""
     texts = Documents()
     for name in SMALL_REAL:
-        path = shared_dir / "traces" / "kineto" / name
+        path = DATA / "kineto" / name
         if not path.is_file():
             pytest.fail(f"real trace {path} is missing")
         texts.append(gzip.decompress(path.read_bytes()))

@@ -31,7 +31,7 @@ from perfledger.sources import kineto, kineto_parallel, kineto_stream
 from perfledger.sources.base import Trace
 from perfledger.sources.kineto import load_kineto
 from tests import kineto_gen as gen
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 WORKERS = 2
 
@@ -221,7 +221,7 @@ def test_a_trace_cut_short_keeps_the_same_events(
 def test_real_traces_give_the_same_tables(
     monkeypatch: pytest.MonkeyPatch, small_chunks: Seen, name: str
 ) -> None:
-    path = shared_trace(f"kineto/{name}")
+    path = data_file(f"kineto/{name}")
     with gzip.open(path) as raw:
         size = len(raw.read())
     chunk = max(16 << 10, size // 64)  # about 64 chunks whatever the size
@@ -285,7 +285,7 @@ def test_a_worker_killed_midway_is_answered_by_reading_in_this_process(
 def test_analyze_of_one_trace_decoded_by_workers_writes_the_same_profile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = shared_trace("kineto/v100_rank1_test.json.gz")
+    source = data_file("kineto/v100_rank1_test.json.gz")
     monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 256 << 10)
     pools: list[int] = []

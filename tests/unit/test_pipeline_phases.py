@@ -19,7 +19,7 @@ from perfledger import artefacts, pipeline
 from perfledger.cluster.execution import Execution
 from perfledger.pipeline import analyze_traces, build_profile
 from perfledger.sources import load_traces
-from tests.paths import shared_trace
+from tests.paths import data_file
 
 AFTER_THE_ADVISOR = [
     pipeline.PHASE_ADVISOR,  # the raw copies, tables and CSVs are written meanwhile
@@ -45,7 +45,7 @@ def phases(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 def test_one_trace_names_every_phase_in_order(tmp_path: Path, phases: list[list[str]]) -> None:
     build_profile(
-        [shared_trace("kineto/v100_rank1_test.json.gz")],
+        [data_file("kineto/v100_rank1_test.json.gz")],
         tmp_path / "p",
         console=Console(file=io.StringIO()),
     )
@@ -56,7 +56,7 @@ def test_several_ranks_name_the_merge_then_the_same_phases(
     tmp_path: Path, phases: list[list[str]]
 ) -> None:
     build_profile(
-        [shared_trace("kineto/sampled_2ranks")],
+        [data_file("kineto/sampled_2ranks")],
         tmp_path / "p",
         console=Console(file=io.StringIO()),
         execution=Execution(workers=0),
@@ -65,7 +65,7 @@ def test_several_ranks_name_the_merge_then_the_same_phases(
 
 
 def test_a_terminal_sees_the_status_line_and_a_pipe_does_not(tmp_path: Path) -> None:
-    source = shared_trace("kineto/v100_rank1_test.json.gz")
+    source = data_file("kineto/v100_rank1_test.json.gz")
     terminal = io.StringIO()
     build_profile(
         [source], tmp_path / "t", console=Console(file=terminal, force_terminal=True, width=120)
@@ -97,7 +97,7 @@ def test_an_advisor_error_stops_the_writer_and_leaves_nothing(
     out = tmp_path / "p"
     with pytest.raises(RuntimeError, match="a rule failed"):
         build_profile(
-            [shared_trace("kineto/v100_rank1_test.json.gz")],
+            [data_file("kineto/v100_rank1_test.json.gz")],
             out,
             console=Console(file=io.StringIO()),
         )
@@ -113,7 +113,7 @@ def test_a_writer_outliving_its_removed_staging_folder_does_not_bring_it_back(
     while the writer still runs. What it writes next must fail, not recreate the folder."""
     staging = tmp_path / ".p.partial-1"
     staging.mkdir()
-    source = shared_trace("kineto/v100_rank1_test.json.gz")
+    source = data_file("kineto/v100_rank1_test.json.gz")
     analysis = analyze_traces(load_traces([source]))
     real_write = pipeline.write_table
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +14,7 @@ from perfledger.analysis.types import StepWindow
 from perfledger.render import report
 from perfledger.render.report import ReportData, report_payload
 from perfledger.render.timeline import dictionary_codes
+from tests.paths import DATA
 from tests.synth import EventsBuilder, gaps_table
 
 US = 1_000
@@ -255,14 +255,12 @@ def test_counters_of_several_ranks_series_by_series() -> None:
         ("v100_rank1_ddp.json.gz",),
     ],
 )
-def test_real_profile_payload_equals_that_of_its_drawn_rows(
-    shared_dir: Path, files: tuple[str, ...]
-) -> None:
+def test_real_profile_payload_equals_that_of_its_drawn_rows(files: tuple[str, ...]) -> None:
     from perfledger.analysis.advisor import diagnose
     from perfledger.pipeline import analyze_traces
     from perfledger.sources import load_traces
 
-    analysis = analyze_traces(load_traces([shared_dir / "traces" / "kineto" / f for f in files]))
+    analysis = analyze_traces(load_traces([DATA / "kineto" / f for f in files]))
     summary = {"findings": [f.to_dict() for f in diagnose(analysis).findings]}
     data = report.report_data_from_profile(analysis, summary, title="real")
     assert data.gaps is not None

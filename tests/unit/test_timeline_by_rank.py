@@ -18,7 +18,7 @@ from perfledger.pipeline import ProfileAnalysis, analyze_traces
 from perfledger.render import timeline
 from perfledger.sources import load_traces
 from tests.cluster_gen import write_ranks
-from tests.paths import shared_trace
+from tests.paths import data_file
 from tests.timeline_check import Summary, load, perfetto_ns, validate
 
 MS = 1_000_000
@@ -28,7 +28,7 @@ US = 1_000
 @pytest.fixture(scope="module")
 def sampled() -> ProfileAnalysis:
     """The two real ranks of sampled_2ranks (4810 and 4675 events, steps 551 and 552)."""
-    return analyze_traces(load_traces([shared_trace("kineto/sampled_2ranks")]))
+    return analyze_traces(load_traces([data_file("kineto/sampled_2ranks")]))
 
 
 @pytest.fixture(scope="module")
