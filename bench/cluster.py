@@ -162,7 +162,7 @@ def _with_meta(run: TrackedRun, profile: Path) -> TrackedRun:
 ONE_TASK = """
 import sys
 from pathlib import Path
-from perfledger.cluster.tasks import RankTask, run_rank_task
+from perfledger.run.tasks import RankTask, run_rank_task
 result = run_rank_task(RankTask(0, "kineto", Path(sys.argv[1]), Path(sys.argv[2])))
 print(type(result).__name__)
 """

@@ -9,10 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from perfledger import schema
 from perfledger.analysis.advisor import AdvisorConfig, Finding, Skipped, diagnose, rule_by_id
-from perfledger.pipeline import ProfileAnalysis, analyze_traces
-from perfledger.sources.base import Trace
+from perfledger.analysis.profile import analyze_traces
+from perfledger.model import schema
+from perfledger.model.profile import ProfileAnalysis
+from perfledger.model.trace import Trace
 from tests.synth import EventsBuilder
 
 US = 1_000

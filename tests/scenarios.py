@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from perfledger import schema
+from perfledger.model import schema
 
 US = 1000
 HOST_PID = 100

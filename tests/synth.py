@@ -27,8 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from perfledger import schema
-from perfledger.analysis.types import GAPS_SCHEMA
+from perfledger.model import schema
+from perfledger.model.accounts import GAPS_SCHEMA
 
 
 class EventsBuilder:

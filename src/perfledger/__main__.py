@@ -7,8 +7,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from perfledger import __version__
 from perfledger.errors import PerfledgerError
+from perfledger.version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 from rich.console import Console
 
-from perfledger.cluster.outputs import write_cluster_outputs
 from perfledger.render import csvs, report, timeline
+from perfledger.render.cluster import write_cluster_outputs
 
 if TYPE_CHECKING:
-    from perfledger.analysis.advisor import AdvisorReport
-    from perfledger.pipeline import ProfileAnalysis
+    from perfledger.model.findings import AdvisorReport
+    from perfledger.model.profile import ProfileAnalysis
 
 # The whole-profile timeline stops after this many events (about 150 MB of JSON, what
 # Perfetto opens comfortably); the per-step slices under timeline/ always hold their step.

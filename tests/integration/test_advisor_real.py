@@ -8,9 +8,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from perfledger import schema
-from perfledger.analysis.advisor import AdvisorReport, diagnose
-from perfledger.pipeline import ProfileAnalysis, analyze_traces
+from perfledger.analysis.advisor import diagnose
+from perfledger.analysis.profile import analyze_traces
+from perfledger.model import schema
+from perfledger.model.findings import AdvisorReport
+from perfledger.model.profile import ProfileAnalysis
 from perfledger.sources import load_traces
 from tests.paths import data_file
 

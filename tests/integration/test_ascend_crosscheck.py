@@ -30,9 +30,9 @@ import pytest
 
 from perfledger.analysis.accounting import device_accounting
 from perfledger.analysis.steps import step_windows
-from perfledger.analysis.types import WindowAccount
+from perfledger.model.accounts import WindowAccount
+from perfledger.model.trace import Trace
 from perfledger.sources.ascend import load_ascend
-from perfledger.sources.base import Trace
 from tests.paths import DATA
 
 ASCEND = DATA / "ascend"

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from perfledger.analysis.accounting import device_accounting
 from perfledger.analysis.steps import step_windows
 from perfledger.errors import PerfledgerError
+from perfledger.model.trace import Trace
 from perfledger.sources.ascend import is_ascend, load_ascend
-from perfledger.sources.base import Trace
 from tests import ascend_gen as gen
 from tests.cli import perfledger
 

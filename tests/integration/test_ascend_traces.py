@@ -18,9 +18,9 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from perfledger import schema
+from perfledger.model import schema
+from perfledger.model.trace import Trace
 from perfledger.sources.ascend import is_ascend, load_ascend
-from perfledger.sources.base import Trace
 from tests.paths import DATA
 
 ASCEND = DATA / "ascend"

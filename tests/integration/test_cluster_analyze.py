@@ -15,9 +15,11 @@ from rich.console import Console
 
 from perfledger import artefacts
 from perfledger.analysis.advisor import diagnose
-from perfledger.cluster.execution import Execution
-from perfledger.pipeline import ProfileAnalysis, analyze_traces, build_profile
+from perfledger.analysis.profile import analyze_traces
+from perfledger.model.profile import ProfileAnalysis
 from perfledger.render.csvs import csv_bytes
+from perfledger.run.execution import Execution
+from perfledger.run.pipeline import build_profile
 from perfledger.sources import load_traces
 from tests import ascend_gen
 from tests.cli import perfledger

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 from rich.console import Console
 
-from perfledger.cluster.execution import Execution
-from perfledger.pipeline import build_profile
+from perfledger.run.execution import Execution
+from perfledger.run.pipeline import build_profile
 from tests.cluster_gen import write_ranks
 
 if TYPE_CHECKING:

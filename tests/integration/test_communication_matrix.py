@@ -13,10 +13,10 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
-from perfledger import schema
-from perfledger.cluster.collectives import communication_matrix, slow_links
-from perfledger.cluster.execution import Execution
-from perfledger.pipeline import build_profile
+from perfledger.analysis.cluster.collectives import communication_matrix, slow_links
+from perfledger.model import schema
+from perfledger.run.execution import Execution
+from perfledger.run.pipeline import build_profile
 from perfledger.sources.ascend import load_ascend
 from tests.paths import data_file
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from perfledger.analysis.types import WindowAccount
-from perfledger.pipeline import analyze_rank
+from perfledger.analysis.profile import analyze_rank
+from perfledger.model.accounts import WindowAccount
 from perfledger.sources import load_traces
 from tests.paths import data_file
 

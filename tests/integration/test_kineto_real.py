@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from perfledger import schema
+from perfledger.model import schema
 from perfledger.sources.kineto import load_kineto
 from tests.paths import DATA
 

@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
-from perfledger import schema
-from perfledger.pipeline import analyze_traces, build_profile
+from perfledger.analysis.profile import analyze_traces
+from perfledger.model import schema
+from perfledger.model.trace import Trace
 from perfledger.render.report import (
     MAX_REPORT_BYTES,
     Headline,
@@ -30,8 +31,8 @@ from perfledger.render.report import (
     report_data_from_profile,
     write_report,
 )
+from perfledger.run.pipeline import build_profile
 from perfledger.sources import load_traces
-from perfledger.sources.base import Trace
 from tests.paths import DATA
 from tests.synth import EventsBuilder
 

@@ -23,15 +23,14 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
-from perfledger.cluster.balance import ClusterReport
-from perfledger.cluster.collectives import MATRIX_SCHEMA
-from perfledger.pipeline import build_profile
+from perfledger.model.cluster import MATRIX_SCHEMA, ClusterReport
 from perfledger.render.report import (
     MATRIX_SRC_RANKS,
     ReportData,
     report_payload,
     write_report,
 )
+from perfledger.run.pipeline import build_profile
 from tests.paths import data_file
 
 if TYPE_CHECKING:

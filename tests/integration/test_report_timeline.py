@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from perfledger import schema
-from perfledger.pipeline import analyze_traces
+from perfledger.analysis.profile import analyze_traces
+from perfledger.model import schema
 from perfledger.render.timeline import write_step_timelines, write_timeline
 from perfledger.sources import load_traces
 from tests.paths import DATA

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from perfledger.cli import timeline as timeline_cli
 from perfledger.errors import PerfledgerError
-from perfledger.pipeline import build_profile
+from perfledger.run.pipeline import build_profile
 from tests.paths import DATA
 from tests.timeline_check import load, perfetto_ns, validate
 

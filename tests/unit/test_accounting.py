@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from perfledger import schema
 from perfledger.analysis.accounting import device_accounting
 from perfledger.analysis.steps import assign_steps, step_windows
-from perfledger.analysis.types import Accounting, WindowAccount
+from perfledger.model import schema
+from perfledger.model.accounts import Accounting, WindowAccount
 from tests.scenarios import US, Timeline
 
 

@@ -6,10 +6,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger import schema
 from perfledger.analysis.accounting import device_accounting
 from perfledger.analysis.intervals import union
 from perfledger.analysis.steps import step_windows
+from perfledger.model import schema
 from tests.scenarios import Timeline
 
 KINDS = [schema.KERNEL, schema.COMM, schema.MEMCPY, schema.MEMSET]

@@ -12,15 +12,13 @@ from perfledger.analysis.advisor import (
     RULES,
     AdvisorConfig,
     Finding,
-    add_advisor_arguments,
     advise,
-    config_from_args,
-    config_from_toml,
     diagnose,
-    rules_table,
     skipped_rules,
 )
+from perfledger.cli.advisor_options import add_advisor_arguments, config_from_args, config_from_toml
 from perfledger.errors import PerfledgerError
+from perfledger.render.rules import rules_table
 from tests.advisor_synth import US, analyse, host_bound_steps
 
 DESIGN_IDS = [

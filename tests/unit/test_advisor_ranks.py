@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 
 from perfledger.analysis.advisor import AdvisorConfig, Finding, Skipped, diagnose
-from perfledger.analysis.advisor.context import StepBasis
-from perfledger.analysis.advisor.ranks import MERGED_SPANS, RankAdvice, merge_rank_findings
-from perfledger.pipeline import analyze_traces, rank_profile
+from perfledger.analysis.advisor.ranks import MERGED_SPANS, merge_rank_findings
+from perfledger.analysis.profile import analyze_traces, rank_profile
+from perfledger.model.findings import RankAdvice, StepBasis
 from perfledger.sources import load_traces
 from tests.paths import data_file
 
@@ -151,8 +151,8 @@ def test_advice_made_elsewhere_is_used_only_for_the_same_configuration(two_ranks
 
 
 def test_each_rank_sees_its_own_counters_and_the_host_wide_ones() -> None:
-    from perfledger import schema
-    from perfledger.pipeline import rank_counters
+    from perfledger.analysis.profile import rank_counters
+    from perfledger.model import schema
 
     rows = [
         (0, "process_tree", "cpu_percent"),  # the whole program: rank 0's view only

@@ -3,8 +3,8 @@ host_cpu_saturated, profiler_overhead_high on hand-built steps."""
 
 from __future__ import annotations
 
-from perfledger import schema
 from perfledger.analysis.advisor import AdvisorConfig, DeviceOverride, Skipped
+from perfledger.model import schema
 from tests.advisor_synth import (
     US,
     V100_META,

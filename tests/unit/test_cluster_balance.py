@@ -5,8 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from perfledger.analysis.types import WindowAccount
-from perfledger.cluster.balance import (
+from perfledger.analysis.cluster.balance import (
     cluster_report,
     cluster_windows,
     load_balance,
@@ -14,7 +13,9 @@ from perfledger.cluster.balance import (
     slow_ranks,
     step_table,
 )
-from perfledger.cluster.collectives import COLLECTIVES_SCHEMA, align_collectives
+from perfledger.analysis.cluster.collectives import align_collectives
+from perfledger.model.accounts import WindowAccount
+from perfledger.model.cluster import COLLECTIVES_SCHEMA
 
 MS = 1_000_000
 

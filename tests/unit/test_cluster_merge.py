@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfledger import schema
 from perfledger.analysis import ops
+from perfledger.analysis.cluster.merge import merge_gap_reports
 from perfledger.analysis.gaps import gap_report
+from perfledger.analysis.profile import analyze_rank, profile_gaps
 from perfledger.analysis.transfers import copy_spellings, transfers, transfers_from_spellings
-from perfledger.cluster.merge import merge_gap_reports
-from perfledger.pipeline import _profile_gaps, analyze_rank
+from perfledger.model import schema
+from perfledger.model.trace import Trace
 from perfledger.render.csvs import csv_bytes
-from perfledger.sources.base import Trace
 from tests.scenarios import Timeline
 
 
@@ -31,7 +31,7 @@ def rank_trace(rank: int, shift_us: float) -> Trace:
 def test_merged_gap_report_equals_the_report_over_all_ranks() -> None:
     ranks = [analyze_rank(rank_trace(r, shift)) for r, shift in ((0, 40.0), (1, 5.0), (2, 90.0))]
     events = pa.concat_tables([r.events for r in ranks])
-    whole = gap_report(_profile_gaps(ranks), events, worst=5)
+    whole = gap_report(profile_gaps(ranks), events, worst=5)
     merged = merge_gap_reports(
         [gap_report(r.accounting.gaps, r.events, worst=5) for r in ranks], worst=5
     )

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from perfledger.analysis.communication import COMMUNICATION_SCHEMA
-from perfledger.analysis.gaps import WORST_GAPS_SCHEMA, GapReport
-from perfledger.analysis.ops import API_STATISTIC_SCHEMA
-from perfledger.analysis.transfers import SPELLINGS_SCHEMA
-from perfledger.cluster.collectives import COLLECTIVES_SCHEMA, LINKS_SCHEMA
-from perfledger.cluster.execution import Execution, Runner
-from perfledger.cluster.tasks import (
+from perfledger.errors import PerfledgerError
+from perfledger.model.cluster import COLLECTIVES_SCHEMA, LINKS_SCHEMA
+from perfledger.model.gaps import WORST_GAPS_SCHEMA, GapReport
+from perfledger.model.tables import API_STATISTIC_SCHEMA, COMMUNICATION_SCHEMA, SPELLINGS_SCHEMA
+from perfledger.run.execution import Execution, Runner
+from perfledger.run.tasks import (
     KINETO,
     RankFailure,
     RankResult,
@@ -20,7 +19,6 @@ from perfledger.cluster.tasks import (
     flag_copies,
     resolve_ranks,
 )
-from perfledger.errors import PerfledgerError
 
 
 def result(

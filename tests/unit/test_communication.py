@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from perfledger import schema
 from perfledger.analysis.communication import communication
+from perfledger.model import schema
 from tests.scenarios import US, Timeline
 
 

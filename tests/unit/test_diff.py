@@ -11,11 +11,14 @@ import pyarrow as pa
 import pytest
 
 from perfledger.analysis import diff
-from perfledger.analysis.communication import COMMUNICATION_SCHEMA
-from perfledger.analysis.ops import HOST_OP_SUMMARY_SCHEMA, OP_SUMMARY_SCHEMA
-from perfledger.analysis.transfers import TRANSFERS_SCHEMA
-from perfledger.analysis.types import GAPS_SCHEMA
 from perfledger.errors import PerfledgerError
+from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.model.tables import (
+    COMMUNICATION_SCHEMA,
+    HOST_OP_SUMMARY_SCHEMA,
+    OP_SUMMARY_SCHEMA,
+    TRANSFERS_SCHEMA,
+)
 from perfledger.render.csvs import HOST_STEP_TRACE_COLUMNS, STEP_TRACE_COLUMNS
 
 MS = 1_000_000

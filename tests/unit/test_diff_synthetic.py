@@ -12,11 +12,11 @@ import dataclasses
 
 import pytest
 
-from perfledger import schema
 from perfledger.analysis import diff
+from perfledger.analysis.profile import analyze_traces
 from perfledger.cli.diff import run_tables
-from perfledger.pipeline import analyze_traces
-from perfledger.sources.base import Trace
+from perfledger.model import schema
+from perfledger.model.trace import Trace
 from tests.scenarios import Timeline
 
 STEPS = 4

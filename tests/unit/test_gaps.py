@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfledger.analysis.gaps import GAP_BUCKETS, WORST_GAPS_SCHEMA, gap_report
-from perfledger.analysis.types import IDLE_CAUSES
+from perfledger.analysis.gaps import GAP_BUCKETS, gap_report
+from perfledger.model.accounts import IDLE_CAUSES
+from perfledger.model.gaps import WORST_GAPS_SCHEMA
 from tests.synth import EventsBuilder, gaps_table
 
 US = 1_000

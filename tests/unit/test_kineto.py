@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger import schema
 from perfledger.errors import PerfledgerError, TraceFormatError
+from perfledger.model import schema
 from perfledger.sources import kineto_stream
 from perfledger.sources.kineto import is_kineto, load_kineto
 from perfledger.sources.kineto_columns import float_us_ns, text_us_ns

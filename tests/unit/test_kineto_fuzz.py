@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfledger import schema
 from perfledger.errors import PerfledgerError
+from perfledger.model import schema
 from perfledger.sources import kineto_stream
 from perfledger.sources.kineto import load_kineto
 from tests import kineto_gen as gen

@@ -25,10 +25,10 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
-from perfledger.cluster.execution import Execution
-from perfledger.pipeline import build_profile
+from perfledger.model.trace import Trace
+from perfledger.run.execution import Execution
+from perfledger.run.pipeline import build_profile
 from perfledger.sources import kineto, kineto_parallel, kineto_stream
-from perfledger.sources.base import Trace
 from perfledger.sources.kineto import load_kineto
 from tests import kineto_gen as gen
 from tests.paths import data_file

@@ -9,11 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfledger.analysis.ops import (
-    API_STATISTIC_SCHEMA,
-    HOST_OP_SUMMARY_SCHEMA,
-    KERNEL_DETAILS_SCHEMA,
-    OP_STATISTIC_SCHEMA,
-    OP_SUMMARY_SCHEMA,
     api_statistic,
     innermost_enclosing,
     kernel_details,
@@ -21,6 +16,13 @@ from perfledger.analysis.ops import (
     op_summary,
     operator_nesting,
     self_time,
+)
+from perfledger.model.tables import (
+    API_STATISTIC_SCHEMA,
+    HOST_OP_SUMMARY_SCHEMA,
+    KERNEL_DETAILS_SCHEMA,
+    OP_STATISTIC_SCHEMA,
+    OP_SUMMARY_SCHEMA,
 )
 from perfledger.render.csvs import csv_bytes
 from tests.synth import EventsBuilder

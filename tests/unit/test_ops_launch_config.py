@@ -12,7 +12,8 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from perfledger.analysis.ops import _KERNEL_ARG_KEYS, KERNEL_DETAILS_SCHEMA, _launch_config
+from perfledger.analysis.ops import _KERNEL_ARG_KEYS, _launch_config
+from perfledger.model.tables import KERNEL_DETAILS_SCHEMA
 
 _KEYS = [key for keys in _KERNEL_ARG_KEYS.values() for key in keys]
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger import schema
 from perfledger.analysis import ops
+from perfledger.model import schema
 
 _SQL = """
     WITH launch AS (

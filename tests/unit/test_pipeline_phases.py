@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from perfledger import artefacts, pipeline
-from perfledger.cluster.execution import Execution
-from perfledger.pipeline import analyze_traces, build_profile
+from perfledger import artefacts
+from perfledger.analysis.profile import analyze_traces
+from perfledger.run import pipeline
+from perfledger.run.execution import Execution
+from perfledger.run.pipeline import build_profile
 from perfledger.sources import load_traces
 from tests.paths import data_file
 

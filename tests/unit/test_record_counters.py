@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from perfledger.model.schema import COUNTERS_SCHEMA
 from perfledger.record.counters import HostSamples, _descendants, counters_table
-from perfledger.schema import COUNTERS_SCHEMA
 
 MIB = 1 << 20
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger.analysis.types import HostWindowAccount, WindowAccount
+from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.render.csvs import (
     HOST_STEP_TRACE_COLUMNS,
     STEP_TRACE_COLUMNS,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from perfledger import __version__
 from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.transfers import transfers
-from perfledger.analysis.types import HostWindowAccount, WindowAccount
+from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.render.summary import summary_document, summary_json, write_summary
+from perfledger.version import __version__
 from tests.synth import EventsBuilder, gaps_table
 
 MS = 1_000_000

@@ -10,7 +10,7 @@ from rich.console import Console
 from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.ops import op_statistic
 from perfledger.analysis.transfers import transfers
-from perfledger.analysis.types import HostWindowAccount, WindowAccount
+from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.render.terminal import print_summary
 from tests.synth import EventsBuilder, gaps_table
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from perfledger import schema
-from perfledger.analysis.types import StepWindow, WindowAccount
+from perfledger.model import schema
+from perfledger.model.accounts import StepWindow, WindowAccount
 from perfledger.render import report
 from perfledger.render.report import (
     MAX_REPORT_BYTES,

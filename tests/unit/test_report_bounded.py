@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from perfledger import schema
-from perfledger.analysis.types import StepWindow
+from perfledger.model import schema
+from perfledger.model.accounts import StepWindow
 from perfledger.render import report
 from perfledger.render.report import ReportData, report_payload
 from perfledger.render.timeline import dictionary_codes
@@ -257,7 +257,7 @@ def test_counters_of_several_ranks_series_by_series() -> None:
 )
 def test_real_profile_payload_equals_that_of_its_drawn_rows(files: tuple[str, ...]) -> None:
     from perfledger.analysis.advisor import diagnose
-    from perfledger.pipeline import analyze_traces
+    from perfledger.analysis.profile import analyze_traces
     from perfledger.sources import load_traces
 
     analysis = analyze_traces(load_traces([DATA / "kineto" / f for f in files]))

@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from perfledger import devices
 from perfledger.analysis.roofline import (
     ATTENTION,
     CONV,
@@ -30,6 +29,7 @@ from perfledger.analysis.roofline import (
     precision_of,
     roofline,
 )
+from perfledger.model import devices
 
 
 def cost(

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger import schema
-from perfledger.analysis.types import StepWindow
 from perfledger.errors import PerfledgerError
+from perfledger.model import schema
+from perfledger.model.accounts import StepWindow
 from perfledger.render import timeline
 from perfledger.render.timeline import (
     device_busy_counters,

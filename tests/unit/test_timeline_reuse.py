@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from perfledger import schema
-from perfledger.analysis.types import StepWindow
+from perfledger.model import schema
+from perfledger.model.accounts import StepWindow
 from perfledger.render import timeline
 from tests.synth import EventsBuilder
 

@@ -6,12 +6,8 @@ import math
 
 import pytest
 
-from perfledger.analysis.transfers import (
-    TRANSFERS_SCHEMA,
-    copy_direction,
-    is_pageable,
-    transfers,
-)
+from perfledger.analysis.transfers import copy_direction, is_pageable, transfers
+from perfledger.model.tables import TRANSFERS_SCHEMA
 from tests.synth import EventsBuilder
 
 MIB = 1 << 20

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from perfledger import schema, vendors
 from perfledger.analysis import columns
 from perfledger.analysis.intervals import Int64Array, IntervalSet, hull, merge, union
 from perfledger.analysis.steps import launch_starts, step_annotations
-from perfledger.analysis.types import (
+from perfledger.model import schema, vendors
+from perfledger.model.accounts import (
     GAPS_SCHEMA,
     IDLE_CAUSES,
     IDLE_DATALOADER,
@@ -36,8 +36,8 @@ from perfledger.analysis.types import (
     StepWindow,
     WindowAccount,
 )
+from perfledger.model.schema import SPAN_STEP
 
-SPAN_STEP = -1
 _CAUSE_CODE = {cause: code for code, cause in enumerate(IDLE_CAUSES)}
 
 
@@ -338,7 +338,7 @@ def host_accounting(
 ) -> tuple[HostWindowAccount, ...]:
     """The account of the main thread of a host-only run, one row per step window.
 
-    See :class:`perfledger.analysis.types.HostWindowAccount` for the two partitions.
+    See :class:`perfledger.model.accounts.HostWindowAccount` for the two partitions.
     """
     if events.num_rows == 0 or not windows:
         return ()

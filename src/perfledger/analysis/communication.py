@@ -12,29 +12,13 @@ total time descending:
 
 from __future__ import annotations
 
-from typing import Final
-
 import numpy as np
 import pyarrow as pa
 
-from perfledger import schema
 from perfledger.analysis import columns
 from perfledger.analysis.intervals import union
-
-COMMUNICATION_SCHEMA: Final = pa.schema(
-    [
-        pa.field("rank", pa.int32()),
-        pa.field("device", pa.int16()),
-        pa.field("name", pa.string()),
-        pa.field("count", pa.int64()),
-        pa.field("total_ns", pa.int64()),
-        pa.field("avg_ns", pa.int64()),
-        pa.field("max_ns", pa.int64()),
-        pa.field("overlapped_ns", pa.int64()),
-        pa.field("exposed_ns", pa.int64()),
-        pa.field("bytes", pa.int64()),
-    ]
-)
+from perfledger.model import schema
+from perfledger.model.tables import COMMUNICATION_SCHEMA
 
 
 def communication(events: pa.Table) -> pa.Table:

@@ -40,16 +40,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import __version__
 from perfledger.analysis import opclass
 from perfledger.analysis.gaps import GAP_BUCKETS
-from perfledger.analysis.types import IDLE_CAUSES
 from perfledger.errors import PerfledgerError
+from perfledger.model.accounts import IDLE_CAUSES
+from perfledger.model.schema import SPAN_STEP
+from perfledger.version import __version__
 
 FloatArray = npt.NDArray[np.float64]
 
 DIFF_FORMAT_VERSION: Final = 1
-SPAN_STEP: Final = -1
 MAD_TO_SIGMA: Final = 1.4826  # MAD of a normal sample times this estimates its sigma
 MEDIAN_EFFICIENCY: Final = 1.2533  # standard error of a median over that of a mean, normal data
 
@@ -92,7 +92,7 @@ class RunTables:
         source_kind: importer kind, e.g. ``"kineto"`` or ``"torch_npu_text"``.
         step_count: annotated steps (0: none; the single window is the whole trace).
         step_trace: step_trace.csv's table (device layout, or the host layout of CPU runs).
-        gaps: idle gaps (:data:`perfledger.analysis.types.GAPS_SCHEMA`).
+        gaps: idle gaps (:data:`perfledger.model.accounts.GAPS_SCHEMA`).
         op_summary: ``analysis.ops.op_summary`` (device tasks, or host ops of CPU runs).
         transfers: ``analysis.transfers.transfers``.
         communication: ``analysis.communication.communication``.

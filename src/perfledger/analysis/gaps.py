@@ -1,7 +1,7 @@
 """Device idle gaps: how long they are, why the device was idle, and the worst of them.
 
 ``gap_report(gaps, events)`` reads the idle intervals of the accounting
-(:data:`perfledger.analysis.types.GAPS_SCHEMA`) and returns a :class:`GapReport`:
+(:data:`perfledger.model.accounts.GAPS_SCHEMA`) and returns a :class:`GapReport`:
 - ``buckets``: a histogram of gap durations in :data:`GAP_BUCKETS` (<10 µs, 10–100 µs,
   0.1–1 ms, 1–10 ms, >10 ms; lower bound included), with count and total ns per bucket and per
   idle cause (every cause of IDLE_CAUSES, then any other cause found; a null cause counts as
@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -25,8 +24,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import schema
-from perfledger.analysis.types import IDLE_CAUSES
+from perfledger.model import schema
+from perfledger.model.accounts import IDLE_CAUSES
+from perfledger.model.gaps import WORST_GAPS_SCHEMA, CauseShare, GapBucket, GapReport
 
 # (label, lower bound ns included, upper bound ns excluded; None: unbounded)
 GAP_BUCKETS: Final = (
@@ -37,52 +37,6 @@ GAP_BUCKETS: Final = (
     (">10ms", 10_000_000, None),
 )
 WORST_GAPS: Final = 20
-
-WORST_GAPS_SCHEMA: Final = pa.schema(
-    [
-        pa.field("rank", pa.int32()),
-        pa.field("device", pa.int16()),
-        pa.field("step", pa.int32()),
-        pa.field("start_ns", pa.int64()),
-        pa.field("end_ns", pa.int64()),
-        pa.field("dur_ns", pa.int64()),
-        pa.field("cause", pa.string()),
-        pa.field("next_task", pa.string()),
-        pa.field("host_op", pa.string()),
-        pa.field("host_annotation", pa.string()),
-    ]
-)
-
-
-@dataclass(frozen=True)
-class CauseShare:
-    """Gaps of one idle cause inside one duration bucket."""
-
-    cause: str
-    count: int
-    total_ns: int
-
-
-@dataclass(frozen=True)
-class GapBucket:
-    """Gaps whose duration lies in [lower_ns, upper_ns)."""
-
-    label: str
-    lower_ns: int
-    upper_ns: int | None  # None: no upper bound
-    count: int
-    total_ns: int
-    by_cause: tuple[CauseShare, ...]  # every idle cause, in IDLE_CAUSES order
-
-
-@dataclass(frozen=True)
-class GapReport:
-    """Histogram of idle gaps and the worst ones (see the module docstring)."""
-
-    buckets: tuple[GapBucket, ...]
-    count: int
-    total_ns: int
-    worst: pa.Table  # WORST_GAPS_SCHEMA
 
 
 def gap_report(gaps: pa.Table, events: pa.Table, worst: int = WORST_GAPS) -> GapReport:

@@ -21,7 +21,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from perfledger import schema
+from perfledger.model import schema
 
 MATMUL: Final = "matmul"
 CONV: Final = "conv"

@@ -1,6 +1,6 @@
 """Operator and host-API analyses: op summary, op statistics, kernel details, API statistics.
 
-Every function takes a canonical events table (:data:`perfledger.schema.EVENTS_SCHEMA`, the
+Every function takes a canonical events table (:data:`perfledger.model.schema.EVENTS_SCHEMA`, the
 ``step`` column already assigned) and returns an Arrow table with the schema below. Times are
 integer ns; figures aggregate every row of the table given (call per rank for per-rank figures).
 
@@ -60,93 +60,19 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import schema
 from perfledger.memory import release_freed_memory
+from perfledger.model import schema
+from perfledger.model.tables import (
+    API_STATISTIC_SCHEMA,
+    HOST_OP_SUMMARY_SCHEMA,
+    KERNEL_DETAILS_SCHEMA,
+    OP_STATISTIC_SCHEMA,
+    OP_SUMMARY_SCHEMA,
+)
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-OP_SUMMARY_SCHEMA: Final = pa.schema(
-    [
-        pa.field("rank", pa.int32()),
-        pa.field("device", pa.int16()),
-        pa.field("stream", pa.int64()),
-        pa.field("step", pa.int32()),
-        pa.field("kind", pa.string()),
-        pa.field("name", pa.string()),
-        pa.field("start_ns", pa.int64()),
-        pa.field("dur_ns", pa.int64()),
-        pa.field("wait_ns", pa.int64()),
-        pa.field("host_op", pa.string()),
-        pa.field("launch_ns", pa.int64()),
-        pa.field("bytes", pa.int64()),
-        pa.field("shapes", pa.string()),
-        pa.field("dtypes", pa.string()),
-    ]
-)
-
-HOST_OP_SUMMARY_SCHEMA: Final = pa.schema(
-    [
-        pa.field("rank", pa.int32()),
-        pa.field("device", pa.int16()),
-        pa.field("stream", pa.int64()),
-        pa.field("step", pa.int32()),
-        pa.field("kind", pa.string()),
-        pa.field("name", pa.string()),
-        pa.field("start_ns", pa.int64()),
-        pa.field("dur_ns", pa.int64()),
-        pa.field("self_ns", pa.int64()),
-        pa.field("shapes", pa.string()),
-        pa.field("dtypes", pa.string()),
-    ]
-)
-
-OP_STATISTIC_SCHEMA: Final = pa.schema(
-    [
-        pa.field("name", pa.string()),
-        pa.field("kind", pa.string()),
-        pa.field("count", pa.int64()),
-        pa.field("total_ns", pa.int64()),
-        pa.field("min_ns", pa.int64()),
-        pa.field("avg_ns", pa.float64()),
-        pa.field("max_ns", pa.int64()),
-        pa.field("ratio", pa.float64()),
-    ]
-)
-
-KERNEL_DETAILS_SCHEMA: Final = pa.schema(
-    [
-        pa.field("rank", pa.int32()),
-        pa.field("device", pa.int16()),
-        pa.field("stream", pa.int64()),
-        pa.field("step", pa.int32()),
-        pa.field("kind", pa.string()),
-        pa.field("name", pa.string()),
-        pa.field("start_ns", pa.int64()),
-        pa.field("dur_ns", pa.int64()),
-        pa.field("wait_ns", pa.int64()),
-        pa.field("host_op", pa.string()),
-        pa.field("grid", pa.string()),
-        pa.field("block", pa.string()),
-        pa.field("registers_per_thread", pa.int64()),
-        pa.field("shared_memory_bytes", pa.int64()),
-        pa.field("blocks_per_sm", pa.float64()),
-        pa.field("warps_per_sm", pa.float64()),
-        pa.field("occupancy_pct", pa.float64()),
-    ]
-)
-
-API_STATISTIC_SCHEMA: Final = pa.schema(
-    [
-        pa.field("name", pa.string()),
-        pa.field("kind", pa.string()),
-        pa.field("count", pa.int64()),
-        pa.field("total_ns", pa.int64()),
-        pa.field("avg_ns", pa.float64()),
-        pa.field("min_ns", pa.int64()),
-        pa.field("max_ns", pa.int64()),
-    ]
-)
 
 # Launch-configuration keys in a kernel's args, per output column, first found wins: Kineto's
 # spelling, then the Ascend importers' (an Ascend kernel's block dim is its number of blocks,

@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from perfledger import devices
+from perfledger.model import devices
 
 Shape = tuple[int, ...]
 FloatArray = npt.NDArray[np.float64]
@@ -317,7 +317,7 @@ Argument = Tensor | tuple[Tensor, ...] | None  # a tensor, a tensor list, or not
 class OpCost:
     """What one operator call must do: flops, bytes read and written, and how it was modelled.
 
-    ``precision`` is the math precision (:data:`perfledger.devices.PRECISIONS`) of the inputs,
+    ``precision`` is the math precision (:data:`perfledger.model.devices.PRECISIONS`) of the inputs,
     None when unknown; ``assumption`` says what had to be assumed, None when nothing.
     """
 

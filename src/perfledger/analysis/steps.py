@@ -13,10 +13,10 @@ import re
 import numpy as np
 import pyarrow as pa
 
-from perfledger import schema
 from perfledger.analysis import columns
 from perfledger.analysis.intervals import Int64Array
-from perfledger.analysis.types import StepWindow
+from perfledger.model import schema
+from perfledger.model.accounts import StepWindow
 
 _STEP_NUMBER = re.compile(r"#\s*(\d+)\s*$")
 # The window of a profile without step annotations carries this step number.

@@ -27,7 +27,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import schema
+from perfledger.model import schema
+from perfledger.model.tables import SPELLINGS_SCHEMA, TRANSFERS_SCHEMA
 
 DIRECTIONS: Final = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
 SMALL_COPY_BYTES: Final = 64 * 1024
@@ -47,33 +48,6 @@ _DIRECTION_PATTERNS: Final = (
 _DIRECTION_BY_KIND_NUMBER: Final = {"0": "HtoH", "1": "HtoD", "2": "DtoH", "3": "DtoD"}
 # A copy touches pageable host memory when its name says so: "(Pageable -> Device)".
 _PAGEABLE: Final = re.compile(r"pageable", re.IGNORECASE)
-
-# The copies of one spelling (name, args.kind), summed: what :func:`copy_spellings` returns.
-SPELLINGS_SCHEMA: Final = pa.schema(
-    [
-        pa.field("name", pa.string()),
-        pa.field("kind_arg", pa.string()),
-        pa.field("count", pa.int64()),
-        pa.field("bytes", pa.int64()),
-        pa.field("time_ns", pa.int64()),
-        pa.field("sized_time_ns", pa.int64()),
-        pa.field("small_count", pa.int64()),
-        pa.field("unknown_bytes_count", pa.int64()),
-    ]
-)
-
-TRANSFERS_SCHEMA: Final = pa.schema(
-    [
-        pa.field("direction", pa.string()),
-        pa.field("count", pa.int64()),
-        pa.field("bytes", pa.int64()),
-        pa.field("time_ns", pa.int64()),
-        pa.field("gbps", pa.float64()),
-        pa.field("pageable_count", pa.int64()),
-        pa.field("small_count", pa.int64()),
-        pa.field("unknown_bytes_count", pa.int64()),
-    ]
-)
 
 
 def copy_direction(name: str, kind_arg: str | None = None) -> str:

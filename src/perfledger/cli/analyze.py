@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from perfledger import ledger
-from perfledger.analysis.advisor import add_advisor_arguments, config_from_args
 from perfledger.cli import terminal_console
-from perfledger.cluster.execution import Execution
-from perfledger.pipeline import build_profile
+from perfledger.cli.advisor_options import add_advisor_arguments, config_from_args
 from perfledger.profiledir import default_profile_name
+from perfledger.run.execution import Execution
+from perfledger.run.pipeline import build_profile
 
 
 def add_parser(subparsers: Any) -> None:

@@ -25,15 +25,18 @@ from rich.table import Table
 from rich.text import Text
 
 from perfledger.analysis import diff as diffing
-from perfledger.analysis.communication import COMMUNICATION_SCHEMA
-from perfledger.analysis.ops import HOST_OP_SUMMARY_SCHEMA, OP_SUMMARY_SCHEMA
-from perfledger.analysis.transfers import TRANSFERS_SCHEMA
-from perfledger.analysis.types import GAPS_SCHEMA
 from perfledger.cli import terminal_console
 from perfledger.errors import EXIT_BAD_INPUT, EXIT_FAILED_CHECK, EXIT_OK, PerfledgerError
+from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.model.tables import (
+    COMMUNICATION_SCHEMA,
+    HOST_OP_SUMMARY_SCHEMA,
+    OP_SUMMARY_SCHEMA,
+    TRANSFERS_SCHEMA,
+)
 
 if TYPE_CHECKING:
-    from perfledger.pipeline import ProfileAnalysis
+    from perfledger.model.profile import ProfileAnalysis
 
 DIFF_JSON: Final = "diff.json"
 DIFF_HTML: Final = "diff.html"
@@ -155,7 +158,7 @@ def load_run(path: Path) -> diffing.RunTables:
 def analyze_run(path: Path) -> diffing.RunTables:
     """Import and analyse traces in memory (nothing is written)."""
     from perfledger.analysis.advisor import advise
-    from perfledger.pipeline import analyze_traces
+    from perfledger.analysis.profile import analyze_traces
     from perfledger.sources import load_traces
 
     traces = load_traces([path])

@@ -15,8 +15,8 @@ import numpy as np
 
 from perfledger.errors import PerfledgerError
 from perfledger.ledger.store import RunRecord
+from perfledger.model.schema import SPAN_STEP
 
-SPAN_STEP: Final = -1
 DEVICE_SHARES: Final = (
     "compute",
     "communication",

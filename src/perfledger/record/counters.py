@@ -5,8 +5,8 @@ nothing but the /proc reads. Each sample reads one ``stat`` and ``statm`` per pr
 and ``/proc/stat`` once; the tree itself is re-listed only every ``tree_refresh_s``, because
 listing means reading every process on the machine.
 
-Counters (rows of :data:`perfledger.schema.COUNTERS_SCHEMA`, ``ts_ns`` in Unix epoch ns like the
-traces):
+Counters (rows of :data:`perfledger.model.schema.COUNTERS_SCHEMA`, ``ts_ns`` in Unix epoch ns
+like the traces):
 
 - track ``process_tree``: ``cpu_percent`` (100 = one core busy), ``rss_bytes`` — the program's
   whole tree, reported under rank 0;
@@ -29,11 +29,8 @@ from typing import Any, Final
 import psutil
 import pyarrow as pa
 
-from perfledger.schema import COUNTERS_SCHEMA
+from perfledger.model.schema import COUNTERS_SCHEMA, TRACK_CORES, TRACK_RANK, TRACK_TREE
 
-TRACK_TREE: Final = "process_tree"
-TRACK_CORES: Final = "cpu_cores"
-TRACK_RANK: Final = "rank_process"
 CPU_PERCENT: Final = "cpu_percent"
 RSS_BYTES: Final = "rss_bytes"
 GPU_UTILIZATION: Final = "utilization_percent"

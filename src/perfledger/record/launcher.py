@@ -25,7 +25,6 @@ from typing import Any, Final
 from rich.console import Console
 from rich.markup import escape
 
-import perfledger
 from perfledger.errors import PerfledgerError
 from perfledger.record import inprocess
 from perfledger.record.bootstrap import BOOTSTRAP_DIR
@@ -98,7 +97,7 @@ def child_environment(
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOTSTRAP_DIR), python_path) if p)
     env[inprocess.ENV_STAGING] = str(staging)
     env[inprocess.ENV_OPTIONS] = options.to_json()
-    env["PERFLEDGER_HOME"] = str(Path(perfledger.__file__).resolve().parent.parent)
+    env["PERFLEDGER_HOME"] = str(Path(__file__).resolve().parents[2])
     return env
 
 
@@ -290,7 +289,7 @@ def _shorten(text: str, limit: int = 100) -> str:
 
 def _build_profile(traces: Sequence[Path], output: Path, **kwargs: Any) -> Path:
     try:
-        from perfledger.pipeline import build_profile
+        from perfledger.run.pipeline import build_profile
     except ImportError as error:
         raise PerfledgerError(f"the analysis pipeline is not available ({error})") from error
     result = build_profile(traces, output, **kwargs)

@@ -17,8 +17,8 @@ from typing import Any, Final
 
 import psutil
 
-from perfledger import __version__
 from perfledger.record.staging import ProcessRecord, profiler_overhead
+from perfledger.version import __version__
 
 # Variables that change how a program performs, kept in meta.json by name or by prefix.
 ENVIRONMENT_NAMES: Final = frozenset(

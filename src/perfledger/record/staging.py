@@ -20,21 +20,12 @@ from typing import Any, Final
 import pyarrow as pa
 
 from perfledger.errors import PerfledgerError
+from perfledger.model.schema import STEP_TIMES_SCHEMA
 from perfledger.record.inprocess import (
     ACTION_NONE,
     RECORDED_ACTIONS,
     STEP_LOG_PREFIX,
     STEP_LOG_SUFFIX,
-)
-
-STEP_TIMES_SCHEMA: Final = pa.schema(
-    [
-        pa.field("rank", pa.int32(), nullable=False),
-        pa.field("step", pa.int32(), nullable=False),
-        pa.field("start_ns", pa.int64(), nullable=False),
-        pa.field("end_ns", pa.int64(), nullable=False),
-        pa.field("profiled", pa.bool_(), nullable=False),
-    ]
 )
 
 # The name an incomplete recorded step's annotation is given in the trace: the program ended

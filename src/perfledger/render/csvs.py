@@ -18,7 +18,7 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.types import HostWindowAccount, WindowAccount
+from perfledger.model.accounts import HostWindowAccount, WindowAccount
 
 FLOAT_DECIMALS: Final = 6
 _BATCH_ROWS: Final = 65_536

@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from markupsafe import Markup
 
-from perfledger import __version__
 from perfledger.render.report import csp_hash, inline_asset, script_json, template_environment
+from perfledger.version import __version__
 
 DIFF_TEMPLATE: Final = "diff.html.j2"
 TREND_TEMPLATE: Final = "diff_trend.html.j2"

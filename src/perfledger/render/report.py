@@ -33,22 +33,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from markupsafe import Markup
 
-from perfledger import __version__, schema
-from perfledger.analysis.gaps import GapReport
-from perfledger.analysis.types import (
+from perfledger.analysis.cluster.collectives import SLOW_LINK_PCT, slow_links
+from perfledger.errors import PerfledgerError
+from perfledger.model import schema
+from perfledger.model.accounts import (
     GAPS_SCHEMA,
     IDLE_CAUSES,
     HostWindowAccount,
     StepWindow,
     WindowAccount,
 )
-from perfledger.cluster.collectives import MATRIX_SCHEMA, SLOW_LINK_PCT, slow_links
-from perfledger.errors import PerfledgerError
+from perfledger.model.cluster import MATRIX_SCHEMA
+from perfledger.model.gaps import GapReport
 from perfledger.render.timeline import dictionary_codes
+from perfledger.version import __version__
 
 if TYPE_CHECKING:
-    from perfledger.cluster.balance import ClusterReport
-    from perfledger.pipeline import ProfileAnalysis
+    from perfledger.model.cluster import ClusterReport
+    from perfledger.model.profile import ProfileAnalysis
 
 Int64Array = npt.NDArray[np.int64]
 

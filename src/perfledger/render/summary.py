@@ -31,11 +31,12 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from perfledger import __version__, schema
-from perfledger.analysis.gaps import GapReport
-from perfledger.analysis.types import IDLE_CAUSES, HostWindowAccount, WindowAccount
+from perfledger.model import schema
+from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
+from perfledger.model.gaps import GapReport
+from perfledger.model.schema import SPAN_STEP
+from perfledger.version import __version__
 
-SPAN_STEP: Final = -1
 MS_DECIMALS: Final = 3
 PCT_DECIMALS: Final = 2
 TOP_OPERATORS: Final = 10

@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from perfledger.analysis.gaps import GapReport
-from perfledger.analysis.types import IDLE_CAUSES, HostWindowAccount, WindowAccount
+from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
+from perfledger.model.gaps import GapReport
+from perfledger.model.schema import SPAN_STEP
 
-SPAN_STEP: Final = -1
 TOP_OPERATORS: Final = 10
 _CAUSE_TITLES: Final = {
     "host_dispatch": "host dispatch",

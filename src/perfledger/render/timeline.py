@@ -61,11 +61,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import __version__, schema
 from perfledger.analysis import intervals
-from perfledger.analysis.types import GAPS_SCHEMA, StepWindow
 from perfledger.errors import PerfledgerError
 from perfledger.memory import release_freed_memory
+from perfledger.model import schema
+from perfledger.model.accounts import GAPS_SCHEMA, StepWindow
+from perfledger.version import __version__
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -224,9 +225,9 @@ def write_timeline(
 
     Args:
         path: the output file; written under a temporary name, then renamed.
-        events: canonical events (:data:`perfledger.schema.EVENTS_SCHEMA`).
-        gaps: idle gaps (:data:`perfledger.analysis.types.GAPS_SCHEMA`), shown by cause.
-        counters: counter samples (:data:`perfledger.schema.COUNTERS_SCHEMA`).
+        events: canonical events (:data:`perfledger.model.schema.EVENTS_SCHEMA`).
+        gaps: idle gaps (:data:`perfledger.model.accounts.GAPS_SCHEMA`), shown by cause.
+        counters: counter samples (:data:`perfledger.model.schema.COUNTERS_SCHEMA`).
         window: only what overlaps [start_ns, end_ns) (absolute ns, the events' time base).
         max_events: keep only the earliest events, at most this many.
         process_names: a label per rank (host name, job name), else ``rank <n>``.
@@ -303,8 +304,8 @@ class TimelinePart:
 
     Attributes:
         rank: the rank; the profile's counters and findings' spans of this rank go with it.
-        events: the rank's canonical events (:data:`perfledger.schema.EVENTS_SCHEMA`).
-        gaps: the rank's idle gaps (:data:`perfledger.analysis.types.GAPS_SCHEMA`).
+        events: the rank's canonical events (:data:`perfledger.model.schema.EVENTS_SCHEMA`).
+        gaps: the rank's idle gaps (:data:`perfledger.model.accounts.GAPS_SCHEMA`).
     """
 
     rank: int

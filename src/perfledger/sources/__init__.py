@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from perfledger.errors import PerfledgerError
-from perfledger.sources.base import Trace
+from perfledger.model.trace import Trace
 
 __all__ = ["Trace", "discover", "load_traces"]
 

@@ -25,11 +25,11 @@ from typing import Any, Final
 import msgspec
 import pyarrow as pa
 
-from perfledger import schema
 from perfledger.errors import PerfledgerError, TraceFormatError
+from perfledger.model import schema
+from perfledger.model.trace import Trace
 from perfledger.sources import ascend_build as build
 from perfledger.sources import ascend_db, ascend_text
-from perfledger.sources.base import Trace
 
 SOURCE_TORCH_NPU_TEXT: Final = "torch_npu_text"
 SOURCE_TORCH_NPU_DB: Final = "torch_npu_db"

@@ -13,7 +13,7 @@ from typing import Final
 import duckdb
 import pyarrow as pa
 
-from perfledger import schema, vendors_ascend
+from perfledger.model import schema, vendors_ascend
 
 # Framework host events (torch_npu's Python side): operators, Python functions, task queue.
 HOST_SCHEMA: Final = pa.schema(

@@ -4,8 +4,8 @@ Facts the reader relies on (from the writers' source, seen in real files): times
 TAB (``1736412474704643.212\\t``), shapes carry literal quotes (tripled in the file, so the cell
 reads ``"81920,4096"``), missing values are ``N/A``, ``Call Stack`` cells hold newlines, and the
 column set depends on the profiler level, options and version. Columns are therefore always
-found by header name (see :data:`perfledger.vendors_ascend.KERNEL_COLUMNS`), every cell is read
-as text and converted after trimming.
+found by header name (see :data:`perfledger.model.vendors_ascend.KERNEL_COLUMNS`), every cell is
+read as text and converted after trimming.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from perfledger import vendors_ascend
 from perfledger.errors import TraceFormatError
+from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
 
 _NULLS: Final = ["N/A", "", "NA", "None", "null"]

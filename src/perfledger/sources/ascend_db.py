@@ -19,8 +19,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from perfledger import vendors_ascend
 from perfledger.errors import TraceFormatError
+from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
 
 _MASK32 = 0xFFFFFFFF

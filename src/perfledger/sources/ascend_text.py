@@ -18,8 +18,8 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from perfledger import vendors_ascend
 from perfledger.errors import TraceFormatError
+from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
 from perfledger.sources import ascend_csv, ascend_timeline
 
@@ -202,7 +202,7 @@ _PAIR = re.compile(r"^(\d+)-(\d+)$")
 
 
 def communication_matrix(path: Path) -> list[dict[str, Any]]:
-    """Rows of :data:`perfledger.schema.COMM_MATRIX_SCHEMA` (without ``rank``) from an
+    """Rows of :data:`perfledger.model.schema.COMM_MATRIX_SCHEMA` (without ``rank``) from an
     Ascend communication_matrix.json: bytes and time per step, collective type, group and
     (source rank, destination rank) pair."""
     document = _json_object(path, "communication matrix")

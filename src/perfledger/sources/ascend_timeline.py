@@ -19,8 +19,8 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from perfledger import vendors_ascend
 from perfledger.errors import TraceFormatError
+from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
 
 # Process names of the timeline → what their events are.

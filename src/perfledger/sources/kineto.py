@@ -5,7 +5,7 @@ Covers the formats written from PyTorch 1.8 to 2.x: capitalised categories of 1.
 timestamps relative to ``baseTimeNanoseconds``, old and new arg names (``external id`` /
 ``External id``), launch flows (``async_gpu``, ``async_cpu_to_gpu``, ``ac2g``), CUDA, ROCm
 (HIP), MTIA and CPU-only traces. Which category or name means which kind lives in
-:mod:`perfledger.vendors`.
+:mod:`perfledger.model.vendors`.
 
 Time base: every ``start_ns`` is absolute epoch-style ns as the profiler wrote it:
 ``baseTimeNanoseconds + ts`` when the file has a base time (newer Kineto writes ``ts``
@@ -40,10 +40,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import schema, vendors
 from perfledger.errors import TraceFormatError
 from perfledger.memory import release_freed_memory
-from perfledger.sources.base import Trace, decoded_bytes
+from perfledger.model import schema, vendors
+from perfledger.model.trace import Trace
+from perfledger.sources.base import decoded_bytes
 from perfledger.sources.kineto_columns import (
     PHASE_INSTANT,
     Block,

@@ -21,7 +21,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import vendors
+from perfledger.model import vendors
 from perfledger.sources.kineto_stream import DECODE_ERRORS, Chunk, FastEvent, TextEvent
 
 Int64Array = npt.NDArray[np.int64]

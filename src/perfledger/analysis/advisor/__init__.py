@@ -1,7 +1,7 @@
 """The advisor: read a profile as the msprof guides' checklist does; say what holds the step back.
 
 Each rule is one module of this package (one diagnosis, thresholds with documented defaults).
-:func:`advise` runs them over a :class:`~perfledger.pipeline.ProfileAnalysis` and returns the
+:func:`advise` runs them over a :class:`~perfledger.run.pipeline.ProfileAnalysis` and returns the
 findings sorted by severity: the estimated time per step a fix would recover. A rule whose
 data is absent from the profile (no shapes, no host counters, no data loader ...) does not
 fire; :func:`skipped_rules` says which and why.
@@ -10,7 +10,6 @@ fire; :func:`skipped_rules` says which and why.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from perfledger.analysis.advisor import (
@@ -30,25 +29,21 @@ from perfledger.analysis.advisor import (
     slow_rank,
     small_op_explosion,
 )
-from perfledger.analysis.advisor.base import (
+from perfledger.analysis.advisor.base import Rule
+from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.analysis.advisor.ranks import PROFILE_RULES, merge_rank_findings
+from perfledger.model.findings import (
     AdvisorConfig,
+    AdvisorReport,
     DeviceOverride,
     Finding,
-    Rule,
+    RankAdvice,
     Skipped,
     Threshold,
 )
-from perfledger.analysis.advisor.context import AdvisorContext
-from perfledger.analysis.advisor.options import (
-    add_advisor_arguments,
-    config_from_args,
-    config_from_toml,
-    rules_table,
-)
-from perfledger.analysis.advisor.ranks import PROFILE_RULES, RankAdvice, merge_rank_findings
 
 if TYPE_CHECKING:
-    from perfledger.pipeline import ProfileAnalysis
+    from perfledger.model.profile import ProfileAnalysis
 
 __all__ = [
     "RULES",
@@ -60,14 +55,10 @@ __all__ = [
     "Rule",
     "Skipped",
     "Threshold",
-    "add_advisor_arguments",
     "advise",
-    "config_from_args",
-    "config_from_toml",
     "diagnose",
     "diagnose_rank",
     "rule_by_id",
-    "rules_table",
     "skipped_rules",
 ]
 
@@ -89,14 +80,6 @@ RULES: Final[tuple[Rule, ...]] = (
     slow_rank.RULE,
     load_imbalance.RULE,
 )
-
-
-@dataclass(frozen=True)
-class AdvisorReport:
-    """Findings sorted by severity, and the rules that could not run with the reason."""
-
-    findings: tuple[Finding, ...]
-    skipped: tuple[Skipped, ...]
 
 
 def rule_by_id(rule_id: str) -> Rule | None:
@@ -174,7 +157,7 @@ def _rank_advice(
     analysis: ProfileAnalysis, config: AdvisorConfig, rules: Sequence[Rule]
 ) -> list[RankAdvice]:
     """Each rank's advice, diagnosed here rank by rank."""
-    from perfledger.pipeline import rank_profile
+    from perfledger.analysis.profile import rank_profile
 
     return [
         diagnose_rank(rank_profile(analysis, position), config, rules=rules)

@@ -11,10 +11,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import schema, vendors
 from perfledger.analysis import columns
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
 from perfledger.analysis.ops import innermost_enclosing, operator_nesting, take_rows
+from perfledger.model import schema, vendors
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]

@@ -9,7 +9,6 @@ more for the rules that read the whole run); every derived table is computed on 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Final
 
@@ -18,17 +17,17 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import devices, schema
 from perfledger.analysis import columns
-from perfledger.analysis.advisor.base import AdvisorConfig, pct
 from perfledger.analysis.ops import device_frame, take_rows
-from perfledger.analysis.types import HostWindowAccount, WindowAccount
+from perfledger.model import devices, schema
+from perfledger.model.accounts import HostWindowAccount, WindowAccount
+from perfledger.model.findings import AdvisorConfig, StepBasis
+from perfledger.model.schema import SPAN_STEP
 
 if TYPE_CHECKING:
-    from perfledger.pipeline import ProfileAnalysis
+    from perfledger.model.profile import ProfileAnalysis
 
 IntArray = npt.NDArray[np.int64]
-SPAN_STEP: Final = -1
 
 # Columns of :attr:`AdvisorContext.tasks`, one row per device task (kernel, comm, memcpy,
 # memset), sorted by rank, device, stream, start_ns:
@@ -56,41 +55,6 @@ TASKS_SCHEMA: Final = pa.schema(
         pa.field("op_dtypes", pa.string()),
     ]
 )
-
-
-@dataclass(frozen=True)
-class StepBasis:
-    """What "per step" means for severities: the step windows of every rank and device.
-
-    ``annotated`` is False when the trace has no step annotation: the one window is then the
-    whole profile and "per step" reads "per profiled window".
-    """
-
-    windows: int
-    wall_ns: int
-    annotated: bool
-    lanes: int = 1  # (rank, device) pairs, each with its own windows
-
-    @property
-    def mean_step_ns(self) -> float:
-        return self.wall_ns / self.windows if self.windows else 0.0
-
-    def severity(self, recoverable_ns: float) -> tuple[float, float]:
-        """(ms per step, % of step) of a recoverable time summed over every window."""
-        if self.windows == 0:
-            return 0.0, 0.0
-        per_step_ms = round(recoverable_ns / self.windows / 1e6, 3)
-        return per_step_ms, pct(recoverable_ns, self.wall_ns)
-
-    def describe(self) -> str:
-        per_lane = self.windows // max(self.lanes, 1)
-        if self.annotated:
-            unit = "step" if per_lane == 1 else "steps"
-        else:
-            unit = "profiled window" if per_lane == 1 else "profiled windows"
-            unit += " (no step annotation)"
-        lanes = f" on each of {self.lanes} devices" if self.lanes > 1 else ""
-        return f"{per_lane} {unit}{lanes}, mean {self.mean_step_ns / 1e6:.3f} ms"
 
 
 class AdvisorContext:

@@ -12,23 +12,13 @@ from typing import Final
 
 import numpy as np
 
-from perfledger import schema
 from perfledger.analysis import columns
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    pct,
-    us,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.intervals import union
+from perfledger.model import schema
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
 ID: Final = "dataloader_bound"
 

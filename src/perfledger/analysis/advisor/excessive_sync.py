@@ -15,20 +15,8 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from perfledger import schema, vendors
 from perfledger.analysis import columns
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    pct,
-    us,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import (
     call_sites,
     encode,
@@ -39,7 +27,9 @@ from perfledger.analysis.advisor.common import (
 )
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
 from perfledger.analysis.ops import operator_nesting
-from perfledger.analysis.types import IDLE_SYNC
+from perfledger.model import schema, vendors
+from perfledger.model.accounts import IDLE_SYNC
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
 ID: Final = "excessive_sync"
 

@@ -17,17 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    us,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline import (
@@ -37,6 +27,7 @@ from perfledger.analysis.roofline import (
     estimate_table,
     op_family,
 )
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, us
 
 ID: Final = "fusion_candidates"
 # Kernels that only move or combine elements, recognised by name when no operator is known.

@@ -15,20 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import schema
 from perfledger.analysis import columns
-from perfledger.analysis.advisor.base import (
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    pct,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.intervals import union
+from perfledger.model import schema
+from perfledger.model.findings import Finding, Skipped, Threshold, ms, pct
 
 ID: Final = "host_cpu_saturated"
 PROCESS_TRACKS: Final = ("rank_process", "process_tree")

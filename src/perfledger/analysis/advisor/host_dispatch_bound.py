@@ -15,21 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    pct,
-    us,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.gaps import gap_report
-from perfledger.analysis.types import IDLE_HOST_DISPATCH, IDLE_SYNC
+from perfledger.model.accounts import IDLE_HOST_DISPATCH, IDLE_SYNC
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
 ID: Final = "host_dispatch_bound"
 HOST_CAUSES: Final = (IDLE_HOST_DISPATCH, IDLE_SYNC)

@@ -1,6 +1,6 @@
 """load_imbalance: the ranks do uneven amounts of compute, communication, copies or idling.
 
-For each category of the accounting the cluster pass (:mod:`perfledger.cluster.balance`)
+For each category of the accounting the cluster pass (:mod:`perfledger.analysis.cluster.balance`)
 gives the spread of the per-rank means per step, ``(max - min) / mean``. A category above
 ``spread_pct`` fires, unless it is too small to matter (its mean under ``min_step_pct`` of the
 step). The step is bound by the rank that does the most: evening the category out to its mean
@@ -12,19 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Threshold,
-    ms,
-    pct,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
-from perfledger.cluster.balance import Spread, cluster_windows
+from perfledger.analysis.cluster.balance import cluster_windows
+from perfledger.model.cluster import Spread
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Threshold, ms, pct
 
 ID: Final = "load_imbalance"
 # Categories the rule judges (the step time itself is the consequence, shown as evidence).

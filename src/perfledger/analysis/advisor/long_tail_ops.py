@@ -15,20 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    pct,
-    us,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
 ID: Final = "long_tail_ops"
 

@@ -13,21 +13,12 @@ from typing import Any, Final
 
 import numpy as np
 
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS as MAX_DIPS,
-)
-from perfledger.analysis.advisor.base import (
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.intervals import union
+from perfledger.model.findings import TOP_OFFENDERS as MAX_DIPS
+from perfledger.model.findings import Finding, Skipped, Threshold, ms
 
 ID: Final = "low_utilization_windows"
 

@@ -13,21 +13,11 @@ from typing import Any, Final
 
 import numpy as np
 
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    pct,
-    us,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.transfers import copy_direction, is_pageable
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
 ID: Final = "memcpy_heavy"
 HOST_DIRECTIONS: Final = ("HtoD", "DtoH")

@@ -1,7 +1,7 @@
 """memory_bound_ops: operators limited by memory bandwidth, not by math.
 
 Every operator call whose inputs were recorded (shapes and types) is placed on the roofline of
-the device it ran on (:mod:`perfledger.analysis.roofline`, :mod:`perfledger.devices`): below
+the device it ran on (:mod:`perfledger.analysis.roofline`, :mod:`perfledger.model.devices`): below
 the ridge point it cannot go faster than its bytes allow. The msprof guides' case 2 is a
 transpose and a cast taking 30% of the step: pure data movement that a better layout or dtype
 choice removes. On Ascend, the kernel's pipeline ratios (``aic_mte2_ratio``, ``aiv_vec_ratio`` ...)
@@ -18,18 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    pct,
-    us,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline import (
@@ -38,6 +27,7 @@ from perfledger.analysis.roofline import (
     is_packed_layout,
     op_family,
 )
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
 ID: Final = "memory_bound_ops"
 

@@ -17,21 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import devices
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-    pct,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline import CONV, MATMUL, op_family, precision_of
+from perfledger.model import devices
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct
 
 ID: Final = "precision_mix"
 # Kernels that run fp32 inputs as TF32 on tensor cores (cuBLAS/CUTLASS m16n8k8 and

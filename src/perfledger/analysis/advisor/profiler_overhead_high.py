@@ -10,16 +10,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from perfledger.analysis.advisor.base import (
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Skipped,
-    Threshold,
-    ms,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.model.findings import Finding, Skipped, Threshold, ms
 
 ID: Final = "profiler_overhead_high"
 

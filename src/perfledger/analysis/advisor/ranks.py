@@ -24,36 +24,15 @@ How findings of one rule on several ranks become one finding of the profile:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
-from perfledger.analysis.advisor.base import MAX_SPANS, AdvisorConfig, Finding, Skipped, pct
-from perfledger.analysis.advisor.context import StepBasis
+from perfledger.model.findings import MAX_SPANS, Finding, RankAdvice, Skipped, pct
 
 # Rules that read the whole profile, not one rank: run once, over every rank.
 PROFILE_RULES: Final = frozenset({"profiler_overhead_high", "slow_rank", "load_imbalance"})
 # Spans a merged finding keeps: summary.json and the timeline's finding track stay small on
 # runs of hundreds of ranks (five times what one finding is meant to carry).
 MERGED_SPANS: Final = 5 * MAX_SPANS
-
-
-@dataclass(frozen=True)
-class RankAdvice:
-    """One rank's findings and skipped rules, with the step basis its severities use.
-
-    Attributes:
-        rank: the rank diagnosed.
-        basis: its step windows (count and wall time): what its severities are per.
-        findings: the findings of the rank rules on it, most severe first.
-        skipped: the rank rules whose data the rank lacks.
-        config: the configuration it was diagnosed with (to tell whether it can be reused).
-    """
-
-    rank: int
-    basis: StepBasis
-    findings: tuple[Finding, ...]
-    skipped: tuple[Skipped, ...]
-    config: AdvisorConfig
 
 
 def merge_rank_findings(

@@ -4,7 +4,7 @@ In synchronous data-parallel training every rank meets the others at each collec
 step of the whole job is the step of its slowest rank. A rank that computes (or copies, or
 idles for its host) longer arrives late; the others sit in the collective waiting: their
 exposed communication grows while the slow rank's shrinks. The rule reads the cluster pass
-(:mod:`perfledger.cluster.balance`): a rank whose compute, or time outside communication,
+(:mod:`perfledger.analysis.cluster.balance`): a rank whose compute, or time outside communication,
 exceeds the other ranks' median by more than ``excess_pct`` while it waits less than they do
 is named, most suspect first (by the wait it causes: the others' exposed communication minus
 its own), with the collectives it arrived last at when they can be aligned (the vote of
@@ -16,19 +16,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from perfledger.analysis.advisor.base import (
-    TOP_OFFENDERS,
-    Finding,
-    Outcome,
-    Params,
-    Rule,
-    Threshold,
-    ms,
-    pct,
-)
+from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
-from perfledger.cluster.balance import DEFAULT_EXCESS_PCT, cluster_windows, slow_ranks
+from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT, cluster_windows, slow_ranks
+from perfledger.model.findings import TOP_OFFENDERS, Finding, Threshold, ms, pct
 
 ID: Final = "slow_rank"
 

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from perfledger import schema
+from perfledger.model import schema
 
 # Host operators that block until the device drains (a synchronisation point when the trace
 # records no runtime sync call for them): `.item()` and friends.

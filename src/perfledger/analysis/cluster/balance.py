@@ -25,159 +25,28 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
 
-from perfledger.analysis.types import WindowAccount
-from perfledger.cluster.collectives import (
+from perfledger.analysis.cluster.collectives import align_collectives
+from perfledger.model.accounts import WindowAccount
+from perfledger.model.cluster import (
+    CLUSTER_STEP_NS_COLUMNS,
+    CLUSTER_STEPS_SCHEMA,
     LINKS_SCHEMA,
     MATRIX_SCHEMA,
+    ClusterReport,
     CollectiveAlignment,
-    align_collectives,
+    RankAccount,
+    SlowRank,
+    Spread,
 )
+from perfledger.model.schema import SPAN_STEP
 
-SPAN_STEP: Final = -1
 # Categories whose spread over ranks is reported, in this order.
 BALANCE_CATEGORIES: Final = ("wall", "compute", "communication", "memcpy", "idle")
 DEFAULT_EXCESS_PCT: Final = 5.0
-
-# cluster_step_trace.csv: one row per compared window (step, rank, device), sorted so; the
-# ``*_vs_median_pct`` columns compare the row with the median over the ranks of the same step.
-_NS_COLUMNS: Final = (
-    "start_ns",
-    "end_ns",
-    "wall_ns",
-    "compute_ns",
-    "communication_ns",
-    "overlapped_communication_ns",
-    "memcpy_ns",
-    "memset_ns",
-    "idle_ns",
-)
-CLUSTER_STEPS_SCHEMA: Final = pa.schema(
-    [
-        pa.field("step", pa.int32()),
-        pa.field("rank", pa.int32()),
-        pa.field("device", pa.int16()),
-        *(pa.field(name, pa.int64()) for name in _NS_COLUMNS),
-        pa.field("wall_vs_median_pct", pa.float64()),
-        pa.field("compute_vs_median_pct", pa.float64()),
-        pa.field("communication_vs_median_pct", pa.float64()),
-        pa.field("idle_vs_median_pct", pa.float64()),
-    ]
-)
-
-
-@dataclass(frozen=True)
-class RankAccount:
-    """One rank's time account summed over its windows (see the module doc)."""
-
-    rank: int
-    windows: int
-    steps: int
-    wall_ns: int
-    compute_ns: int
-    communication_ns: int
-    overlapped_communication_ns: int
-    memcpy_ns: int
-    memset_ns: int
-    idle_ns: int
-
-    def per_window(self, category: str) -> float:
-        """Mean ns per window of ``category`` (wall, compute, communication, ...)."""
-        total: int = getattr(self, f"{category}_ns")
-        return total / self.windows if self.windows else 0.0
-
-    @property
-    def outside_communication_ns(self) -> int:
-        """Time not spent in exposed communication: compute, copies and idle."""
-        return self.wall_ns - self.communication_ns
-
-
-@dataclass(frozen=True)
-class Spread:
-    """How unevenly one category is spread over the ranks (means per window)."""
-
-    category: str
-    mean_ns: float
-    min_ns: float
-    max_ns: float
-    min_rank: int
-    max_rank: int
-
-    @property
-    def spread_pct(self) -> float:
-        """(max - min) / mean, in %; 0 when the mean is 0."""
-        return 100.0 * (self.max_ns - self.min_ns) / self.mean_ns if self.mean_ns > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class SlowRank:
-    """A rank suspected of holding the others back, with the figures that say so (per window).
-
-    ``wait_caused_ns`` is how much longer the other ranks sit in exposed communication than
-    this one (their median minus its own): the time they wait for it.
-    """
-
-    rank: int
-    wait_caused_ns: float
-    compute_excess_pct: float  # its compute over the other ranks' median, %
-    outside_excess_pct: float  # its time outside communication over the others' median, %
-    compute_ns: float
-    others_compute_ns: float
-    outside_communication_ns: float
-    others_outside_communication_ns: float
-    communication_ns: float
-    others_communication_ns: float
-    last_arrivals: int  # aligned collectives it arrived last at (0 when none aligned)
-    collectives: int
-
-    @property
-    def excess_pct(self) -> float:
-        """The larger of the compute and outside-communication excesses."""
-        return max(self.compute_excess_pct, self.outside_excess_pct)
-
-    def evidence(self) -> dict[str, Any]:
-        """The figures as JSON evidence (ms per step window, rounded to the µs)."""
-        return {
-            "rank": self.rank,
-            "wait_caused_ms": _ms(self.wait_caused_ns),
-            "compute_excess_pct": round(self.compute_excess_pct, 2),
-            "outside_communication_excess_pct": round(self.outside_excess_pct, 2),
-            "compute_ms": _ms(self.compute_ns),
-            "others_compute_ms": _ms(self.others_compute_ns),
-            "outside_communication_ms": _ms(self.outside_communication_ns),
-            "others_outside_communication_ms": _ms(self.others_outside_communication_ns),
-            "communication_ms": _ms(self.communication_ns),
-            "others_communication_ms": _ms(self.others_communication_ns),
-            "last_arrivals": self.last_arrivals,
-            "aligned_collectives": self.collectives,
-        }
-
-
-def _ms(ns: float) -> float:
-    return round(ns / 1e6, 3)
-
-
-@dataclass(frozen=True)
-class ClusterReport:
-    """Everything the cluster pass finds (see the module doc)."""
-
-    ranks: tuple[int, ...]
-    basis: str  # "steps" or "span": which windows the per-rank figures cover
-    per_rank: tuple[RankAccount, ...]
-    balance: tuple[Spread, ...]
-    slow_ranks: tuple[SlowRank, ...]
-    collectives: CollectiveAlignment
-    links: pa.Table = field(default_factory=LINKS_SCHEMA.empty_table)  # LINKS_SCHEMA
-    steps: pa.Table = field(default_factory=CLUSTER_STEPS_SCHEMA.empty_table)
-    matrix: pa.Table = field(default_factory=MATRIX_SCHEMA.empty_table)  # MATRIX_SCHEMA
-
-    def spread(self, category: str) -> Spread | None:
-        """The spread of one category, None when absent."""
-        return next((s for s in self.balance if s.category == category), None)
 
 
 def cluster_windows(windows: Sequence[WindowAccount]) -> tuple[str, list[WindowAccount]]:
@@ -232,7 +101,7 @@ def step_table(windows: Sequence[WindowAccount]) -> pa.Table:
         "rank": [w.rank for w in ordered],
         "device": [w.device for w in ordered],
     }
-    for name in _NS_COLUMNS:
+    for name in CLUSTER_STEP_NS_COLUMNS:
         columns[name] = [w.wall_ns if name == "wall_ns" else getattr(w, name) for w in ordered]
     for category in ("wall", "compute", "communication", "idle"):
         columns[f"{category}_vs_median_pct"] = [versus(w, category) for w in ordered]

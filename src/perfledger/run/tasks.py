@@ -27,15 +27,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfledger.analysis.advisor import AdvisorConfig, RankAdvice
-from perfledger.analysis.gaps import GapReport
+from perfledger.analysis.cluster.collectives import collective_tasks, link_usage
 from perfledger.analysis.transfers import copy_spellings
-from perfledger.analysis.types import HostWindowAccount, StepWindow, WindowAccount
-from perfledger.cluster.collectives import collective_tasks, link_usage
 from perfledger.errors import PerfledgerError
 from perfledger.memory import release_freed_memory
+from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccount
+from perfledger.model.gaps import GapReport
+from perfledger.model.trace import Trace
 from perfledger.profiledir import copy_source
 from perfledger.sources import discover
-from perfledger.sources.base import Trace
 
 KINETO: Final = "kineto"
 ASCEND: Final = "ascend"
@@ -150,7 +150,7 @@ def run_rank_task(task: RankTask) -> RankResult | RankFailure:
 
 def _run(task: RankTask) -> RankResult | RankFailure:
     from perfledger.analysis.advisor import diagnose_rank
-    from perfledger.pipeline import analyze_rank, profile_of_rank, rank_counters
+    from perfledger.analysis.profile import analyze_rank, profile_of_rank, rank_counters
 
     started = time.perf_counter()
     try:

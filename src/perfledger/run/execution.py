@@ -4,7 +4,7 @@ The local pool is :class:`concurrent.futures.ProcessPoolExecutor` with spawned w
 forked child would inherit the parent's DuckDB and Arrow threads mid-flight). Dask is
 ``dask.distributed`` (the optional ``[cluster]`` extra): ``--dask ADDRESS`` connects to a
 running scheduler, ``--dask local`` starts a LocalCluster of ``--workers`` processes for the
-run. Either way the workers call :func:`perfledger.cluster.tasks.run_rank_task`, write their
+run. Either way the workers call :func:`perfledger.run.tasks.run_rank_task`, write their
 tables where the parent can read them (the profile's staging folder: on a real cluster it
 must be on a file system every worker shares with the parent) and send back small results.
 """
@@ -22,9 +22,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Final
 
-from perfledger.cluster.tasks import RankFailure, RankResult, RankTask, run_rank_task
 from perfledger.errors import PerfledgerError
 from perfledger.orphans import exit_with_parent
+from perfledger.run.tasks import RankFailure, RankResult, RankTask, run_rank_task
 
 LOCAL_DASK: Final = "local"
 Progress = Callable[[int, int], None]

@@ -50,6 +50,8 @@ LAUNCH_KINDS: Final = (RUNTIME, SYNC)
 HOST_DEVICE: Final = -1
 NO_ID: Final = -1
 NO_STEP: Final = -1
+# The step number of a device's whole-span account row (step_trace.csv's step = -1).
+SPAN_STEP: Final = -1
 
 _DICT_STR = pa.dictionary(pa.int32(), pa.string())
 
@@ -123,3 +125,24 @@ def conform_events(table: pa.Table) -> pa.Table:
     if missing:
         raise ValueError(f"events table lacks columns: {', '.join(missing)}")
     return table.select(EVENTS_SCHEMA.names).cast(EVENTS_SCHEMA)
+
+
+# The recorder's timing of every step, profiled or not (tables/step_times.parquet).
+STEP_TIMES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("step", pa.int32()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("end_ns", pa.int64()),
+        pa.field("profiled", pa.bool_()),
+    ]
+)
+
+
+# Counter tracks of the recorder's host samples.
+TRACK_TREE: Final = "process_tree"  # the program's process tree (CPU %, RSS)
+TRACK_CORES: Final = "cpu_cores"  # busy % of each core of the host
+TRACK_RANK: Final = "rank_process"  # each rank's own process
+# Host-wide samples the recorder files once, under rank 0 (busy % of each core of the host):
+# each rank's own view of the run needs them too.
+HOST_WIDE_TRACKS: Final = (TRACK_CORES,)

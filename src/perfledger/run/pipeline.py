@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -36,34 +33,20 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from perfledger import __version__, artefacts, schema
+from perfledger import artefacts
 from perfledger.analysis import ops
-from perfledger.analysis.accounting import SPAN_STEP, device_accounting
 from perfledger.analysis.advisor import AdvisorConfig, RankAdvice, diagnose
-from perfledger.analysis.communication import communication
-from perfledger.analysis.gaps import GapReport, gap_report
-from perfledger.analysis.steps import assign_steps, launch_starts, step_annotations, step_windows
-from perfledger.analysis.transfers import transfers, transfers_from_spellings
-from perfledger.analysis.types import GAPS_SCHEMA, Accounting, StepWindow
-from perfledger.cluster.balance import DEFAULT_EXCESS_PCT, ClusterReport, cluster_report
-from perfledger.cluster.collectives import (
-    COLLECTIVES_SCHEMA,
-    collective_tasks,
-    communication_matrix,
-    link_usage,
-)
-from perfledger.cluster.execution import Execution, open_runner
-from perfledger.cluster.merge import merge_gap_reports
-from perfledger.cluster.tasks import (
-    RankResult,
-    RankTask,
-    flag_copies,
-    plan_tasks,
-    read_ipc,
-    resolve_ranks,
-)
+from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
+from perfledger.analysis.cluster.merge import merge_gap_reports
+from perfledger.analysis.profile import analyze_traces, cluster_pass, profile_gaps, steps_table
+from perfledger.analysis.transfers import transfers_from_spellings
 from perfledger.errors import PerfledgerError
 from perfledger.memory import release_freed_memory
+from perfledger.model import schema
+from perfledger.model.accounts import Accounting
+from perfledger.model.profile import ProfileAnalysis, RankAnalysis
+from perfledger.model.schema import STEP_TIMES_SCHEMA
+from perfledger.model.trace import Trace, loss_line
 from perfledger.profiledir import (
     RAW_DIR,
     TABLES_DIR,
@@ -73,97 +56,19 @@ from perfledger.profiledir import (
     write_json,
     write_table,
 )
-from perfledger.record.counters import TRACK_CORES
 from perfledger.render.csvs import write_csv
-from perfledger.sources import load_traces
-from perfledger.sources.base import Trace, decoded_bytes
-
-STEP_TIMES_SCHEMA = pa.schema(
-    [
-        pa.field("rank", pa.int32()),
-        pa.field("step", pa.int32()),
-        pa.field("start_ns", pa.int64()),
-        pa.field("end_ns", pa.int64()),
-        pa.field("profiled", pa.bool_()),
-    ]
+from perfledger.run.execution import Execution, open_runner
+from perfledger.run.tasks import (
+    RankResult,
+    RankTask,
+    flag_copies,
+    plan_tasks,
+    read_ipc,
+    resolve_ranks,
 )
-
-
-def _loss_line(trace: Trace) -> str:
-    """What was lost from a trace, naming its file."""
-    where = trace.source_files[0].name if trace.source_files else "trace"
-    return f"{where}: {trace.loss}"
-
-
-@dataclass(frozen=True)
-class RankAnalysis:
-    """Everything computed for one rank."""
-
-    trace: Trace
-    events: pa.Table  # the trace's events with the step column assigned
-    windows: tuple[StepWindow, ...]
-    accounting: Accounting
-    annotated_steps: int  # how many step annotations the trace has
-
-    @property
-    def rank(self) -> int:
-        return self.trace.rank
-
-    @property
-    def host_only(self) -> bool:
-        return not any(w.step != SPAN_STEP for w in self.accounting.windows) and bool(
-            self.accounting.host
-        )
-
-
-@dataclass(frozen=True)
-class ProfileAnalysis:
-    """The results of every analysis over all ranks of a profile."""
-
-    ranks: tuple[RankAnalysis, ...]
-    events: pa.Table
-    counters: pa.Table
-    steps: pa.Table
-    gaps: pa.Table
-    op_summary: pa.Table
-    op_statistic: pa.Table
-    kernel_details: pa.Table
-    api_statistic: pa.Table
-    transfers: pa.Table
-    communication: pa.Table
-    gap_report: GapReport
-    timings: dict[str, float] = field(default_factory=dict)
-    cluster: ClusterReport | None = None  # several ranks: the cluster pass
-    # several ranks analysed as tasks: each rank's advisor findings, made in its task
-    rank_advice: tuple[RankAdvice, ...] | None = None
-
-    @property
-    def host_only(self) -> bool:
-        return all(r.host_only for r in self.ranks)
-
-    @property
-    def step_count(self) -> int:
-        return max((r.annotated_steps for r in self.ranks), default=0)
-
-    @property
-    def step_time_ms(self) -> float | None:
-        """Median wall time of the annotated step windows, over all ranks."""
-        walls = [w.wall_ns / 1e6 for r in self.ranks if r.annotated_steps for w in r.windows]
-        return statistics.median(walls) if walls else None
-
-    @property
-    def source_kind(self) -> str:
-        kinds = sorted({r.trace.source_kind for r in self.ranks})
-        return "+".join(kinds) if kinds else "unknown"
-
-    @property
-    def source_files(self) -> list[str]:
-        return [str(p) for r in self.ranks for p in r.trace.source_files]
-
-    @property
-    def loss(self) -> str | None:
-        lost = [_loss_line(r.trace) for r in self.ranks if r.trace.loss]
-        return "; ".join(lost) if lost else None
+from perfledger.sources import load_traces
+from perfledger.sources.base import decoded_bytes
+from perfledger.version import __version__
 
 
 @dataclass(frozen=True)
@@ -173,166 +78,6 @@ class ProfileResult:
     path: Path
     analysis: ProfileAnalysis
     summary: dict[str, Any]
-
-
-def analyze_rank(trace: Trace) -> RankAnalysis:
-    """Step windows, step assignment and accounting of one rank."""
-    launches = launch_starts(trace.events)
-    windows = step_windows(trace.events, launches)
-    events = assign_steps(trace.events, windows, launches)
-    accounting = device_accounting(events, windows, launches)
-    return RankAnalysis(
-        trace=trace,
-        events=events,
-        windows=windows,
-        accounting=accounting,
-        annotated_steps=len(step_annotations(trace.events)),
-    )
-
-
-def _steps_table(ranks: Sequence[RankAnalysis]) -> pa.Table:
-    rows = [
-        {
-            "rank": w.rank,
-            "step": w.step,
-            "host_start_ns": w.host_start_ns,
-            "host_end_ns": w.host_end_ns,
-            "start_ns": w.start_ns,
-            "end_ns": w.end_ns,
-            "wall_ns": w.wall_ns,
-        }
-        for r in ranks
-        for w in r.windows
-    ]
-    times = ("host_start_ns", "host_end_ns", "start_ns", "end_ns", "wall_ns")
-    schema_ = pa.schema(
-        [("rank", pa.int32()), ("step", pa.int32())] + [(n, pa.int64()) for n in times]
-    )
-    return pa.Table.from_pylist(rows, schema=schema_)
-
-
-def _profile_gaps(ranks: Sequence[RankAnalysis]) -> pa.Table:
-    """The gaps of all ranks, ``next_task`` re-pointed at rows of the concatenated events."""
-    if not ranks:
-        return GAPS_SCHEMA.empty_table()
-    parts = []
-    offset = 0
-    for rank in ranks:
-        gaps = rank.accounting.gaps
-        index = gaps.schema.get_field_index("next_task")
-        task = gaps.column("next_task").to_numpy()
-        shifted = pa.array(np.where(task >= 0, task + offset, -1), pa.int64())
-        parts.append(gaps.set_column(index, gaps.schema.field("next_task"), shifted))
-        offset += rank.events.num_rows
-    return pa.concat_tables(parts)
-
-
-def analyze_traces(
-    traces: Sequence[Trace],
-    counters: pa.Table | None = None,
-    *,
-    slow_rank_excess_pct: float = DEFAULT_EXCESS_PCT,
-) -> ProfileAnalysis:
-    """Analyse every rank and gather the tables of the profile.
-
-    Args:
-        traces: one trace per rank.
-        counters: host counters sampled outside the traces (COUNTERS_SCHEMA).
-        slow_rank_excess_pct: the cluster pass's slow-rank threshold (several ranks).
-    """
-    started = time.perf_counter()
-    ranks = tuple(analyze_rank(t) for t in traces)
-    all_counters = [t.counters for t in traces]
-    if counters is not None:
-        all_counters.append(counters.cast(schema.COUNTERS_SCHEMA))
-    return _profile_of(ranks, all_counters, slow_rank_excess_pct, started)
-
-
-def rank_profile(analysis: ProfileAnalysis, position: int) -> ProfileAnalysis:
-    """The profile of one rank of ``analysis`` (``analysis.ranks[position]``) on its own."""
-    rank = analysis.ranks[position]
-    mine = rank_counters(analysis.counters, rank.rank)
-    return _profile_of((rank,), [mine], DEFAULT_EXCESS_PCT, time.perf_counter())
-
-
-# Host-wide samples the recorder files once, under rank 0 (busy % of each core of the host):
-# each rank's own view of the run needs them too.
-HOST_WIDE_TRACKS: Final = (TRACK_CORES,)
-
-
-def rank_counters(counters: pa.Table, rank: int) -> pa.Table:
-    """The counter rows of one rank, and the host-wide rows whatever rank they were filed under."""
-    mine = pc.equal(counters["rank"], rank)
-    host_wide = pc.is_in(counters["track"], value_set=pa.array(list(HOST_WIDE_TRACKS)))
-    return counters.filter(pc.or_(mine, host_wide))
-
-
-def profile_of_rank(rank: RankAnalysis, counters: pa.Table | None = None) -> ProfileAnalysis:
-    """The profile of one analysed rank: its trace's counters and ``counters`` (its rows of
-    the host counters sampled outside the traces)."""
-    tables = [rank.trace.counters]
-    if counters is not None:
-        tables.append(counters.cast(schema.COUNTERS_SCHEMA))
-    return _profile_of((rank,), tables, DEFAULT_EXCESS_PCT, time.perf_counter())
-
-
-def _profile_of(
-    ranks: tuple[RankAnalysis, ...],
-    counters: Sequence[pa.Table],
-    slow_rank_excess_pct: float,
-    started: float,
-) -> ProfileAnalysis:
-    events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
-    gaps = _profile_gaps(ranks)
-    accounted = time.perf_counter()
-    summary = ops.op_summary(events)
-    return ProfileAnalysis(
-        ranks=ranks,
-        events=events,
-        counters=pa.concat_tables(counters) if counters else schema.empty_counters(),
-        steps=_steps_table(ranks),
-        gaps=gaps,
-        op_summary=summary,
-        op_statistic=ops.op_statistic(events, summary),
-        kernel_details=ops.kernel_details(events),
-        api_statistic=ops.api_statistic(events),
-        transfers=transfers(events),
-        communication=communication(events),
-        gap_report=gap_report(gaps, events),
-        timings={
-            "accounting_s": accounted - started,
-            "operators_s": time.perf_counter() - accounted,
-        },
-        cluster=_cluster(
-            ranks,
-            collective_tasks(events) if len(ranks) > 1 else COLLECTIVES_SCHEMA.empty_table(),
-            link_usage(events) if len(ranks) > 1 else None,
-            slow_rank_excess_pct,
-        ),
-    )
-
-
-def _cluster(
-    ranks: Sequence[RankAnalysis],
-    collectives: pa.Table,
-    links: pa.Table | None,
-    excess_pct: float,
-) -> ClusterReport | None:
-    """The cluster pass over the ranks' accounts; None for a single rank or a host-only run."""
-    windows = [w for r in ranks for w in r.accounting.windows]
-    if len(ranks) < 2 or not windows:
-        return None
-    matrices = [
-        r.trace.communication_matrix for r in ranks if r.trace.communication_matrix is not None
-    ]
-    return cluster_report(
-        windows,
-        collectives,
-        links,
-        ranks=[r.rank for r in ranks],
-        excess_pct=excess_pct,
-        matrix=communication_matrix(matrices) if matrices else None,
-    )
 
 
 def analysis_from_results(
@@ -388,8 +133,8 @@ def analysis_from_results(
         ranks=tuple(ranks),
         events=events,
         counters=pa.concat_tables(all_counters) if all_counters else schema.empty_counters(),
-        steps=_steps_table(ranks),
-        gaps=_profile_gaps(ranks),
+        steps=steps_table(ranks),
+        gaps=profile_gaps(ranks),
         op_summary=summary,
         op_statistic=ops.op_statistic(events, summary),
         kernel_details=pa.concat_tables(details),
@@ -398,7 +143,7 @@ def analysis_from_results(
         communication=pa.concat_tables([r.communication for r in results]),
         gap_report=merge_gap_reports([r.gap_report for r in results]),
         timings={"merge_s": time.perf_counter() - started},
-        cluster=_cluster(ranks, collectives, links, slow_rank_excess_pct),
+        cluster=cluster_pass(ranks, collectives, links, slow_rank_excess_pct),
         rank_advice=_advice_of(results),
     )
 
@@ -450,7 +195,7 @@ def _meta_document(
         "command_line": [Path(sys.argv[0]).name, *sys.argv[1:]],
         "working_dir": os.getcwd(),
         "ranks": {str(t.rank): t.meta for t in traces},
-        "loss": "; ".join(_loss_line(t) for t in traces if t.loss) or None,
+        "loss": "; ".join(loss_line(t) for t in traces if t.loss) or None,
     }
     if extra:
         document.update(extra)

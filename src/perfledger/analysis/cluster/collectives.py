@@ -25,7 +25,6 @@ machine, or clocks synchronised by NTP/PTP); the last-arrival vote is less sensi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import duckdb
@@ -33,30 +32,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger import schema
 from perfledger.analysis import columns
-
-COLLECTIVES_SCHEMA: Final = pa.schema(
-    [
-        pa.field("rank", pa.int32()),
-        pa.field("device", pa.int16()),
-        pa.field("step", pa.int32()),
-        pa.field("name", pa.string()),
-        pa.field("start_ns", pa.int64()),
-        pa.field("dur_ns", pa.int64()),
-        pa.field("wait_ns", pa.int64()),
-    ]
-)
-
-LINKS_SCHEMA: Final = pa.schema(
-    [
-        pa.field("rank", pa.int32()),
-        pa.field("link", pa.string()),
-        pa.field("collectives", pa.int64()),
-        pa.field("transit_bytes", pa.int64()),
-        pa.field("transit_ns", pa.int64()),
-        pa.field("gbps", pa.float64()),  # GB/s = bytes per ns
-    ]
+from perfledger.model import schema
+from perfledger.model.cluster import (
+    COLLECTIVES_SCHEMA,
+    LINKS_SCHEMA,
+    MATRIX_SCHEMA,
+    CollectiveAlignment,
+    CollectiveSkew,
+    RankArrivals,
 )
 
 # How many of the most skewed collectives a report lists.
@@ -139,43 +123,6 @@ def link_usage(events: pa.Table) -> pa.Table:
         return con.sql(query).to_arrow_table().cast(LINKS_SCHEMA)
 
 
-@dataclass(frozen=True)
-class CollectiveSkew:
-    """One collective matched on every rank that issues it."""
-
-    name: str
-    occurrence: int  # the k-th task of that name on each rank (0-based)
-    step: int  # the step of the last arrival's task
-    ranks: int
-    first_start_ns: int  # earliest arrival
-    arrival_spread_ns: int  # latest arrival - earliest arrival
-    first_rank: int
-    last_rank: int  # the rank the others waited for
-
-
-@dataclass(frozen=True)
-class RankArrivals:
-    """How one rank arrived at the aligned collectives."""
-
-    rank: int
-    collectives: int  # aligned collectives the rank took part in
-    last_arrivals: int  # times it was the last to arrive (what the others waited for)
-    waited_ns: int  # sum over collectives of (last arrival - own arrival)
-    library_wait_ns: int  # the library's own wait figure summed (-1: unknown)
-
-
-@dataclass(frozen=True)
-class CollectiveAlignment:
-    """Aligned collectives, their skew, each rank's arrivals and what could not be aligned."""
-
-    aligned: int
-    worst: tuple[CollectiveSkew, ...]  # largest arrival spread first
-    arrivals: tuple[RankArrivals, ...]  # by rank
-    median_spread_ns: int
-    max_spread_ns: int
-    unaligned_names: tuple[str, ...]
-
-
 def align_collectives(tasks: pa.Table, ranks: Sequence[int]) -> CollectiveAlignment:
     """Match collectives across ``ranks`` by name and occurrence (see the module doc)."""
     rank_list = sorted(set(ranks))
@@ -249,25 +196,6 @@ def align_collectives(tasks: pa.Table, ranks: Sequence[int]) -> CollectiveAlignm
     )
 
 
-# One row per (group, source, destination, transport): the communication matrix of the run.
-# Sources number the members of each communication group from 0 (``src_rank``, ``dst_rank``);
-# the profiled rank that is a member is its ``*_global_rank`` (null: that member's output
-# is not in the profile).
-MATRIX_SCHEMA: Final = pa.schema(
-    [
-        pa.field("group", pa.string()),
-        pa.field("src_rank", pa.int32()),
-        pa.field("dst_rank", pa.int32()),
-        pa.field("src_global_rank", pa.int32()),
-        pa.field("dst_global_rank", pa.int32()),
-        pa.field("transport", pa.string()),
-        pa.field("steps", pa.int64()),  # step labels the pair appears in
-        pa.field("transit_bytes", pa.int64()),
-        pa.field("transit_ns", pa.int64()),
-        pa.field("gbps", pa.float64()),  # transit_bytes / transit_ns (NaN without time)
-        pa.field("vs_transport_median_pct", pa.float64()),  # gbps against the transport's median
-    ]
-)
 # A link this far below the median bandwidth of its transport is listed as slow.
 SLOW_LINK_PCT: Final = 80.0
 

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from perfledger.analysis.gaps import WORST_GAPS, CauseShare, GapBucket, GapReport
-from perfledger.analysis.types import IDLE_CAUSES
+from perfledger.analysis.gaps import WORST_GAPS
+from perfledger.model.accounts import IDLE_CAUSES
+from perfledger.model.gaps import CauseShare, GapBucket, GapReport
 
 
 def merge_gap_reports(reports: Sequence[GapReport], worst: int = WORST_GAPS) -> GapReport:

@@ -30,39 +30,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfledger import devices
-from perfledger.analysis.advisor.base import AdvisorConfig, DeviceOverride, Rule, check_value
+from perfledger.analysis.advisor import RULES
 from perfledger.errors import PerfledgerError
+from perfledger.model import devices
+from perfledger.model.findings import AdvisorConfig, DeviceOverride, check_value
+from perfledger.render.rules import rules_table
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
-
-
-def _registry() -> tuple[Rule, ...]:
-    from perfledger.analysis.advisor import RULES
-
-    return RULES
-
-
-def rules_table(rules: Sequence[Rule] | None = None) -> str:
-    """Every rule, what it checks, and its thresholds with default, unit, meaning and source."""
-    rules = _registry() if rules is None else rules
-    lines: list[str] = []
-    for rule in rules:
-        lines.append(f"{rule.id}: {rule.title}")
-        lines.append(f"    checks: {rule.checks}")
-        for t in rule.thresholds:
-            value = f"{t.default:g}"
-            lines.append(f"    {rule.id}.{t.name} = {value} {t.unit}  {t.meaning}  [{t.source}]")
-    lines.append("")
-    lines.append(
-        "known devices: "
-        + ", ".join(d.name for d in devices.KNOWN_DEVICES)
-        + " (--device-model NAME, or --peak-tflops / --peak-bandwidth)"
-    )
-    return "\n".join(lines) + "\n"
 
 
 class _ListRules(argparse.Action):
@@ -245,13 +222,13 @@ def _number(key: str, value: object, path: Path) -> float:
 
 
 def _check_rule(rule_id: str, where: str) -> None:
-    if rule_id not in {r.id for r in _registry()}:
-        known = ", ".join(r.id for r in _registry())
+    if rule_id not in {r.id for r in RULES}:
+        known = ", ".join(r.id for r in RULES)
         raise PerfledgerError(f"{where}: unknown rule {rule_id!r} (rules: {known})")
 
 
 def _check_keys(thresholds: Mapping[str, float], where: str) -> None:
-    by_id = {r.id: r for r in _registry()}
+    by_id = {r.id: r for r in RULES}
     for key in thresholds:
         rule_id, dot, name = key.partition(".")
         if not dot:

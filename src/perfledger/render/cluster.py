@@ -1,7 +1,7 @@
 """cluster_summary.json, cluster_step_trace.csv and cluster_communication_matrix.csv: the
 cluster pass's fields, laid out.
 
-Writers only: every figure is a field of :class:`perfledger.cluster.balance.ClusterReport`
+Writers only: every figure is a field of :class:`perfledger.analysis.cluster.balance.ClusterReport`
 (ns converted to ms, rounded to the µs) or a finding of the advisor's cluster rules.
 
 ``cluster_summary.json`` keys: ``format_version``, ``tool_version``, ``ranks``, ``compared``
@@ -28,10 +28,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from perfledger import __version__, schema
-from perfledger.cluster.balance import ClusterReport, RankAccount
-from perfledger.cluster.collectives import slow_links
+from perfledger.analysis.cluster.collectives import slow_links
+from perfledger.model import schema
+from perfledger.model.cluster import ClusterReport, RankAccount
 from perfledger.profiledir import write_json
+from perfledger.version import __version__
 
 CLUSTER_FINDINGS: Final = ("slow_rank", "load_imbalance")
 _MS_DECIMALS: Final = 3

@@ -1,0 +1,188 @@
+"""From traces to the profile's analysis: each rank's steps and time account, then the
+profile-wide tables (operators, copies, communication, gaps) and the cluster pass.
+
+Pure functions: nothing here reads or writes a file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger.analysis import ops
+from perfledger.analysis.accounting import device_accounting
+from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT, cluster_report
+from perfledger.analysis.cluster.collectives import (
+    collective_tasks,
+    communication_matrix,
+    link_usage,
+)
+from perfledger.analysis.communication import communication
+from perfledger.analysis.gaps import gap_report
+from perfledger.analysis.steps import assign_steps, launch_starts, step_annotations, step_windows
+from perfledger.analysis.transfers import transfers
+from perfledger.model import schema
+from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.model.cluster import COLLECTIVES_SCHEMA, ClusterReport
+from perfledger.model.profile import ProfileAnalysis, RankAnalysis
+from perfledger.model.schema import HOST_WIDE_TRACKS
+from perfledger.model.trace import Trace
+
+
+def analyze_rank(trace: Trace) -> RankAnalysis:
+    """Step windows, step assignment and accounting of one rank."""
+    launches = launch_starts(trace.events)
+    windows = step_windows(trace.events, launches)
+    events = assign_steps(trace.events, windows, launches)
+    accounting = device_accounting(events, windows, launches)
+    return RankAnalysis(
+        trace=trace,
+        events=events,
+        windows=windows,
+        accounting=accounting,
+        annotated_steps=len(step_annotations(trace.events)),
+    )
+
+
+def steps_table(ranks: Sequence[RankAnalysis]) -> pa.Table:
+    rows = [
+        {
+            "rank": w.rank,
+            "step": w.step,
+            "host_start_ns": w.host_start_ns,
+            "host_end_ns": w.host_end_ns,
+            "start_ns": w.start_ns,
+            "end_ns": w.end_ns,
+            "wall_ns": w.wall_ns,
+        }
+        for r in ranks
+        for w in r.windows
+    ]
+    times = ("host_start_ns", "host_end_ns", "start_ns", "end_ns", "wall_ns")
+    schema_ = pa.schema(
+        [("rank", pa.int32()), ("step", pa.int32())] + [(n, pa.int64()) for n in times]
+    )
+    return pa.Table.from_pylist(rows, schema=schema_)
+
+
+def profile_gaps(ranks: Sequence[RankAnalysis]) -> pa.Table:
+    """The gaps of all ranks, ``next_task`` re-pointed at rows of the concatenated events."""
+    if not ranks:
+        return GAPS_SCHEMA.empty_table()
+    parts = []
+    offset = 0
+    for rank in ranks:
+        gaps = rank.accounting.gaps
+        index = gaps.schema.get_field_index("next_task")
+        task = gaps.column("next_task").to_numpy()
+        shifted = pa.array(np.where(task >= 0, task + offset, -1), pa.int64())
+        parts.append(gaps.set_column(index, gaps.schema.field("next_task"), shifted))
+        offset += rank.events.num_rows
+    return pa.concat_tables(parts)
+
+
+def analyze_traces(
+    traces: Sequence[Trace],
+    counters: pa.Table | None = None,
+    *,
+    slow_rank_excess_pct: float = DEFAULT_EXCESS_PCT,
+) -> ProfileAnalysis:
+    """Analyse every rank and gather the tables of the profile.
+
+    Args:
+        traces: one trace per rank.
+        counters: host counters sampled outside the traces (COUNTERS_SCHEMA).
+        slow_rank_excess_pct: the cluster pass's slow-rank threshold (several ranks).
+    """
+    started = time.perf_counter()
+    ranks = tuple(analyze_rank(t) for t in traces)
+    all_counters = [t.counters for t in traces]
+    if counters is not None:
+        all_counters.append(counters.cast(schema.COUNTERS_SCHEMA))
+    return profile_of(ranks, all_counters, slow_rank_excess_pct, started)
+
+
+def rank_profile(analysis: ProfileAnalysis, position: int) -> ProfileAnalysis:
+    """The profile of one rank of ``analysis`` (``analysis.ranks[position]``) on its own."""
+    rank = analysis.ranks[position]
+    mine = rank_counters(analysis.counters, rank.rank)
+    return profile_of((rank,), [mine], DEFAULT_EXCESS_PCT, time.perf_counter())
+
+
+def rank_counters(counters: pa.Table, rank: int) -> pa.Table:
+    """The counter rows of one rank, and the host-wide rows whatever rank they were filed under."""
+    mine = pc.equal(counters["rank"], rank)
+    host_wide = pc.is_in(counters["track"], value_set=pa.array(list(HOST_WIDE_TRACKS)))
+    return counters.filter(pc.or_(mine, host_wide))
+
+
+def profile_of_rank(rank: RankAnalysis, counters: pa.Table | None = None) -> ProfileAnalysis:
+    """The profile of one analysed rank: its trace's counters and ``counters`` (its rows of
+    the host counters sampled outside the traces)."""
+    tables = [rank.trace.counters]
+    if counters is not None:
+        tables.append(counters.cast(schema.COUNTERS_SCHEMA))
+    return profile_of((rank,), tables, DEFAULT_EXCESS_PCT, time.perf_counter())
+
+
+def profile_of(
+    ranks: tuple[RankAnalysis, ...],
+    counters: Sequence[pa.Table],
+    slow_rank_excess_pct: float,
+    started: float,
+) -> ProfileAnalysis:
+    events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
+    gaps = profile_gaps(ranks)
+    accounted = time.perf_counter()
+    summary = ops.op_summary(events)
+    return ProfileAnalysis(
+        ranks=ranks,
+        events=events,
+        counters=pa.concat_tables(counters) if counters else schema.empty_counters(),
+        steps=steps_table(ranks),
+        gaps=gaps,
+        op_summary=summary,
+        op_statistic=ops.op_statistic(events, summary),
+        kernel_details=ops.kernel_details(events),
+        api_statistic=ops.api_statistic(events),
+        transfers=transfers(events),
+        communication=communication(events),
+        gap_report=gap_report(gaps, events),
+        timings={
+            "accounting_s": accounted - started,
+            "operators_s": time.perf_counter() - accounted,
+        },
+        cluster=cluster_pass(
+            ranks,
+            collective_tasks(events) if len(ranks) > 1 else COLLECTIVES_SCHEMA.empty_table(),
+            link_usage(events) if len(ranks) > 1 else None,
+            slow_rank_excess_pct,
+        ),
+    )
+
+
+def cluster_pass(
+    ranks: Sequence[RankAnalysis],
+    collectives: pa.Table,
+    links: pa.Table | None,
+    excess_pct: float,
+) -> ClusterReport | None:
+    """The cluster pass over the ranks' accounts; None for a single rank or a host-only run."""
+    windows = [w for r in ranks for w in r.accounting.windows]
+    if len(ranks) < 2 or not windows:
+        return None
+    matrices = [
+        r.trace.communication_matrix for r in ranks if r.trace.communication_matrix is not None
+    ]
+    return cluster_report(
+        windows,
+        collectives,
+        links,
+        ranks=[r.rank for r in ranks],
+        excess_pct=excess_pct,
+        matrix=communication_matrix(matrices) if matrices else None,
+    )
