@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from perfledger import artefacts
 from perfledger.analysis.advisor import diagnose
 from perfledger.analysis.profile import analyze_traces
 from perfledger.model.profile import ProfileAnalysis
+from perfledger.profiledir import artefacts
 from perfledger.render.csvs import csv_bytes
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile

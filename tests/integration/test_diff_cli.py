@@ -242,12 +242,16 @@ def test_missing_and_corrupt_inputs_exit_2(profiles: dict[str, Path], tmp_path: 
     assert "nowhere: no such profile directory or trace" in done.stderr
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "meta.json").write_text("{}")
+    (broken / "meta.json").write_text('{"format_version": 1}')
     (broken / "summary.json").write_text("{not json")
     done = diff(broken, profiles["a100"], tmp_path / "out")
     assert done.returncode == 2
     assert f"{broken / 'summary.json'}: cannot read" in done.stderr
     assert "Traceback" not in done.stderr
+    (broken / "meta.json").write_text("{}")
+    done = diff(broken, profiles["a100"], tmp_path / "out")
+    assert done.returncode == 2
+    assert "no valid format_version: not a perfledger profile" in done.stderr
 
 
 def test_unknown_figure_writes_json_and_exits_2(tmp_path: Path) -> None:

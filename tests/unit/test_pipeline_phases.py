@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from perfledger import artefacts
 from perfledger.analysis.profile import analyze_traces
+from perfledger.profiledir import artefacts
 from perfledger.run import pipeline
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile

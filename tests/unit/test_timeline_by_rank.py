@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from perfledger import artefacts
 from perfledger.analysis.profile import analyze_traces
 from perfledger.model import schema
 from perfledger.model.profile import ProfileAnalysis
+from perfledger.profiledir import artefacts
 from perfledger.render import timeline
 from perfledger.sources import load_traces
 from tests.cluster_gen import write_ranks

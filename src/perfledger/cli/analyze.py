@@ -9,7 +9,7 @@ from typing import Any
 from perfledger import ledger
 from perfledger.cli import terminal_console
 from perfledger.cli.advisor_options import add_advisor_arguments, config_from_args
-from perfledger.profiledir import default_profile_name
+from perfledger.profiledir.layout import default_profile_name
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
 

@@ -9,16 +9,12 @@ run-to-run noise; diff.json is written either way.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -27,12 +23,21 @@ from rich.text import Text
 from perfledger.analysis import diff as diffing
 from perfledger.cli import terminal_console
 from perfledger.errors import EXIT_BAD_INPUT, EXIT_FAILED_CHECK, EXIT_OK, PerfledgerError
+from perfledger.files import write_json
 from perfledger.model.accounts import GAPS_SCHEMA
 from perfledger.model.tables import (
     COMMUNICATION_SCHEMA,
     HOST_OP_SUMMARY_SCHEMA,
     OP_SUMMARY_SCHEMA,
     TRANSFERS_SCHEMA,
+)
+from perfledger.profiledir import is_profile, load_profile
+from perfledger.profiledir.layout import (
+    COMMUNICATION_CSV,
+    GAPS_TABLE,
+    OP_SUMMARY_CSV,
+    STEP_TRACE_CSV,
+    TRANSFERS_CSV,
 )
 
 if TYPE_CHECKING:
@@ -127,23 +132,11 @@ def run(args: argparse.Namespace) -> int:
 
 def write_diff_json(document: Mapping[str, Any], path: Path) -> None:
     """Write diff.json atomically and deterministically."""
-    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_json(path, document)
 
 
 # --------------------------------------------------------------------------------------------
 # Reading a run
-
-
-def is_profile(path: Path) -> bool:
-    """A perfledger profile directory (rather than a trace or a folder of traces)."""
-    return path.is_dir() and (path / "summary.json").is_file() and (path / "meta.json").is_file()
 
 
 def load_run(path: Path) -> diffing.RunTables:
@@ -177,7 +170,7 @@ def run_tables(
     findings: Sequence[Mapping[str, Any]] = (),
 ) -> diffing.RunTables:
     """The compared tables of an in-memory analysis (the same tables a profile's files hold)."""
-    from perfledger import artefacts
+    from perfledger.profiledir import artefacts
 
     return diffing.RunTables(
         label=label,
@@ -201,82 +194,28 @@ def _plain_finding(finding: Any) -> Mapping[str, Any]:
     }
 
 
-def read_profile_run(profile: Path) -> diffing.RunTables:
-    """The tables of a profile directory (its CSVs, gaps table and summary.json)."""
-    summary = _read_json(profile / "summary.json")
-    source = summary.get("source")
-    kind = source.get("kind") if isinstance(source, Mapping) else None
-    findings = summary.get("findings") or []
-    if not isinstance(findings, list) or not all(isinstance(f, Mapping) for f in findings):
-        raise PerfledgerError(f"{profile / 'summary.json'}: findings is not a list of objects")
-    step_count = summary.get("step_count")
+def read_profile_run(path: Path) -> diffing.RunTables:
+    """The compared tables of a profile directory (its CSVs, gaps table and summary.json)."""
+    profile = load_profile(path)
+    header = profile.csv_header(OP_SUMMARY_CSV)
+    op_schema = HOST_OP_SUMMARY_SCHEMA if "self_ns" in header else OP_SUMMARY_SCHEMA
+    op_columns = [c for c in _OP_SUMMARY_COLUMNS if c in op_schema.names]
+    gaps = profile.read_table(GAPS_TABLE, columns=["dur_ns", "cause", "step"])
+    assert gaps is not None
     return diffing.RunTables(
-        label=profile.resolve().name,
-        path=str(profile),
-        source_kind=str(kind or "unknown"),
-        step_count=int(step_count) if isinstance(step_count, int) else 0,
-        step_trace=_read_csv(profile / "step_trace.csv", None),
-        gaps=_read_gaps(profile),
-        op_summary=_read_op_summary(profile / "op_summary.csv"),
-        transfers=_read_csv(profile / "transfers.csv", TRANSFERS_SCHEMA),
-        communication=_read_csv(profile / "communication.csv", COMMUNICATION_SCHEMA),
-        findings=tuple(findings),
+        label=profile.label,
+        path=str(path),
+        source_kind=profile.source_kind,
+        step_count=profile.step_count,
+        step_trace=profile.read_csv(STEP_TRACE_CSV),
+        gaps=gaps.cast(pa.schema([GAPS_SCHEMA.field(n) for n in gaps.column_names])),
+        op_summary=profile.read_csv(
+            OP_SUMMARY_CSV, pa.schema([op_schema.field(c) for c in op_columns]), op_columns
+        ),
+        transfers=profile.read_csv(TRANSFERS_CSV, TRANSFERS_SCHEMA),
+        communication=profile.read_csv(COMMUNICATION_CSV, COMMUNICATION_SCHEMA),
+        findings=tuple(profile.findings),
     )
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise PerfledgerError(f"{path}: cannot read ({error})") from error
-    if not isinstance(document, dict):
-        raise PerfledgerError(f"{path}: not a JSON object")
-    return document
-
-
-def _read_csv(
-    path: Path, schema: pa.Schema | None, include: Sequence[str] | None = None
-) -> pa.Table:
-    """A CSV artefact; columns typed by ``schema`` when given, else inferred (all integer)."""
-    if not path.is_file():
-        raise PerfledgerError(f"{path.parent} is not a complete profile: {path.name} is missing")
-    types = {f.name: f.type for f in schema} if schema is not None else {}
-    try:
-        table = pacsv.read_csv(
-            path,
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(
-                column_types=types,
-                strings_can_be_null=True,
-                include_columns=list(include) if include else None,
-                include_missing_columns=include is not None,
-            ),
-        )
-    except (OSError, pa.ArrowInvalid) as error:
-        raise PerfledgerError(f"{path}: cannot read ({error})") from error
-    return table
-
-
-def _read_op_summary(path: Path) -> pa.Table:
-    if not path.is_file():
-        raise PerfledgerError(f"{path.parent} is not a complete profile: {path.name} is missing")
-    with path.open("rb") as handle:
-        header = handle.readline().decode("utf-8", "replace").strip().split(",")
-    schema = HOST_OP_SUMMARY_SCHEMA if "self_ns" in header else OP_SUMMARY_SCHEMA
-    wanted = [c for c in _OP_SUMMARY_COLUMNS if c in schema.names]
-    typed = pa.schema([schema.field(c) for c in wanted])
-    return _read_csv(path, typed, wanted)
-
-
-def _read_gaps(profile: Path) -> pa.Table:
-    path = profile / "tables" / "gaps.parquet"
-    if not path.is_file():
-        raise PerfledgerError(f"{profile} is not a complete profile: {path} is missing")
-    try:
-        table = pq.read_table(path, columns=["dur_ns", "cause", "step"])
-    except (OSError, pa.ArrowInvalid) as error:
-        raise PerfledgerError(f"{path}: cannot read ({error})") from error
-    return table.cast(pa.schema([GAPS_SCHEMA.field(n) for n in table.column_names]))
 
 
 # --------------------------------------------------------------------------------------------

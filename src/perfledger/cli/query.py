@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
 from perfledger.errors import PerfledgerError
-from perfledger.profiledir import TABLES_DIR
+from perfledger.profiledir import load_profile
 
 
 def add_parser(subparsers: Any) -> None:
@@ -40,36 +38,19 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def open_profile(profile: Path) -> duckdb.DuckDBPyConnection:
+def open_profile(path: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the profile's tables registered, locked down."""
-    tables_dir = profile / TABLES_DIR
-    if not tables_dir.is_dir():
-        raise PerfledgerError(f"{profile} is not a perfledger profile: {tables_dir} is missing")
+    profile = load_profile(path)
     connection = duckdb.connect(":memory:")
-    for path in sorted(tables_dir.glob("*.parquet")):
-        connection.register(path.stem, _read(path))
-    for folder in sorted(p for p in tables_dir.iterdir() if p.is_dir()):
-        # one file per rank (profiles analysed rank by rank): one table, in rank order
-        parts = sorted(folder.glob("*.parquet"), key=_rank_order)
-        if parts:
-            connection.register(folder.name, pa.concat_tables([_read(p) for p in parts]))
+    for name in profile.table_names():
+        # a table split by rank is one table, its parts in rank order
+        table = profile.read_table(name)
+        assert table is not None
+        connection.register(name, table)
     # the query may read the registered tables only: no files, no extensions, no writes
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
     return connection
-
-
-def _read(path: Path) -> pa.Table:
-    try:
-        return pq.read_table(path, memory_map=True)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise PerfledgerError(f"{path}: cannot read the table ({error})") from error
-
-
-def _rank_order(path: Path) -> tuple[int, str]:
-    """rank=10 after rank=9: the number of a ``rank=<N>`` file name, then the name."""
-    _, _, number = path.stem.partition("rank=")
-    return (int(number), path.name) if number.isdigit() else (-1, path.name)
 
 
 def run(args: argparse.Namespace) -> int:

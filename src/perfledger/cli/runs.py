@@ -8,7 +8,6 @@ perfledger runs trend [-o trend.html] [--since WHEN]
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,6 +19,7 @@ from rich.text import Text
 from perfledger import ledger
 from perfledger.cli import terminal_console
 from perfledger.errors import EXIT_OK, PerfledgerError
+from perfledger.files import write_text
 from perfledger.ledger import table as baseline
 
 FORMATS: Final = ("table", "markdown", "csv")
@@ -171,12 +171,9 @@ def _print_table(console: Console, rows: tuple[baseline.BaselineRow, ...], path:
 
 
 def _write_text(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
+        write_text(path, text)
     except OSError as error:
-        temporary.unlink(missing_ok=True)
         raise PerfledgerError(f"{path}: cannot write ({error})") from error
 
 

@@ -8,17 +8,17 @@ tracks, names and time origin as the profile's own ``timeline.json.gz``.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from perfledger.errors import PerfledgerError
-from perfledger.profiledir import TABLES_DIR
+from perfledger.profiledir import StoredProfile, load_profile
+from perfledger.profiledir.layout import COUNTERS_TABLE, EVENTS_TABLE, GAPS_TABLE, STEPS_TABLE
+from perfledger.profiledir.reader import part_rank, read_parquet
 from perfledger.render.timeline import (
     TimelinePart,
     TimelineStats,
@@ -89,88 +89,41 @@ def parse_window(text: str) -> tuple[int | None, int | None]:
     return lo, hi
 
 
-def _table_path(profile: Path, name: str) -> list[Path]:
-    """The Parquet file of a table, or its per-rank parts (tables/<name>/rank=<r>.parquet)."""
-    single = profile / TABLES_DIR / f"{name}.parquet"
-    if single.is_file():
-        return [single]
-    folder = profile / TABLES_DIR / name
-    if folder.is_dir():
-        parts = sorted(folder.glob("*.parquet"))
-        if parts:
-            return parts
-    return []
-
-
-def _required_paths(profile: Path, name: str) -> list[Path]:
-    """The files of a table the profile must have."""
-    paths = _table_path(profile, name)
-    if not paths:
-        raise PerfledgerError(
-            f"{profile} is not a perfledger profile: "
-            f"{profile / TABLES_DIR / (name + '.parquet')} is missing"
-        )
-    return paths
-
-
-def _read(profile: Path, name: str, *, required: bool, **options: Any) -> pa.Table | None:
-    paths = _required_paths(profile, name) if required else _table_path(profile, name)
-    if not paths:
-        return None
-    tables = [_read_file(path, **options) for path in paths]
-    return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-
-
-def _read_file(path: Path, **options: Any) -> pa.Table:
-    try:
-        return pq.read_table(path, **options)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise PerfledgerError(f"{path}: cannot read the table ({error})") from error
-
-
-def _findings(profile: Path) -> list[dict[str, Any]]:
-    path = profile / "summary.json"
-    if not path.is_file():
-        return []
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise PerfledgerError(f"{path}: cannot read ({error})") from error
-    findings = document.get("findings") if isinstance(document, dict) else None
-    return [f for f in findings or () if isinstance(f, dict)]
-
-
-def _origin(profile: Path, counters: pa.Table | None) -> int:
+def _origin(profile: StoredProfile, counters: pa.Table | None) -> int:
     """The profile start: the first event (else the first counter sample), as the profile's
     own timeline counts it."""
     firsts = []
-    for path in _required_paths(profile, "events"):  # one rank's column at a time
-        starts = _read_file(path, columns=["start_ns"])
+    for path in _event_files(profile):  # one rank's column at a time
+        starts = read_parquet(path, columns=["start_ns"])
         if starts.num_rows:
             firsts.append(int(pc.min(starts.column("start_ns")).as_py()))
     if firsts:
         return min(firsts)
     if counters is not None and counters.num_rows:
         return int(pc.min(counters.column("ts_ns")).as_py())
-    raise PerfledgerError(f"{profile}: the profile holds no event")
+    raise PerfledgerError(f"{profile.path}: the profile holds no event")
 
 
-def _step_window(profile: Path, step: int) -> tuple[int, int]:
-    steps = _read(profile, "steps", required=True)
+def _event_files(profile: StoredProfile) -> list[Path]:
+    files = profile.table_files(EVENTS_TABLE)
+    if not files:
+        profile.read_table(EVENTS_TABLE)  # the one-line error naming the missing table
+    return files
+
+
+def _step_window(profile: StoredProfile, step: int) -> tuple[int, int]:
+    steps = profile.read_table(STEPS_TABLE)
     assert steps is not None
     rows = steps.filter(pc.equal(steps.column("step"), step))
     if rows.num_rows == 0:
         known = sorted(set(steps.column("step").to_pylist()))
         shown = ", ".join(str(s) for s in known[:20]) + (" ..." if len(known) > 20 else "")
-        raise PerfledgerError(f"{profile}: no step {step} (steps: {shown or 'none'})")
+        raise PerfledgerError(f"{profile.path}: no step {step} (steps: {shown or 'none'})")
     return int(pc.min(rows.column("start_ns")).as_py()), int(pc.max(rows.column("end_ns")).as_py())
 
 
-_RANK_FILE = re.compile(r"rank=(-?\d+)\.parquet$")
-
-
 def _write_by_rank(
-    profile: Path,
+    profile: StoredProfile,
     output: Path,
     parts: list[Path],
     gaps: pa.Table | None,
@@ -184,7 +137,7 @@ def _write_by_rank(
     ranks = [_file_rank(path) for path in parts]
 
     def load(i: int) -> TimelinePart:
-        events = _read_file(parts[i], filters=filters)
+        events = read_parquet(parts[i], filters=filters)
         mine = gaps.filter(pc.equal(gaps.column("rank"), ranks[i])) if gaps is not None else None
         return TimelinePart(ranks[i], events, mine)
 
@@ -195,55 +148,54 @@ def _write_by_rank(
         origin_ns=origin,
         window=window,
         counters=counters,
-        findings=_findings(profile),
+        findings=profile.findings,
         max_events=args.max_events,
     )
 
 
 def _file_rank(path: Path) -> int:
     """The rank of a per-rank table file (``rank=<N>.parquet``), else its first row's."""
-    named = _RANK_FILE.search(path.name)
-    if named:
-        return int(named.group(1))
-    ranks = _read_file(path, columns=["rank"])
+    named = part_rank(path)
+    if named is not None:
+        return named
+    ranks = read_parquet(path, columns=["rank"])
     return int(ranks.column("rank")[0].as_py()) if ranks.num_rows else 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the timeline; print what it holds."""
-    profile: Path = args.profile
-    if not profile.is_dir():
-        raise PerfledgerError(f"{profile}: no such profile directory")
     if args.max_events is not None and args.max_events < 0:
         raise PerfledgerError("--max-events must be >= 0")
-    counters = _read(profile, "counters", required=False)
+    profile = load_profile(args.profile)
+    name = profile.label
+    counters = profile.read_table(COUNTERS_TABLE, required=False)
     origin = _origin(profile, counters)
     window: tuple[int, int] | None = None
     if args.step is not None:
         window = _step_window(profile, args.step)
-        default_name = f"{profile.resolve().name}_step{args.step}.json.gz"
+        default_name = f"{name}_step{args.step}.json.gz"
     elif args.window is not None:
         lo, hi = parse_window(args.window)
         window = (
             origin + (lo if lo is not None else 0),
             origin + hi if hi is not None else 2**62,
         )
-        default_name = f"{profile.resolve().name}_window.json.gz"
+        default_name = f"{name}_window.json.gz"
     else:
-        default_name = f"{profile.resolve().name}_timeline.json.gz"
+        default_name = f"{name}_timeline.json.gz"
     output: Path = args.output or Path(default_name)
     if output.exists() and not args.force:
         raise PerfledgerError(f"{output} already exists: choose another -o, or pass --force")
     # events starting after the window cannot show in it: leave them on disk
     filters = [("start_ns", "<", window[1])] if window is not None else None
-    gaps = _read(profile, "gaps", required=False)
-    parts = _table_path(profile, "events")
+    gaps = profile.read_table(GAPS_TABLE, required=False)
+    parts = _event_files(profile)
     if len(parts) > 1:
         stats = _write_by_rank(
             profile, output, parts, gaps, counters, filters, window, args, origin
         )
     else:
-        events = _read(profile, "events", required=True, filters=filters)
+        events = profile.read_table(EVENTS_TABLE, filters=filters)
         assert events is not None
         stats = write_timeline(
             output,
@@ -252,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             counters=counters,
             window=window,
             max_events=args.max_events,
-            findings=_findings(profile),
+            findings=profile.findings,
             origin_ns=origin,
         )
     what = f"{stats.events_written} of {stats.events_total} events, {stats.flows} flows"

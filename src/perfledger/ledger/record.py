@@ -1,10 +1,10 @@
 """What the ledger keeps of a profile directory: read from its summary.json, meta.json and
-step_trace.csv (figures are copied, never recomputed from events)."""
+step_trace.csv through :func:`perfledger.profiledir.load_profile` (figures are copied, never
+recomputed from events)."""
 
 from __future__ import annotations
 
 import csv
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -16,6 +16,8 @@ import numpy as np
 from perfledger.errors import PerfledgerError
 from perfledger.ledger.store import RunRecord
 from perfledger.model.schema import SPAN_STEP
+from perfledger.profiledir import load_profile
+from perfledger.profiledir.layout import STEP_TRACE_CSV
 
 DEVICE_SHARES: Final = (
     "compute",
@@ -58,9 +60,9 @@ def run_record(
     Raises:
         PerfledgerError: the directory is not a readable profile.
     """
-    summary = _json(profile / "summary.json")
-    meta = _json(profile / "meta.json")
-    walls, shares = _step_figures(profile / "step_trace.csv")
+    stored = load_profile(profile)
+    summary, meta = stored.summary, stored.meta
+    walls, shares = _step_figures(stored.path / STEP_TRACE_CSV)
     findings = summary.get("findings") or []
     top = findings[0] if findings and isinstance(findings[0], Mapping) else {}
     git = meta.get("git") if isinstance(meta.get("git"), Mapping) else None
@@ -95,16 +97,6 @@ def run_record(
         top_finding_title=_str(top.get("title")),
         top_finding_ms=_float(top.get("severity_ms")),
     )
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise PerfledgerError(f"{path}: cannot read ({error})") from error
-    if not isinstance(document, dict):
-        raise PerfledgerError(f"{path}: not a JSON object")
-    return document
 
 
 def _step_figures(path: Path) -> tuple[np.ndarray[Any, np.dtype[np.float64]], dict[str, float]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from perfledger.errors import PerfledgerError
+from perfledger.files import replacing
 from perfledger.model.schema import STEP_TIMES_SCHEMA
 from perfledger.record.inprocess import (
     ACTION_NONE,
@@ -216,12 +216,15 @@ def finish_trace(
     name and renamed at the end, then the plain file is removed.
     """
     target = trace.with_name(trace.name + ".gz")
-    partial = trace.with_name(f".{target.name}.partial")
     old = new = b""
     if incomplete_step is not None:
         old = f'"ProfilerStep#{incomplete_step}"'.encode()
         new = f'"{INCOMPLETE_STEP_PREFIX}{incomplete_step}"'.encode()
-    with trace.open("rb") as source, gzip.open(partial, "wb", compresslevel=1) as sink:
+    with (
+        replacing(target) as partial,
+        trace.open("rb") as source,
+        gzip.open(partial, "wb", compresslevel=1) as sink,
+    ):
         carry = b""
         while chunk := source.read(chunk_bytes):
             if old:
@@ -229,7 +232,6 @@ def finish_trace(
             else:
                 sink.write(chunk)
         sink.write(carry)
-    os.replace(partial, target)
     trace.unlink()
     return target
 

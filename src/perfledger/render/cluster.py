@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from perfledger.analysis.cluster.collectives import slow_links
+from perfledger.files import write_json
 from perfledger.model import schema
 from perfledger.model.cluster import ClusterReport, RankAccount
-from perfledger.profiledir import write_json
 from perfledger.version import __version__
 
 CLUSTER_FINDINGS: Final = ("slow_rank", "load_imbalance")

@@ -10,7 +10,6 @@ interrupted run never leaves a half file that looks whole.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -18,6 +17,7 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.files import replacing
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
 
 FLOAT_DECIMALS: Final = 6
@@ -75,17 +75,11 @@ def host_step_trace_table(accounts: Sequence[HostWindowAccount]) -> pa.Table:
 
 def write_csv(table: pa.Table, path: Path) -> None:
     """Write ``table`` as CSV to ``path`` atomically (temporary name, then rename)."""
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        with temporary.open("wb") as out:
-            out.write(_csv_line([_quote_text(name) for name in table.column_names]))
-            for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
-                if batch.num_rows:
-                    out.write(memoryview(_format_batch(batch)))
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    with replacing(path) as temporary, temporary.open("wb") as out:
+        out.write(_csv_line([_quote_text(name) for name in table.column_names]))
+        for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
+            if batch.num_rows:
+                out.write(memoryview(_format_batch(batch)))
 
 
 def csv_bytes(table: pa.Table) -> bytes:

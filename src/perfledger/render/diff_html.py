@@ -9,13 +9,13 @@ lets only the two inlined scripts run, by their hashes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from markupsafe import Markup
 
+from perfledger.files import write_text
 from perfledger.render.report import csp_hash, inline_asset, script_json, template_environment
 from perfledger.version import __version__
 
@@ -56,10 +56,4 @@ def render_page(template_name: str, title: str, document: Mapping[str, Any]) -> 
 def _write(path: Path, html: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_bytes(html.encode("utf-8"))
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_text(path, html)

@@ -17,8 +17,6 @@ import base64
 import hashlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -35,6 +33,7 @@ from markupsafe import Markup
 
 from perfledger.analysis.cluster.collectives import SLOW_LINK_PCT, slow_links
 from perfledger.errors import PerfledgerError
+from perfledger.files import write_bytes
 from perfledger.model import schema
 from perfledger.model.accounts import (
     GAPS_SCHEMA,
@@ -248,14 +247,7 @@ def write_report(path: Path, data: ReportData) -> None:
         )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(encoded)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_bytes(path, encoded)
 
 
 def render_report(data: ReportData) -> str:

@@ -21,7 +21,6 @@ The file is written under a temporary name and renamed.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import statistics
@@ -31,6 +30,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from perfledger.files import json_text, write_json
 from perfledger.model import schema
 from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
 from perfledger.model.gaps import GapReport
@@ -108,19 +108,12 @@ def summary_document(
 
 def summary_json(document: Mapping[str, Any]) -> str:
     """The exact text :func:`write_summary` writes: indented JSON, key order kept, "\\n" end."""
-    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text(document)
 
 
 def write_summary(document: Mapping[str, Any], path: Path) -> None:
     """Write summary.json atomically (temporary name, then rename)."""
-    text = summary_json(document)
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        temporary.write_bytes(text.encode("utf-8"))
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_json(path, document)
 
 
 def _ms(ns: float) -> float:

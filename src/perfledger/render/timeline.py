@@ -45,7 +45,6 @@ import json
 import os
 import queue
 import struct
-import tempfile
 import threading
 import weakref
 import zlib
@@ -63,6 +62,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis import intervals
 from perfledger.errors import PerfledgerError
+from perfledger.files import temporary_name
 from perfledger.memory import release_freed_memory
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA, StepWindow
@@ -1478,10 +1478,9 @@ class _TimelineFile:
         self._pending = '{"traceEvents":[\n'  # written with the first part's metadata
         self._empty = True  # no record yet: the next one has no leading ",\n"
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        self._tmp = Path(tmp_name)
+        self._tmp = temporary_name(path)
         try:
-            with os.fdopen(fd, "wb") as raw:
+            with self._tmp.open("wb") as raw:
                 if self._gzip:
                     raw.write(_GZIP_HEADER)
         except BaseException:

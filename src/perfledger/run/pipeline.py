@@ -33,7 +33,6 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from perfledger import artefacts
 from perfledger.analysis import ops
 from perfledger.analysis.advisor import AdvisorConfig, RankAdvice, diagnose
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
@@ -41,21 +40,16 @@ from perfledger.analysis.cluster.merge import merge_gap_reports
 from perfledger.analysis.profile import analyze_traces, cluster_pass, profile_gaps, steps_table
 from perfledger.analysis.transfers import transfers_from_spellings
 from perfledger.errors import PerfledgerError
+from perfledger.files import write_json
 from perfledger.memory import release_freed_memory
 from perfledger.model import schema
 from perfledger.model.accounts import Accounting
 from perfledger.model.profile import ProfileAnalysis, RankAnalysis
 from perfledger.model.schema import STEP_TIMES_SCHEMA
 from perfledger.model.trace import Trace, loss_line
-from perfledger.profiledir import (
-    RAW_DIR,
-    TABLES_DIR,
-    check_target,
-    copy_source,
-    staged_directory,
-    write_json,
-    write_table,
-)
+from perfledger.profiledir import artefacts
+from perfledger.profiledir.layout import META_JSON, RAW_DIR, TABLES_DIR
+from perfledger.profiledir.writer import check_target, copy_source, staged_directory, write_table
 from perfledger.render.csvs import write_csv
 from perfledger.run.execution import Execution, open_runner
 from perfledger.run.tasks import (
@@ -391,7 +385,7 @@ def _write_profile(
         csvs=False,
     )
     document["timings"] = {k: round(v, 3) for k, v in timings.items()}
-    write_json(staging / "meta.json", document)
+    write_json(staging / META_JSON, document)
     return summary
 
 

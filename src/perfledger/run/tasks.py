@@ -30,11 +30,12 @@ from perfledger.analysis.advisor import AdvisorConfig, RankAdvice
 from perfledger.analysis.cluster.collectives import collective_tasks, link_usage
 from perfledger.analysis.transfers import copy_spellings
 from perfledger.errors import PerfledgerError
+from perfledger.files import replacing
 from perfledger.memory import release_freed_memory
 from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccount
 from perfledger.model.gaps import GapReport
 from perfledger.model.trace import Trace
-from perfledger.profiledir import copy_source
+from perfledger.profiledir.writer import copy_source
 from perfledger.sources import discover
 
 KINETO: Final = "kineto"
@@ -326,10 +327,12 @@ def write_ipc(table: pa.Table, path: Path) -> Path:
     """Write an uncompressed Arrow IPC file (what :func:`read_ipc` maps without copying)."""
     # The IPC file format holds one dictionary per column: chunks must share it.
     table = table.unify_dictionaries()
-    tmp = path.with_name(path.name + ".tmp")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with (
+        replacing(path) as temporary,
+        pa.OSFile(str(temporary), "wb") as sink,
+        pa.ipc.new_file(sink, table.schema) as writer,
+    ):
         writer.write_table(table)
-    os.replace(tmp, path)
     return path
 
 

@@ -1,4 +1,4 @@
-"""The profile directory: created whole or not at all, never overwritten without ``--force``.
+"""Writing a profile directory: created whole or not at all, never overwritten without ``--force``.
 
 Everything is written into a staging directory beside the target and renamed into place at the
 end, so an interrupted run never leaves a directory that looks complete.
@@ -7,26 +7,17 @@ end, so an interrupted run never leaves a directory that looks complete.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfledger.errors import PerfledgerError
-
-TABLES_DIR = "tables"
-RAW_DIR = "raw"
-
-
-def default_profile_name(now: float | None = None) -> str:
-    """``prof_YYYYmmdd_HHMMSS`` in local time."""
-    return time.strftime("prof_%Y%m%d_%H%M%S", time.localtime(now))
+from perfledger.files import replacing
+from perfledger.profiledir.layout import TABLES_DIR
 
 
 def check_target(path: Path, *, force: bool) -> None:
@@ -92,42 +83,10 @@ def copy_source(source: Path, destination: Path) -> None:
         shutil.copyfile(source, destination)
 
 
-def write_json(path: Path, document: Any) -> None:
-    """Write JSON deterministically (key order as given, 2-space indent, trailing newline)."""
-    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_table(directory: Path, name: str, table: pa.Table) -> Path:
     """Store a canonical table as ``tables/<name>.parquet``."""
     path = directory / TABLES_DIR / f"{name}.parquet"
     path.parent.mkdir(exist_ok=True)  # ``directory`` itself must exist (see copy_source)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    with replacing(path) as temporary:
+        pq.write_table(table, temporary, compression="zstd")
     return path
-
-
-def read_table(profile: Path, name: str) -> pa.Table:
-    """Read ``tables/<name>.parquet`` of a profile directory."""
-    path = profile / TABLES_DIR / f"{name}.parquet"
-    if not path.is_file():
-        raise PerfledgerError(f"{profile} is not a perfledger profile: {path} is missing")
-    try:
-        return pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise PerfledgerError(f"{path}: cannot read the table ({error})") from error
-
-
-def read_meta(profile: Path) -> dict[str, Any]:
-    """The meta.json of a profile directory."""
-    path = profile / "meta.json"
-    if not path.is_file():
-        raise PerfledgerError(f"{profile} is not a perfledger profile: meta.json is missing")
-    try:
-        meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise PerfledgerError(f"{path}: cannot read ({error})") from error
-    return meta

@@ -1,0 +1,46 @@
+"""The profile directory's layout: the names of its files and folders (README, "The profile
+directory"), in one place for its writer and its reader."""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+META_JSON: Final = "meta.json"
+SUMMARY_JSON: Final = "summary.json"
+RAW_DIR: Final = "raw"
+TABLES_DIR: Final = "tables"
+REPORT_HTML: Final = "report.html"
+TIMELINE: Final = "timeline.json.gz"
+TIMELINE_DIR: Final = "timeline"
+CLUSTER_SUMMARY_JSON: Final = "cluster_summary.json"
+CLUSTER_STEP_TRACE_CSV: Final = "cluster_step_trace.csv"
+CLUSTER_MATRIX_CSV: Final = "cluster_communication_matrix.csv"
+
+OP_SUMMARY_CSV: Final = "op_summary.csv"
+OP_STATISTIC_CSV: Final = "op_statistic.csv"
+KERNEL_DETAILS_CSV: Final = "kernel_details.csv"
+API_STATISTIC_CSV: Final = "api_statistic.csv"
+STEP_TRACE_CSV: Final = "step_trace.csv"
+GAPS_CSV: Final = "gaps.csv"
+TRANSFERS_CSV: Final = "transfers.csv"
+COMMUNICATION_CSV: Final = "communication.csv"
+
+# The canonical tables under tables/: one Parquet file each, or for the events of a profile
+# analysed rank by rank a folder of per-rank files (tables/events/rank=<N>.parquet).
+EVENTS_TABLE: Final = "events"
+COUNTERS_TABLE: Final = "counters"
+STEPS_TABLE: Final = "steps"
+GAPS_TABLE: Final = "gaps"
+STEP_TIMES_TABLE: Final = "step_times"
+RANK_PART_PREFIX: Final = "rank="
+
+
+def default_profile_name(now: float | None = None) -> str:
+    """``prof_YYYYmmdd_HHMMSS`` in local time."""
+    return time.strftime("prof_%Y%m%d_%H%M%S", time.localtime(now))
+
+
+def rank_part_name(rank: int) -> str:
+    """The file name of one rank's part of a table split by rank."""
+    return f"{RANK_PART_PREFIX}{rank}.parquet"
