@@ -20,7 +20,7 @@ import pytest
 
 from perfledger import ledger
 from perfledger.errors import PerfledgerError
-from perfledger.render.csvs import STEP_TRACE_COLUMNS
+from perfledger.model.accounts import STEP_TRACE_COLUMNS
 from tests.cli import perfledger as _perfledger
 from tests.paths import data_file
 

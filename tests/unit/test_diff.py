@@ -12,14 +12,13 @@ import pytest
 
 from perfledger.analysis import diff
 from perfledger.errors import PerfledgerError
-from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.model.accounts import GAPS_SCHEMA, HOST_STEP_TRACE_COLUMNS, STEP_TRACE_COLUMNS
 from perfledger.model.tables import (
     COMMUNICATION_SCHEMA,
     HOST_OP_SUMMARY_SCHEMA,
     OP_SUMMARY_SCHEMA,
     TRANSFERS_SCHEMA,
 )
-from perfledger.render.csvs import HOST_STEP_TRACE_COLUMNS, STEP_TRACE_COLUMNS
 
 MS = 1_000_000
 

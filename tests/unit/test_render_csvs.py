@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger.model.accounts import HostWindowAccount, WindowAccount
-from perfledger.render.csvs import (
+from perfledger.model.accounts import (
     HOST_STEP_TRACE_COLUMNS,
     STEP_TRACE_COLUMNS,
-    csv_bytes,
+    HostWindowAccount,
+    WindowAccount,
     host_step_trace_table,
     step_trace_table,
-    write_csv,
 )
+from perfledger.render.csvs import csv_bytes, write_csv
 
 # DESIGN.md's step_trace.csv columns, spelled out independently of the module.
 DESIGN_STEP_TRACE = [

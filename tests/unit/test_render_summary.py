@@ -76,6 +76,8 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         source_files=[Path("/data/rank0.json.gz")],
         ranks=[0],
         step_count=3,
+        step_time_ms=12.0004,
+        device_utilization_pct=70.0049,
         windows=three_steps(),
         op_statistic=pa.table(
             {
@@ -105,6 +107,7 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         "ranks",
         "step_count",
         "step_time_ms",
+        "device_utilization_pct",
         "profiler_overhead_pct",
         "loss",
         "findings",
@@ -118,7 +121,8 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
     assert doc["format_version"] == 1
     assert doc["tool_version"] == __version__
     assert doc["source"] == {"kind": "kineto", "files": ["/data/rank0.json.gz"]}
-    assert doc["step_time_ms"] == 12.0  # median of 10, 12, 20 (one wall per rank and step)
+    assert doc["step_time_ms"] == 12.0  # the figure given, rounded to the µs
+    assert doc["device_utilization_pct"] == 70.0
     assert doc["profiler_overhead_pct"] == 3.14
     assert doc["loss"] == "rank0.json.gz: truncated after 1 000 events"
     assert doc["findings"] == [
@@ -230,9 +234,15 @@ def test_host_only_headline() -> None:
     )
     step = replace(host, step=4)
     doc = summary_document(
-        source_kind="kineto", source_files=[], ranks=[0], step_count=1, host_windows=[host, step]
+        source_kind="kineto",
+        source_files=[],
+        ranks=[0],
+        step_count=1,
+        step_time_ms=8.0,
+        host_windows=[host, step],
     )
     assert doc["step_time_ms"] == 8.0
+    assert doc["device_utilization_pct"] is None
     assert doc["devices"] == []
     assert doc["host"] == [
         {

@@ -40,7 +40,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis import opclass
+from perfledger.analysis import figures, opclass
 from perfledger.analysis.gaps import GAP_BUCKETS
 from perfledger.errors import PerfledgerError
 from perfledger.model.accounts import IDLE_CAUSES
@@ -391,14 +391,11 @@ def _column(table: pa.Table, name: str) -> FloatArray:
 
 
 def _step_rows(run: RunTables) -> pa.Table:
-    table = run.step_trace
-    if table.num_rows == 0:
-        return table
-    return table.filter(pc.not_equal(table.column("step"), SPAN_STEP))
+    return figures.window_rows(run.step_trace)
 
 
 def _host_only(run: RunTables) -> bool:
-    return "compute_ns" not in run.step_trace.column_names
+    return figures.is_host_only(run.step_trace)
 
 
 def _windows(run: RunTables) -> int:
@@ -414,18 +411,7 @@ def _windows(run: RunTables) -> int:
 
 def step_walls_ms(run: RunTables) -> FloatArray:
     """One wall time (ms) per rank and annotated step; empty without step annotations."""
-    if run.step_count <= 0:
-        return np.zeros(0)
-    rows = _step_rows(run)
-    if rows.num_rows == 0:
-        return np.zeros(0)
-    # every device of a rank shares the rank's step windows: one sample per (rank, step)
-    grouped = (
-        rows.group_by(["rank", "step"], use_threads=False)
-        .aggregate([("wall_ns", "max")])
-        .sort_by([("rank", "ascending"), ("step", "ascending")])
-    )
-    return _column(grouped, "wall_ns_max") / 1e6
+    return figures.step_walls_ms(run.step_trace, run.step_count)
 
 
 def _category_samples(run: RunTables, name: str) -> tuple[FloatArray, FloatArray]:
@@ -441,12 +427,7 @@ def _category_samples(run: RunTables, name: str) -> tuple[FloatArray, FloatArray
 
 
 def _share_of_total(run: RunTables, name: str) -> float | None:
-    rows = _step_rows(run)
-    column = f"{name}_ns"
-    if rows.num_rows == 0 or column not in rows.column_names:
-        return None
-    wall = float(_column(rows, "wall_ns").sum())
-    return 100.0 * float(_column(rows, column).sum()) / wall if wall > 0 else None
+    return figures.category_share_pct(run.step_trace, name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,7 +507,6 @@ def _categories(
 def _utilization(base: RunTables, current: RunTables, options: DiffOptions) -> Change:
     if _host_only(base) or _host_only(current):
         return Change(None, None, None, None, None, None)
-    b_idle, c_idle = _share_of_total(base, "idle"), _share_of_total(current, "idle")
     _, b_share = _category_samples(base, "idle")
     _, c_share = _category_samples(current, "idle")
     return _compare_samples(
@@ -535,8 +515,8 @@ def _utilization(base: RunTables, current: RunTables, options: DiffOptions) -> C
         robust=False,
         options=options,
         floor_pp=True,
-        value_base=None if b_idle is None else 100.0 - b_idle,
-        value_current=None if c_idle is None else 100.0 - c_idle,
+        value_base=figures.utilization_pct(base.step_trace),
+        value_current=figures.utilization_pct(current.step_trace),
     )
 
 

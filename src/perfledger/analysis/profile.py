@@ -26,7 +26,7 @@ from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.steps import assign_steps, launch_starts, step_annotations, step_windows
 from perfledger.analysis.transfers import transfers
 from perfledger.model import schema
-from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.model.accounts import GAPS_SCHEMA, host_step_trace_table, step_trace_table
 from perfledger.model.cluster import COLLECTIVES_SCHEMA, ClusterReport
 from perfledger.model.profile import ProfileAnalysis, RankAnalysis
 from perfledger.model.schema import HOST_WIDE_TRACKS
@@ -186,3 +186,10 @@ def cluster_pass(
         excess_pct=excess_pct,
         matrix=communication_matrix(matrices) if matrices else None,
     )
+
+
+def step_trace(analysis: ProfileAnalysis) -> pa.Table:
+    """step_trace.csv: device rows, or the main-thread rows of a host-only profile."""
+    if analysis.host_only:
+        return host_step_trace_table([a for r in analysis.ranks for a in r.accounting.host])
+    return step_trace_table([a for r in analysis.ranks for a in r.accounting.windows])

@@ -170,14 +170,14 @@ def run_tables(
     findings: Sequence[Mapping[str, Any]] = (),
 ) -> diffing.RunTables:
     """The compared tables of an in-memory analysis (the same tables a profile's files hold)."""
-    from perfledger.profiledir import artefacts
+    from perfledger.analysis.profile import step_trace
 
     return diffing.RunTables(
         label=label,
         path=path,
         source_kind=analysis.source_kind,
         step_count=analysis.step_count,
-        step_trace=artefacts.step_trace(analysis),
+        step_trace=step_trace(analysis),
         gaps=analysis.gaps,
         op_summary=analysis.op_summary,
         transfers=analysis.transfers,

@@ -4,18 +4,17 @@ recomputed from events)."""
 
 from __future__ import annotations
 
-import csv
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
+import pyarrow as pa
 
-from perfledger.errors import PerfledgerError
+from perfledger.analysis import figures
 from perfledger.ledger.store import RunRecord
-from perfledger.model.schema import SPAN_STEP
 from perfledger.profiledir import load_profile
 from perfledger.profiledir.layout import STEP_TRACE_CSV
 
@@ -62,7 +61,8 @@ def run_record(
     """
     stored = load_profile(profile)
     summary, meta = stored.summary, stored.meta
-    walls, shares = _step_figures(stored.path / STEP_TRACE_CSV)
+    step_trace = stored.read_csv(STEP_TRACE_CSV)
+    walls = figures.step_walls_ms(step_trace, stored.step_count)
     findings = summary.get("findings") or []
     top = findings[0] if findings and isinstance(findings[0], Mapping) else {}
     git = meta.get("git") if isinstance(meta.get("git"), Mapping) else None
@@ -86,46 +86,20 @@ def run_record(
         ranks=len(summary["ranks"]) if isinstance(summary.get("ranks"), list) else None,
         step_count=_int(summary.get("step_count")),
         step_median_ms=_float(summary.get("step_time_ms")),
-        step_p90_ms=(
-            round(float(np.percentile(walls, 90)), 3)
-            if walls.size and (_int(summary.get("step_count")) or 0) > 0
-            else None
-        ),
-        utilization_pct=_utilization(summary),
-        accounting=shares,
+        step_p90_ms=round(float(np.percentile(walls, 90)), 3) if walls.size else None,
+        utilization_pct=_utilization(summary, step_trace),
+        accounting=_category_shares(step_trace),
         top_finding=_str(top.get("id")),
         top_finding_title=_str(top.get("title")),
         top_finding_ms=_float(top.get("severity_ms")),
     )
 
 
-def _step_figures(path: Path) -> tuple[np.ndarray[Any, np.dtype[np.float64]], dict[str, float]]:
-    """Step walls in ms (one per rank and step) and each category's share of the steps in %.
-
-    The same definitions as ``perfledger diff``: the step rows of step_trace.csv, span rows
-    left out; shares are sum(category) / sum(wall).
-    """
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = [r for r in csv.DictReader(handle) if r.get("step") != str(SPAN_STEP)]
-    except OSError as error:
-        raise PerfledgerError(f"{path}: cannot read ({error})") from error
-    try:
-        walls_by_step: dict[tuple[str, str], int] = {}
-        for row in rows:
-            key = (row["rank"], row["step"])
-            walls_by_step[key] = max(walls_by_step.get(key, 0), int(row["wall_ns"]))
-        total = sum(int(r["wall_ns"]) for r in rows)
-        names: Sequence[str] = DEVICE_SHARES if rows and "compute_ns" in rows[0] else HOST_SHARES
-        shares = {
-            name: round(100.0 * sum(int(r[f"{name}_ns"]) for r in rows) / total, 2)
-            for name in names
-            if total > 0
-        }
-    except (KeyError, ValueError) as error:
-        raise PerfledgerError(f"{path}: unexpected content ({error})") from error
-    walls = np.array([w for _, w in sorted(walls_by_step.items())], dtype=np.float64) / 1e6
-    return walls, shares
+def _category_shares(step_trace: pa.Table) -> dict[str, float]:
+    """Each category's share of the accounted windows in %, as ``perfledger diff`` has them."""
+    names = HOST_SHARES if figures.is_host_only(step_trace) else DEVICE_SHARES
+    shares = {name: figures.category_share_pct(step_trace, name) for name in names}
+    return {name: round(share, 2) for name, share in shares.items() if share is not None}
 
 
 def _key_options(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,14 +132,14 @@ def _device(meta: Mapping[str, Any], summary: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _utilization(summary: Mapping[str, Any]) -> float | None:
-    """Device busy time over the devices' span, all devices together, in %."""
-    devices = summary.get("devices")
-    if not isinstance(devices, list) or not devices:
-        return None
-    busy = sum(float(d.get("busy_ms") or 0) for d in devices if isinstance(d, Mapping))
-    span = sum(float(d.get("span_ms") or 0) for d in devices if isinstance(d, Mapping))
-    return round(100.0 * busy / span, 2) if span > 0 else None
+def _utilization(summary: Mapping[str, Any], step_trace: pa.Table) -> float | None:
+    """The profile's device utilisation: summary.json's, else (profiles written before it
+    held one) the same figure from its step_trace."""
+    value = summary.get("device_utilization_pct")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    utilization = figures.utilization_pct(step_trace)
+    return round(utilization, 2) if utilization is not None else None
 
 
 def _source_kind(summary: Mapping[str, Any]) -> str | None:

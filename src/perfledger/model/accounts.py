@@ -6,6 +6,7 @@ report is one field of one of these objects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Final
 
@@ -159,3 +160,67 @@ class Accounting:
     windows: tuple[WindowAccount, ...]
     gaps: pa.Table
     host: tuple[HostWindowAccount, ...] = ()
+
+
+STEP_TRACE_COLUMNS: Final = (
+    "rank",
+    "device",
+    "step",
+    "start_ns",
+    "end_ns",
+    "wall_ns",
+    "compute_ns",
+    "communication_ns",
+    "overlapped_communication_ns",
+    "memcpy_ns",
+    "memset_ns",
+    "idle_ns",
+    "idle_host_dispatch_ns",
+    "idle_sync_ns",
+    "idle_dataloader_ns",
+    "idle_launch_latency_ns",
+    "idle_other_ns",
+)
+
+
+HOST_STEP_TRACE_COLUMNS: Final = (
+    "rank",
+    "device",
+    "step",
+    "start_ns",
+    "end_ns",
+    "wall_ns",
+    "dataloader_ns",
+    "forward_ns",
+    "backward_ns",
+    "optimizer_ns",
+    "operator_ns",
+    "overhead_ns",
+)
+
+
+_SMALL_INT_COLUMNS: Final = {"rank": pa.int32(), "device": pa.int16(), "step": pa.int32()}
+
+
+def step_trace_table(accounts: Sequence[WindowAccount]) -> pa.Table:
+    """step_trace.csv's rows: one per rank, device and step, the span row (step -1) last."""
+    ordered = sorted(accounts, key=lambda a: (a.rank, a.device, a.step == -1, a.step))
+    return _account_table(ordered, STEP_TRACE_COLUMNS)
+
+
+def host_step_trace_table(accounts: Sequence[HostWindowAccount]) -> pa.Table:
+    """step_trace.csv's rows for a host-only run (device -1), the span row (step -1) last."""
+    ordered = sorted(accounts, key=lambda a: (a.rank, a.step == -1, a.step))
+    return _account_table(ordered, HOST_STEP_TRACE_COLUMNS)
+
+
+def _account_table(accounts: Sequence[object], columns: Sequence[str]) -> pa.Table:
+    host_only = "dataloader_ns" in columns
+    data: dict[str, pa.Array] = {}
+    for column in columns:
+        if host_only and column == "device":
+            values: list[int] = [-1] * len(accounts)
+        else:
+            values = [int(getattr(account, column)) for account in accounts]
+        data[column] = pa.array(values, _SMALL_INT_COLUMNS.get(column, pa.int64()))
+    return pa.table(data)

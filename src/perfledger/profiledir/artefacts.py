@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 from rich.console import Console
 
+from perfledger.analysis import figures
+from perfledger.analysis.profile import step_trace
 from perfledger.render import csvs, report, timeline
 from perfledger.render.cluster import write_cluster_outputs
 
@@ -37,13 +39,6 @@ CSV_FILES = (
     "transfers.csv",
     "communication.csv",
 )
-
-
-def step_trace(analysis: ProfileAnalysis) -> pa.Table:
-    """step_trace.csv: device rows, or the main-thread rows of a host-only profile."""
-    if analysis.host_only:
-        return csvs.host_step_trace_table([a for r in analysis.ranks for a in r.accounting.host])
-    return csvs.step_trace_table([a for r in analysis.ranks for a in r.accounting.windows])
 
 
 def write_tables(directory: Path, analysis: ProfileAnalysis) -> dict[str, Path]:
@@ -138,11 +133,14 @@ def write_artefacts(
     timeline_done = time.perf_counter()
     timings["timeline_s"] = timeline_done - tables_done
     on_phase(PHASE_REPORT)
+    account_table = step_trace(analysis)
     document = summary_render.summary_document(
         source_kind=analysis.source_kind,
         source_files=analysis.source_files,
         ranks=[r.rank for r in analysis.ranks],
         step_count=analysis.step_count,
+        step_time_ms=figures.step_time_ms(account_table, analysis.step_count),
+        device_utilization_pct=figures.utilization_pct(account_table),
         windows=[a for r in analysis.ranks for a in r.accounting.windows],
         host_windows=[a for r in analysis.ranks for a in r.accounting.host],
         op_statistic=analysis.op_statistic,

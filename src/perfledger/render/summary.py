@@ -3,6 +3,8 @@
 Keys, in this order (DESIGN.md's fixed keys first; add keys, never rename):
     format_version, tool_version, source {kind, files}, ranks, step_count,
     step_time_ms            -- median wall time of the step windows (null with no steps),
+    device_utilization_pct  -- share of the accounted windows a device task ran in (null on
+                               host-only profiles),
     profiler_overhead_pct   -- null when unknown,
     loss                    -- what could not be read (null when nothing),
     findings                -- as given by the advisor (id, title, severity_ms, ...),
@@ -23,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -57,6 +58,8 @@ def summary_document(
     source_files: Sequence[str | os.PathLike[str]],
     ranks: Sequence[int],
     step_count: int,
+    step_time_ms: float | None = None,
+    device_utilization_pct: float | None = None,
     windows: Sequence[WindowAccount] = (),
     host_windows: Sequence[HostWindowAccount] = (),
     op_statistic: pa.Table | None = None,
@@ -76,6 +79,8 @@ def summary_document(
         ranks: the ranks of the profile.
         step_count: annotated steps in the trace (0: no step annotation, so the single
             window is not a step and step_time_ms is null).
+        step_time_ms: :func:`perfledger.analysis.figures.step_time_ms`.
+        device_utilization_pct: :func:`perfledger.analysis.figures.utilization_pct`.
         windows: device accounts of every rank (step rows and span rows).
         host_windows: host-only accounts of every rank.
         op_statistic: ``analysis.ops.op_statistic`` result (sorted by total).
@@ -93,7 +98,8 @@ def summary_document(
         "source": {"kind": source_kind, "files": [os.fspath(f) for f in source_files]},
         "ranks": sorted(int(r) for r in ranks),
         "step_count": int(step_count),
-        "step_time_ms": _step_time_ms(step_count, windows, host_windows),
+        "step_time_ms": _round(step_time_ms, MS_DECIMALS),
+        "device_utilization_pct": _round(device_utilization_pct, PCT_DECIMALS),
         "profiler_overhead_pct": _round(profiler_overhead_pct, PCT_DECIMALS),
         "loss": loss,
         "findings": [_finding(f) for f in findings],
@@ -128,22 +134,6 @@ def _round(value: float | None, decimals: int) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return round(float(value), decimals)
-
-
-def _step_time_ms(
-    step_count: int,
-    windows: Sequence[WindowAccount],
-    host_windows: Sequence[HostWindowAccount],
-) -> float | None:
-    if step_count <= 0:
-        return None
-    # Every device of a rank shares the rank's step windows: one wall per (rank, step).
-    walls: dict[tuple[int, int], int] = {}
-    accounts: list[WindowAccount | HostWindowAccount] = [*windows, *host_windows]
-    for account in accounts:
-        if account.step != SPAN_STEP:
-            walls[(account.rank, account.step)] = account.wall_ns
-    return _ms(statistics.median(walls.values())) if walls else None
 
 
 def _span_rows(accounts: Sequence[Any]) -> list[Any]:

@@ -1,0 +1,80 @@
+"""The headline figures of a profile, each defined once: every consumer (summary.json, the
+terminal, the report, the ledger, diff) calls these functions or reads what they returned.
+
+They read the step_trace table (:func:`perfledger.model.accounts.step_trace_table`): the
+in-memory analysis and a stored profile's step_trace.csv hold the same rows, so a figure is
+the same whether it comes from a fresh analysis or a profile on disk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger.model.schema import SPAN_STEP
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def window_rows(step_trace: pa.Table) -> pa.Table:
+    """The rows of the accounted windows (each rank, device and step), span rows left out."""
+    if step_trace.num_rows == 0:
+        return step_trace
+    return step_trace.filter(pc.not_equal(step_trace.column("step"), SPAN_STEP))
+
+
+def is_host_only(step_trace: pa.Table) -> bool:
+    """A host-only (CPU) profile: its step_trace has the main thread's columns."""
+    return "compute_ns" not in step_trace.column_names
+
+
+def step_walls_ms(step_trace: pa.Table, step_count: int) -> FloatArray:
+    """One wall time (ms) per rank and annotated step, in (rank, step) order; empty without
+    step annotations (the one window is then not a step)."""
+    if step_count <= 0:
+        return np.zeros(0)
+    rows = window_rows(step_trace)
+    if rows.num_rows == 0:
+        return np.zeros(0)
+    # every device of a rank shares the rank's step windows: one sample per (rank, step)
+    grouped = (
+        rows.group_by(["rank", "step"], use_threads=False)
+        .aggregate([("wall_ns", "max")])
+        .sort_by([("rank", "ascending"), ("step", "ascending")])
+    )
+    return np.asarray(grouped.column("wall_ns_max"), dtype=np.float64) / 1e6
+
+
+def step_time_ms(step_trace: pa.Table, step_count: int) -> float | None:
+    """The profile's step time: the median wall time of its steps over every rank (ms);
+    None without step annotations."""
+    walls = step_walls_ms(step_trace, step_count)
+    return float(np.median(walls)) if walls.size else None
+
+
+def utilization_pct(step_trace: pa.Table) -> float | None:
+    """Device utilisation: the share of the accounted windows (every rank, device and step)
+    in which a device task ran, in %; None for a host-only profile or no window."""
+    if is_host_only(step_trace):
+        return None
+    rows = window_rows(step_trace)
+    wall = float(pc.sum(rows.column("wall_ns")).as_py() or 0) if rows.num_rows else 0.0
+    if wall <= 0:
+        return None
+    idle = float(pc.sum(rows.column("idle_ns")).as_py() or 0)
+    return 100.0 * (wall - idle) / wall
+
+
+def category_share_pct(step_trace: pa.Table, category: str) -> float | None:
+    """One category's share of the accounted windows' wall time (``<category>_ns`` summed over
+    every rank, device and step, over their walls), in %; None when absent or no window."""
+    rows = window_rows(step_trace)
+    column = f"{category}_ns"
+    if rows.num_rows == 0 or column not in rows.column_names:
+        return None
+    wall = float(pc.sum(rows.column("wall_ns")).as_py() or 0)
+    if wall <= 0:
+        return None
+    return 100.0 * float(pc.sum(rows.column(column)).as_py() or 0) / wall
