@@ -243,7 +243,7 @@ def scale_trace(source: Path, target: Path, copies: int) -> Path:
         else (source.read_bytes())
     )
     start = text.index(b'"traceEvents": [') + len(b'"traceEvents": [')
-    ends, array_end, _ = kineto_stream._structure(text, start, len(text))
+    ends, array_end, _ = kineto_stream.element_structure(text, start, len(text))
     assert array_end > 0, f"{source}: the traceEvents array does not end"
     end = ends[-1]
     body = text[start:end]

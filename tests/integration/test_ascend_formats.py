@@ -204,10 +204,10 @@ def test_timeline_pieces_decode_like_the_whole_file(texts: list[str], chunk_byte
         path.write_text(json.dumps(events))
         if not events:
             with pytest.raises(PerfledgerError):
-                ascend_timeline._decode(path, chunk_bytes)
+                ascend_timeline.decode_timeline(path, chunk_bytes)
             return
-        whole = ascend_timeline._decode(path, 10**9)
-        assert ascend_timeline._decode(path, chunk_bytes).equals(whole)
+        whole = ascend_timeline.decode_timeline(path, 10**9)
+        assert ascend_timeline.decode_timeline(path, chunk_bytes).equals(whole)
         assert whole.column("name").to_pylist() == [e["name"] for e in events]
     finally:
         shutil.rmtree(base)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from perfledger.model.schema import COUNTERS_SCHEMA
-from perfledger.record.counters import HostSamples, _descendants, counters_table
+from perfledger.record.counters import HostSamples, counters_table, descendants
 
 MIB = 1 << 20
 
@@ -89,4 +89,4 @@ def test_no_samples_give_an_empty_table() -> None:
 
 @pytest.mark.parametrize(("root", "expected"), [(1, {1, 2, 3, 4}), (2, {2, 4}), (3, {3}), (9, {9})])
 def test_descendants_follow_parent_links(root: int, expected: set[int]) -> None:
-    assert _descendants(root, {2: 1, 3: 1, 4: 2, 5: 0}) == expected
+    assert descendants(root, {2: 1, 3: 1, 4: 2, 5: 0}) == expected

@@ -123,19 +123,6 @@ SYNC_RUNTIME: Final = re.compile(
     r"|^synchronize(?:Stream|Device|Event)?$"
 )
 
-# Host calls that issue a kernel (for launch statistics).
-LAUNCH_RUNTIME: Final = re.compile(
-    r"^(?:cuda|hip|cu)(?:Ext|Module|ExtModule)?(?:Launch|LaunchCooperative)Kernel"
-    r"(?:ExC|Ex|MultiDevice)?(?:_v\d+|_ptsz)?$"
-    r"|^(?:cuda|hip|cu)GraphLaunch(?:_v\d+|_ptsz)?$"
-    r"|^runFunction\b"  # MTIA
-)
-
-# Host calls that issue a copy or a fill (blocking or not).
-COPY_RUNTIME: Final = re.compile(
-    r"^(?:cuda|hip|cu)Mem(?:cpy|set)\w*$|^enqueueCommand mem(?:cpy|set)\w*$"
-)
-
 # --- Kineto: name rules ---------------------------------------------------------------------
 
 # Communication kernels (collectives and point-to-point) by name, case-insensitive.

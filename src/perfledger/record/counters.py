@@ -153,7 +153,7 @@ class HostSampler:
             parents = {
                 process.pid: process.info["ppid"] or 0 for process in psutil.process_iter(["ppid"])
             }
-        return {pid: parents.get(pid, 0) for pid in _descendants(self.root_pid, parents)}
+        return {pid: parents.get(pid, 0) for pid in descendants(self.root_pid, parents)}
 
     def _read_process(self, pid: int) -> tuple[int, int] | None:
         if self._procfs is not None:
@@ -289,7 +289,7 @@ class _ProcFs:
         return cores
 
 
-def _descendants(pid: int, parents: Mapping[int, int]) -> set[int]:
+def descendants(pid: int, parents: Mapping[int, int]) -> set[int]:
     """``pid`` and every process whose parent chain reaches it."""
     children: dict[int, list[int]] = {}
     for child, parent in parents.items():
@@ -349,7 +349,7 @@ def counters_table(samples: HostSamples, rank_pids: Mapping[int, int] | None = N
         add(0, TRACK_TREE, RSS_BYTES, when, rss_sum)
         parents = dict(zip(samples.process_pid, samples.process_parent, strict=True))
         for rank, worker in sorted((rank_pids or {}).items()):
-            mask = np.isin(pid, sorted(_descendants(worker, parents)))
+            mask = np.isin(pid, sorted(descendants(worker, parents)))
             if mask.any():
                 when, cpu_sum, rss_sum = tree_sums(mask)
                 add(rank, TRACK_RANK, CPU_PERCENT, when, cpu_sum)

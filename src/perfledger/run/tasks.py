@@ -136,7 +136,7 @@ def ascend_rank_paths(path: Path) -> list[Path]:
     from perfledger.sources import ascend
 
     # The importer's own layout rules decide what a rank folder is (one place for them).
-    sources = ascend._rank_sources(path)
+    sources = ascend.rank_sources(path)
     return [source.root for source in sources] or [path]
 
 
@@ -245,14 +245,14 @@ def _copy_sources(sources: Sequence[Path], directory: Path) -> dict[Path, Path]:
 def _ascend_main_file(path: Path) -> Path | None:
     from perfledger.sources import ascend
 
-    sources = ascend._rank_sources(path)
-    return ascend._main_file(sources[0]) if sources else None
+    sources = ascend.rank_sources(path)
+    return ascend.main_file(sources[0]) if sources else None
 
 
 def _fingerprint(path: Path) -> tuple[int, bytes]:
     from perfledger.sources import ascend
 
-    return ascend._fingerprint(path)
+    return ascend.fingerprint(path)
 
 
 def flag_copies(results: Sequence[RankResult]) -> list[RankResult]:

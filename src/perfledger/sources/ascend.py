@@ -47,7 +47,7 @@ _TEXT_SUMMARIES: Final = ("step_trace_time", "op_statistic", "api_statistic")
 
 
 @dataclass(frozen=True)
-class _RankSource:
+class RankSource:
     """Where one rank's data lies and how to read it."""
 
     kind: str  # SOURCE_*
@@ -112,7 +112,7 @@ def _has_text(files: ascend_text.TextFiles) -> bool:
     return bool(files.timeline or files.kernels)
 
 
-def _torch_npu_source(rank_dir: Path) -> _RankSource | None:
+def _torch_npu_source(rank_dir: Path) -> RankSource | None:
     output = rank_dir / _PROFILER_OUTPUT
     if not output.is_dir():
         return None
@@ -123,7 +123,7 @@ def _torch_npu_source(rank_dir: Path) -> _RankSource | None:
     analysis = output / "analysis.db"
     text = _text_files(output, msprof=False)
     if db is not None:
-        return _RankSource(
+        return RankSource(
             SOURCE_TORCH_NPU_DB,
             rank_dir,
             db=db,
@@ -133,25 +133,25 @@ def _torch_npu_source(rank_dir: Path) -> _RankSource | None:
             analysis_db=analysis if _nonempty(analysis) else None,
         )
     if _has_text(text):
-        return _RankSource(
+        return RankSource(
             SOURCE_TORCH_NPU_TEXT, rank_dir, text=text, info=info, metadata=meta_path
         )
     return None
 
 
-def _msprof_source(directory: Path) -> _RankSource | None:
+def _msprof_source(directory: Path) -> RankSource | None:
     """A PROF_* directory, a mindstudio_profiler_output directory or loose msprof files."""
     db = next((p for p in _files(directory) if _MSPROF_DB.match(p.name) and _nonempty(p)), None)
     output = directory / _MSPROF_OUTPUT
     text = _text_files(output if output.is_dir() else directory, msprof=True)
     if db is not None:
-        return _RankSource(SOURCE_MSPROF_CLI, directory, db=db, text=text)
+        return RankSource(SOURCE_MSPROF_CLI, directory, db=db, text=text)
     if _has_text(text):
-        return _RankSource(SOURCE_MSPROF_CLI, directory, text=text)
+        return RankSource(SOURCE_MSPROF_CLI, directory, text=text)
     return None
 
 
-def _source_of(path: Path) -> _RankSource | None:
+def _source_of(path: Path) -> RankSource | None:
     """The rank source at ``path`` itself (not in sub-folders), or None."""
     if path.is_file():
         return _file_source(path)
@@ -164,7 +164,7 @@ def _source_of(path: Path) -> _RankSource | None:
         return (
             None
             if source is None
-            else _RankSource(source.kind, path.parent, db=source.db, text=source.text)
+            else RankSource(source.kind, path.parent, db=source.db, text=source.text)
         )
     torch_npu = _torch_npu_source(path)
     if torch_npu is not None:
@@ -172,20 +172,20 @@ def _source_of(path: Path) -> _RankSource | None:
     return _msprof_source(path)
 
 
-def _file_source(path: Path) -> _RankSource | None:
+def _file_source(path: Path) -> RankSource | None:
     name = path.name
     if _TORCH_NPU_DB.match(name):
         if path.parent.name == _PROFILER_OUTPUT:
             source = _torch_npu_source(path.parent.parent)
             if source is not None and source.db == path:
                 return source
-        return _RankSource(SOURCE_TORCH_NPU_DB, path, db=path)
+        return RankSource(SOURCE_TORCH_NPU_DB, path, db=path)
     if _MSPROF_DB.match(name):
-        return _RankSource(SOURCE_MSPROF_CLI, path, db=path)
+        return RankSource(SOURCE_MSPROF_CLI, path, db=path)
     if _MSPROF_JSON.match(name):
-        return _RankSource(SOURCE_MSPROF_CLI, path, text=ascend_text.TextFiles(timeline=(path,)))
+        return RankSource(SOURCE_MSPROF_CLI, path, text=ascend_text.TextFiles(timeline=(path,)))
     if _OP_SUMMARY.match(name):
-        return _RankSource(SOURCE_MSPROF_CLI, path, text=ascend_text.TextFiles(kernels=(path,)))
+        return RankSource(SOURCE_MSPROF_CLI, path, text=ascend_text.TextFiles(kernels=(path,)))
     if name in ("trace_view.json", "kernel_details.csv"):
         if path.parent.name == _PROFILER_OUTPUT:
             return _torch_npu_source(path.parent.parent)
@@ -194,7 +194,7 @@ def _file_source(path: Path) -> _RankSource | None:
             if name.endswith(".json")
             else ascend_text.TextFiles(kernels=(path,))
         )
-        return _RankSource(SOURCE_TORCH_NPU_TEXT, path, text=files)
+        return RankSource(SOURCE_TORCH_NPU_TEXT, path, text=files)
     return None
 
 
@@ -210,7 +210,7 @@ def _looks_like_output(path: Path) -> bool:
     return (path / _PROFILER_OUTPUT).is_dir() or (path / _MSPROF_OUTPUT).is_dir()
 
 
-def _rank_sources(path: Path) -> list[_RankSource]:
+def rank_sources(path: Path) -> list[RankSource]:
     """Every rank source at ``path``: itself, or its direct sub-directories.
 
     Raises:
@@ -262,7 +262,7 @@ def _read_json(path: Path) -> Any:
         raise TraceFormatError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def _rank_from_info(source: _RankSource) -> int | None:
+def _rank_from_info(source: RankSource) -> int | None:
     if source.info is None:
         return None
     info = _read_json(source.info)
@@ -275,7 +275,7 @@ def _rank_from_info(source: _RankSource) -> int | None:
     return None
 
 
-def _default_device(source: _RankSource) -> int:
+def _default_device(source: RankSource) -> int:
     """The device index of a text export: memory tables name it (``NPU:3``)."""
     text = source.text
     for path in text.device_hints or (*text.kernels, *([text.memory] if text.memory else [])):
@@ -290,7 +290,7 @@ def _default_device(source: _RankSource) -> int:
     return 0
 
 
-def _base_meta(source: _RankSource) -> dict[str, Any]:
+def _base_meta(source: RankSource) -> dict[str, Any]:
     meta: dict[str, Any] = {"vendor": "ascend", "clock": "epoch_ns"}
     if source.info is not None:
         info = _read_json(source.info)
@@ -327,7 +327,7 @@ class _Loaded:
     matrix: list[dict[str, Any]] | None = None  # communication_matrix.json rows
 
 
-def _load_source(source: _RankSource) -> _Loaded:
+def _load_source(source: RankSource) -> _Loaded:
     meta = _base_meta(source)
     meta["source_kind"] = source.kind
     rank = _rank_from_info(source)
@@ -382,7 +382,7 @@ def load_ascend(path: Path, *, progress: Callable[[int, int], None] | None = Non
     path = Path(path)
     if not path.exists():
         raise PerfledgerError(f"{path}: no such file or directory")
-    sources = _rank_sources(path)
+    sources = rank_sources(path)
     if not sources:
         raise PerfledgerError(_nothing_found(path))
     loaded: list[_Loaded] = []
@@ -421,14 +421,14 @@ def _matrix_table(rows: list[dict[str, Any]] | None, rank: int) -> pa.Table | No
     )
 
 
-def _main_file(source: _RankSource) -> Path | None:
+def main_file(source: RankSource) -> Path | None:
     if source.db is not None:
         return source.db
     files = source.text.timeline or source.text.kernels
     return files[0] if files else None
 
 
-def _fingerprint(path: Path) -> tuple[int, bytes]:
+def fingerprint(path: Path) -> tuple[int, bytes]:
     """Size and a hash of the head and tail: enough to tell two ranks' outputs apart."""
     size = path.stat().st_size
     digest = hashlib.blake2b(digest_size=16)
@@ -441,17 +441,17 @@ def _fingerprint(path: Path) -> tuple[int, bytes]:
 
 
 def _flag_copies(
-    sources: list[_RankSource], loaded: list[_Loaded], ranks: list[int]
+    sources: list[RankSource], loaded: list[_Loaded], ranks: list[int]
 ) -> list[_Loaded]:
     """Report ranks whose output is byte for byte another rank's (a copy gone wrong)."""
     seen: dict[tuple[int, bytes], tuple[int, Path]] = {}
     flagged: list[_Loaded] = []
     for source, item, rank in zip(sources, loaded, ranks, strict=True):
-        path = _main_file(source)
+        path = main_file(source)
         if path is None or len(sources) == 1:
             flagged.append(item)
             continue
-        key = _fingerprint(path)
+        key = fingerprint(path)
         if key in seen:
             other_rank, other = seen[key]
             note = (

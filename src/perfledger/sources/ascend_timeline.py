@@ -97,7 +97,7 @@ def _raw_columns(events: list[_Event], path: Path) -> pa.Table:
     return pa.table(columns)
 
 
-def _decode(path: Path, chunk_bytes: int = CHUNK_BYTES) -> pa.Table:
+def decode_timeline(path: Path, chunk_bytes: int = CHUNK_BYTES) -> pa.Table:
     """One timeline file as a table of raw columns (strings), decoded piece by piece.
 
     Decoding a few MB at a time keeps one piece's Python objects alive instead of the whole
@@ -319,7 +319,7 @@ def read_timeline(paths: Sequence[Path], default_device: int) -> build.Staged:
         paths: the timeline files of one rank.
         default_device: the device index when the timeline does not name one.
     """
-    tables = [_decode(path) for path in paths]
+    tables = [decode_timeline(path) for path in paths]
     raw = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     del tables
     con = duckdb.connect()

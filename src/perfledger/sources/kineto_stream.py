@@ -185,7 +185,7 @@ class _Source:
         self._raw.close()
 
 
-def _structure(buf: bytes, start: int, stop: int) -> tuple[list[int], int, int]:
+def element_structure(buf: bytes, start: int, stop: int) -> tuple[list[int], int, int]:
     """Exact scan of array elements in ``buf[start:stop]``, which begins at element level.
 
     Returns the end offsets (one past ``}``) of the complete top-level elements, the offset of
@@ -336,7 +336,7 @@ class Splitter:
 
     def _decode_exact(self, limit: int) -> tuple[Chunk, int]:
         """Decode ``buf[:limit]`` after an exact scan; returns events and bytes consumed."""
-        ends, array_end, broken = _structure(self.buf, 0, limit)
+        ends, array_end, broken = element_structure(self.buf, 0, limit)
         cut = ends[-1] if ends else 0
         events = Chunk([])
         if ends:
