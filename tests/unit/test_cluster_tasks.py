@@ -44,6 +44,7 @@ def result(
         annotated_steps=0,
         events_rows=0,
         tables={},
+        table_files={},
         events_parquet=Path("/run/events.parquet"),
         communication=COMMUNICATION_SCHEMA.empty_table(),
         collectives=COLLECTIVES_SCHEMA.empty_table(),

@@ -24,7 +24,13 @@ from typing import Any, Final
 
 from perfledger.errors import PerfledgerError
 from perfledger.orphans import exit_with_parent
-from perfledger.run.tasks import RankFailure, RankResult, RankTask, run_rank_task
+from perfledger.run.tasks import (
+    RankFailure,
+    RankResult,
+    RankTask,
+    TaskProgress,
+    run_rank_task,
+)
 
 LOCAL_DASK: Final = "local"
 Progress = Callable[[int, int], None]
@@ -84,14 +90,19 @@ class Runner:
 
 
 @contextlib.contextmanager
-def open_runner(execution: Execution, task_count: int) -> Iterator[Runner]:
-    """A :class:`Runner` for ``execution``, closed (pool or cluster shut down) on exit."""
+def open_runner(
+    execution: Execution, task_count: int, report: TaskProgress | None = None
+) -> Iterator[Runner]:
+    """A :class:`Runner` for ``execution``, closed (pool or cluster shut down) on exit.
+
+    ``report``: where tasks run in this process report their import and phases.
+    """
     workers = execution.worker_count(task_count)
     if execution.dask is not None:
         with _dask_client(execution.dask, workers) as (client, description):
             yield Runner(lambda tasks, progress: _run_dask(client, tasks, progress), description)
     elif workers == 0:
-        yield Runner(_run_inline, "this process")
+        yield Runner(lambda tasks, progress: _run_inline(tasks, progress, report), "this process")
     else:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
@@ -106,10 +117,12 @@ def open_runner(execution: Execution, task_count: int) -> Iterator[Runner]:
             )
 
 
-def _run_inline(tasks: Sequence[RankTask], progress: Progress | None) -> list[Outcome]:
+def _run_inline(
+    tasks: Sequence[RankTask], progress: Progress | None, report: TaskProgress | None
+) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for task in tasks:
-        outcomes.append(run_rank_task(task))
+        outcomes.append(run_rank_task(task, report))
         if progress is not None:
             progress(len(outcomes), len(tasks))
     return outcomes

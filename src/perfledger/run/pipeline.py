@@ -1,66 +1,63 @@
 """From trace files to a profile directory: import, analyse once, write every artefact.
 
-Compute once, write many times: :func:`analyze_traces` returns frozen results; the writers in
-:mod:`perfledger.render` only lay those results out.
+Compute once, write many times: the rank tasks and the merge of their results make frozen
+results; the writers in :mod:`perfledger.render` only lay those results out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import pyarrow as pa
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
-from perfledger.analysis import ops
-from perfledger.analysis.advisor import AdvisorConfig, RankAdvice, diagnose
+from perfledger.analysis.advisor import AdvisorConfig, diagnose
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
-from perfledger.analysis.cluster.merge import merge_gap_reports
-from perfledger.analysis.profile import analyze_traces, cluster_pass, profile_gaps, steps_table
-from perfledger.analysis.transfers import transfers_from_spellings
 from perfledger.errors import PerfledgerError
 from perfledger.files import write_json
 from perfledger.memory import release_freed_memory
 from perfledger.model import schema
-from perfledger.model.accounts import Accounting
-from perfledger.model.profile import ProfileAnalysis, RankAnalysis
+from perfledger.model.profile import ProfileAnalysis
 from perfledger.model.schema import STEP_TIMES_SCHEMA
 from perfledger.model.trace import Trace, loss_line
 from perfledger.profiledir import artefacts
-from perfledger.profiledir.layout import META_JSON, RAW_DIR, TABLES_DIR
+from perfledger.profiledir.layout import (
+    EVENTS_TABLE,
+    META_JSON,
+    RAW_DIR,
+    TABLES_DIR,
+    rank_part_name,
+)
 from perfledger.profiledir.writer import check_target, copy_source, staged_directory, write_table
 from perfledger.render.csvs import write_csv
 from perfledger.run.execution import Execution, open_runner
+from perfledger.run.merge import analysis_from_results
+from perfledger.run.progress import (
+    PHASE_ADVISOR,
+    PHASE_MERGE,
+    PHASE_TABLES,
+    ConsoleDisplay,
+    Display,
+    TaskReport,
+)
 from perfledger.run.tasks import (
     RankResult,
     RankTask,
+    TaskProgress,
     flag_copies,
     plan_tasks,
-    read_ipc,
     resolve_ranks,
 )
-from perfledger.sources import load_traces
 from perfledger.sources.base import decoded_bytes
 from perfledger.version import __version__
 
@@ -72,106 +69,6 @@ class ProfileResult:
     path: Path
     analysis: ProfileAnalysis
     summary: dict[str, Any]
-
-
-def analysis_from_results(
-    results: Sequence[RankResult],
-    counters: pa.Table | None = None,
-    *,
-    slow_rank_excess_pct: float = DEFAULT_EXCESS_PCT,
-) -> ProfileAnalysis:
-    """The profile's analysis from rank tasks' results, their tables memory-mapped.
-
-    Equal, table for table, to :func:`analyze_traces` on the same traces: per-rank pieces
-    are put back in the order the whole-profile analyses sort their rows, per-rank sums are
-    added up, and each rank's advisor findings come along for :func:`diagnose` to merge.
-    """
-    started = time.perf_counter()
-    ranks: list[RankAnalysis] = []
-    summaries: list[pa.Table] = []
-    details: list[pa.Table] = []
-    for result in results:
-        tables = {name: read_ipc(path) for name, path in result.tables.items()}
-        trace = Trace(
-            events=tables["events"],
-            counters=tables["counters"],
-            meta=result.meta,
-            source_kind=result.source_kind,
-            source_files=result.source_files,
-            loss=result.loss,
-            communication_matrix=result.communication_matrix,
-        )
-        accounting = Accounting(result.accounts, tables["gaps"], result.host_accounts)
-        ranks.append(
-            RankAnalysis(
-                trace=trace,
-                events=tables["events"],
-                windows=result.windows,
-                accounting=accounting,
-                annotated_steps=result.annotated_steps,
-            )
-        )
-        summaries.append(tables["op_summary"])
-        details.append(tables["kernel_details"])
-    events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
-    all_counters = [r.trace.counters for r in ranks]
-    if counters is not None:
-        all_counters.append(counters.cast(schema.COUNTERS_SCHEMA))
-    # A rank without device tasks summarises its host operators; next to ranks with device
-    # tasks it contributes no row, as in the whole-profile summary.
-    device_summaries = [t for t in summaries if "self_ns" not in t.column_names]
-    summary = pa.concat_tables(device_summaries or summaries)
-    collectives = pa.concat_tables([r.collectives for r in results])
-    links = pa.concat_tables([r.links for r in results])
-    return ProfileAnalysis(
-        ranks=tuple(ranks),
-        events=events,
-        counters=pa.concat_tables(all_counters) if all_counters else schema.empty_counters(),
-        steps=steps_table(ranks),
-        gaps=profile_gaps(ranks),
-        op_summary=summary,
-        op_statistic=ops.op_statistic(events, summary),
-        kernel_details=pa.concat_tables(details),
-        api_statistic=ops.merge_api_statistics([r.api_statistic for r in results]),
-        transfers=transfers_from_spellings([r.copy_spellings for r in results]),
-        communication=pa.concat_tables([r.communication for r in results]),
-        gap_report=merge_gap_reports([r.gap_report for r in results]),
-        timings={"merge_s": time.perf_counter() - started},
-        cluster=cluster_pass(ranks, collectives, links, slow_rank_excess_pct),
-        rank_advice=_advice_of(results),
-    )
-
-
-def _advice_of(results: Sequence[RankResult]) -> tuple[RankAdvice, ...] | None:
-    """The advice every task made, in the results' order (None when a task made none)."""
-    advice = tuple(r.advice for r in results if r.advice is not None)
-    return advice if len(advice) == len(results) else None
-
-
-def _progress_bar(console: Console) -> Progress:
-    return Progress(
-        TextColumn("[bold]importing[/] {task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-
-
-def import_with_progress(
-    inputs: Sequence[Path], console: Console, *, workers: int = 0
-) -> list[Trace]:
-    """Import the traces, drawing a progress bar on a terminal."""
-    with _progress_bar(console) as bar:
-        task = bar.add_task(", ".join(p.name for p in inputs)[:60], total=None)
-
-        def report(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total or None)
-
-        return load_traces(inputs, progress=report, workers=workers)
 
 
 def _meta_document(
@@ -205,15 +102,18 @@ def build_profile(
     counters: pa.Table | None = None,
     step_times: pa.Table | None = None,
     console: Console | None = None,
+    display: Display | None = None,
     advisor_config: AdvisorConfig | None = None,
     execution: Execution | None = None,
 ) -> ProfileResult:
     """Import ``inputs``, analyse them and write the profile directory ``out_dir``.
 
-    One rank is imported and analysed in this process. Several ranks (or any input with
-    ``execution.dask``) are imported and analysed as independent tasks, one per rank, on a
-    local process pool or a Dask cluster; the tasks write their big tables into the staging
-    directory and the profile-wide analyses read them memory-mapped.
+    One path for one rank or many: each rank is a task (:func:`~perfledger.run.tasks.
+    run_rank_task`) that imports, analyses and diagnoses it; one rank, or a few small ones,
+    run in this process, more on a local process pool or a Dask cluster (their big tables
+    written into the staging directory and read back memory-mapped). The tasks' results make
+    the profile's analysis (:func:`~perfledger.run.merge.analysis_from_results`), which the
+    profile writer lays out.
 
     Args:
         inputs: trace files or folders (one rank each, or folders of ranks).
@@ -223,83 +123,96 @@ def build_profile(
         counters: host counters sampled outside the traces (COUNTERS_SCHEMA).
         step_times: the recorder's timing of every step, profiled or not (STEP_TIMES_SCHEMA).
         console: where to print; a plain stdout console by default.
+        display: where progress goes (default: bars and a status line on ``console``).
         advisor_config: rule thresholds and device override for the advisor.
         execution: where rank tasks run (default: a local pool, one worker per core).
     """
     console = console or Console()
+    display = display or ConsoleDisplay(console)
     check_target(out_dir, force=force)
     execution = execution or Execution()
-    excess = _slow_rank_excess_pct(advisor_config)
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
+    chunk_workers = execution.chunk_workers()
     planned = plan_tasks(inputs, Path())
-    if len(planned) < 2 and execution.dask is None:
-        traces = import_with_progress(inputs, console, workers=execution.chunk_workers())
-        timings["import_s"] = time.perf_counter() - started
-        if not traces:
-            raise PerfledgerError("no trace to analyse")
-        with _phase_status(console) as show:
-            show(PHASE_ANALYSIS)
-            analysis = analyze_traces(traces, counters, slow_rank_excess_pct=excess)
-            timings.update(analysis.timings)
-            release_freed_memory()  # the passes' temporaries: 140 MB on the 486 MB bench trace
-            with staged_directory(out_dir, force=force) as staging:
-                summary = _write_profile(
-                    staging,
-                    analysis,
-                    inputs,
-                    out_dir.name,
-                    meta=meta,
-                    step_times=step_times,
-                    advisor_config=advisor_config,
-                    timings=timings,
-                    show=show,
-                    events=True,
-                )
-        artefacts.print_profile(console, analysis, summary, out_dir)
-        return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
-
-    small = execution.dask is None and _input_bytes(planned) < SMALL_INPUT_BYTES
-    if execution.workers is None and small:
+    if not planned:
+        raise PerfledgerError("no trace to analyse")
+    started = time.perf_counter()
+    inline = execution.dask is None and (
+        len(planned) == 1
+        or execution.workers == 0
+        or (execution.workers is None and _input_bytes(planned) < SMALL_INPUT_BYTES)
+    )
+    if inline:
         execution = Execution(workers=0)
-    with staged_directory(out_dir, force=force) as staging:
+    outside = counters.cast(schema.COUNTERS_SCHEMA) if counters is not None else None
+    with (
+        staged_directory(out_dir, force=force) as staging,
+        TaskReport(display, ", ".join(p.name for p in inputs)) as report,
+    ):
         work = staging / _TASKS_DIR
-        outside = counters.cast(schema.COUNTERS_SCHEMA) if counters is not None else None
         tasks = [
             replace(
-                t, work_dir=work / t.work_dir.name, advisor_config=advisor_config, counters=outside
+                t,
+                work_dir=work / t.work_dir.name,
+                advisor_config=advisor_config,
+                counters=outside,
+                # one trace read here: its decoding may use the cores the pool would have
+                import_workers=chunk_workers if len(planned) == 1 else 0,
+                spill=not inline,
             )
             for t in planned
         ]
-        results, executor = run_rank_tasks(tasks, execution, console)
-        timings["ranks_s"] = time.perf_counter() - started
-        for phase in ("import_s", "analysis_s", "advisor_s", "write_s", "copy_s"):
-            timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
-        with _phase_status(console) as show:
-            show(PHASE_MERGE)
-            analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
-            timings.update(analysis.timings)
-            events_dir = staging / TABLES_DIR / "events"
-            events_dir.mkdir(parents=True)
-            for result in results:
-                result.events_parquet.rename(events_dir / f"rank={result.rank}.parquet")
-            extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
-            summary = _write_profile(
-                staging,
-                analysis,
-                inputs,
-                out_dir.name,
-                meta=extra,
-                step_times=step_times,
-                advisor_config=advisor_config,
-                timings=timings,
-                copies={s: c for r in results for s, c in r.raw_copies.items()},
-                show=show,
-            )
+        one = report if len(tasks) == 1 and inline else None
+        results, executor = run_rank_tasks(tasks, execution, display, one)
+        timings = _task_timings(results, time.perf_counter() - started)
+        if len(results) > 1:
+            report.phase(PHASE_MERGE)
+        merged = time.perf_counter()
+        excess = _slow_rank_excess_pct(advisor_config)
+        analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
+        timings["merge_s"] = time.perf_counter() - merged
+        _place_events(staging, results)
+        extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
+        summary = _write_profile(
+            staging,
+            analysis,
+            inputs,
+            out_dir.name,
+            meta=extra,
+            step_times=step_times,
+            advisor_config=advisor_config,
+            timings=timings,
+            copies={s: c for r in results for s, c in r.raw_copies.items()},
+            show=report.phase,
+            diagnosed=len(results) == 1,
+        )
         # the mapped tables stay readable through open maps once their files are gone
         shutil.rmtree(work)
     artefacts.print_profile(console, analysis, summary, out_dir)
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
+
+
+def _task_timings(results: Sequence[RankResult], ranks_s: float) -> dict[str, float]:
+    """The phases of the rank tasks in meta.json's timings: one rank's own, else their sums."""
+    phases = ("import_s", "analysis_s", "advisor_s", "write_s", "copy_s")
+    if len(results) == 1:
+        return {phase: results[0].timings.get(phase, 0.0) for phase in phases}
+    timings = {"ranks_s": ranks_s}
+    for phase in phases:
+        timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
+    return timings
+
+
+def _place_events(staging: Path, results: Sequence[RankResult]) -> None:
+    """The tasks' events tables into tables/: one file for one rank, a file per rank else."""
+    tables = staging / TABLES_DIR
+    tables.mkdir(exist_ok=True)
+    if len(results) == 1:
+        results[0].events_parquet.rename(tables / f"{EVENTS_TABLE}.parquet")
+        return
+    folder = tables / EVENTS_TABLE
+    folder.mkdir()
+    for result in results:
+        result.events_parquet.rename(folder / rank_part_name(result.rank))
 
 
 _TASKS_DIR = ".ranks"
@@ -338,13 +251,13 @@ def _write_profile(
     timings: dict[str, float],
     copies: Mapping[Path, Path] | None = None,
     show: Callable[[str], None] | None = None,
-    events: bool = False,
+    diagnosed: bool = False,
 ) -> dict[str, Any]:
     """Everything but the rank tasks' events tables: raw copies, tables, artefacts, meta.json.
 
     ``copies``: source files the rank tasks already copied (source -> copy), moved into raw/.
-    ``show``: told the name of each phase as it starts. ``events``: write the events table
-    too (``analysis.events``, as one file).
+    ``show``: told the name of each phase as it starts. ``diagnosed``: the rank rules ran in
+    the rank's task already (the status line said so); what runs here is the profile's.
 
     What does not depend on the advisor's findings (the raw copies, the Parquet tables, the
     CSVs) is written on a thread of its own while the advisor runs: Parquet and CSV encoding,
@@ -353,16 +266,17 @@ def _write_profile(
     show = show or (lambda phase: None)
     traces = [r.trace for r in analysis.ranks]
     overhead = profiler_overhead_pct(meta)
-    show(PHASE_ADVISOR)
+    if not diagnosed:
+        show(PHASE_ADVISOR)
     stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="profile-writer") as writer:
         written = writer.submit(
-            _write_independent, staging, analysis, inputs, step_times, copies, events, stop
+            _write_independent, staging, analysis, inputs, step_times, copies, stop
         )
         try:
             advised = time.perf_counter()
             advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
-            timings["advisor_s"] = time.perf_counter() - advised
+            timings["profile_advisor_s"] = time.perf_counter() - advised
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
             raise
@@ -395,7 +309,6 @@ def _write_independent(
     inputs: Sequence[Path],
     step_times: pa.Table | None,
     copies: Mapping[Path, Path] | None,
-    events: bool,
     stop: threading.Event,
 ) -> dict[str, float]:
     """The raw copies, the Parquet tables and the CSVs (none of them needs the findings);
@@ -406,8 +319,6 @@ def _write_independent(
             raise PerfledgerError("the profile was abandoned")
 
     started = time.perf_counter()
-    if events:
-        write_table(staging, "events", analysis.events)
     raw = staging / RAW_DIR
     raw.mkdir()
     traces = [r.trace for r in analysis.ranks]
@@ -436,31 +347,35 @@ def _write_independent(
 
 
 def run_rank_tasks(
-    tasks: Sequence[RankTask], execution: Execution, console: Console
+    tasks: Sequence[RankTask],
+    execution: Execution,
+    display: Display,
+    report: TaskProgress | None = None,
 ) -> tuple[list[RankResult], str]:
     """Run the rank tasks; results sorted by rank, and how they ran.
 
     Ranks are settled as :func:`perfledger.sources.load_traces` settles them; a trace whose
     rank is decided by its file name or position is analysed again under that rank (only
-    traces that do not name their own rank, or name another trace's).
+    traces that do not name their own rank, or name another trace's). ``report``: the
+    progress of a single task run in this process (its import bar and phases).
     """
-    with open_runner(execution, len(tasks)) as runner, _rank_progress(console) as bar:
-        task_id = bar.add_task(runner.description, total=len(tasks))
-
-        def report(done: int, total: int) -> None:
-            bar.update(task_id, completed=done, total=total)
-
-        results = runner.run(tasks, report)
-        ranks = resolve_ranks(results)
-        again = [
-            replace(task, rank=rank)
-            for task, result, rank in zip(tasks, results, ranks, strict=True)
-            if result.rank != rank
-        ]
-        if again:
-            bar.update(task_id, description=f"{runner.description}, renumbered ranks")
-            redone = {r.index: r for r in runner.run(again)}
-            results = [redone.get(r.index, r) for r in results]
+    with open_runner(execution, len(tasks), report) as runner:
+        with contextlib.ExitStack() as bars:
+            done = (
+                None
+                if report is not None
+                else bars.enter_context(display.ranks(runner.description, len(tasks)))
+            )
+            results = runner.run(tasks, done)
+            ranks = resolve_ranks(results)
+            again = [
+                replace(task, rank=rank)
+                for task, result, rank in zip(tasks, results, ranks, strict=True)
+                if result.rank != rank
+            ]
+            if again:
+                redone = {r.index: r for r in runner.run(again)}
+                results = [redone.get(r.index, r) for r in results]
         description = runner.description
     results = sorted(results, key=lambda r: r.rank)
     _settle_world_size(results)
@@ -490,50 +405,6 @@ def _tasks_document(results: Sequence[RankResult], executor: str) -> dict[str, A
             for r in results
         ],
     }
-
-
-# What the status line says while each phase after the import runs.
-PHASE_ANALYSIS: Final = "analysing: steps, time account, operators"
-PHASE_MERGE: Final = "merging the ranks"
-PHASE_ADVISOR: Final = "diagnosing: advisor rules"
-PHASE_TABLES: Final = "writing: raw copies, tables, CSVs"
-
-
-@contextmanager
-def _phase_status(console: Console) -> Iterator[Callable[[str], None]]:
-    """A line naming the phase running now and its time so far (on a terminal only; it is
-    gone when the block ends). Yields the function that starts the next phase."""
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-        redirect_stderr=False,  # what goes to stderr meanwhile stays there (``2>file``)
-    ) as bar:
-        current: list[TaskID] = []
-
-        def show(phase: str) -> None:
-            for task in current:
-                bar.remove_task(task)
-            current[:] = [bar.add_task(phase, total=None)]
-
-        yield show
-
-
-@contextmanager
-def _rank_progress(console: Console) -> Iterator[Progress]:
-    with Progress(
-        TextColumn("[bold]analysing ranks[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ) as bar:
-        yield bar
 
 
 def profiler_overhead_pct(meta: Mapping[str, Any] | None) -> float | None:

@@ -1,11 +1,14 @@
-"""One rank as one independent task: import it, analyse it, write its big tables, return the rest.
+"""One rank as one independent task: import it, analyse it, diagnose it, write its files.
 
-:func:`run_rank_task` is a plain module-level function of a picklable :class:`RankTask`: the
-local process pool and Dask workers call the very same function. It writes the rank's big
-tables into the task's folder — Arrow IPC files the parent memory-maps (zero-copy: the
-parent's private memory does not grow with the ranks) and the events as Parquet for
-``perfledger query`` — and returns a small :class:`RankResult`: step windows, accounts,
-collectives, the worst gaps, per-rank communication figures, paths and timings.
+:func:`run_rank_task` is the one path from a rank's trace to its results, whether it runs in
+this process (one rank, or a few small ones) or on a local process pool or Dask workers — the
+very same function of a picklable :class:`RankTask`. It writes the rank's events as Parquet
+(for ``perfledger query``) and copies its source files for the profile's raw/, both on a
+thread while the advisor runs. Run in another process (``spill``), it also writes its big
+tables as Arrow IPC files the parent memory-maps (zero-copy: the parent's private memory does
+not grow with the ranks) and returns a small :class:`RankResult`: step windows, accounts,
+collectives, the worst gaps, per-rank communication figures, paths and timings; run here,
+the result holds the tables themselves.
 
 A bad trace is not an exception crossing process boundaries: the task returns its one-line
 message and exit code, and the parent raises it.
@@ -17,17 +20,20 @@ import os
 import re
 import resource
 import shutil
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from perfledger.analysis.advisor import AdvisorConfig, RankAdvice
+from perfledger.analysis.advisor import AdvisorConfig, RankAdvice, diagnose_rank
 from perfledger.analysis.cluster.collectives import collective_tasks, link_usage
+from perfledger.analysis.profile import analyze_rank, profile_of_rank, rank_counters
 from perfledger.analysis.transfers import copy_spellings
 from perfledger.errors import PerfledgerError
 from perfledger.files import replacing
@@ -36,6 +42,7 @@ from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccou
 from perfledger.model.gaps import GapReport
 from perfledger.model.trace import Trace
 from perfledger.profiledir.writer import copy_source
+from perfledger.run.progress import PHASE_ADVISOR, PHASE_ANALYSIS
 from perfledger.sources import discover
 
 KINETO: Final = "kineto"
@@ -60,6 +67,9 @@ class RankTask:
         advisor_config: the advisor's configuration: the task diagnoses its rank.
         counters: host counters sampled outside the traces (the recorder's): the task keeps
             the rows of its rank.
+        import_workers: processes that decode one large Kineto trace (0: this process).
+        spill: write the big tables as Arrow IPC files for a parent in another process
+            (False: the result holds them).
     """
 
     index: int
@@ -69,6 +79,16 @@ class RankTask:
     rank: int | None = None
     advisor_config: AdvisorConfig | None = None
     counters: pa.Table | None = None
+    import_workers: int = 0
+    spill: bool = True
+
+
+class TaskProgress(Protocol):
+    """Where a task run in this process reports its progress (see run.progress.TaskReport)."""
+
+    def imported(self, done: int, total: int) -> None: ...
+
+    def phase(self, name: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +107,8 @@ class RankResult:
     host_accounts: tuple[HostWindowAccount, ...]
     annotated_steps: int
     events_rows: int
-    tables: dict[str, Path]  # IPC_TABLES name -> Arrow IPC file
+    tables: dict[str, pa.Table]  # IPC_TABLES name -> table (empty when spilled)
+    table_files: dict[str, Path]  # IPC_TABLES name -> Arrow IPC file (when spilled)
     events_parquet: Path
     communication: pa.Table
     collectives: pa.Table
@@ -140,57 +161,71 @@ def ascend_rank_paths(path: Path) -> list[Path]:
     return [source.root for source in sources] or [path]
 
 
-def run_rank_task(task: RankTask) -> RankResult | RankFailure:
-    """Import one rank, analyse it, write its tables under ``task.work_dir``."""
-    outcome = _run(task)
+def run_rank_task(task: RankTask, progress: TaskProgress | None = None) -> RankResult | RankFailure:
+    """Import one rank, analyse and diagnose it, write its files under ``task.work_dir``.
+
+    ``progress``: told the bytes read and each phase (a task run in this process only).
+    """
+    outcome = _run(task, progress)
     # A worker reads rank after rank: hand the freed rank's memory back before the next one
     # (Arrow's pool and the C heap keep freed blocks otherwise, and the peak creeps up).
     release_freed_memory()
     return outcome
 
 
-def _run(task: RankTask) -> RankResult | RankFailure:
-    from perfledger.analysis.advisor import diagnose_rank
-    from perfledger.analysis.profile import analyze_rank, profile_of_rank, rank_counters
+def loaded(result: RankResult) -> RankResult:
+    """The result with its spilled tables memory-mapped back (as it is when not spilled)."""
+    if not result.table_files or result.tables:
+        return result
+    return replace(result, tables={n: read_ipc(p) for n, p in result.table_files.items()})
 
+
+def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFailure:
     started = time.perf_counter()
     try:
-        trace = _load(task)
+        trace = _load(task, progress)
     except PerfledgerError as error:
         return RankFailure(task.index, task.path, error.message, error.exit_code)
     imported = time.perf_counter()
+    if progress is not None:
+        progress.phase(PHASE_ANALYSIS)
     claimed = trace.meta.get("rank")
     rank_analysis = analyze_rank(trace)
     outside = rank_counters(task.counters, trace.rank) if task.counters is not None else None
     profile = profile_of_rank(rank_analysis, outside)
     events = profile.events
-    comm = profile.communication
     collectives = collective_tasks(events)
     links = link_usage(events)
-    gaps = profile.gaps
+    spellings = copy_spellings(events)
+    release_freed_memory()  # the passes' temporaries: 140 MB on the 486 MB bench trace
     analysed = time.perf_counter()
-    advice = diagnose_rank(profile, task.advisor_config)
-    advised = time.perf_counter()
-
-    task.work_dir.mkdir(parents=True, exist_ok=True)
     tables = {
         "events": events,
         "counters": trace.counters,
-        "gaps": gaps,
+        "gaps": profile.gaps,
         "op_summary": profile.op_summary,
         "kernel_details": profile.kernel_details,
     }
-    paths = {name: write_ipc(t, task.work_dir / f"{name}.arrow") for name, t in tables.items()}
-    parquet = task.work_dir / EVENTS_PARQUET
-    pq.write_table(events, parquet, compression="zstd")
-    written = time.perf_counter()
-    copies = _copy_sources(trace.source_files, task.work_dir / RAW_COPIES)
-    copied = time.perf_counter()
-    rank = trace.rank
+    if progress is not None:
+        progress.phase(PHASE_ADVISOR)
+    task.work_dir.mkdir(parents=True, exist_ok=True)
+    # the files do not depend on the findings: written beside the advisor (Parquet encoding,
+    # compression and copying run mostly outside the GIL)
+    stop = threading.Event()
+    with ThreadPoolExecutor(1, thread_name_prefix="rank-writer") as writer:
+        written = writer.submit(_write_files, task, tables, trace.source_files, stop)
+        try:
+            advice = diagnose_rank(profile, task.advisor_config)
+        except BaseException:
+            stop.set()  # the writer ends with the file it is writing; the pool waits for it
+            raise
+        advised = time.perf_counter()
+        paths, parquet, copies, write_timings = written.result()
+    release_freed_memory()  # the rules' derived tables: 450 MB on the 486 MB bench trace
     main_file = _ascend_main_file(task.path) if task.fmt == ASCEND else None
     return RankResult(
         index=task.index,
-        rank=rank,
+        rank=trace.rank,
         claimed_rank=claimed if isinstance(claimed, int) and task.rank is None else None,
         source_kind=trace.source_kind,
         source_files=trace.source_files,
@@ -201,14 +236,15 @@ def _run(task: RankTask) -> RankResult | RankFailure:
         host_accounts=rank_analysis.accounting.host,
         annotated_steps=rank_analysis.annotated_steps,
         events_rows=events.num_rows,
-        tables=paths,
+        tables={} if task.spill else tables,
+        table_files=paths,
         events_parquet=parquet,
-        communication=comm,
+        communication=profile.communication,
         collectives=collectives,
         links=links,
         gap_report=profile.gap_report,
         api_statistic=profile.api_statistic,
-        copy_spellings=copy_spellings(events),
+        copy_spellings=spellings,
         communication_matrix=trace.communication_matrix,
         raw_copies=copies,
         advice=advice,
@@ -216,13 +252,42 @@ def _run(task: RankTask) -> RankResult | RankFailure:
             "import_s": imported - started,
             "analysis_s": analysed - imported,
             "advisor_s": advised - analysed,
-            "write_s": written - advised,
-            "copy_s": copied - written,
+            **write_timings,
         },
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         worker=f"{os.uname().nodename}:{os.getpid()}",
         main_file=main_file,
         fingerprint=_fingerprint(main_file) if main_file is not None else None,
+    )
+
+
+def _write_files(
+    task: RankTask, tables: dict[str, pa.Table], sources: Sequence[Path], stop: threading.Event
+) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, float]]:
+    """The rank's events as Parquet, its source copies, and (spilled) its IPC tables; the
+    seconds each took. Ends early, between two files, once ``stop`` is set."""
+
+    def check() -> None:
+        if stop.is_set():
+            raise PerfledgerError("the profile was abandoned")
+
+    started = time.perf_counter()
+    parquet = task.work_dir / EVENTS_PARQUET
+    with replacing(parquet) as temporary:
+        pq.write_table(tables["events"], temporary, compression="zstd")
+    paths = {}
+    if task.spill:
+        for name, table in tables.items():
+            check()
+            paths[name] = write_ipc(table, task.work_dir / f"{name}.arrow")
+    written = time.perf_counter()
+    check()
+    copies = _copy_sources(sources, task.work_dir / RAW_COPIES)
+    return (
+        paths,
+        parquet,
+        copies,
+        {"write_s": written - started, "copy_s": time.perf_counter() - written},
     )
 
 
@@ -278,14 +343,15 @@ def flag_copies(results: Sequence[RankResult]) -> list[RankResult]:
     return flagged
 
 
-def _load(task: RankTask) -> Trace:
+def _load(task: RankTask, progress: TaskProgress | None) -> Trace:
+    report = progress.imported if progress is not None else None
     if task.fmt == KINETO:
         from perfledger.sources.kineto import load_kineto
 
-        return load_kineto(task.path, rank=task.rank)
+        return load_kineto(task.path, rank=task.rank, progress=report, workers=task.import_workers)
     from perfledger.sources.ascend import load_ascend
 
-    traces = load_ascend(task.path)
+    traces = load_ascend(task.path, progress=report)
     if len(traces) != 1:
         raise PerfledgerError(f"{task.path}: expected one rank, found {len(traces)}")
     trace = traces[0]

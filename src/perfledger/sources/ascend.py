@@ -133,9 +133,7 @@ def _torch_npu_source(rank_dir: Path) -> RankSource | None:
             analysis_db=analysis if _nonempty(analysis) else None,
         )
     if _has_text(text):
-        return RankSource(
-            SOURCE_TORCH_NPU_TEXT, rank_dir, text=text, info=info, metadata=meta_path
-        )
+        return RankSource(SOURCE_TORCH_NPU_TEXT, rank_dir, text=text, info=info, metadata=meta_path)
     return None
 
 

@@ -1,7 +1,7 @@
 """The advisor: read a profile as the msprof guides' checklist does; say what holds the step back.
 
 Each rule is one module of this package (one diagnosis, thresholds with documented defaults).
-:func:`advise` runs them over a :class:`~perfledger.run.pipeline.ProfileAnalysis` and returns the
+:func:`advise` runs them over a :class:`~perfledger.model.profile.ProfileAnalysis` and returns the
 findings sorted by severity: the estimated time per step a fix would recover. A rule whose
 data is absent from the profile (no shapes, no host counters, no data loader ...) does not
 fire; :func:`skipped_rules` says which and why.
