@@ -60,7 +60,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis import intervals
+from perfledger.analysis import busy
 from perfledger.errors import PerfledgerError
 from perfledger.files import temporary_name
 from perfledger.memory import release_freed_memory
@@ -74,9 +74,6 @@ BoolArray = npt.NDArray[np.bool_]
 TIMELINE_FORMAT_VERSION: Final = 1
 # A step slice holds at most this many trace events, so one step always opens fast.
 STEP_MAX_EVENTS: Final = 200_000
-DEVICE_BUSY_BUCKET_NS: Final = 1_000_000
-# Device busy % gets at most this many buckets per device; longer profiles widen the bucket.
-DEVICE_BUSY_MAX_BUCKETS: Final = 200_000
 # A track needing more overflow lanes than this is pathological; the rest is dropped (counted).
 MAX_LANES: Final = 32
 _GZIP_LEVEL: Final = 3
@@ -151,61 +148,29 @@ def profile_origin_ns(events: pa.Table, counters: pa.Table | None = None) -> int
     return 0
 
 
-def device_busy_counters(
-    events: pa.Table,
-    *,
-    bucket_ns: int = DEVICE_BUSY_BUCKET_NS,
-    origin_ns: int | None = None,
-    max_buckets: int = DEVICE_BUSY_MAX_BUCKETS,
-) -> pa.Table:
-    """Device busy % per bucket (union of device tasks over all streams), as counter rows.
+def device_busy_counters(device_busy: pa.Table) -> pa.Table:
+    """Device busy % (:data:`perfledger.analysis.busy.DEVICE_BUSY_SCHEMA`) as counter rows.
 
-    One sample per bucket [t, t + bucket) aligned on the profile start, up to the end of the
-    device's last task, then a sample of 0; track ``device <d>``, name
-    ``busy % (<bucket> ms)``. A profile longer than ``max_buckets`` buckets gets wider
-    buckets (whole multiples of ``bucket_ns``).
+    One sample per bucket at its start, track ``device <d>``, name ``busy % (<width> ms)``,
+    value to 0.001 %.
     """
-    if events.num_rows == 0:
+    if device_busy.num_rows == 0:
         return schema.empty_counters()
-    origin = profile_origin_ns(events) if origin_ns is None else origin_ns
-    device = _int64(events, "device")
-    task = _kind_mask(events, schema.DEVICE_TASK_KINDS) & (device >= 0)
-    if not task.any():
-        return schema.empty_counters()
-    rank = _int64(events, "rank")
-    start = _int64(events, "start_ns")
-    end = start + _int64(events, "dur_ns")
-    parts: list[pa.Table] = []
-    keys = _unique_rows([rank[task], device[task]])[0]
-    for r, d in keys:
-        rows = task & (rank == r) & (device == d)
-        busy = intervals.union(start[rows], end[rows])
-        span_end = int(busy.ends[-1]) if len(busy) else origin
-        width = bucket_ns
-        count = -(-(span_end - origin) // width)
-        if count > max_buckets:
-            width = bucket_ns * -(-count // max_buckets)
-            count = -(-(span_end - origin) // width)
-        edges = origin + np.arange(count, dtype=np.int64) * width
-        busy_pct = busy.covered(edges, edges + width) * (100.0 / width)
-        # after its last task the device stays idle: a last sample brings the track to 0
-        edges = np.append(edges, origin + count * width)
-        busy_pct = np.append(busy_pct, 0.0)
-        count += 1
-        label = f"busy % ({width / 1e6:g} ms)"
-        parts.append(
-            pa.table(
-                {
-                    "rank": pa.array(np.full(count, r, dtype=np.int32)),
-                    "track": pa.array([f"device {d}"] * count, pa.string()),
-                    "name": pa.array([label] * count, pa.string()),
-                    "ts_ns": pa.array(edges),
-                    "value": pa.array(np.round(busy_pct, 3)),
-                },
-                schema=schema.COUNTERS_SCHEMA,
-            )
-        )
-    return pa.concat_tables(parts) if parts else schema.empty_counters()
+    devices, device_row = _factorize(_int64(device_busy, "device"))
+    widths, width_row = _factorize(_int64(device_busy, "width_ns"))
+    tracks = pa.array([f"device {d}" for d in devices.tolist()], pa.string())
+    labels = pa.array([f"busy % ({w / 1e6:g} ms)" for w in widths.tolist()], pa.string())
+    busy_pct = np.asarray(device_busy.column("busy_pct").to_numpy(), dtype=np.float64)
+    return pa.table(
+        {
+            "rank": device_busy.column("rank"),
+            "track": tracks.take(pa.array(device_row)),
+            "name": labels.take(pa.array(width_row)),
+            "ts_ns": device_busy.column("start_ns"),
+            "value": pa.array(np.round(busy_pct, 3)),
+        },
+        schema=schema.COUNTERS_SCHEMA,
+    )
 
 
 def write_timeline(
@@ -234,7 +199,7 @@ def write_timeline(
         findings: findings whose ``spans`` (``[{rank, start_ns, end_ns}]``) become slices.
         origin_ns: time zero of the file; the first event by default. Step slices share
             the origin of the whole profile so their times agree with it.
-        device_busy: add the device busy % counters computed from the device tasks.
+        device_busy: add the device busy % counters of the device tasks.
     """
     prepared = _prepare_once(
         events,
@@ -1270,9 +1235,9 @@ def _prepare(
     finding_build = _finding_spans(findings or (), layout)
     all_counters = [c for c in (counters,) if c is not None and c.num_rows]
     if device_busy:
-        busy = device_busy_counters(events, origin_ns=origin)
-        if busy.num_rows:
-            all_counters.append(busy)
+        busy_counters = device_busy_counters(busy.device_busy(events, origin_ns=origin))
+        if busy_counters.num_rows:
+            all_counters.append(busy_counters)
     counter_table = (
         pa.concat_tables(
             [
