@@ -19,12 +19,12 @@ from perfledger.analysis.busy import device_busy
 from perfledger.errors import PerfledgerError
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
-from perfledger.render import timeline
 from perfledger.render.timeline import (
     device_busy_counters,
     write_step_timelines,
     write_timeline,
 )
+from perfledger.render.timeline.layout import track_lanes
 from tests.synth import EventsBuilder, gaps_table
 from tests.timeline_check import Summary, load, perfetto_ns, validate
 
@@ -411,7 +411,7 @@ intervals_strategy = st.lists(
 def test_lanes_are_laminar_and_hold_everything(items: list[tuple[int, int]]) -> None:
     start = np.array([s for s, _ in items], dtype=np.int64)
     end = np.array([e for _, e in items], dtype=np.int64)
-    lanes = timeline._lanes(start, end)
+    lanes = track_lanes(start, end)
     assert (lanes >= 0).all()
     for k in np.unique(lanes):
         members = [items[i] for i in np.flatnonzero(lanes == k)]
@@ -432,7 +432,7 @@ def test_nested_families_stay_on_one_lane(items: list[tuple[int, int]]) -> None:
     start = np.array([s for s, _ in family], dtype=np.int64)
     end = np.array([e for _, e in family], dtype=np.int64)
     assert laminar(family)
-    assert (timeline._lanes(start, end) == 0).all()
+    assert (track_lanes(start, end) == 0).all()
 
 
 def test_counter_values_are_finite_numbers(tmp_path: Path) -> None:
