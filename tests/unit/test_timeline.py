@@ -15,15 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfledger.analysis.busy import device_busy
 from perfledger.errors import PerfledgerError
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
-from perfledger.render import timeline
 from perfledger.render.timeline import (
     device_busy_counters,
     write_step_timelines,
     write_timeline,
 )
+from perfledger.render.timeline.layout import track_lanes
 from tests.synth import EventsBuilder, gaps_table
 from tests.timeline_check import Summary, load, perfetto_ns, validate
 
@@ -298,7 +299,7 @@ def test_device_busy_is_the_union_over_streams_per_bucket() -> None:
     b.kernel(400 * US, 400 * US, "b", stream=8)  # [400, 800) µs: overlaps a by 200 µs
     b.memcpy(1_500 * US, 1_000 * US, stream=9)  # [1.5, 2.5) ms
     b.cpu_op(0, 3 * MS, "host op")  # host work is not device time
-    busy = device_busy_counters(b.table())
+    busy = device_busy_counters(device_busy(b.table()))
     assert busy.column("ts_ns").to_pylist() == [0, MS, 2 * MS, 3 * MS]
     # bucket 0: union [0, 800) µs = 80 %; bucket 1: [1.5, 2) ms = 50 %; bucket 2: 50 %;
     # then idle after the last task
@@ -308,7 +309,7 @@ def test_device_busy_is_the_union_over_streams_per_bucket() -> None:
 
 def test_device_busy_widens_buckets_on_long_profiles() -> None:
     b = EventsBuilder().kernel(0, 10 * MS, "a")
-    busy = device_busy_counters(b.table(), max_buckets=4)
+    busy = device_busy_counters(device_busy(b.table(), max_buckets=4))
     # 10 buckets of 1 ms would exceed 4: buckets of 3 ms, the last one partly past the end
     assert busy.column("ts_ns").to_pylist() == [0, 3 * MS, 6 * MS, 9 * MS, 12 * MS]
     assert busy.column("value").to_pylist() == [
@@ -410,7 +411,7 @@ intervals_strategy = st.lists(
 def test_lanes_are_laminar_and_hold_everything(items: list[tuple[int, int]]) -> None:
     start = np.array([s for s, _ in items], dtype=np.int64)
     end = np.array([e for _, e in items], dtype=np.int64)
-    lanes = timeline._lanes(start, end)
+    lanes = track_lanes(start, end)
     assert (lanes >= 0).all()
     for k in np.unique(lanes):
         members = [items[i] for i in np.flatnonzero(lanes == k)]
@@ -431,7 +432,7 @@ def test_nested_families_stay_on_one_lane(items: list[tuple[int, int]]) -> None:
     start = np.array([s for s, _ in family], dtype=np.int64)
     end = np.array([e for _, e in family], dtype=np.int64)
     assert laminar(family)
-    assert (timeline._lanes(start, end) == 0).all()
+    assert (track_lanes(start, end) == 0).all()
 
 
 def test_counter_values_are_finite_numbers(tmp_path: Path) -> None:

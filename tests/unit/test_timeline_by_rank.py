@@ -18,6 +18,7 @@ from perfledger.model import schema
 from perfledger.model.profile import ProfileAnalysis
 from perfledger.profiledir import artefacts
 from perfledger.render import timeline
+from perfledger.render.timeline import writer
 from perfledger.sources import load_traces
 from tests.cluster_gen import write_ranks
 from tests.paths import data_file
@@ -97,22 +98,16 @@ def write_all_at_once(
     directory: Path, analysis: ProfileAnalysis, findings: list[dict[str, Any]]
 ) -> list[Path]:
     whole = directory / "timeline.json.gz"
-    timeline.write_timeline(
-        whole,
+    # one preparation of the whole profile for the whole timeline and its step slices
+    prepared = timeline.prepare_timeline(
         analysis.events,
         gaps=analysis.gaps,
         counters=analysis.counters,
         findings=findings,
     )
+    timeline.write_prepared_timeline(whole, prepared)
     windows = [w for r in analysis.ranks if r.annotated_steps for w in r.windows]
-    slices = timeline.write_step_timelines(
-        directory / "timeline",
-        analysis.events,
-        windows,
-        analysis.gaps,
-        analysis.counters,
-        findings=findings,
-    )
+    slices = timeline.write_prepared_step_timelines(directory / "timeline", prepared, windows)
     return [whole, *slices]
 
 
@@ -286,14 +281,14 @@ def test_counters_and_spans_go_with_their_rank_and_strays_with_the_last(
 def test_each_rank_is_prepared_once_from_its_own_events(
     synthetic: ProfileAnalysis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    prepare = timeline._prepare
+    prepare = writer.prepare_timeline
     seen: list[tuple[list[int], int, int]] = []
 
     def spy(events: pa.Table, **kwargs: Any) -> Any:
         seen.append((pc.unique(events["rank"]).to_pylist(), events.num_rows, kwargs["first_pid"]))
         return prepare(events, **kwargs)
 
-    monkeypatch.setattr(timeline, "_prepare", spy)
+    monkeypatch.setattr(writer, "prepare_timeline", spy)
     paths = artefacts.write_timelines(tmp_path, synthetic, [])
     assert len(paths) == 4  # the whole timeline and 3 steps, all from these preparations
     # per rank: host process, device process, analysis process (busy counters)

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger.render.timeline import _distinct, _factorize, _unique_rows
+from perfledger.render.timeline.grouping import distinct, factorize, unique_rows
 
 _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 
@@ -24,7 +24,7 @@ _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 def test_unique_rows_matches_numpy(rows: list[list[int]]) -> None:
     table = np.array(rows, dtype=np.int64)
     columns = [table[:, j].copy() for j in range(table.shape[1])]
-    keys, inverse = _unique_rows(columns)
+    keys, inverse = unique_rows(columns)
     want_keys, want_inverse = np.unique(table, axis=0, return_inverse=True)
     assert keys.tolist() == want_keys.tolist()
     assert inverse.tolist() == want_inverse.reshape(-1).tolist()
@@ -34,7 +34,7 @@ def test_unique_rows_renumbers_before_the_code_overflows() -> None:
     # Five columns of 2000 distinct values each: 2000**5 > 2**62 combinations.
     rng = np.random.default_rng(7)
     table = rng.integers(0, 2000, size=(3000, 5), dtype=np.int64)
-    keys, inverse = _unique_rows([table[:, j].copy() for j in range(5)])
+    keys, inverse = unique_rows([table[:, j].copy() for j in range(5)])
     want_keys, want_inverse = np.unique(table, axis=0, return_inverse=True)
     assert np.array_equal(keys, want_keys)
     assert np.array_equal(inverse, want_inverse.reshape(-1))
@@ -42,15 +42,15 @@ def test_unique_rows_renumbers_before_the_code_overflows() -> None:
 
 
 def test_unique_rows_of_nothing() -> None:
-    keys, inverse = _unique_rows([np.zeros(0, np.int64), np.zeros(0, np.int64)])
+    keys, inverse = unique_rows([np.zeros(0, np.int64), np.zeros(0, np.int64)])
     assert keys.shape == (0, 2)
     assert inverse.size == 0
 
 
 def test_factorize_and_distinct() -> None:
     values = np.array([7, -2, 7, 2**40, -2, 0], dtype=np.int64)
-    distinct, index = _factorize(values)
-    assert distinct.tolist() == [-2, 0, 7, 2**40]
+    values_sorted, index = factorize(values)
+    assert values_sorted.tolist() == [-2, 0, 7, 2**40]
     assert index.tolist() == [2, 0, 2, 3, 0, 1]
-    assert _distinct(values).tolist() == [-2, 0, 7, 2**40]
-    assert _distinct(np.zeros(0, np.int64)).tolist() == []
+    assert distinct(values).tolist() == [-2, 0, 7, 2**40]
+    assert distinct(np.zeros(0, np.int64)).tolist() == []

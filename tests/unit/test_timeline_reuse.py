@@ -1,4 +1,5 @@
-"""The whole timeline and the step slices share one preparation, and only for the same inputs."""
+"""The whole timeline and the step slices can share one preparation; each writer prepares its own
+inputs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render import timeline
+from perfledger.render.timeline import writer
 from tests.synth import EventsBuilder
 
 US = 1_000
@@ -43,32 +45,41 @@ def _names(path: Path) -> set[str]:
     return {e["name"] for e in _trace(path)["traceEvents"] if e.get("ph") == "X"}
 
 
-def _write_both(directory: Path, events: pa.Table, findings: list[dict[str, Any]]) -> list[bytes]:
-    timeline.write_timeline(directory / "timeline.json.gz", events, findings=findings)
-    slices = timeline.write_step_timelines(
-        directory / "timeline", events, WINDOWS, None, None, findings=findings
-    )
-    return [gzip.decompress(p.read_bytes()) for p in (directory / "timeline.json.gz", *slices)]
+def _write_both(directory: Path, prepared: timeline.PreparedTimeline, runs: int = 1) -> list[bytes]:
+    """The whole timeline and the step slices of one preparation, written ``runs`` times."""
+    out: list[bytes] = []
+    for run in range(runs):
+        whole = directory / f"timeline_{run}.json.gz"
+        timeline.write_prepared_timeline(whole, prepared)
+        slices = timeline.write_prepared_step_timelines(
+            directory / f"timeline_{run}", prepared, WINDOWS
+        )
+        out.extend(gzip.decompress(p.read_bytes()) for p in (whole, *slices))
+    return out
 
 
-def test_step_slices_written_after_the_whole_timeline_equal_fresh_ones(
+def test_step_slices_of_the_whole_timelines_preparation_equal_fresh_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events = _events("gemm")
-    prepare = timeline._prepare
+    prepared = timeline.prepare_timeline(events)
+    prepare = writer.prepare_timeline
     calls: list[int] = []
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return prepare(*args, **kwargs)
 
-    monkeypatch.setattr(timeline, "_prepare", counted)
-    together = _write_both(tmp_path / "a", events, [])
-    assert len(calls) == 1
-    # step slices alone (no whole timeline before them) prepare for themselves
-    alone = timeline.write_step_timelines(tmp_path / "b", events, WINDOWS, None, None)
-    assert together[1:] == [gzip.decompress(p.read_bytes()) for p in alone]
-    assert not timeline._kept  # the step slices let the kept preparation go
+    monkeypatch.setattr(writer, "prepare_timeline", counted)
+    # written twice from the same preparation: writing leaves it as it was
+    together = _write_both(tmp_path / "a", prepared, runs=2)
+    assert not calls  # writing a preparation prepares nothing anew
+    assert together[:3] == together[3:]
+    monkeypatch.undo()
+    # the whole timeline and the step slices alone, each preparing for itself
+    whole = timeline.write_timeline(tmp_path / "b" / "timeline.json.gz", events)
+    alone = timeline.write_step_timelines(tmp_path / "b" / "timeline", events, WINDOWS, None, None)
+    assert together[:3] == [gzip.decompress(p.read_bytes()) for p in (whole.path, *alone)]
 
 
 def test_a_different_table_or_findings_is_prepared_anew(tmp_path: Path) -> None:
@@ -103,9 +114,7 @@ def test_shapes_and_dtypes_of_a_many_chunk_table(tmp_path: Path) -> None:
     assert "shapes" not in ops["aten::add"]  # null is left out
 
 
-def test_step_slices_written_together_equal_slices_written_one_by_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_step_slices_written_together_equal_slices_written_one_by_one(tmp_path: Path) -> None:
     b = EventsBuilder()
     windows = []
     for step in range(1, 9):
@@ -118,8 +127,9 @@ def test_step_slices_written_together_equal_slices_written_one_by_one(
         windows.append(StepWindow(0, step, t0, t0 + 100 * US, t0, t0 + 100 * US))
     events = b.table()
     together = timeline.write_step_timelines(tmp_path / "together", events, windows, None, None)
-    monkeypatch.setattr(timeline, "_STEP_WRITERS", 1)
-    alone = timeline.write_step_timelines(tmp_path / "alone", events, windows, None, None)
+    alone = timeline.write_step_timelines(
+        tmp_path / "alone", events, windows, None, None, writers=1
+    )
     assert [p.name for p in together] == [f"step_{s}.json.gz" for s in range(1, 9)]
     assert [p.read_bytes() for p in together] == [p.read_bytes() for p in alone]
     for step, path in enumerate(together, start=1):

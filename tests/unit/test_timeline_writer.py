@@ -6,12 +6,12 @@ import io
 
 import pytest
 
-from perfledger.render.timeline import _background_writes
+from perfledger.render.timeline.gzstream import background_writes
 
 
 def test_chunks_arrive_in_order() -> None:
     sink = io.BytesIO()
-    with _background_writes(sink) as write:
+    with background_writes(sink) as write:
         for i in range(200):
             write(memoryview(f"{i},".encode()))
     assert sink.getvalue() == "".join(f"{i}," for i in range(200)).encode()
@@ -23,14 +23,14 @@ class _FullDisk(io.BytesIO):
 
 
 def test_a_failed_write_is_raised_in_the_caller() -> None:
-    with pytest.raises(OSError, match="No space left"), _background_writes(_FullDisk()) as write:
+    with pytest.raises(OSError, match="No space left"), background_writes(_FullDisk()) as write:
         for _ in range(10):
             write(memoryview(b"x"))
 
 
 def test_an_error_of_the_caller_stops_the_writer() -> None:
     sink = io.BytesIO()
-    with pytest.raises(RuntimeError, match="formatting failed"), _background_writes(sink) as write:
+    with pytest.raises(RuntimeError, match="formatting failed"), background_writes(sink) as write:
         write(memoryview(b"a"))
         raise RuntimeError("formatting failed")
     assert sink.getvalue() == b"a"

@@ -1,0 +1,542 @@
+"""A profile's timeline records, prepared once: every slice, flow and counter sample placed
+on its track, with what formats its JSON, ready to be cut by window into any number of files.
+
+Preparing is the costly part (about 1 s and 100+ MB on a 1.4M-event profile); the whole
+timeline and its step slices are written from one :class:`PreparedTimeline`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger.analysis import busy
+from perfledger.errors import PerfledgerError
+from perfledger.model import schema
+from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.render.timeline.grouping import (
+    BoolArray,
+    Int64Array,
+    dictionary_codes,
+    factorize,
+    int64,
+    kind_mask,
+    unique_rows,
+)
+from perfledger.render.timeline.layout import (
+    ANALYSIS,
+    DEVICE,
+    GAPS_LANE,
+    Metadata,
+    ProcessKey,
+    ThreadKey,
+    TrackLayout,
+    event_tracks,
+    track_lanes,
+)
+from perfledger.render.timeline.text import either, ints, join, json_strings, optional_field
+
+# Chrome's reserved colour names; Perfetto colours slices by name, so causes also differ there.
+IDLE_CAUSE_COLOURS: Final[Mapping[str, str]] = {
+    "host_dispatch": "terrible",
+    "sync": "bad",
+    "dataloader": "yellow",
+    "launch_latency": "olive",
+    "other": "grey",
+}
+
+# Among slices with the same start and duration on one track, the outer one comes first.
+_KIND_NESTING_ORDER: Final[Mapping[str, int]] = {
+    schema.STEP: 0,
+    schema.DATALOADER: 1,
+    schema.ANNOTATION: 2,
+    schema.PYTHON: 3,
+    schema.CPU_OP: 4,
+    schema.RUNTIME: 5,
+    schema.SYNC: 6,
+    schema.DEVICE_ANNOTATION: 7,
+    schema.KERNEL: 8,
+    schema.COMM: 9,
+    schema.MEMCPY: 10,
+    schema.MEMSET: 11,
+    schema.INSTANT: 12,
+}
+
+PidMap = Mapping[ProcessKey, int]
+TidMap = Mapping[ThreadKey, int]
+
+
+@dataclass(frozen=True)
+class Slices:
+    """Slices and instants of one origin (events, gaps or findings), columns by row."""
+
+    start: Int64Array
+    dur: Int64Array
+    pid: Int64Array
+    tid: Int64Array
+    instant: BoolArray
+    nesting: Int64Array  # tie-break among equal start and duration
+    name_index: Int64Array
+    names: pa.Array  # JSON-escaped distinct names, indexed by name_index
+    cat_index: Int64Array
+    cats: pa.Array
+    args: Callable[[Int64Array], pa.Array]  # JSON args objects of the given rows
+    # ``,"cname":"..."`` per distinct name (same index as names), or None
+    colours: pa.Array | None = None
+
+    @property
+    def size(self) -> int:
+        """The number of rows."""
+        return int(self.start.size)
+
+
+@dataclass(frozen=True)
+class CounterSeries:
+    """Counter samples, columns by row; series index the track and counter names."""
+
+    ts: Int64Array
+    pid: Int64Array
+    series: Int64Array  # index into names/keys
+    names: pa.Array  # JSON-escaped track name per series
+    keys: pa.Array  # JSON-escaped counter name per series
+    value: npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PreparedTimeline:
+    """Every record of one profile (or one rank of it), placed and ready to format.
+
+    Made by :func:`prepare_timeline`; any number of files (the whole timeline, step slices,
+    windows) are written from it, which leaves it as it was.
+
+    Attributes:
+        origin: time zero of every file written from it (absolute ns).
+        events: the events' slices and instants, one row per event row.
+        analysis: the idle gaps' and findings' slices.
+        flow_from, flow_to: rows in ``events`` of each flow's launch and device task.
+        flow_out_ts, flow_in_ts: where each flow leaves its launch and enters its task.
+        flows_unplaceable: tasks that ended before their launch began (clock skew).
+        counters: the counter samples, device busy % among them.
+        metadata: (pid, tid (0: a process), name, sort index, "process" or "thread").
+        overlapping: slices moved to overflow lanes.
+        dropped: rows of ``events`` left out (their track needed more than MAX_LANES lanes).
+        event_end: start + dur of every event row, for the window of each file.
+    """
+
+    origin: int
+    events: Slices
+    analysis: list[Slices]
+    flow_from: Int64Array
+    flow_to: Int64Array
+    flow_out_ts: Int64Array
+    flow_in_ts: Int64Array
+    flows_unplaceable: int
+    counters: CounterSeries
+    metadata: list[Metadata]
+    overlapping: int
+    dropped: Int64Array
+    event_end: Int64Array
+
+
+def profile_origin_ns(events: pa.Table, counters: pa.Table | None = None) -> int:
+    """The profile start every timeline time is relative to: the first event (else sample)."""
+    if events.num_rows:
+        return int(pc.min(events.column("start_ns")).as_py())
+    if counters is not None and counters.num_rows:
+        return int(pc.min(counters.column("ts_ns")).as_py())
+    return 0
+
+
+def device_busy_counters(device_busy: pa.Table) -> pa.Table:
+    """Device busy % (:data:`perfledger.analysis.busy.DEVICE_BUSY_SCHEMA`) as counter rows.
+
+    One sample per bucket at its start, track ``device <d>``, name ``busy % (<width> ms)``,
+    value to 0.001 %.
+    """
+    if device_busy.num_rows == 0:
+        return schema.empty_counters()
+    devices, device_row = factorize(int64(device_busy, "device"))
+    widths, width_row = factorize(int64(device_busy, "width_ns"))
+    tracks = pa.array([f"device {d}" for d in devices.tolist()], pa.string())
+    labels = pa.array([f"busy % ({w / 1e6:g} ms)" for w in widths.tolist()], pa.string())
+    busy_pct = np.asarray(device_busy.column("busy_pct").to_numpy(), dtype=np.float64)
+    return pa.table(
+        {
+            "rank": device_busy.column("rank"),
+            "track": tracks.take(pa.array(device_row)),
+            "name": labels.take(pa.array(width_row)),
+            "ts_ns": device_busy.column("start_ns"),
+            "value": pa.array(np.round(busy_pct, 3)),
+        },
+        schema=schema.COUNTERS_SCHEMA,
+    )
+
+
+def event_slices(
+    events: pa.Table,
+    row_thread: Int64Array,
+    thread_keys: list[ThreadKey],
+    pids: PidMap,
+    tids: TidMap,
+) -> Slices:
+    """The events' slices and instants on their threads (``row_thread`` from event_tracks)."""
+    start = int64(events, "start_ns")
+    thread_pid = np.array([pids[k[0]] for k in thread_keys] + [-1], dtype=np.int64)
+    thread_tid = np.array([tids[k] for k in thread_keys] + [-1], dtype=np.int64)
+    pid = thread_pid[row_thread]  # -1 picks the sentinel
+    tid = thread_tid[row_thread]
+    kind_codes, kinds = dictionary_codes(events, "kind")
+    nesting_of_kind = np.array([_KIND_NESTING_ORDER.get(k or "", 99) for k in kinds] or [0])
+    name_codes, names = dictionary_codes(events, "name")
+    step = int64(events, "step")
+    correlation = int64(events, "correlation")
+    external_id = int64(events, "external_id")
+    moved = int64(events, "bytes")
+    # ``,"shapes":"..."`` per distinct value, looked up per row: formatted once, not per file
+    optional = [optional_field(key, events.column(key)) for key in ("shapes", "dtypes")]
+
+    def args(rows: Int64Array) -> pa.Array:
+        parts: list[Any] = ['{"step":', ints(step[rows])]
+        for key, values, absent in (
+            ("correlation", correlation, schema.NO_ID),
+            ("external_id", external_id, schema.NO_ID),
+            ("bytes", moved, -1),
+        ):
+            sel = values[rows]
+            parts.append(
+                either(
+                    pa.array(sel != absent),
+                    join(f',"{key}":', ints(sel)),
+                    "",
+                )
+            )
+        parts.extend(texts.take(pa.array(codes[rows])) for codes, texts in optional)
+        parts.append("}")
+        return join(*parts)
+
+    kind_values = [k or "" for k in kinds]
+    return Slices(
+        start=start,
+        dur=int64(events, "dur_ns"),
+        pid=pid,
+        tid=tid,
+        instant=kind_mask(events, (schema.INSTANT,)),
+        nesting=nesting_of_kind[kind_codes] if kind_codes.size else np.zeros(0, np.int64),
+        name_index=name_codes,
+        names=json_strings(names),
+        cat_index=kind_codes,
+        cats=json_strings(kind_values),
+        args=args,
+    )
+
+
+def gap_slices(gaps: pa.Table, layout: TrackLayout) -> Callable[[PidMap, TidMap], Slices]:
+    """Register an ``idle gaps`` lane per device; the builder of the gaps' slices, to call
+    once pids and tids are numbered."""
+    missing = [f.name for f in GAPS_SCHEMA if f.name not in gaps.column_names]
+    if missing:
+        raise PerfledgerError(f"gaps table lacks columns: {', '.join(missing)}")
+    rank = int64(gaps, "rank")
+    device = int64(gaps, "device")
+    pairs: list[tuple[int, int]] = (
+        [(int(r), int(d)) for r, d in unique_rows([rank, device])[0]] if gaps.num_rows else []
+    )
+    for r, d in pairs:
+        process = layout.process(int(r), DEVICE, int(d))
+        layout.thread(process, (GAPS_LANE, -1, 0), "idle gaps")
+
+    def build(pids: PidMap, tids: TidMap) -> Slices:
+        n = gaps.num_rows
+        pid = np.zeros(n, dtype=np.int64)
+        tid = np.zeros(n, dtype=np.int64)
+        for r, d in pairs:
+            process = (int(r), DEVICE, int(d))
+            sel = (rank == r) & (device == d)
+            pid[sel] = pids[process]
+            tid[sel] = tids[(process, (GAPS_LANE, -1, 0))]
+        start = int64(gaps, "start_ns")
+        cause_codes, causes = dictionary_codes(gaps, "cause")
+        step = int64(gaps, "step")
+        cause_text = [c or "other" for c in causes]
+
+        def args(rows: Int64Array) -> pa.Array:
+            causes_json = json_strings(cause_text)
+            return join(
+                '{"step":',
+                ints(step[rows]),
+                ',"cause":',
+                causes_json.take(pa.array(cause_codes[rows])),
+                "}",
+            )
+
+        return Slices(
+            start=start,
+            dur=np.maximum(int64(gaps, "end_ns") - start, 0),
+            pid=pid,
+            tid=tid,
+            instant=np.zeros(n, dtype=bool),
+            nesting=np.zeros(n, dtype=np.int64),
+            name_index=cause_codes,
+            names=json_strings([f"idle: {c}" for c in cause_text]),
+            colours=pa.array(
+                [f',"cname":"{IDLE_CAUSE_COLOURS.get(c, "grey")}"' for c in cause_text],
+                pa.string(),
+            ),
+            cat_index=np.zeros(n, dtype=np.int64),
+            cats=json_strings(["idle"]),
+            args=args,
+        )
+
+    return build
+
+
+def finding_spans(
+    findings: Sequence[Mapping[str, Any]], layout: TrackLayout
+) -> Callable[[PidMap, TidMap], Slices] | None:
+    """Register the findings lanes of each rank; the builder of the spans' slices (None when
+    no finding has a span)."""
+    rows: list[tuple[int, int, int, str, str]] = []
+    for finding in findings:
+        for span in finding.get("spans") or ():
+            try:
+                lo, hi = int(span["start_ns"]), int(span["end_ns"])
+                owner = int(span.get("rank", 0))
+            except (KeyError, TypeError, ValueError):
+                continue
+            if hi >= lo:
+                rows.append(
+                    (owner, lo, hi, str(finding.get("id", "")), str(finding.get("title", "")))
+                )
+    if not rows:
+        return None
+    rank = np.array([r[0] for r in rows], dtype=np.int64)
+    start = np.array([r[1] for r in rows], dtype=np.int64)
+    end = np.array([r[2] for r in rows], dtype=np.int64)
+    lane = np.zeros(len(rows), dtype=np.int64)
+    for r in np.unique(rank):
+        sel = np.flatnonzero(rank == r)
+        lane[sel] = track_lanes(start[sel], end[sel])
+        process = layout.process(int(r), ANALYSIS, 0)
+        for k in np.unique(lane[sel]):
+            if k >= 0:
+                suffix = f" (overlap {k})" if k else ""
+                layout.thread(process, (1, int(k)), f"findings{suffix}")
+    ids = [r[3] for r in rows]
+    titles = [r[4] for r in rows]
+
+    def build(pids: PidMap, tids: TidMap) -> Slices:
+        n = len(rows)
+        pid = np.zeros(n, dtype=np.int64)
+        tid = np.zeros(n, dtype=np.int64)
+        for i in range(n):  # one row per finding span: a handful
+            if lane[i] < 0:
+                pid[i] = -1
+                continue
+            process = (int(rank[i]), ANALYSIS, 0)
+            pid[i] = pids[process]
+            tid[i] = tids[(process, (1, int(lane[i])))]
+        title_json = json_strings(titles)
+
+        def args(sel: Int64Array) -> pa.Array:
+            return join('{"title":', title_json.take(pa.array(sel)), "}")
+
+        keep = pid >= 0
+        return Slices(
+            start=start[keep],
+            dur=(end - start)[keep],
+            pid=pid[keep],
+            tid=tid[keep],
+            instant=np.zeros(int(keep.sum()), dtype=bool),
+            nesting=np.zeros(int(keep.sum()), dtype=np.int64),
+            name_index=np.arange(n, dtype=np.int64)[keep],
+            names=json_strings(ids),
+            cat_index=np.zeros(int(keep.sum()), dtype=np.int64),
+            cats=json_strings(["finding"]),
+            args=args,
+        )
+
+    return build
+
+
+def counter_series(
+    counters: pa.Table, layout: TrackLayout, origin: int
+) -> Callable[[PidMap], CounterSeries]:
+    """Register the analysis process of each rank with counters; the builder of the samples.
+
+    Non-finite values are left out; of the samples before ``origin``, each series keeps its
+    last one, moved to ``origin``.
+    """
+    missing = [f.name for f in schema.COUNTERS_SCHEMA if f.name not in counters.column_names]
+    if missing:
+        raise PerfledgerError(f"counters table lacks columns: {', '.join(missing)}")
+    value = np.asarray(counters.column("value").to_numpy(), dtype=np.float64)
+    finite = np.isfinite(value)
+    counters = counters.filter(pa.array(finite))
+    value = value[finite]
+    rank = int64(counters, "rank")
+    ts = int64(counters, "ts_ns")
+    track_codes, tracks = dictionary_codes(counters, "track")
+    name_codes, names = dictionary_codes(counters, "name")
+    uniq, series = unique_rows([rank, track_codes, name_codes])
+    for r in np.unique(rank):
+        layout.process(int(r), ANALYSIS, 0)
+    # samples before the origin: only the last of each series is kept, at the origin
+    before = ts < origin
+    if before.any():
+        last_before = np.zeros(ts.size, dtype=bool)
+        rows = np.flatnonzero(before)
+        order = rows[np.lexsort((ts[rows], series[rows]))]
+        is_last = np.ones(order.size, dtype=bool)
+        is_last[:-1] = series[order][1:] != series[order][:-1]
+        last_before[order[is_last]] = True
+        keep = ~before | last_before
+        ts = np.where(before, origin, ts)[keep]
+        value = value[keep]
+        series = series[keep]
+        rank = rank[keep]
+
+    def build(pids: PidMap) -> CounterSeries:
+        pid = np.array([pids[(int(r), ANALYSIS, 0)] for r in uniq[:, 0]] or [0])[series]
+        return CounterSeries(
+            ts=ts,
+            pid=pid if series.size else np.zeros(0, np.int64),
+            series=series,
+            names=json_strings([tracks[int(t)] or "counter" for t in uniq[:, 1]]),
+            keys=json_strings([names[int(n)] or "value" for n in uniq[:, 2]]),
+            value=value,
+        )
+
+    return build
+
+
+def check_events(events: pa.Table) -> None:
+    """Raise when ``events`` lacks a canonical column."""
+    missing = [f.name for f in schema.EVENTS_SCHEMA if f.name not in events.column_names]
+    if missing:
+        raise PerfledgerError(f"events table lacks columns: {', '.join(missing)}")
+
+
+def flows(events: pa.Table) -> tuple[Int64Array, Int64Array]:
+    """(launch row, task row) per device task whose launch is known, by (rank, correlation)."""
+    correlation = int64(events, "correlation")
+    device = int64(events, "device")
+    rank = int64(events, "rank")
+    start = int64(events, "start_ns")
+    launch = kind_mask(events, schema.LAUNCH_KINDS) & (device < 0) & (correlation >= 0)
+    task = kind_mask(events, schema.DEVICE_TASK_KINDS) & (device >= 0) & (correlation >= 0)
+    launch_rows = np.flatnonzero(launch)
+    task_rows = np.flatnonzero(task)
+    if launch_rows.size == 0 or task_rows.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    # the earliest launch wins when a source repeats an id (as in the step analysis)
+    launch_keys = rank[launch_rows] * (1 << 40) + correlation[launch_rows]
+    order = np.lexsort((start[launch_rows], launch_keys))
+    keys_sorted = launch_keys[order]
+    first = np.ones(keys_sorted.size, dtype=bool)
+    first[1:] = keys_sorted[1:] != keys_sorted[:-1]
+    keys_unique = keys_sorted[first]
+    rows_unique = launch_rows[order][first]
+    task_keys = rank[task_rows] * (1 << 40) + correlation[task_rows]
+    pos = np.clip(np.searchsorted(keys_unique, task_keys), 0, keys_unique.size - 1)
+    found = keys_unique[pos] == task_keys
+    return rows_unique[pos[found]], task_rows[found]
+
+
+def prepare_timeline(
+    events: pa.Table,
+    *,
+    gaps: pa.Table | None = None,
+    counters: pa.Table | None = None,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    process_names: Mapping[int, str] | None = None,
+    origin_ns: int | None = None,
+    device_busy: bool = True,
+    first_pid: int = 1,
+    first_tid: int = 1,
+) -> PreparedTimeline:
+    """Place every record of a profile on its track, once for all the files written from it.
+
+    Args:
+        events: canonical events (:data:`perfledger.model.schema.EVENTS_SCHEMA`).
+        gaps: idle gaps (:data:`perfledger.model.accounts.GAPS_SCHEMA`), shown by cause.
+        counters: counter samples (:data:`perfledger.model.schema.COUNTERS_SCHEMA`).
+        findings: findings whose ``spans`` (``[{rank, start_ns, end_ns}]``) become slices.
+        process_names: a label per rank (host name, job name), else ``rank <n>``.
+        origin_ns: time zero of the files; the first event (else counter sample) by default.
+        device_busy: add the device busy % (:func:`perfledger.analysis.busy.device_busy`)
+            of the device tasks as counters.
+        first_pid, first_tid: the first synthetic pid and tid, so that the ranks of one file
+            prepared one by one keep numbers unique across it.
+    """
+    check_events(events)
+    origin = profile_origin_ns(events, counters) if origin_ns is None else origin_ns
+    layout = TrackLayout(process_names)
+    row_thread, thread_keys, overlapping = event_tracks(events, layout)
+    gap_build = gap_slices(gaps, layout) if gaps is not None and gaps.num_rows else None
+    finding_build = finding_spans(findings or (), layout)
+    all_counters = [c for c in (counters,) if c is not None and c.num_rows]
+    if device_busy:
+        busy_counters = device_busy_counters(busy.device_busy(events, origin_ns=origin))
+        if busy_counters.num_rows:
+            all_counters.append(busy_counters)
+    counter_table = (
+        pa.concat_tables(
+            [
+                c.select(schema.COUNTERS_SCHEMA.names).cast(schema.COUNTERS_SCHEMA)
+                for c in all_counters
+            ]
+        )
+        if all_counters
+        else schema.empty_counters()
+    )
+    counter_build = counter_series(counter_table, layout, origin)
+    pids, tids, metadata = layout.assign(first_pid, first_tid)
+    slices = event_slices(events, row_thread, thread_keys, pids, tids)
+    analysis = [b(pids, tids) for b in (gap_build, finding_build) if b is not None]
+    flow_from, flow_to = flows(events)
+    out_ts, in_ts, placeable = flow_points(slices, flow_from, flow_to)
+    kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0) & placeable
+    return PreparedTimeline(
+        origin=origin,
+        events=slices,
+        analysis=analysis,
+        flow_from=flow_from[kept],
+        flow_to=flow_to[kept],
+        flow_out_ts=out_ts[kept],
+        flow_in_ts=in_ts[kept],
+        flows_unplaceable=int((~placeable).sum()),
+        counters=counter_build(pids),
+        metadata=metadata,
+        overlapping=overlapping,
+        dropped=np.flatnonzero(row_thread < 0),
+        event_end=slices.start + slices.dur,
+    )
+
+
+def flow_points(
+    ev: Slices, launch: Int64Array, task: Int64Array
+) -> tuple[Int64Array, Int64Array, BoolArray]:
+    """Where each flow leaves its launch and enters its task, and whether it can be placed.
+
+    A flow must not go back in time (Perfetto meets its end before its start and drops it),
+    and each end must lie inside its own slice, away from a neighbour starting at the same
+    instant. It leaves the launch at the task's start, but no later than the launch's middle,
+    and enters the task at its middle, but no earlier than it left. Tasks that ended before
+    their launch began (clock skew between host and device) get no flow.
+    """
+    l_start = ev.start[launch]
+    l_mid = l_start + ev.dur[launch] // 2
+    t_start = ev.start[task]
+    t_dur = ev.dur[task]
+    t_mid = t_start + t_dur // 2
+    out_ts = np.minimum(l_mid, np.maximum(t_start, l_start))
+    in_ts = np.maximum(t_mid, out_ts)
+    placeable = (in_ts < t_start + t_dur) | ((t_dur == 0) & (in_ts == t_start))
+    return out_ts, in_ts, placeable

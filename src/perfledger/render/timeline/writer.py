@@ -1,0 +1,413 @@
+"""Writing timelines: the whole profile, its step slices, a window of some ranks.
+
+Every file is written from a :class:`PreparedTimeline`; a profile of several ranks is
+prepared and written one rank at a time (see the package doc).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger.memory import release_freed_memory
+from perfledger.model import schema
+from perfledger.model.accounts import StepWindow
+from perfledger.render.timeline.file import TimelineFile, TimelineStats
+from perfledger.render.timeline.grouping import distinct, int64
+from perfledger.render.timeline.records import (
+    PreparedTimeline,
+    check_events,
+    prepare_timeline,
+    profile_origin_ns,
+)
+
+# A step slice holds at most this many trace events, so one step always opens fast.
+STEP_MAX_EVENTS: Final = 200_000
+STEP_WRITERS: Final = 4  # step files written at the same time, at most
+
+
+def write_timeline(
+    path: Path,
+    events: pa.Table,
+    *,
+    gaps: pa.Table | None = None,
+    counters: pa.Table | None = None,
+    window: tuple[int, int] | None = None,
+    max_events: int | None = None,
+    process_names: Mapping[int, str] | None = None,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    origin_ns: int | None = None,
+    device_busy: bool = True,
+) -> TimelineStats:
+    """Write the Chrome trace of a profile (gzip when ``path`` ends with ``.gz``).
+
+    Args:
+        path: the output file; written under a temporary name, then renamed.
+        events: canonical events (:data:`perfledger.model.schema.EVENTS_SCHEMA`).
+        gaps: idle gaps (:data:`perfledger.model.accounts.GAPS_SCHEMA`), shown by cause.
+        counters: counter samples (:data:`perfledger.model.schema.COUNTERS_SCHEMA`).
+        window: only what overlaps [start_ns, end_ns) (absolute ns, the events' time base).
+        max_events: keep only the earliest events, at most this many.
+        process_names: a label per rank (host name, job name), else ``rank <n>``.
+        findings: findings whose ``spans`` (``[{rank, start_ns, end_ns}]``) become slices.
+        origin_ns: time zero of the file; the first event by default. Step slices share
+            the origin of the whole profile so their times agree with it.
+        device_busy: add the device busy % counters of the device tasks.
+    """
+    prepared = prepare_timeline(
+        events,
+        gaps=gaps,
+        counters=counters,
+        findings=findings,
+        process_names=process_names,
+        origin_ns=origin_ns,
+        device_busy=device_busy,
+    )
+    stats = write_prepared_timeline(path, prepared, window=window, max_events=max_events)
+    del prepared
+    release_freed_memory()
+    return stats
+
+
+def write_prepared_timeline(
+    path: Path,
+    prepared: PreparedTimeline,
+    *,
+    window: tuple[int, int] | None = None,
+    max_events: int | None = None,
+) -> TimelineStats:
+    """Write one timeline file from a preparation (see :func:`write_timeline` for the
+    arguments); the preparation can serve more files after it."""
+    out = TimelineFile(Path(path), origin=prepared.origin, window=window, max_events=max_events)
+    try:
+        out.add(prepared)
+    except BaseException:
+        out.abort()
+        raise
+    return out.close()
+
+
+def write_step_timelines(
+    dir: Path,  # noqa: A002 - the name of the public contract
+    events: pa.Table,
+    windows: Sequence[StepWindow],
+    gaps: pa.Table | None,
+    counters: pa.Table | None,
+    *,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    process_names: Mapping[int, str] | None = None,
+    max_events: int | None = STEP_MAX_EVENTS,
+    writers: int = STEP_WRITERS,
+) -> list[Path]:
+    """Write one ``step_<n>.json.gz`` per step (the hull of that step's windows over ranks).
+
+    The tracks, names and time origin are those of the whole profile, so a step slice and
+    the full timeline line up; each slice holds at most ``max_events`` events. ``writers``
+    files are written at the same time, at most.
+    """
+    if not _step_hulls(windows):
+        Path(dir).mkdir(parents=True, exist_ok=True)
+        return []
+    prepared = prepare_timeline(
+        events,
+        gaps=gaps,
+        counters=counters,
+        findings=findings,
+        process_names=process_names,
+    )
+    written = write_prepared_step_timelines(
+        dir, prepared, windows, max_events=max_events, writers=writers
+    )
+    del prepared
+    release_freed_memory()
+    return written
+
+
+def write_prepared_step_timelines(
+    dir: Path,  # noqa: A002 - as write_step_timelines
+    prepared: PreparedTimeline,
+    windows: Sequence[StepWindow],
+    *,
+    max_events: int | None = STEP_MAX_EVENTS,
+    writers: int = STEP_WRITERS,
+) -> list[Path]:
+    """:func:`write_step_timelines` from a preparation, such as the whole timeline's: the
+    slices then share its tracks and time origin without preparing the profile again."""
+    out_dir = Path(dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hulls = _step_hulls(windows)
+    steps = sorted(hulls)
+    written = [out_dir / f"step_{step}.json.gz" for step in steps]
+    # Files are independent and their formatting and compression release the GIL: a few
+    # at a time use the cores the machine has.
+    with _step_pool(len(steps), writers) as pool:
+        done = [
+            pool.submit(
+                write_prepared_timeline, target, prepared, window=hulls[step], max_events=max_events
+            )
+            for step, target in zip(steps, written, strict=True)
+        ]
+        for future in done:
+            future.result()
+    return written
+
+
+@dataclass(frozen=True)
+class TimelinePart:
+    """One rank's share of a profile's timelines: its events and its idle gaps.
+
+    Attributes:
+        rank: the rank; the profile's counters and findings' spans of this rank go with it.
+        events: the rank's canonical events (:data:`perfledger.model.schema.EVENTS_SCHEMA`).
+        gaps: the rank's idle gaps (:data:`perfledger.model.accounts.GAPS_SCHEMA`).
+    """
+
+    rank: int
+    events: pa.Table
+    gaps: pa.Table | None = None
+
+
+def write_profile_timelines(
+    path: Path,
+    step_dir: Path,
+    parts: Sequence[TimelinePart],
+    windows: Sequence[StepWindow],
+    *,
+    counters: pa.Table | None = None,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    process_names: Mapping[int, str] | None = None,
+    max_events: int | None = None,
+    step_max_events: int | None = STEP_MAX_EVENTS,
+) -> tuple[TimelineStats, list[Path]]:
+    """Write the whole timeline and one ``step_<n>.json.gz`` per step, one rank at a time.
+
+    Each part (rank) is prepared once, written into every file, and let go before the next:
+    memory is that of one rank's preparation, whatever the number of ranks. Ranks are
+    written in the order given, their pids and tids numbered on from the rank before (in
+    rank order, the numbers of a timeline written all at once). The files share one time
+    origin, the profile's first event (else first counter sample). A rank holds at most
+    ``ceil(max_events / len(parts))`` events of the whole timeline and
+    ``ceil(step_max_events / len(parts))`` of a step slice: its earliest ones (see the
+    package doc). Counters and findings' spans go with the part of their rank; those of a
+    rank no part has go with the last part.
+
+    Returns:
+        the whole timeline's figures and the step files written, in step order.
+    """
+    for part in parts:
+        check_events(part.events)
+    origin = _parts_origin(parts, counters)
+    hulls = _step_hulls(windows)
+    steps = sorted(hulls)
+    whole = TimelineFile(
+        Path(path), origin=origin, window=None, max_events=_share(max_events, len(parts))
+    )
+    files = [whole]
+    try:
+        if steps:
+            Path(step_dir).mkdir(parents=True, exist_ok=True)
+        step_share = _share(step_max_events, len(parts))
+        # extended one by one: files opened before a failure are in the list to abort
+        files.extend(
+            TimelineFile(
+                Path(step_dir) / f"step_{step}.json.gz",
+                origin=origin,
+                window=hulls[step],
+                max_events=step_share,
+            )
+            for step in steps
+        )
+        _write_parts(
+            files,
+            [part.rank for part in parts],
+            lambda i: parts[i],
+            counters=counters,
+            findings=findings,
+            process_names=process_names,
+            origin=origin,
+        )
+        stats = whole.close()
+        for f in files[1:]:
+            f.close()
+        release_freed_memory()
+    except BaseException:
+        for f in files:
+            f.abort()
+        raise
+    return stats, [f.path for f in files[1:]]
+
+
+def write_ranks_timeline(
+    path: Path,
+    ranks: Sequence[int],
+    load: Callable[[int], TimelinePart],
+    *,
+    origin_ns: int,
+    window: tuple[int, int] | None = None,
+    counters: pa.Table | None = None,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    process_names: Mapping[int, str] | None = None,
+    max_events: int | None = None,
+) -> TimelineStats:
+    """One timeline file of a window of the profile, its ranks loaded and written one by one.
+
+    ``load(i)`` gives the part of ``ranks[i]`` only when its turn comes, so that a window of a
+    run of many ranks is written with one rank in memory at a time. A rank holds at most
+    ``ceil(max_events / len(ranks))`` events of the file, as in :func:`write_profile_timelines`.
+    """
+    target = TimelineFile(
+        Path(path), origin=origin_ns, window=window, max_events=_share(max_events, len(ranks))
+    )
+    try:
+
+        def checked(i: int) -> TimelinePart:
+            part = load(i)
+            check_events(part.events)
+            return part
+
+        _write_parts(
+            [target],
+            list(ranks),
+            checked,
+            counters=counters,
+            findings=findings,
+            process_names=process_names,
+            origin=origin_ns,
+        )
+        stats = target.close()
+        release_freed_memory()
+    except BaseException:
+        target.abort()
+        raise
+    return stats
+
+
+def _write_parts(
+    files: Sequence[TimelineFile],
+    ranks: Sequence[int],
+    load: Callable[[int], TimelinePart],
+    *,
+    counters: pa.Table | None,
+    findings: Sequence[Mapping[str, Any]] | None,
+    process_names: Mapping[int, str] | None,
+    origin: int,
+) -> None:
+    """Prepare each rank's part in turn, add it to every file, let it go."""
+    owner = _owner_of(ranks)
+    counter_owner = _counter_owners(counters, owner, len(ranks))
+    first_pid = first_tid = 1
+    with _step_pool(len(files)) as pool:
+        for i in range(len(ranks)):
+            part = load(i)
+            last = i == len(ranks) - 1
+            prepared = prepare_timeline(
+                part.events,
+                gaps=part.gaps,
+                counters=(
+                    counters.filter(pa.array(counter_owner == i))
+                    if counters is not None and counter_owner is not None
+                    else None
+                ),
+                findings=_findings_of(findings or (), owner, i),
+                process_names=process_names,
+                origin_ns=origin,
+                device_busy=True,
+                first_pid=first_pid,
+                first_tid=first_tid,
+            )
+            first_pid += sum(1 for m in prepared.metadata if m[4] == "process")
+            first_tid += sum(1 for m in prepared.metadata if m[4] == "thread")
+            # the whole timeline's part (the largest) first, the step slices beside it
+            done = [pool.submit(f.add, prepared, rank=part.rank, last=last) for f in files]
+            for future in done:
+                future.result()
+            del prepared, done, part
+            release_freed_memory()
+
+
+def _step_hulls(windows: Sequence[StepWindow]) -> dict[int, tuple[int, int]]:
+    """Per step, the hull of its windows over all ranks."""
+    hulls: dict[int, tuple[int, int]] = {}
+    for w in windows:
+        lo, hi = hulls.get(w.step, (w.start_ns, w.end_ns))
+        hulls[w.step] = (min(lo, w.start_ns), max(hi, w.end_ns))
+    return hulls
+
+
+def _step_pool(files: int, writers: int = STEP_WRITERS) -> ThreadPoolExecutor:
+    """Threads for writing step files side by side (formatting and zlib release the GIL)."""
+    workers = max(1, min(writers, os.cpu_count() or 1, files))
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="step-timeline")
+
+
+def _share(cap: int | None, parts: int) -> int | None:
+    """A part's share of an event cap: ceil(cap / parts)."""
+    if cap is None or cap < 0 or parts <= 1:
+        return cap
+    return -(-cap // parts)
+
+
+def _parts_origin(parts: Sequence[TimelinePart], counters: pa.Table | None) -> int:
+    """:func:`profile_origin_ns` of all parts together, from each part's first event."""
+    firsts = [
+        pc.min(part.events.column("start_ns")).as_py() for part in parts if part.events.num_rows
+    ]
+    if firsts:
+        return int(min(firsts))
+    return profile_origin_ns(schema.empty_events(), counters)
+
+
+def _owner_of(ranks: Sequence[int]) -> Callable[[int], int]:
+    """The part that shows a rank's counters and spans: the first of that rank, else the last."""
+    first: dict[int, int] = {}
+    for i, rank in enumerate(ranks):
+        first.setdefault(rank, i)
+    last = len(ranks) - 1
+    return lambda rank: first.get(rank, last)
+
+
+def _counter_owners(
+    counters: pa.Table | None, owner: Callable[[int], int], parts: int
+) -> npt.NDArray[np.int32] | None:
+    """The part of each counter row (one pass per distinct rank, not per row)."""
+    if counters is None or parts == 0:
+        return None
+    rank = int64(counters, "rank") if counters.num_rows else np.zeros(0, np.int64)
+    owners = np.empty(rank.size, dtype=np.int32)
+    for r in distinct(rank).tolist():
+        owners[rank == r] = owner(int(r))
+    return owners
+
+
+def _findings_of(
+    findings: Sequence[Mapping[str, Any]], owner: Callable[[int], int], part: int
+) -> list[dict[str, Any]]:
+    """The findings with only the spans that go with ``part`` (findings left without spans
+    are left out: they would show nothing)."""
+    kept: list[dict[str, Any]] = []
+    for finding in findings:
+        spans = [
+            span
+            for span in finding.get("spans") or ()
+            if isinstance(span, Mapping) and owner(_span_rank(span)) == part
+        ]
+        if spans:
+            kept.append({**finding, "spans": spans})
+    return kept
+
+
+def _span_rank(span: Mapping[str, Any]) -> int:
+    """A span's rank as the findings track reads it (a span it cannot read stays anywhere)."""
+    try:
+        return int(span.get("rank", 0))
+    except (TypeError, ValueError):
+        return 0
