@@ -2,8 +2,7 @@
 
 Arrow's memory pool and glibc's heap keep freed blocks for reuse, but what runs next (numpy,
 other libraries) allocates elsewhere: without a hand-back a process keeps the high-water mark of
-every phase stacked (measured on the 486 MB bench trace: 230 MB held after the import, 340 MB
-after the step and accounting pass, 300 MB after the timelines).
+every phase stacked (bench/README.md has the figures).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from perfledger import ledger
 from perfledger.cli import terminal_console
 from perfledger.cli.advisor_options import add_advisor_arguments, config_from_args
+from perfledger.cli.ledger_options import add_ledger_arguments, register_from_args
 from perfledger.profiledir.layout import default_profile_name
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
@@ -60,7 +60,7 @@ def add_parser(subparsers: Any) -> None:
             "needs the [cluster] extra"
         ),
     )
-    ledger.add_ledger_arguments(parser)
+    add_ledger_arguments(parser)
     add_advisor_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -87,5 +87,5 @@ def run(args: argparse.Namespace) -> int:
         advisor_config=config,
         execution=Execution(workers=args.workers, dask=args.dask),
     )
-    ledger.register_from_args(out, args)
+    register_from_args(out, args)
     return 0

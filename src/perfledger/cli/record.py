@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perfledger import ledger
 from perfledger.cli import terminal_console
+from perfledger.cli.ledger_options import add_ledger_arguments, register_from_args
 from perfledger.errors import PerfledgerError
 from perfledger.record.inprocess import LEVELS
 from perfledger.record.launcher import RecordOptions, record
@@ -64,7 +64,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--force", action="store_true", help="replace an existing profile")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the program and its arguments")
-    ledger.add_ledger_arguments(parser)
+    add_ledger_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     )
     result = record(command, options, console=terminal_console())
     if result.profile is not None:
-        ledger.register_from_args(result.profile, args)
+        register_from_args(result.profile, args)
     return result.exit_code
 
 

@@ -7,10 +7,9 @@ is written; ``perfledger runs`` reads the ledger back as the baseline table. The
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from perfledger.errors import PerfledgerError
 from perfledger.ledger.record import run_record
@@ -33,12 +32,10 @@ __all__ = [
     "LedgerCorrupt",
     "LedgerUnavailable",
     "RunRecord",
-    "add_ledger_arguments",
     "connect",
     "default_ledger_path",
     "get_run",
     "list_runs",
-    "register_from_args",
     "register_profile",
     "run_record",
     "set_note",
@@ -80,33 +77,3 @@ def register_profile(
 
 def _warn(message: str) -> None:
     print(f"perfledger: warning: {message}", file=sys.stderr)
-
-
-def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--ledger PATH``, ``--label``, ``--note`` and ``--no-ledger`` to a subcommand."""
-    group = parser.add_argument_group("experiments ledger")
-    group.add_argument(
-        "--ledger",
-        type=Path,
-        metavar="PATH",
-        help="ledger file to register the run in (default: .perfledger/ledger.db here)",
-    )
-    if not any("--label" in action.option_strings for action in parser._actions):
-        group.add_argument("--label", help="name of the run in the ledger (default: the profile's)")
-    group.add_argument("--note", help="a note kept with the run (what changed, and why)")
-    group.add_argument(
-        "--no-ledger", action="store_true", help="do not register the run in the ledger"
-    )
-
-
-def register_from_args(profile_dir: Path, args: argparse.Namespace) -> int:
-    """:func:`register_profile` with the options of :func:`add_ledger_arguments`."""
-    if getattr(args, "no_ledger", False):
-        return NOT_REGISTERED
-    ledger: Any = getattr(args, "ledger", None)
-    return register_profile(
-        profile_dir,
-        ledger_path=Path(ledger) if ledger is not None else None,
-        label=getattr(args, "label", None),
-        note=getattr(args, "note", None),
-    )

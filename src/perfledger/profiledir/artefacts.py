@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -16,7 +17,8 @@ from rich.console import Console
 
 from perfledger.analysis import figures
 from perfledger.analysis.profile import step_trace
-from perfledger.render import csvs, report, timeline
+from perfledger.profiledir.layout import REPORT_HTML, SUMMARY_JSON
+from perfledger.render import report, timeline
 from perfledger.render.cluster import write_cluster_outputs
 
 if TYPE_CHECKING:
@@ -28,27 +30,6 @@ if TYPE_CHECKING:
 FULL_TIMELINE_MAX_EVENTS = 1_000_000
 # A step slice stops after this many events, so that one step always opens fast.
 STEP_MAX_EVENTS = timeline.STEP_MAX_EVENTS
-
-CSV_FILES = (
-    "op_summary.csv",
-    "op_statistic.csv",
-    "kernel_details.csv",
-    "api_statistic.csv",
-    "step_trace.csv",
-    "gaps.csv",
-    "transfers.csv",
-    "communication.csv",
-)
-
-
-def write_tables(directory: Path, analysis: ProfileAnalysis) -> dict[str, Path]:
-    """The CSV artefacts."""
-    written = {}
-    for name, table in csv_tables(analysis).items():
-        path = directory / name
-        csvs.write_csv(table, path)
-        written[name] = path
-    return written
 
 
 def csv_tables(analysis: ProfileAnalysis) -> dict[str, pa.Table]:
@@ -93,9 +74,17 @@ def write_timelines(
 
 
 # The phases of :func:`write_artefacts`, as a status line names them.
-PHASE_CSV: Final = "writing: CSVs"
 PHASE_TIMELINES: Final = "writing: timelines"
 PHASE_REPORT: Final = "writing: summary and report"
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write_artefacts` wrote: the summary document, and the seconds each phase
+    took (``timeline_s``, ``report_s``)."""
+
+    summary: dict[str, Any]
+    timings: dict[str, float]
 
 
 def write_artefacts(
@@ -103,35 +92,25 @@ def write_artefacts(
     analysis: ProfileAnalysis,
     *,
     overhead_pct: float | None,
-    timings: dict[str, float],
     advice: AdvisorReport | None = None,
     title: str = "profile",
     meta: dict[str, Any] | None = None,
     on_phase: Callable[[str], None] | None = None,
-    csvs: bool = True,
-) -> dict[str, Any]:
-    """Write CSVs, summary.json, timeline and report into ``directory``.
+) -> Written:
+    """Write the timelines, summary.json and the report into ``directory`` (the CSVs are
+    :func:`csv_tables`, written beside the advisor).
 
     Profiles of several ranks also get cluster_summary.json and cluster_step_trace.csv.
-    ``on_phase`` is told the name of each phase (CSVs, timelines, report) as it starts.
-    ``csvs``: False when the caller wrote them already (:func:`write_tables`).
-
-    Returns the summary document.
+    ``on_phase`` is told the name of each phase (timelines, report) as it starts.
     """
     from perfledger.render import summary as summary_render
 
     on_phase = on_phase or (lambda phase: None)
-    if csvs:
-        on_phase(PHASE_CSV)
-        started = time.perf_counter()
-        write_tables(directory, analysis)
-        timings["csv_s"] = time.perf_counter() - started
     findings = [f.to_dict() for f in advice.findings] if advice else []
     on_phase(PHASE_TIMELINES)
     tables_done = time.perf_counter()
     write_timelines(directory, analysis, findings)
     timeline_done = time.perf_counter()
-    timings["timeline_s"] = timeline_done - tables_done
     on_phase(PHASE_REPORT)
     account_table = step_trace(analysis)
     document = summary_render.summary_document(
@@ -151,16 +130,19 @@ def write_artefacts(
         loss=analysis.loss,
         profiler_overhead_pct=overhead_pct,
     )
-    summary_render.write_summary(document, directory / "summary.json")
+    summary_render.write_summary(document, directory / SUMMARY_JSON)
     if analysis.cluster is not None:
         write_cluster_outputs(directory, analysis.cluster, document["findings"])
     reported = time.perf_counter()
     report.write_report(
-        directory / "report.html",
+        directory / REPORT_HTML,
         report.report_data_from_profile(analysis, document, title=title, meta=meta),
     )
-    timings["report_s"] = time.perf_counter() - reported
-    return document
+    timings = {
+        "timeline_s": timeline_done - tables_done,
+        "report_s": time.perf_counter() - reported,
+    }
+    return Written(summary=document, timings=timings)
 
 
 def print_profile(

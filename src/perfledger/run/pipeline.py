@@ -248,7 +248,7 @@ def _write_profile(
     meta: Mapping[str, Any] | None,
     step_times: pa.Table | None,
     advisor_config: AdvisorConfig | None,
-    timings: dict[str, float],
+    timings: Mapping[str, float],
     copies: Mapping[Path, Path] | None = None,
     show: Callable[[str], None] | None = None,
     diagnosed: bool = False,
@@ -276,31 +276,36 @@ def _write_profile(
         try:
             advised = time.perf_counter()
             advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
-            timings["profile_advisor_s"] = time.perf_counter() - advised
+            advisor_s = time.perf_counter() - advised
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
             raise
-        release_freed_memory()  # the rules' derived tables: 450 MB on the 486 MB bench trace
+        release_freed_memory()  # the rules' derived tables
         show(PHASE_TABLES)
         waited = time.perf_counter()
-        timings.update(written.result())
+        tables_timings = written.result()
         # tables_s and csv_s ran beside the advisor; this is what was left of them after it
-        timings["tables_wait_s"] = time.perf_counter() - waited
+        wait_s = time.perf_counter() - waited
     document = _meta_document(traces, inputs, meta)
-    summary = artefacts.write_artefacts(
+    wrote = artefacts.write_artefacts(
         staging,
         analysis,
         overhead_pct=overhead,
-        timings=timings,
         advice=advice,
         title=title,
         meta=document,
         on_phase=show,
-        csvs=False,
     )
-    document["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    phases = {
+        **timings,
+        "profile_advisor_s": advisor_s,
+        **tables_timings,
+        "tables_wait_s": wait_s,
+        **wrote.timings,
+    }
+    document["timings"] = {k: round(v, 3) for k, v in phases.items()}
     write_json(staging / META_JSON, document)
-    return summary
+    return wrote.summary
 
 
 def _write_independent(

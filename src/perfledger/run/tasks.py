@@ -197,7 +197,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     collectives = collective_tasks(events)
     links = link_usage(events)
     spellings = copy_spellings(events)
-    release_freed_memory()  # the passes' temporaries: 140 MB on the 486 MB bench trace
+    release_freed_memory()  # the analysis passes' temporaries
     analysed = time.perf_counter()
     tables = {
         "events": events,
@@ -221,7 +221,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             raise
         advised = time.perf_counter()
         paths, parquet, copies, write_timings = written.result()
-    release_freed_memory()  # the rules' derived tables: 450 MB on the 486 MB bench trace
+    release_freed_memory()  # the rules' derived tables
     main_file = _ascend_main_file(task.path) if task.fmt == ASCEND else None
     return RankResult(
         index=task.index,

@@ -46,9 +46,8 @@ Progress = Callable[[int, int], None]
 ChunkResult = tuple[Block | None, Side, int]
 
 # This process reads, cuts and takes the blocks back at about a fifth of the workers' cost
-# (bench/import_workers.py on the 486 MB bench trace: about 1.0 s of CPU here against 4.5 s
-# of decoding in the workers; 1.4 s here when it also inflates gzip): beyond about five workers
-# it sets the pace, and more workers only cost memory (about 130 MB each).
+# (bench/import_workers.py measures both): beyond about five workers it sets the pace, and
+# more workers only cost memory.
 MAX_WORKERS = 6
 # Chunks in flight per worker: enough to keep every worker busy while the next one is cut,
 # few enough that the bytes waiting stay small (each chunk is about 4 MB of JSON).

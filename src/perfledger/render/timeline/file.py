@@ -210,7 +210,7 @@ class TimelineFile:
                 counter_ts = np.concatenate([np.full(carried.size, lo, np.int64), counter_ts])
 
         # one global order: time, then record class (slices before flow ends), longer first.
-        # The sort spans every record of the file (1.8M for the bench trace): narrow key types,
+        # The sort spans every record of the file (millions on large traces): narrow key types,
         # and each key is let go as soon as it is merged.
         n_parts = len(records) + 3
         src_list: list[npt.NDArray[np.int8]] = []
