@@ -16,8 +16,10 @@ from rich.console import Console
 
 from perfledger.analysis import figures
 from perfledger.analysis.profile import step_trace
-from perfledger.render import csvs, report, timeline
+from perfledger.render import csvs, timeline
 from perfledger.render.cluster import write_cluster_outputs
+from perfledger.render.report.data import report_data_from_profile
+from perfledger.render.report.page import write_report
 
 if TYPE_CHECKING:
     from perfledger.model.findings import AdvisorReport
@@ -155,9 +157,9 @@ def write_artefacts(
     if analysis.cluster is not None:
         write_cluster_outputs(directory, analysis.cluster, document["findings"])
     reported = time.perf_counter()
-    report.write_report(
+    write_report(
         directory / "report.html",
-        report.report_data_from_profile(analysis, document, title=title, meta=meta),
+        report_data_from_profile(analysis, document, title=title, meta=meta),
     )
     timings["report_s"] = time.perf_counter() - reported
     return document
