@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from perfledger.render.report import MAX_REPORT_BYTES
+from perfledger.render.report.page import MAX_REPORT_BYTES
 from tests.browser import chromium
 from tests.paths import DATA
 

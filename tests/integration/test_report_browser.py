@@ -24,13 +24,8 @@ from rich.console import Console
 from perfledger.analysis.profile import analyze_traces
 from perfledger.model import schema
 from perfledger.model.trace import Trace
-from perfledger.render.report import (
-    MAX_REPORT_BYTES,
-    Headline,
-    ReportData,
-    report_data_from_profile,
-    write_report,
-)
+from perfledger.render.report.data import Headline, ReportData, report_data_from_profile
+from perfledger.render.report.page import MAX_REPORT_BYTES, write_report
 from perfledger.run.pipeline import build_profile
 from perfledger.sources import load_traces
 from tests.paths import DATA

@@ -23,13 +23,12 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
+from perfledger.analysis.cluster.collectives import slow_links
 from perfledger.model.cluster import MATRIX_SCHEMA, ClusterReport
-from perfledger.render.report import (
-    MATRIX_SRC_RANKS,
-    ReportData,
-    report_payload,
-    write_report,
-)
+from perfledger.render.report.budgets import MATRIX_SRC_RANKS
+from perfledger.render.report.data import ReportData
+from perfledger.render.report.page import write_report
+from perfledger.render.report.payload import report_payload
 from perfledger.run.pipeline import build_profile
 from tests.paths import data_file
 
@@ -56,6 +55,12 @@ def _build(source: Path, out: Path) -> Built:
 @pytest.fixture(scope="module")
 def level1(tmp_path_factory: pytest.TempPathFactory) -> Built:
     return _build(data_file(LEVEL1), tmp_path_factory.mktemp("level1") / "p")
+
+
+def with_matrix(cluster: ClusterReport, matrix: pa.Table) -> ClusterReport:
+    """The cluster pass's report with another matrix, and that matrix's slow links."""
+    slow = pa.Table.from_pylist(slow_links(matrix), schema=MATRIX_SCHEMA)
+    return dataclasses.replace(cluster, matrix=matrix, slow_links=slow)
 
 
 def payload_of(report: Path) -> dict[str, Any]:
@@ -236,7 +241,7 @@ def _hand_matrix() -> pa.Table:
 def test_payload_caps_the_ranks_picks_the_main_transport_and_lists_slow_links(
     level1: Built,
 ) -> None:
-    cluster = dataclasses.replace(level1.cluster, matrix=_hand_matrix())
+    cluster = with_matrix(level1.cluster, _hand_matrix())
     matrix = report_payload(ReportData(title="hand", cluster=cluster))["cluster"]["matrix"]
     assert MATRIX_SRC_RANKS == 64
     assert matrix["src_ranks"] == list(range(64)) and matrix["total_src_ranks"] == 70
@@ -277,9 +282,7 @@ def test_several_groups_draw_the_one_that_moved_the_most_bytes(level1: Built) ->
         }
 
     rows = [pair("dp", 0, 1, GB), pair("tp", 0, 1, 2 * GB), pair("tp", 1, 0, GB)]
-    cluster = dataclasses.replace(
-        level1.cluster, matrix=pa.Table.from_pylist(rows, schema=MATRIX_SCHEMA)
-    )
+    cluster = with_matrix(level1.cluster, pa.Table.from_pylist(rows, schema=MATRIX_SCHEMA))
     matrix = report_payload(ReportData(title="groups", cluster=cluster))["cluster"]["matrix"]
     assert (matrix["group"], matrix["groups"]) == ("tp", 2)
     assert matrix["total_rows"] == 2
@@ -288,7 +291,7 @@ def test_several_groups_draw_the_one_that_moved_the_most_bytes(level1: Built) ->
 
 
 def test_a_cluster_without_matrix_rows_has_no_matrix_in_the_payload(level1: Built) -> None:
-    cluster = dataclasses.replace(level1.cluster, matrix=MATRIX_SCHEMA.empty_table())
+    cluster = with_matrix(level1.cluster, MATRIX_SCHEMA.empty_table())
     assert report_payload(ReportData(title="none", cluster=cluster))["cluster"]["matrix"] is None
 
 
@@ -324,7 +327,7 @@ def test_level1_matrix_is_drawn_with_local_outside_the_scale(
 def test_slow_links_are_listed_under_the_matrix(
     browser: Browser, level1: Built, tmp_path: Path
 ) -> None:
-    cluster = dataclasses.replace(level1.cluster, matrix=_hand_matrix())
+    cluster = with_matrix(level1.cluster, _hand_matrix())
     write_report(tmp_path / "report.html", ReportData(title="hand", cluster=cluster))
     visit = Visit(browser, tmp_path / "report.html")
     page = visit.page

@@ -15,7 +15,7 @@ from perfledger.analysis.cluster.balance import (
 )
 from perfledger.analysis.cluster.collectives import align_collectives
 from perfledger.model.accounts import WindowAccount
-from perfledger.model.cluster import COLLECTIVES_SCHEMA
+from perfledger.model.cluster import COLLECTIVES_SCHEMA, MATRIX_SCHEMA
 
 MS = 1_000_000
 
@@ -220,3 +220,33 @@ def test_cluster_report_names_the_slow_rank_with_its_votes() -> None:
     assert report.slow_ranks[0].last_arrivals == 1
     assert report.slow_ranks[0].collectives == 1
     assert report.collectives.max_spread_ns == 2 * MS
+
+
+def test_cluster_report_finds_the_slow_links_of_its_matrix_once() -> None:
+    # HCCS pairs at 10, 10, 4 and 10 GB/s (median 10): 2 -> 3 runs at 40 % of it; the LOCAL
+    # copy at 1 % of HCCS is its own transport, never a slow link
+    def pair(src: int, dst: int, transport: str, gbps: float, pct: float) -> dict[str, object]:
+        return {
+            "group": "g",
+            "src_rank": src,
+            "dst_rank": dst,
+            "transport": transport,
+            "steps": 1,
+            "transit_bytes": 1000,
+            "transit_ns": round(1000 / gbps),
+            "gbps": gbps,
+            "vs_transport_median_pct": pct,
+        }
+
+    rows = [pair(0, 1, "HCCS", 10.0, 100.0), pair(1, 0, "HCCS", 10.0, 100.0)]
+    rows += [pair(2, 3, "HCCS", 4.0, 40.0), pair(3, 2, "HCCS", 10.0, 100.0)]
+    rows.append(pair(0, 0, "LOCAL", 0.1, 100.0))
+    matrix = pa.Table.from_pylist(rows, schema=MATRIX_SCHEMA)
+    report = cluster_report(eight_ranks(), COLLECTIVES_SCHEMA.empty_table(), matrix=matrix)
+    assert report.slow_links.schema == MATRIX_SCHEMA
+    slow = report.slow_links.to_pylist()
+    assert [(r["src_rank"], r["dst_rank"], r["vs_transport_median_pct"]) for r in slow] == [
+        (2, 3, 40.0)
+    ]
+    # without a matrix: no slow link
+    assert cluster_report(eight_ranks(), COLLECTIVES_SCHEMA.empty_table()).slow_links.num_rows == 0

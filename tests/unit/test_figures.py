@@ -7,12 +7,15 @@ from dataclasses import replace
 import pytest
 
 from perfledger.analysis import figures
+from perfledger.model import schema
 from perfledger.model.accounts import (
     HostWindowAccount,
+    StepWindow,
     WindowAccount,
     host_step_trace_table,
     step_trace_table,
 )
+from tests.synth import EventsBuilder
 
 MS = 1_000_000
 
@@ -96,3 +99,36 @@ def test_host_only_profile_has_a_step_time_and_no_utilization() -> None:
     assert figures.step_time_ms(table, step_count=1) == 8.0
     assert figures.utilization_pct(table) is None
     assert figures.category_share_pct(table, "forward") == pytest.approx(37.5)
+
+
+def test_step_hulls_span_every_rank_of_a_step() -> None:
+    # rank 0: step 1 at [0, 10) ms, step 2 at [10, 40); rank 1 (skewed): [2, 22), [22, 62)
+    windows = [
+        StepWindow(0, 1, 0, 10 * MS, 0, 10 * MS),
+        StepWindow(0, 2, 10 * MS, 40 * MS, 10 * MS, 40 * MS),
+        StepWindow(1, 2, 22 * MS, 62 * MS, 22 * MS, 62 * MS),
+        StepWindow(1, 1, 2 * MS, 22 * MS, 2 * MS, 22 * MS),
+    ]
+    assert figures.step_hulls(windows, schema.empty_events()) == [
+        (1, 0, 22 * MS),
+        (2, 10 * MS, 62 * MS),
+    ]
+
+
+def test_without_step_windows_the_events_span_one_step() -> None:
+    events = EventsBuilder().cpu_op(5 * MS, MS, "a").kernel(3 * MS, 4 * MS, "k").table()
+    # the kernel starts first (3 ms) and ends last (7 ms; the op ends at 6 ms)
+    assert figures.step_hulls([], events) == [(0, 3 * MS, 7 * MS)]
+    assert figures.step_hulls([], schema.empty_events()) == []
+
+
+def test_representative_steps_by_wall_time() -> None:
+    # walls of steps 3, 4, 5, 6: 30, 10, 20, 10 ms; sorted (wall, step): 4, 6, 5, 3
+    walls = [30 * MS, 10 * MS, 20 * MS, 10 * MS]
+    chosen = figures.representative_steps([3, 4, 5, 6], walls)
+    # four steps: the lower median is the 2nd of the sorted, step 6 (a tie with step 4 at
+    # 10 ms goes to the lower step, 4, as the fastest)
+    assert chosen == {"median": 6, "slowest": 3, "fastest": 4}
+    assert list(chosen) == list(figures.REPRESENTATIVE_STEPS)
+    assert figures.representative_steps([7], [MS]) == {"median": 7, "slowest": 7, "fastest": 7}
+    assert figures.representative_steps([], []) == {}

@@ -12,17 +12,15 @@ import pytest
 
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow, WindowAccount
-from perfledger.render import report
-from perfledger.render.report import (
+from perfledger.render.report.budgets import COUNTER_POINTS, TABLE_ROWS, TEXT_CHARS
+from perfledger.render.report.data import Headline, ReportData, headline_from_summary
+from perfledger.render.report.page import (
     MAX_REPORT_BYTES,
-    Headline,
-    ReportData,
-    headline_from_summary,
     render_report,
-    report_payload,
     script_json,
     write_report,
 )
+from perfledger.render.report.payload import report_payload
 from tests.synth import EventsBuilder, gaps_table
 
 US = 1_000
@@ -202,12 +200,12 @@ def test_tables_keep_the_longest_rows_cut_long_strings_and_null_nans() -> None:
     )
     data = ReportData(title="t", op_summary=table)
     t = report_payload(data)["tables"]["op_summary"]
-    assert t["total_rows"] == 3000 and t["shown_rows"] == report.TABLE_ROWS["op_summary"]
+    assert t["total_rows"] == 3000 and t["shown_rows"] == TABLE_ROWS["op_summary"]
     cols = {c["name"]: c for c in t["columns"]}
     kept = sorted(cols["dur_ns"]["values"])
-    assert kept[0] == rows - report.TABLE_ROWS["op_summary"] and kept[-1] == rows - 1
+    assert kept[0] == rows - TABLE_ROWS["op_summary"] and kept[-1] == rows - 1
     longest = cols["name"]["values"][cols["dur_ns"]["values"].index(rows - 1)]
-    assert len(longest) == report.TEXT_CHARS and longest.endswith("…")
+    assert len(longest) == TEXT_CHARS and longest.endswith("…")
     assert cols["dur_ns"]["type"] == "ns" and cols["gbps"]["type"] == "float"
     assert None not in cols["gbps"]["values"]  # the NaN row (dur 0) is not among the longest
 
@@ -230,7 +228,7 @@ def test_counters_are_sampled_evenly_keeping_both_ends() -> None:
     )
     events = EventsBuilder().cpu_op(0, 10, "op").table()
     (series,) = report_payload(ReportData(title="t", events=events, counters=counters))["counters"]
-    assert len(series["t_s"]) == report.COUNTER_POINTS
+    assert len(series["t_s"]) == COUNTER_POINTS
     assert series["t_s"][0] == 0.0 and series["t_s"][-1] == 10.0  # seconds from profile start
     assert series["value"][0] == 0.0 and series["value"][-1] == 10_000.0
     assert series["samples"] == n

@@ -11,8 +11,11 @@ import pytest
 
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
-from perfledger.render import report
-from perfledger.render.report import ReportData, report_payload
+from perfledger.render.report.budgets import PayloadLimits
+from perfledger.render.report.data import ReportData, report_data_from_profile
+from perfledger.render.report.payload import report_payload
+from perfledger.render.report.rows import held_codes, prepare_rows, take, take_ascending
+from perfledger.render.report.steps import timeline_spans
 from perfledger.render.timeline import dictionary_codes
 from tests.paths import DATA
 from tests.synth import EventsBuilder, gaps_table
@@ -79,7 +82,7 @@ def profile() -> ReportData:
     return ReportData(title="ranks", events=events, windows=windows(), gaps=gaps())
 
 
-LIMITS = report._Limits(timeline_steps=2, timeline_events=5)
+LIMITS = PayloadLimits(timeline_steps=2, timeline_events=5)
 
 
 def cut(table: pa.Table, spans: list[tuple[int, int]], also_earliest: bool) -> pa.Table:
@@ -170,8 +173,8 @@ def test_only_the_rows_a_timeline_can_draw_are_read() -> None:
     data = ReportData(
         title="t", events=events, windows=(StepWindow(0, 0, 0, 2_000_000, 0, 2_000_000),)
     )
-    spans = report._timeline_spans(data, LIMITS)
-    prepared = report._prepare(data, spans, LIMITS.timeline_events)
+    spans = timeline_spans(data, LIMITS)
+    prepared = prepare_rows(data, spans, LIMITS.timeline_events)
     assert prepared.start.size == 5  # not 60 003 rows
     assert prepared.events_total == {(0, 2_000_000): events.num_rows}
     # the same rows as selecting among all rows: the longest, ties by row order
@@ -187,14 +190,14 @@ def test_only_the_rows_a_timeline_can_draw_are_read() -> None:
 
 def test_a_shrunk_payload_is_built_from_the_rows_held_for_the_full_one() -> None:
     data = profile()
-    full = report._Limits(timeline_steps=4, timeline_events=8)
-    prepared = report._prepare(data, report._timeline_spans(data, full), full.timeline_events)
-    shrunk = report._Limits(timeline_steps=2, timeline_events=3)
-    assert prepared.covers(report._timeline_spans(data, shrunk), shrunk.timeline_events)
+    full = PayloadLimits(timeline_steps=4, timeline_events=8)
+    prepared = prepare_rows(data, timeline_spans(data, full), full.timeline_events)
+    shrunk = PayloadLimits(timeline_steps=2, timeline_events=3)
+    assert prepared.covers(timeline_spans(data, shrunk), shrunk.timeline_events)
     assert report_payload(data, shrunk, prepared) == report_payload(data, shrunk)
     # a preparation that does not hold what a payload draws is replaced, not used
-    small = report._prepare(data, [hull(0)], 2)
-    assert not small.covers(report._timeline_spans(data, full), full.timeline_events)
+    small = prepare_rows(data, [hull(0)], 2)
+    assert not small.covers(timeline_spans(data, full), full.timeline_events)
     assert report_payload(data, full, small) == report_payload(data, full)
 
 
@@ -202,7 +205,7 @@ def test_take_batch_by_batch_equals_arrow_take() -> None:
     rng = np.random.default_rng(7)
     table = pa.concat_tables([rank_events(r) for r in range(RANKS)]).drop_columns(["flops"])
     rows = rng.integers(0, table.num_rows, 50)
-    assert report._take(table, rows).to_pylist() == table.take(rows).to_pylist()
+    assert take(table, rows).to_pylist() == table.take(rows).to_pylist()
 
 
 @pytest.mark.parametrize("dictionary", [False, True])
@@ -212,8 +215,8 @@ def test_codes_of_held_rows_equal_the_codes_of_the_whole_column(dictionary: bool
     if dictionary:
         chunks = [c.dictionary_encode() for c in chunks]
     table = pa.Table.from_batches([pa.record_batch([c], names=["cause"]) for c in chunks])
-    held = report._take_ascending(table, np.array([4, 7, 8]))  # "d", "a", null
-    codes, distinct = report._codes(table, held, "cause")
+    held = take_ascending(table, np.array([4, 7, 8]))  # "d", "a", null
+    codes, distinct = held_codes(table, held, "cause")
     whole, whole_distinct = dictionary_codes(table, "cause")
     assert distinct == whole_distinct
     assert codes.tolist() == whole[[4, 7, 8]].tolist()
@@ -262,10 +265,10 @@ def test_real_profile_payload_equals_that_of_its_drawn_rows(files: tuple[str, ..
 
     analysis = analyze_traces(load_traces([DATA / "kineto" / f for f in files]))
     summary = {"findings": [f.to_dict() for f in diagnose(analysis).findings]}
-    data = report.report_data_from_profile(analysis, summary, title="real")
+    data = report_data_from_profile(analysis, summary, title="real")
     assert data.gaps is not None
-    limits = report._Limits()
-    spans = report._timeline_spans(data, limits)
+    limits = PayloadLimits()
+    spans = timeline_spans(data, limits)
     small = replace(
         data,
         events=cut(data.events, spans, also_earliest=True),

@@ -3,16 +3,21 @@ terminal, the report, the ledger, diff) calls these functions or reads what they
 
 They read the step_trace table (:func:`perfledger.model.accounts.step_trace_table`): the
 in-memory analysis and a stored profile's step_trace.csv hold the same rows, so a figure is
-the same whether it comes from a fresh analysis or a profile on disk.
+the same whether it comes from a fresh analysis or a profile on disk. The steps that stand for
+a profile (median, slowest, fastest) are chosen here too, from the step windows of every rank.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.model.accounts import StepWindow
 from perfledger.model.schema import SPAN_STEP
 
 FloatArray = npt.NDArray[np.float64]
@@ -78,3 +83,44 @@ def category_share_pct(step_trace: pa.Table, category: str) -> float | None:
     if wall <= 0:
         return None
     return 100.0 * float(pc.sum(rows.column(column)).as_py() or 0) / wall
+
+
+# The steps a view shows first, in this order of preference.
+REPRESENTATIVE_STEPS: Final = ("median", "slowest", "fastest")
+
+
+def step_hulls(windows: Sequence[StepWindow], events: pa.Table) -> list[tuple[int, int, int]]:
+    """Each step's hull over the ranks, ``(step, start_ns, end_ns)`` by step: the earliest start
+    and latest end of its windows. Without step windows the profile's events span one step 0;
+    no hull without events either."""
+    hulls: dict[int, tuple[int, int]] = {}
+    for w in windows:  # one window per rank and step
+        lo, hi = hulls.get(w.step, (w.start_ns, w.end_ns))
+        hulls[w.step] = (min(lo, w.start_ns), max(hi, w.end_ns))
+    if not hulls and events.num_rows:
+        start = int(pc.min(events.column("start_ns")).as_py())
+        # batch by batch: the ends of all events at once would be a whole column
+        ends = (
+            pc.max(pc.add(b.column("start_ns"), b.column("dur_ns"))).as_py()
+            for b in events.to_batches()
+        )
+        hulls[0] = (start, max(e for e in ends if e is not None))
+    return [(step, lo, hi) for step, (lo, hi) in sorted(hulls.items())]
+
+
+def representative_steps(steps: Sequence[int], walls_ns: Sequence[int]) -> dict[str, int]:
+    """The steps that stand for a profile, by wall time: ``median``, ``slowest`` and
+    ``fastest`` (keys in REPRESENTATIVE_STEPS order), ties going to the lower step; empty
+    without steps.
+
+    The median is the lower one: a step that exists, never an average of two.
+    """
+    if len(steps) == 0:
+        return {}
+    step = np.asarray(steps, dtype=np.int64)
+    order = np.lexsort((step, np.asarray(walls_ns, dtype=np.int64)))
+    return {
+        "median": int(step[order[(order.size - 1) // 2]]),
+        "slowest": int(step[order[-1]]),
+        "fastest": int(step[order[0]]),
+    }

@@ -222,6 +222,8 @@ class ClusterReport:
     links: pa.Table = field(default_factory=LINKS_SCHEMA.empty_table)  # LINKS_SCHEMA
     steps: pa.Table = field(default_factory=CLUSTER_STEPS_SCHEMA.empty_table)
     matrix: pa.Table = field(default_factory=MATRIX_SCHEMA.empty_table)  # MATRIX_SCHEMA
+    # the matrix's pairs far below their transport's median bandwidth, slowest first
+    slow_links: pa.Table = field(default_factory=MATRIX_SCHEMA.empty_table)  # MATRIX_SCHEMA
 
     def spread(self, category: str) -> Spread | None:
         """The spread of one category, None when absent."""

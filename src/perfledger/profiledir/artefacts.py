@@ -18,8 +18,10 @@ from rich.console import Console
 from perfledger.analysis import figures
 from perfledger.analysis.profile import step_trace
 from perfledger.profiledir.layout import REPORT_HTML, SUMMARY_JSON
-from perfledger.render import report, timeline
+from perfledger.render import timeline
 from perfledger.render.cluster import write_cluster_outputs
+from perfledger.render.report.data import report_data_from_profile
+from perfledger.render.report.page import write_report
 
 if TYPE_CHECKING:
     from perfledger.model.findings import AdvisorReport
@@ -134,9 +136,9 @@ def write_artefacts(
     if analysis.cluster is not None:
         write_cluster_outputs(directory, analysis.cluster, document["findings"])
     reported = time.perf_counter()
-    report.write_report(
+    write_report(
         directory / REPORT_HTML,
-        report.report_data_from_profile(analysis, document, title=title, meta=meta),
+        report_data_from_profile(analysis, document, title=title, meta=meta),
     )
     timings = {
         "timeline_s": timeline_done - tables_done,

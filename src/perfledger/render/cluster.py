@@ -1,7 +1,7 @@
 """cluster_summary.json, cluster_step_trace.csv and cluster_communication_matrix.csv: the
 cluster pass's fields, laid out.
 
-Writers only: every figure is a field of :class:`perfledger.analysis.cluster.balance.ClusterReport`
+Writers only: every figure is a field of :class:`perfledger.model.cluster.ClusterReport`
 (ns converted to ms, rounded to the µs) or a finding of the advisor's cluster rules.
 
 ``cluster_summary.json`` keys: ``format_version``, ``tool_version``, ``ranks``, ``compared``
@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from perfledger.analysis.cluster.collectives import slow_links
 from perfledger.files import write_json
 from perfledger.model import schema
 from perfledger.model.cluster import ClusterReport, RankAccount
@@ -152,7 +151,7 @@ def _finite(value: float) -> float | None:
 def _matrix(report: ClusterReport) -> dict[str, Any]:
     return {
         "pairs": [_pair(row) for row in report.matrix.to_pylist()],
-        "slow_links": [_pair(row) for row in slow_links(report.matrix)],
+        "slow_links": [_pair(row) for row in report.slow_links.to_pylist()],
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 from markupsafe import Markup
 
 from perfledger.files import write_text
-from perfledger.render.report import csp_hash, inline_asset, script_json, template_environment
+from perfledger.render.report.page import csp_hash, inline_asset, script_json, template_environment
 from perfledger.version import __version__
 
 DIFF_TEMPLATE: Final = "diff.html.j2"

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from perfledger.analysis.cluster.collectives import align_collectives
+from perfledger.analysis.cluster.collectives import align_collectives, slow_links
 from perfledger.model.accounts import WindowAccount
 from perfledger.model.cluster import (
     CLUSTER_STEP_NS_COLUMNS,
@@ -201,12 +201,14 @@ def cluster_report(
         links: link figures of every rank (LINKS_SCHEMA), when the source has them.
         ranks: every rank of the profile (default: the ranks of ``windows``).
         excess_pct: how much longer than the others a rank must work to be a suspect.
-        matrix: the run's communication matrix (MATRIX_SCHEMA), when the source has one.
+        matrix: the run's communication matrix (MATRIX_SCHEMA), when the source has one; its
+            slow links are found once here, for every view of the cluster.
     """
     basis, compared = cluster_windows(windows)
     accounts = rank_accounts(compared)
     all_ranks = tuple(sorted(set(ranks) if ranks is not None else {a.rank for a in accounts}))
     alignment = align_collectives(collectives, all_ranks)
+    matrix = matrix if matrix is not None else MATRIX_SCHEMA.empty_table()
     return ClusterReport(
         ranks=all_ranks,
         basis=basis,
@@ -216,5 +218,6 @@ def cluster_report(
         collectives=alignment,
         links=links if links is not None else LINKS_SCHEMA.empty_table(),
         steps=step_table(compared),
-        matrix=matrix if matrix is not None else MATRIX_SCHEMA.empty_table(),
+        matrix=matrix,
+        slow_links=pa.Table.from_pylist(slow_links(matrix), schema=MATRIX_SCHEMA),
     )

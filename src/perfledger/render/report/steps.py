@@ -1,0 +1,175 @@
+"""The steps the report embeds (median, slowest, fastest, those of findings) and the step
+timeline of each: host threads above the device streams, idle gaps on a row of their device."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from perfledger.analysis.figures import REPRESENTATIVE_STEPS, representative_steps, step_hulls
+from perfledger.render.report.budgets import PayloadLimits
+from perfledger.render.report.data import ReportData
+from perfledger.render.report.rows import Int64Array, PreparedRows, Span, distinct_rows
+from perfledger.render.report.values import finite, jsonable, number
+
+
+def step_choices(data: ReportData) -> list[dict[str, Any]]:
+    """Every step (hull of its windows over ranks), labelled median / slowest / fastest."""
+    hulls = step_hulls(data.windows, data.events)
+    steps: list[dict[str, Any]] = [
+        {"step": s, "start_ns": lo, "end_ns": hi, "wall_ms": (hi - lo) / 1e6, "labels": []}
+        for s, lo, hi in hulls
+    ]
+    by_step = {s["step"]: s for s in steps}
+    chosen = representative_steps([s for s, _, _ in hulls], [hi - lo for _, lo, hi in hulls])
+    for label, step in chosen.items():
+        by_step[step]["labels"].append(label)
+    return steps
+
+
+def timeline_steps(
+    steps: list[dict[str, Any]], findings: list[dict[str, Any]], limit: int
+) -> list[int]:
+    """Which steps the report embeds: median first, slowest, fastest, those of findings."""
+    chosen: list[int] = []
+    for label in REPRESENTATIVE_STEPS:
+        chosen += [i for i, s in enumerate(steps) if label in s["labels"] and i not in chosen]
+    index = {s["step"]: i for i, s in enumerate(steps)}
+    for f in findings:
+        for target in f["targets"]:
+            i = index.get(target["step"])
+            if i is not None and i not in chosen:
+                chosen.append(i)
+    for i in range(len(steps)):  # then the first steps, while the budget lasts
+        if i not in chosen:
+            chosen.append(i)
+    return chosen[:limit]
+
+
+def timeline_spans(data: ReportData, limits: PayloadLimits) -> list[Span]:
+    """The hulls [start_ns, end_ns) of the steps whose timelines the payload embeds."""
+    steps = step_choices(data)
+    findings = [report_finding(f, steps) for f in data.findings]
+    chosen = timeline_steps(steps, findings, limits.timeline_steps)
+    return [(int(steps[k]["start_ns"]), int(steps[k]["end_ns"])) for k in chosen]
+
+
+def report_finding(finding: Mapping[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A finding as the page shows it, with one "show on timeline" link per step it spans."""
+    targets: list[dict[str, Any]] = []
+    for span in finding.get("spans") or ():
+        try:
+            lo, hi = int(span["start_ns"]), int(span["end_ns"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        home = next((s for s in steps if s["start_ns"] <= lo < s["end_ns"]), None)
+        if home is None:
+            home = next((s for s in steps if lo < s["end_ns"] and hi > s["start_ns"]), None)
+        if home is not None and all(t["step"] != home["step"] for t in targets):
+            # one link per step: the first (most severe) span of the finding in it
+            targets.append(
+                {
+                    "step": home["step"],
+                    "start_us": (lo - home["start_ns"]) / 1e3,
+                    "end_us": (hi - home["start_ns"]) / 1e3,
+                }
+            )
+    return {
+        "id": str(finding.get("id", "")),
+        "title": str(finding.get("title", "")),
+        "severity_ms": number(finding.get("severity_ms")),
+        "severity_pct": number(finding.get("severity_pct")),
+        "evidence": finite(jsonable(finding.get("evidence"))),
+        "suggestion": finite(jsonable(finding.get("suggestion"))),
+        "verify": finite(jsonable(finding.get("verify"))),
+        "targets": targets,
+    }
+
+
+def step_timeline(p: PreparedRows, step: dict[str, Any], limit: int) -> dict[str, Any]:
+    """Host threads above the device streams, one step; gaps on a row of their device."""
+    lo, hi = int(step["start_ns"]), int(step["end_ns"])
+    rows_in = np.flatnonzero((p.start < hi) & (p.start + p.dur > lo))
+    total = p.events_total[(lo, hi)]
+    if rows_in.size > limit:
+        # the longest events: the short ones are below a pixel at step scale anyway
+        keep = np.argsort(-p.dur[rows_in], kind="stable")[:limit]
+        rows_in = np.sort(rows_in[keep])
+    rank = p.rank[rows_in]
+    device = p.device[rows_in]
+    stream = p.stream[rows_in]
+    pid = p.pid[rows_in]
+    start = p.start[rows_in]
+    dur = p.dur[rows_in]
+    g_rows = np.flatnonzero((p.gap_start < hi) & (p.gap_end > lo))
+    if g_rows.size > limit:  # many ranks: the longest gaps, as for the events
+        keep = np.argsort(p.gap_start[g_rows] - p.gap_end[g_rows], kind="stable")[:limit]
+        g_rows = np.sort(g_rows[keep])
+    g_rank = p.gap_rank[g_rows]
+    g_device = p.gap_device[g_rows]
+
+    # rows: host threads first (the one holding the step marks first), then per device a row
+    # of idle gaps above its streams
+    host = device < 0
+    is_step = p.kind[rows_in] == p.step_kind
+    row_keys: dict[tuple[int, ...], str] = {}
+    threads = distinct_rows(rank[host], pid[host], stream[host])
+    several_pids = len({(r, q) for r, q, _t in threads}) > len({r for r, _q, _t in threads})
+    for r, q, t in threads:
+        main = 0 if is_step[host & (rank == r) & (pid == q) & (stream == t)].any() else 1
+        where = f"rank {r} pid {q}" if several_pids else f"rank {r}"
+        row_keys[(r, 0, main, q, t)] = f"{where} {'thread' if main else 'main thread'} {t}"
+    devices = sorted(
+        set(distinct_rows(rank[~host], device[~host])) | set(distinct_rows(g_rank, g_device))
+    )
+    for r, d in devices:
+        row_keys[(r, 1, d, -1, -1)] = f"rank {r} device {d} idle"
+        for (t,) in distinct_rows(stream[~host & (rank == r) & (device == d)]):
+            row_keys[(r, 1, d, 0, t)] = f"rank {r} device {d} stream {t}"
+    ordered = sorted(row_keys)
+    row = np.zeros(rows_in.size, dtype=np.int64)
+    g_row = np.zeros(g_rows.size, dtype=np.int64)
+    band_end = np.zeros(g_rows.size, dtype=np.int64)
+    for i, (r, cat, a, b, c) in enumerate(ordered):
+        if cat == 0:
+            row[host & (rank == r) & (pid == b) & (stream == c)] = i
+        elif b == -1:
+            g_row[(g_rank == r) & (g_device == a)] = i
+        else:
+            row[~host & (rank == r) & (device == a) & (stream == c)] = i
+            # a gap's band spans its device's rows, down to the last stream
+            band_end[(g_rank == r) & (g_device == a)] = i
+    depth = _nesting_depth(row, start, start + dur)
+    g_start = p.gap_start[g_rows]
+    return {
+        "step": step["step"],
+        "start_ns": lo,
+        "wall_us": (hi - lo) / 1e3,
+        "rows": [row_keys[k] for k in ordered],
+        "row_is_gap": [k[1] == 1 and k[3] == -1 for k in ordered],
+        "row_is_device": [k[1] == 1 for k in ordered],
+        "row": np.concatenate([row, g_row]).tolist(),
+        "start_us": np.round((np.concatenate([start, g_start]) - lo) / 1e3, 3).tolist(),
+        "dur_us": np.round(np.concatenate([dur, p.gap_end[g_rows] - g_start]) / 1e3, 3).tolist(),
+        "depth": np.concatenate([depth, np.zeros(g_rows.size, np.int64)]).tolist(),
+        # codes into the profile's names and kinds, renumbered once all steps are chosen
+        "name": np.concatenate([p.name[rows_in], p.gap_label[g_rows]]),
+        "kind": np.concatenate([p.kind[rows_in], p.gap_kind[g_rows]]),
+        "gap_band_end": band_end.tolist(),
+        "events_total": total,
+        "events_shown": int(rows_in.size),
+    }
+
+
+def _nesting_depth(group: Int64Array, start: Int64Array, end: Int64Array) -> Int64Array:
+    """Nesting depth of each interval inside its group (0: outermost), for drawing only."""
+    depth = np.zeros(start.size, dtype=np.int64)
+    for g in np.unique(group):
+        rows = np.flatnonzero(group == g)
+        order = rows[np.lexsort((-(end[rows] - start[rows]), start[rows]))]
+        s = start[order]
+        closed = np.searchsorted(np.sort(end[order]), s, side="right")
+        depth[order] = np.arange(order.size) - closed
+    return np.clip(depth, 0, 7)

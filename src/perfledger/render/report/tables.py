@@ -1,0 +1,233 @@
+"""The payload's tables, counters, time accounts and gap histogram, packed in columns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
+from perfledger.model.gaps import GapReport
+from perfledger.render.report.budgets import (
+    ACCOUNTING_STEPS,
+    COUNTER_SERIES,
+    TABLE_ROWS,
+    PayloadLimits,
+)
+from perfledger.render.report.data import Headline
+from perfledger.render.report.rows import PreparedRows, int64, take
+
+# Table columns holding instants (absolute ns), shown from the profile start.
+_INSTANT_COLUMNS: Final = frozenset({"start_ns", "end_ns", "launch_ns", "ts_ns", "launch_start_ns"})
+_ACCOUNT_SERIES: Final = (
+    ("compute", "compute_ns"),
+    ("communication", "communication_ns"),
+    ("memcpy", "memcpy_ns"),
+    ("memset", "memset_ns"),
+    *((f"idle: {cause}", f"idle_{cause}_ns") for cause in IDLE_CAUSES),
+)
+_HOST_SERIES: Final = (
+    ("dataloader", "dataloader_ns"),
+    ("forward", "forward_ns"),
+    ("backward", "backward_ns"),
+    ("optimizer", "optimizer_ns"),
+    ("overhead", "overhead_ns"),
+)
+
+
+def payload_table(
+    table: pa.Table, name: str, limits: PayloadLimits, origin_ns: int | None = None
+) -> dict[str, Any]:
+    """Columns of a result table, its first rows (the longest when it has ``dur_ns``).
+
+    Instants (start_ns, end_ns, launch_ns ...) become ns from the profile start, exact
+    (JavaScript numbers cannot hold epoch ns); unknown ones (-1) become null.
+    """
+    limit = max(20, int(TABLE_ROWS.get(name, 500) * limits.table_scale))
+    total = table.num_rows
+    if total > limit:
+        if "dur_ns" in table.column_names:
+            top = pc.select_k_unstable(table, limit, [("dur_ns", "descending")])
+            table = take(table, np.asarray(top.to_numpy(), dtype=np.int64))
+        else:
+            table = table.slice(0, limit)
+    columns = []
+    for fld in table.schema:
+        col = table.column(fld.name)
+        if pa.types.is_dictionary(fld.type):
+            col = pc.cast(col, pa.string())
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            col = _cut_column(col, limits.text_chars)
+        elif pa.types.is_floating(col.type):
+            col = pc.if_else(pc.is_finite(col), col, pa.scalar(None, col.type))
+        kind = _column_type(fld)
+        if fld.name in _INSTANT_COLUMNS and pa.types.is_integer(col.type):
+            if origin_ns is None:
+                kind = "int"
+            else:
+                known = pc.greater_equal(col, 0)
+                col = pc.if_else(known, pc.subtract(col, origin_ns), pa.scalar(None, col.type))
+                kind = "instant"
+        columns.append({"name": fld.name, "type": kind, "values": col.to_pylist()})
+    return {"total_rows": total, "shown_rows": table.num_rows, "columns": columns}
+
+
+def cut(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters, ending with an ellipsis when it was longer."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def _cut_column(col: pa.ChunkedArray, chars: int) -> pa.ChunkedArray:
+    """Strings longer than ``chars`` end with an ellipsis (the CSV keeps them whole)."""
+    long = pc.fill_null(pc.greater(pc.utf8_length(col), chars), False)
+    shortened = pc.binary_join_element_wise(pc.utf8_slice_codeunits(col, 0, chars - 1), "…", "")
+    return pc.if_else(long, shortened, col)
+
+
+def _column_type(fld: pa.Field) -> str:
+    name = fld.name
+    if name.endswith("_ns"):
+        return "ns"
+    if name == "bytes" or name.endswith("_bytes"):
+        return "bytes"
+    if name == "ratio":
+        return "ratio"
+    if name.endswith("_pct"):
+        return "pct"
+    t = fld.type
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t):
+        return "float"
+    return "str"
+
+
+def counter_series(counters: pa.Table | None, p: PreparedRows, points: int) -> list[dict[str, Any]]:
+    """Each counter series, evenly sampled to at most ``points`` points, time in s.
+
+    Series by series: the counters of many ranks are never read into whole columns.
+    """
+    if counters is None or counters.num_rows == 0:
+        return []
+    origin = p.origin_ns
+    if origin is None:
+        origin = int(pc.min(counters.column("ts_ns")).as_py())
+    keys = counters.select(["rank", "track", "name"]).group_by(["rank", "track", "name"])
+    series = sorted(
+        (int(r), t, n) for r, t, n in zip(*keys.aggregate([]).to_pydict().values(), strict=True)
+    )
+    out = []
+    for r, t, n in series[:COUNTER_SERIES]:
+        mine = counters.filter(
+            (pc.field("rank") == r) & (pc.field("track") == t) & (pc.field("name") == n)
+        )
+        ts = int64(mine, "ts_ns")
+        value = np.asarray(mine.column("value").to_numpy(), dtype=np.float64)
+        rows = np.flatnonzero(np.isfinite(value))
+        rows = rows[np.argsort(ts[rows], kind="stable")]
+        if rows.size > points:
+            rows = rows[np.linspace(0, rows.size - 1, points).round().astype(np.int64)]
+        out.append(
+            {
+                "rank": r,
+                "track": t,
+                "name": n,
+                "t_s": np.round((ts[rows] - origin) / 1e9, 6).tolist(),
+                "value": value[rows].tolist(),
+                "samples": mine.num_rows,
+            }
+        )
+    return out
+
+
+def headline_figures(h: Headline) -> dict[str, Any]:
+    """The headline figures as the page reads them."""
+    return {
+        "step_time_ms": h.step_time_ms,
+        "device_utilization_pct": h.device_utilization_pct,
+        "throughput": h.throughput,
+        "throughput_unit": h.throughput_unit,
+        "profiler_overhead_pct": h.profiler_overhead_pct,
+        "step_count": h.step_count,
+        "ranks": h.ranks,
+        "loss": h.loss,
+        "device_utilization": [[label, value] for label, value in h.device_utilization],
+    }
+
+
+def device_accounting(accounts: Sequence[WindowAccount]) -> list[dict[str, Any]]:
+    """Per (rank, device): the categories of every step in ms, plus the span row."""
+    by_device: dict[tuple[int, int], list[WindowAccount]] = {}
+    for a in accounts:
+        by_device.setdefault((a.rank, a.device), []).append(a)
+    out = []
+    for (rank, device), rows in sorted(by_device.items()):
+        steps = sorted((a for a in rows if a.step >= 0), key=lambda a: a.step)
+        if len(steps) > ACCOUNTING_STEPS:  # evenly spaced steps of very long profiles
+            pick = np.linspace(0, len(steps) - 1, ACCOUNTING_STEPS).round().astype(int)
+            steps = [steps[i] for i in sorted(set(pick.tolist()))]
+        span = [a for a in rows if a.step < 0]
+        out.append(
+            {
+                "label": f"rank {rank} device {device}",
+                "rank": rank,
+                "device": device,
+                "steps": [a.step for a in steps],
+                "wall_ms": [a.wall_ns / 1e6 for a in steps],
+                "overlapped_communication_ms": [a.overlapped_communication_ns / 1e6 for a in steps],
+                "series": [
+                    {"name": name, "ms": [getattr(a, attr) / 1e6 for a in steps]}
+                    for name, attr in _ACCOUNT_SERIES
+                ],
+                "span": _account_row(span[0]) if span else None,
+            }
+        )
+    return out
+
+
+def _account_row(a: WindowAccount) -> dict[str, Any]:
+    row = {name: getattr(a, attr) / 1e6 for name, attr in _ACCOUNT_SERIES}
+    row["wall"] = a.wall_ns / 1e6
+    row["overlapped communication"] = a.overlapped_communication_ns / 1e6
+    return row
+
+
+def host_accounting(accounts: Sequence[HostWindowAccount]) -> list[dict[str, Any]]:
+    """Per rank: the main thread's categories of every step in ms (host-only profiles)."""
+    by_rank: dict[int, list[HostWindowAccount]] = {}
+    for a in accounts:
+        by_rank.setdefault(a.rank, []).append(a)
+    out = []
+    for rank, rows in sorted(by_rank.items()):
+        steps = sorted((a for a in rows if a.step >= 0), key=lambda a: a.step)[:ACCOUNTING_STEPS]
+        out.append(
+            {
+                "label": f"rank {rank} main thread",
+                "rank": rank,
+                "steps": [a.step for a in steps],
+                "wall_ms": [a.wall_ns / 1e6 for a in steps],
+                "series": [
+                    {"name": name, "ms": [getattr(a, attr) / 1e6 for a in steps]}
+                    for name, attr in _HOST_SERIES
+                ],
+            }
+        )
+    return out
+
+
+def gap_histogram(report: GapReport | None) -> dict[str, Any] | None:
+    """The gap report's buckets, counts and total ms by cause; None without gaps."""
+    if report is None or not report.buckets:
+        return None
+    causes = [c.cause for c in report.buckets[0].by_cause]
+    return {
+        "buckets": [b.label for b in report.buckets],
+        "causes": causes,
+        "count": [[c.count for c in b.by_cause] for b in report.buckets],
+        "total_ms": [[c.total_ns / 1e6 for c in b.by_cause] for b in report.buckets],
+        "gaps": report.count,
+        "gaps_total_ms": report.total_ns / 1e6,
+    }
