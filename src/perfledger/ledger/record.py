@@ -17,6 +17,7 @@ from perfledger.analysis import figures
 from perfledger.ledger.store import RunRecord
 from perfledger.profiledir import load_profile
 from perfledger.profiledir.layout import STEP_TRACE_CSV
+from perfledger.vcs import git_revision
 
 DEVICE_SHARES: Final = (
     "compute",
@@ -151,7 +152,6 @@ def _source_kind(summary: Mapping[str, Any]) -> str | None:
 
 
 def _git(directory: Path) -> dict[str, Any] | None:
-    from perfledger.record.metadata import git_revision
 
     return git_revision(directory) if directory.is_dir() else None
 

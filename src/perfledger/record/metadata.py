@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Final
 import psutil
 
 from perfledger.record.staging import ProcessRecord, profiler_overhead
+from perfledger.vcs import git_revision
 from perfledger.version import __version__
 
 # Variables that change how a program performs, kept in meta.json by name or by prefix.
@@ -74,34 +74,6 @@ def program_directory(command: Sequence[str], cwd: Path) -> Path:
         if word.endswith(".py") and (cwd / word).is_file():
             return (cwd / word).resolve().parent
     return cwd
-
-
-def git_revision(directory: Path) -> dict[str, Any] | None:
-    """Commit, branch and dirtiness of the git repository holding ``directory``, if any."""
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(
-                ["git", "-C", str(directory), *args],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    if not commit:
-        return None
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {
-        "commit": commit,
-        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-        "dirty": bool(status),
-        "root": git("rev-parse", "--show-toplevel"),
-    }
 
 
 def run_meta(
