@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     """Analyse the traces; the exit code is 0 on success."""
     out = args.output or Path(default_profile_name())
     config = config_from_args(args)
-    build_profile(
+    result = build_profile(
         args.inputs,
         out,
         force=args.force,
@@ -87,5 +87,5 @@ def run(args: argparse.Namespace) -> int:
         advisor_config=config,
         execution=Execution(workers=args.workers, dask=args.dask),
     )
-    register_from_args(out, args)
+    register_from_args(result.stored, args)
     return 0

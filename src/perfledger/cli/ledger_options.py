@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from perfledger.ledger import NOT_REGISTERED, register_profile
+from perfledger.profiledir import StoredProfile
 
 
 def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,13 +28,13 @@ def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register_from_args(profile_dir: Path, args: argparse.Namespace) -> int:
+def register_from_args(profile: Path | StoredProfile, args: argparse.Namespace) -> int:
     """:func:`register_profile` with the options of :func:`add_ledger_arguments`."""
     if getattr(args, "no_ledger", False):
         return NOT_REGISTERED
     ledger: Any = getattr(args, "ledger", None)
     return register_profile(
-        profile_dir,
+        profile,
         ledger_path=Path(ledger) if ledger is not None else None,
         label=getattr(args, "label", None),
         note=getattr(args, "note", None),

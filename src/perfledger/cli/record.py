@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
     )
     result = record(command, options, console=terminal_console())
-    if result.profile is not None:
-        register_from_args(result.profile, args)
+    if result.stored is not None:
+        register_from_args(result.stored, args)
     return result.exit_code
 
 

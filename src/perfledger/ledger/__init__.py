@@ -24,6 +24,7 @@ from perfledger.ledger.store import (
     list_runs,
     set_note,
 )
+from perfledger.profiledir import StoredProfile
 
 NOT_REGISTERED: Final = -1
 
@@ -43,13 +44,14 @@ __all__ = [
 
 
 def register_profile(
-    profile_dir: Path,
+    profile: Path | StoredProfile,
     *,
     ledger_path: Path | None = None,
     label: str | None = None,
     note: str | None = None,
 ) -> int:
-    """Register a written profile directory in the ledger; returns the run id.
+    """Register a written profile in the ledger (its directory, or the profile as just
+    written, whose documents need no reading again); returns the run id.
 
     A ledger that cannot be written (read-only folder, full disk, a profile it cannot read)
     costs a warning on stderr and returns :data:`NOT_REGISTERED`: the profile itself is
@@ -61,7 +63,7 @@ def register_profile(
     """
     path = ledger_path if ledger_path is not None else default_ledger_path()
     try:
-        record = run_record(Path(profile_dir), label=label, note=note)
+        record = run_record(profile, label=label, note=note)
         with connect(path) as connection:
             return insert_run(connection, record)
     except LedgerCorrupt as error:

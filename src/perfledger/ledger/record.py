@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from perfledger.analysis import figures
 from perfledger.ledger.store import RunRecord
-from perfledger.profiledir import load_profile
+from perfledger.profiledir import StoredProfile, load_profile
 from perfledger.profiledir.layout import STEP_TRACE_CSV
 from perfledger.vcs import git_revision
 
@@ -48,19 +48,19 @@ _KEY_OPTIONS: Final = (
 
 
 def run_record(
-    profile: Path,
+    profile: Path | StoredProfile,
     *,
     label: str | None = None,
     note: str | None = None,
     registered_ns: int | None = None,
     cwd: Path | None = None,
 ) -> RunRecord:
-    """The ledger's record of a profile directory.
+    """The ledger's record of a profile (its directory, or the profile as just written).
 
     Raises:
         PerfledgerError: the directory is not a readable profile.
     """
-    stored = load_profile(profile)
+    stored = profile if isinstance(profile, StoredProfile) else load_profile(profile)
     summary, meta = stored.summary, stored.meta
     step_trace = stored.read_csv(STEP_TRACE_CSV)
     walls = figures.step_walls_ms(step_trace, stored.step_count)
@@ -71,7 +71,7 @@ def run_record(
         git = _git(cwd or Path(str(meta.get("working_dir") or Path.cwd())))
     command = meta.get("command") or meta.get("command_line") or []
     return RunRecord(
-        label=label or _str(meta.get("label")) or profile.resolve().name,
+        label=label or _str(meta.get("label")) or stored.path.resolve().name,
         registered_ns=registered_ns if registered_ns is not None else time.time_ns(),
         profile_created_ns=_int(meta.get("created_ns")),
         note=note,
@@ -83,7 +83,7 @@ def run_record(
         git_dirty=bool(git.get("dirty")) if git and git.get("dirty") is not None else None,
         device=_device(meta, summary),
         source_kind=_source_kind(summary),
-        profile_path=os.fspath(profile.resolve()),
+        profile_path=os.fspath(stored.path.resolve()),
         ranks=len(summary["ranks"]) if isinstance(summary.get("ranks"), list) else None,
         step_count=_int(summary.get("step_count")),
         step_median_ms=_float(summary.get("step_time_ms")),

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from perfledger.errors import PerfledgerError
+from perfledger.profiledir import StoredProfile
 from perfledger.record import inprocess
 from perfledger.record.bootstrap import BOOTSTRAP_DIR
 from perfledger.record.counters import HostSampler, HostSamples, counters_table
@@ -80,12 +81,14 @@ class RecordResult:
         profile: the profile directory written, or None.
         kept_staging: the raw traces and step logs, kept when they could not be analysed.
         processes: the profiled processes, from their step logs.
+        stored: the profile as written (its documents in memory), or None.
     """
 
     exit_code: int
     profile: Path | None
     kept_staging: Path | None
     processes: tuple[ProcessRecord, ...]
+    stored: StoredProfile | None = None
 
 
 def child_environment(
@@ -252,7 +255,7 @@ def analyse_staging(
     )
     counters = counters_table(samples, {p.rank: p.pid for p in processes})
     try:
-        profile = _build_profile(
+        stored = _build_profile(
             traces,
             output,
             force=options.force,
@@ -272,8 +275,8 @@ def analyse_staging(
         _say(console, f"raw traces kept in {staging}", "[red]analysis failed[/]: ")
         raise
     shutil.rmtree(staging, ignore_errors=True)
-    _say(console, f"profile: {profile}")
-    return RecordResult(exit_code, profile, None, processes)
+    _say(console, f"profile: {stored.path}")
+    return RecordResult(exit_code, stored.path, None, processes, stored)
 
 
 def _say(console: Console, text: str, styled_prefix: str = "") -> None:
@@ -287,13 +290,12 @@ def _shorten(text: str, limit: int = 100) -> str:
     return first_line if len(first_line) <= limit else first_line[: limit - 3] + "..."
 
 
-def _build_profile(traces: Sequence[Path], output: Path, **kwargs: Any) -> Path:
+def _build_profile(traces: Sequence[Path], output: Path, **kwargs: Any) -> StoredProfile:
     try:
         from perfledger.run.pipeline import build_profile
     except ImportError as error:
         raise PerfledgerError(f"the analysis pipeline is not available ({error})") from error
-    result = build_profile(traces, output, **kwargs)
-    return Path(result.path)
+    return build_profile(traces, output, **kwargs).stored
 
 
 def _run_program(

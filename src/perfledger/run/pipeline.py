@@ -30,7 +30,7 @@ from perfledger.model import schema
 from perfledger.model.profile import ProfileAnalysis
 from perfledger.model.schema import STEP_TIMES_SCHEMA
 from perfledger.model.trace import Trace, loss_line
-from perfledger.profiledir import artefacts
+from perfledger.profiledir import StoredProfile, artefacts
 from perfledger.profiledir.layout import (
     EVENTS_TABLE,
     META_JSON,
@@ -64,11 +64,13 @@ from perfledger.version import __version__
 
 @dataclass(frozen=True)
 class ProfileResult:
-    """What :func:`build_profile` made."""
+    """What :func:`build_profile` made: the analysis, and the profile as written (its
+    documents in memory, for the ledger and other readers)."""
 
     path: Path
     analysis: ProfileAnalysis
     summary: dict[str, Any]
+    stored: StoredProfile
 
 
 def _meta_document(
@@ -172,7 +174,7 @@ def build_profile(
         timings["merge_s"] = time.perf_counter() - merged
         _place_events(staging, results)
         extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
-        summary = _write_profile(
+        summary, document = _write_profile(
             staging,
             analysis,
             inputs,
@@ -188,7 +190,8 @@ def build_profile(
         # the mapped tables stay readable through open maps once their files are gone
         shutil.rmtree(work)
     artefacts.print_profile(console, analysis, summary, out_dir)
-    return ProfileResult(path=out_dir, analysis=analysis, summary=summary)
+    stored = StoredProfile(out_dir, document, summary, schema.FORMAT_VERSION)
+    return ProfileResult(path=out_dir, analysis=analysis, summary=summary, stored=stored)
 
 
 def _task_timings(results: Sequence[RankResult], ranks_s: float) -> dict[str, float]:
@@ -252,8 +255,9 @@ def _write_profile(
     copies: Mapping[Path, Path] | None = None,
     show: Callable[[str], None] | None = None,
     diagnosed: bool = False,
-) -> dict[str, Any]:
-    """Everything but the rank tasks' events tables: raw copies, tables, artefacts, meta.json.
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Everything but the rank tasks' events tables: raw copies, tables, artefacts, meta.json;
+    returns the summary and meta documents.
 
     ``copies``: source files the rank tasks already copied (source -> copy), moved into raw/.
     ``show``: told the name of each phase as it starts. ``diagnosed``: the rank rules ran in
@@ -305,7 +309,7 @@ def _write_profile(
     }
     document["timings"] = {k: round(v, 3) for k, v in phases.items()}
     write_json(staging / META_JSON, document)
-    return wrote.summary
+    return wrote.summary, document
 
 
 def _write_independent(
