@@ -1,0 +1,1 @@
+"""Pure analyses over the model: nothing here reads or writes a file (docs/architecture.md)."""

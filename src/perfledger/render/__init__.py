@@ -1,0 +1,1 @@
+"""Writers that lay precomputed results out: nothing here computes a figure."""
