@@ -23,10 +23,10 @@ _KINETO_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
-def _is_ascend(path: Path) -> bool:
+def _ascend_runs(path: Path) -> list[Path]:
     from perfledger.sources import ascend
 
-    return ascend.is_ascend(path)
+    return ascend.find_runs(path)
 
 
 def _is_kineto_name(path: Path) -> bool:
@@ -37,15 +37,19 @@ def discover(inputs: Sequence[Path]) -> list[tuple[str, Path]]:
     """What to import: (format, path) pairs for the files and folders the user named.
 
     A folder is an Ascend output folder (torch_npu ``*_ascend_pt``, ``PROF_*``, or a folder of
-    them), else a folder of Kineto rank traces (``*.json`` / ``*.json.gz``, searched two levels
-    deep).
+    them: one run), else a folder of Kineto rank traces (``*.json`` / ``*.json.gz``, searched
+    two levels deep). A folder holding several runs is refused with the list of them: which
+    one to analyse is the user's choice, never a silent pick.
     """
     found: list[tuple[str, Path]] = []
     for path in inputs:
         if not path.exists():
             raise PerfledgerError(f"{path}: no such file or directory")
-        if _is_ascend(path):
-            found.append(("ascend", path))
+        runs = _ascend_runs(path)
+        if len(runs) > 1:
+            raise PerfledgerError(_several_runs(path, runs))
+        if runs:
+            found.append(("ascend", runs[0]))
         elif path.is_file():
             found.append(("kineto", path))
         else:
@@ -59,6 +63,16 @@ def discover(inputs: Sequence[Path]) -> list[tuple[str, Path]]:
                 )
             found.extend(("kineto", p) for p in traces)
     return found
+
+
+def _several_runs(path: Path, runs: Sequence[Path]) -> str:
+    """The one-line error for a folder holding several profiling runs, naming them."""
+    shown = [str(run.relative_to(path)) if run != path else "." for run in runs]
+    listed = ", ".join(shown[:12]) + (f" and {len(shown) - 12} more" if len(shown) > 12 else "")
+    return (
+        f"{path}: {len(runs)} profiling runs found ({listed}); analyse one run at a time, "
+        f"e.g. perfledger analyze {runs[0] if runs[0] != path else path}"
+    )
 
 
 def _with_rank(trace: Trace, rank: int) -> Trace:

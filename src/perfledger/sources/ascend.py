@@ -229,6 +229,30 @@ def rank_sources(path: Path) -> list[RankSource]:
     return found
 
 
+def find_runs(path: Path, depth: int = 3) -> list[Path]:
+    """The Ascend profiling runs at or below ``path`` (``depth`` folders down at most): a rank
+    source on its own, or a folder whose sub-folders are the ranks of one run.
+
+    Folders beside the ranks of a run that hold runs of their own are runs too: a folder of
+    several runs (three profiler levels, a text and a database export) is never one run.
+    """
+    try:
+        if _source_of(path) is not None or _looks_like_output(path):
+            return [path]
+        if depth <= 0 or not path.is_dir():
+            return []
+        children = sorted(p for p in path.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    ranks = [c for c in children if _source_of(c) is not None or _looks_like_output(c)]
+    # a lone rank beside other runs is named itself, not by the folder around it
+    runs = ([path] if len(ranks) > 1 else ranks) if ranks else []
+    for child in children:
+        if child not in ranks:
+            runs.extend(find_runs(child, depth - 1))
+    return runs
+
+
 def is_ascend(path: Path) -> bool:
     """Whether ``path`` is Ascend profiler output (see the module doc), readable or not.
 
