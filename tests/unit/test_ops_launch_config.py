@@ -12,10 +12,10 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from perfledger.analysis.ops import _KERNEL_ARG_KEYS, _launch_config
+from perfledger.analysis.ops import KERNEL_ARG_KEYS, launch_config
 from perfledger.model.tables import KERNEL_DETAILS_SCHEMA
 
-_KEYS = [key for keys in _KERNEL_ARG_KEYS.values() for key in keys]
+_KEYS = [key for keys in KERNEL_ARG_KEYS.values() for key in keys]
 
 
 def _arg_expression(column: str, keys: list[str] | tuple[str, ...], type_: pa.DataType) -> str:
@@ -38,7 +38,7 @@ def _duckdb_config(args: list[str | None]) -> dict[str, list[Any]]:
     """The reference: every row through DuckDB's json_valid / json_extract."""
     select = ",\n".join(
         _arg_expression(column, keys, KERNEL_DETAILS_SCHEMA.field(column).type)
-        for column, keys in _KERNEL_ARG_KEYS.items()
+        for column, keys in KERNEL_ARG_KEYS.items()
     )
     table = pa.table(
         {"i": pa.array(range(len(args)), pa.int64()), "args": pa.array(args, pa.string())}
@@ -50,9 +50,9 @@ def _duckdb_config(args: list[str | None]) -> dict[str, list[Any]]:
     with duckdb.connect() as con:
         con.register("t", table)
         result = con.sql(query).to_arrow_table()
-    schema = pa.schema([KERNEL_DETAILS_SCHEMA.field(c) for c in _KERNEL_ARG_KEYS])
+    schema = pa.schema([KERNEL_DETAILS_SCHEMA.field(c) for c in KERNEL_ARG_KEYS])
     result = result.cast(schema)
-    return {c: result[c].to_pylist() for c in _KERNEL_ARG_KEYS}
+    return {c: result[c].to_pylist() for c in KERNEL_ARG_KEYS}
 
 
 def _same(a: list[Any], b: list[Any]) -> bool:
@@ -69,9 +69,9 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 
 
 def _check(args: list[str | None]) -> None:
-    got = {c: v.to_pylist() for c, v in _launch_config(pa.array(args, pa.string())).items()}
+    got = {c: v.to_pylist() for c, v in launch_config(pa.array(args, pa.string())).items()}
     want = _duckdb_config(args)
-    for column in _KERNEL_ARG_KEYS:
+    for column in KERNEL_ARG_KEYS:
         assert _same(got[column], want[column]), (column, args, got[column], want[column])
 
 
@@ -137,7 +137,7 @@ def test_kineto_kernel_args_read_every_field() -> None:
         '"warps per SM": 1.2,"grid": [24, 1, 1],"block": [128, 1, 1],'
         '"est. achieved occupancy %": 2}'
     )
-    got = {c: v.to_pylist() for c, v in _launch_config(pa.array([args])).items()}
+    got = {c: v.to_pylist() for c, v in launch_config(pa.array([args])).items()}
     assert got == {
         "grid": ["24,1,1"],
         "block": ["128,1,1"],

@@ -55,9 +55,9 @@ def _reference(events: pa.Table) -> dict[str, list[Any]]:
     )
     task_rows = np.flatnonzero(np.isin(kind, list(schema.DEVICE_TASK_KINDS)))
     host = np.concatenate([op_rows, launch_rows])
-    thread = ops._thread_group(
-        events.select(["rank", "pid", "stream"]).take(pa.array(host, pa.int64()))
-    )
+    # one id per host thread, (rank, pid, thread)
+    thread_keys = np.stack([col["rank"][host], col["pid"][host], col["stream"][host]], axis=1)
+    thread = np.unique(thread_keys, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
     op_thread, launch_thread = thread[: op_rows.size], thread[op_rows.size :]
     parent = ops.operator_nesting(op_thread, start[op_rows], end[op_rows])
     enclosing = ops.innermost_enclosing(
@@ -135,7 +135,7 @@ def _events(draw: st.DrawFn) -> pa.Table:
 @settings(max_examples=150, deadline=None)
 @given(_events())
 def test_linking_matches_the_sql_joins(events: pa.Table) -> None:
-    frame = ops._link_device_tasks(events)
+    frame = ops.link_device_tasks(events)
     want = _reference(events)
     assert frame["row"].to_pylist() == want["row"]
     assert frame["launch_ns"].to_pylist() == want["launch_ns"]

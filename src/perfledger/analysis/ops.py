@@ -20,6 +20,10 @@ that external id is the host op (the shortest one if several share it). Older tr
 operators only by time, so when no cpu_op carries the id the host op is the innermost cpu_op
 running on the launching thread when the call began.
 
+The linkage (:func:`link_device_tasks`, the slowest step: 1.5 s on the 1.4M events of the bench
+trace) is shared by op_summary, kernel_details and the advisor: a caller that needs more than one
+of them links once and passes the linked table to each.
+
 ``op_summary`` on a host-only trace (no device task at all; :data:`HOST_OP_SUMMARY_SCHEMA`), one
 row per cpu_op, sorted by rank, start_ns, stream:
     rank, device (-1), stream (host thread), step, kind, name, start_ns, dur_ns,
@@ -50,7 +54,6 @@ sorted by total_ns descending, then name and kind:
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Sequence
 from typing import Final
 
@@ -77,7 +80,7 @@ BoolArray = npt.NDArray[np.bool_]
 # Launch-configuration keys in a kernel's args, per output column, first found wins: Kineto's
 # spelling, then the Ascend importers' (an Ascend kernel's block dim is its number of blocks,
 # CUDA's grid size).
-_KERNEL_ARG_KEYS: Final = {
+KERNEL_ARG_KEYS: Final = {
     "grid": ("grid", "block_dim"),
     "block": ("block",),
     "registers_per_thread": ("registers per thread",),
@@ -106,12 +109,18 @@ _NEEDED_COLUMNS: Final = (
 )
 
 
-def op_summary(events: pa.Table) -> pa.Table:
-    """One row per device task with its wait and host op (per cpu_op on host-only traces)."""
+def op_summary(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
+    """One row per device task with its wait and host op (per cpu_op on host-only traces).
+
+    Args:
+        events: canonical events.
+        linked: ``link_device_tasks(events)`` when the caller already has it (saves relinking).
+    """
     _check_columns(events)
     if not _kind_mask(events, schema.DEVICE_TASK_KINDS).any():
         return _host_op_summary(events)
-    return device_frame(events).select(OP_SUMMARY_SCHEMA.names)
+    linked = link_device_tasks(events) if linked is None else linked
+    return linked.select(OP_SUMMARY_SCHEMA.names)
 
 
 def op_statistic(events: pa.Table, summary: pa.Table | None = None) -> pa.Table:
@@ -140,13 +149,18 @@ def op_statistic(events: pa.Table, summary: pa.Table | None = None) -> pa.Table:
     return _query(query, OP_STATISTIC_SCHEMA, summary=summary)
 
 
-def kernel_details(events: pa.Table) -> pa.Table:
-    """One row per kernel or comm task with its launch configuration and wait time."""
+def kernel_details(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
+    """One row per kernel or comm task with its launch configuration and wait time.
+
+    Args:
+        events: canonical events.
+        linked: ``link_device_tasks(events)`` when the caller already has it (saves relinking).
+    """
     _check_columns(events)
-    frame = device_frame(events)
+    frame = link_device_tasks(events) if linked is None else linked
     frame = frame.filter(pc.is_in(frame["kind"], value_set=pa.array([schema.KERNEL, schema.COMM])))
     args = take_rows(events.column("args"), _int_column(frame, "row"))
-    config = _launch_config(pc.cast(args, pa.string()))
+    config = launch_config(pc.cast(args, pa.string()))
     order = np.lexsort(
         (
             _int_column(frame, "row"),
@@ -168,16 +182,16 @@ def kernel_details(events: pa.Table) -> pa.Table:
     return details
 
 
-def _launch_config(args: pa.Array) -> dict[str, pa.Array]:
+def launch_config(args: pa.Array) -> dict[str, pa.Array]:
     """The launch-configuration columns of kernel_details, from each task's args JSON.
 
-    Per column the first key of :data:`_KERNEL_ARG_KEYS` found with a usable value wins.
+    Per column the first key of :data:`KERNEL_ARG_KEYS` found with a usable value wins.
     Launch dimensions become "x,y,z" (whole numbers written as floats lose their ".0"); the
     other fields are numbers, null when absent or not numeric; args that are not valid JSON
     give nulls. Each document is parsed once for all keys (a list of paths), not once per key.
     """
-    dims = [(c, k) for c, k in _KERNEL_ARG_KEYS.items() if pa.types.is_string(_config_type(c))]
-    figures = [(c, k) for c, k in _KERNEL_ARG_KEYS.items() if (c, k) not in dims]
+    dims = [(c, k) for c, k in KERNEL_ARG_KEYS.items() if pa.types.is_string(_config_type(c))]
+    figures = [(c, k) for c, k in KERNEL_ARG_KEYS.items() if (c, k) not in dims]
     dim_keys = [key for _, keys in dims for key in keys]
     figure_keys = [key for _, keys in figures for key in keys]
     selects = []
@@ -205,9 +219,9 @@ def _launch_config(args: pa.Array) -> dict[str, pa.Array]:
         ) ORDER BY i
     """
     tasks = pa.table({"i": pa.array(np.arange(len(args), dtype=np.int64)), "args": args})
-    schema_ = pa.schema([KERNEL_DETAILS_SCHEMA.field(c) for c in _KERNEL_ARG_KEYS])
+    schema_ = pa.schema([KERNEL_DETAILS_SCHEMA.field(c) for c in KERNEL_ARG_KEYS])
     table = _query(query, schema_, tasks=tasks)
-    return {column: table[column] for column in _KERNEL_ARG_KEYS}
+    return {column: table[column] for column in KERNEL_ARG_KEYS}
 
 
 def _config_type(column: str) -> pa.DataType:
@@ -450,27 +464,20 @@ def _host_op_summary(events: pa.Table) -> pa.Table:
     return table.take(pa.array(order, pa.int64()))
 
 
-# op_summary and kernel_details both need the launch linkage of the same events table (1.5 s
-# on the 1.4M events of the bench trace), and a profile asks for both: the last frame is kept
-# for as long as its events table lives. Arrow tables are immutable, so it cannot go stale.
-_last_frame: list[tuple[weakref.ref[pa.Table], pa.Table]] = []
+def link_device_tasks(events: pa.Table) -> pa.Table:
+    """Each device task linked to the call that launched it and the host op that issued it.
 
-
-def device_frame(events: pa.Table) -> pa.Table:
-    """op_summary's columns plus, as rows of ``events`` (-1: none), ``row`` (the task's own),
+    op_summary's columns plus, as rows of ``events`` (-1: none), ``row`` (the task's own),
     ``launch_row`` (the call that launched it) and ``op_row`` (the host op), and the call's
-    ``launch_dur_ns`` (0: none). Sorted as op_summary; the last frame made is kept until a
-    frame of another events table is asked for."""
-    if _last_frame and _last_frame[0][0]() is events:
-        return _last_frame[0][1]
-    frame = _link_device_tasks(events)
-    _last_frame[:] = [(weakref.ref(events), frame)]
+    ``launch_dur_ns`` (0: none). Sorted as op_summary.
+    """
+    linked = _linked_table(events)
     release_freed_memory()
-    return frame
+    return linked
 
 
-def _link_device_tasks(events: pa.Table) -> pa.Table:
-    """Each device task with its launch, host op and wait (see :func:`device_frame`)."""
+def _linked_table(events: pa.Table) -> pa.Table:
+    """The linking of :func:`link_device_tasks`; its temporaries are freed on return."""
     start = _int_column(events, "start_ns")
     end = start + _int_column(events, "dur_ns")
     is_launch = _kind_mask(events, schema.LAUNCH_KINDS) & (

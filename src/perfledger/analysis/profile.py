@@ -138,7 +138,8 @@ def profile_of(
     events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
     gaps = profile_gaps(ranks)
     accounted = time.perf_counter()
-    summary = ops.op_summary(events)
+    linked = ops.link_device_tasks(events)
+    summary = ops.op_summary(events, linked)
     return ProfileAnalysis(
         ranks=ranks,
         events=events,
@@ -147,8 +148,9 @@ def profile_of(
         gaps=gaps,
         op_summary=summary,
         op_statistic=ops.op_statistic(events, summary),
-        kernel_details=ops.kernel_details(events),
+        kernel_details=ops.kernel_details(events, linked),
         api_statistic=ops.api_statistic(events),
+        device_links=linked,
         transfers=transfers(events),
         communication=communication(events),
         gap_report=gap_report(gaps, events),

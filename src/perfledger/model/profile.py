@@ -52,6 +52,9 @@ class ProfileAnalysis:
     transfers: pa.Table
     communication: pa.Table
     gap_report: GapReport
+    # each device task linked to its launch and host op (analysis.ops.link_device_tasks), made
+    # for op_summary and kept for the advisor; None where not made (merged from rank tasks)
+    device_links: pa.Table | None = None
     timings: dict[str, float] = field(default_factory=dict)
     cluster: ClusterReport | None = None  # several ranks: the cluster pass
     # several ranks analysed as tasks: each rank's advisor findings, made in its task

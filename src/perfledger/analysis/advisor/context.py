@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
-from perfledger.analysis.ops import device_frame, take_rows
+from perfledger.analysis.ops import link_device_tasks, take_rows
 from perfledger.model import devices, schema
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.model.findings import AdvisorConfig, StepBasis
@@ -168,7 +168,7 @@ class AdvisorContext:
     @cached_property
     def tasks(self) -> pa.Table:
         """Device tasks with the call and the operator that issued them (:data:`TASKS_SCHEMA`)."""
-        return device_tasks(self.analysis.events)
+        return device_tasks(self.analysis.events, self.analysis.device_links)
 
     @cached_property
     def rank_offsets(self) -> dict[int, int]:
@@ -193,19 +193,19 @@ class AdvisorContext:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def device_tasks(events: pa.Table) -> pa.Table:
+def device_tasks(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
     """Each device task with the host call and the operator that issued them.
 
-    The linkage is op_summary's (:func:`perfledger.analysis.ops.device_frame`, computed once
-    per events table): the call is the runtime/sync row with the task's (rank, correlation)
-    (the earliest when a source repeats an id); the operator is the shortest cpu_op of the
-    rank carrying the call's external id (the task's own when the call has none), else, for
-    traces that link operators only by time, the innermost cpu_op running on the calling
-    thread when the call began.
+    The linkage is op_summary's (``linked``: :func:`perfledger.analysis.ops.link_device_tasks`
+    of ``events``, made here when not given): the call is the runtime/sync row with the task's
+    (rank, correlation) (the earliest when a source repeats an id); the operator is the shortest
+    cpu_op of the rank carrying the call's external id (the task's own when the call has none),
+    else, for traces that link operators only by time, the innermost cpu_op running on the
+    calling thread when the call began.
     """
     if events.num_rows == 0 or not columns.isin(events, "kind", schema.DEVICE_TASK_KINDS).any():
         return TASKS_SCHEMA.empty_table()
-    frame = device_frame(events)
+    frame = link_device_tasks(events) if linked is None else linked
     order = np.lexsort(
         tuple(
             np.asarray(frame[name], dtype=np.int64)

@@ -20,13 +20,8 @@ import pyarrow.compute as pc
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
-from perfledger.analysis.roofline import (
-    ATTENTION,
-    CONV,
-    MATMUL,
-    estimate_table,
-    op_family,
-)
+from perfledger.analysis.roofline.estimates import estimate_table
+from perfledger.analysis.roofline.families import ATTENTION, CONV, MATMUL, op_family
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, us
 
 ID: Final = "fusion_candidates"

@@ -21,12 +21,9 @@ import pyarrow.compute as pc
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
-from perfledger.analysis.roofline import (
-    DATA_MOVEMENT_FAMILIES,
-    estimate_table,
-    is_packed_layout,
-    op_family,
-)
+from perfledger.analysis.roofline.arguments import is_packed_layout
+from perfledger.analysis.roofline.estimates import estimate_table
+from perfledger.analysis.roofline.families import DATA_MOVEMENT_FAMILIES, op_family
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
 ID: Final = "memory_bound_ops"

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
-from perfledger.analysis.roofline import CONV, MATMUL, op_family, precision_of
+from perfledger.analysis.roofline.arguments import precision_of
+from perfledger.analysis.roofline.families import CONV, MATMUL, op_family
 from perfledger.model import devices
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct
 

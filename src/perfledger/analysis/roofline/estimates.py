@@ -1,4 +1,4 @@
-"""FLOPs and bytes of an operator from its input shapes and types, and where it sits on a roofline.
+"""FLOPs and bytes of an operator from its input shapes and types: one formula per op family.
 
 The estimate is what the operator must do at least: the floating-point operations of its math
 and the bytes it must read from and write to device memory once (caches and re-reads are not
@@ -49,268 +49,39 @@ of the roofline and counted as such.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import duckdb
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
-from perfledger.model import devices
-
-Shape = tuple[int, ...]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-
-# Operator families.
-MATMUL: Final = "matmul"
-CONV: Final = "conv"
-ATTENTION: Final = "attention"
-ELEMENTWISE: Final = "elementwise"
-FILL: Final = "fill"
-REDUCTION: Final = "reduction"
-NORMALIZATION: Final = "normalization"
-LAYOUT: Final = "layout"
-GATHER: Final = "gather"
-VIEW: Final = "view"
-FAMILIES: Final = (
-    MATMUL,
-    CONV,
+from perfledger.analysis.roofline.arguments import (
+    Argument,
+    Shape,
+    Tensor,
+    parse_arguments,
+    precision_of,
+)
+from perfledger.analysis.roofline.families import (
     ATTENTION,
+    CONV,
     ELEMENTWISE,
     FILL,
-    REDUCTION,
-    NORMALIZATION,
-    LAYOUT,
     GATHER,
+    LAYOUT,
+    MATMUL,
+    NORMALIZATION,
+    REDUCTION,
     VIEW,
+    op_family,
+    op_key,
 )
-# Families whose work is only moving data: no math to speak of.
-DATA_MOVEMENT_FAMILIES: Final = frozenset({LAYOUT, GATHER, FILL})
+
 NORMALIZATION_FLOPS_PER_ELEMENT: Final = 5.0
 ATTENTION_BACKWARD_FACTOR: Final = 2.5
-
-# Element sizes, keyed by the lower-cased type names PyTorch (``Input type``), torch_npu and
-# msprof write.
-DTYPE_SIZES: Final[Mapping[str, int]] = {
-    "float": 4,
-    "float32": 4,
-    "torch.float32": 4,
-    "fp32": 4,
-    "dt_float": 4,
-    "double": 8,
-    "float64": 8,
-    "dt_double": 8,
-    "c10::half": 2,
-    "half": 2,
-    "float16": 2,
-    "fp16": 2,
-    "dt_float16": 2,
-    "c10::bfloat16": 2,
-    "bfloat16": 2,
-    "bf16": 2,
-    "dt_bf16": 2,
-    "c10::float8_e4m3fn": 1,
-    "c10::float8_e5m2": 1,
-    "c10::float8_e4m3fnuz": 1,
-    "c10::float8_e5m2fnuz": 1,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "hifloat8": 1,
-    "long int": 8,
-    "long": 8,
-    "int64": 8,
-    "dt_int64": 8,
-    "unsigned long": 8,
-    "uint64": 8,
-    "int": 4,
-    "int32": 4,
-    "dt_int32": 4,
-    "unsigned int": 4,
-    "uint32": 4,
-    "short int": 2,
-    "short": 2,
-    "int16": 2,
-    "uint16": 2,
-    "signed char": 1,
-    "int8": 1,
-    "dt_int8": 1,
-    "unsigned char": 1,
-    "uint8": 1,
-    "dt_uint8": 1,
-    "bool": 1,
-    "dt_bool": 1,
-    "c10::complex<float>": 8,
-    "complex64": 8,
-    "c10::complex<double>": 16,
-    "complex128": 16,
-}
-# Math precision of a type (for the peak to compare with).
-_PRECISION: Final[Mapping[str, str]] = {
-    **dict.fromkeys(("float", "float32", "torch.float32", "fp32", "dt_float"), devices.FP32),
-    **dict.fromkeys(("double", "float64", "dt_double"), devices.FP64),
-    **dict.fromkeys(("c10::half", "half", "float16", "fp16", "dt_float16"), devices.FP16),
-    **dict.fromkeys(("c10::bfloat16", "bfloat16", "bf16", "dt_bf16"), devices.BF16),
-    **dict.fromkeys(
-        (
-            "c10::float8_e4m3fn",
-            "c10::float8_e5m2",
-            "c10::float8_e4m3fnuz",
-            "c10::float8_e5m2fnuz",
-            "float8_e4m3fn",
-            "float8_e5m2",
-            "hifloat8",
-        ),
-        devices.FP8,
-    ),
-    **dict.fromkeys(("signed char", "int8", "dt_int8"), devices.INT8),
-}
-
-
-# Operator names (namespace, case, a trailing in-place "_" and Ascend version suffixes
-# removed: see :func:`op_key`) per family. Vendor knowledge as data.
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-_FAMILY_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
-    MATMUL: _words(
-        """
-        mm addmm bmm baddbmm addbmm matmul linear _addmm_activation addmv mv dot batchmatmul
-        gemm _scaled_mm fused_linear
-        """
-    ),
-    CONV: _words(
-        """
-        conv1d conv2d conv3d convolution _convolution cudnn_convolution miopen_convolution
-        mkldnn_convolution _convolution_mode convolution_backward cudnn_convolution_backward
-        cudnn_convolution_backward_input cudnn_convolution_backward_weight
-        miopen_convolution_backward conv2dbackpropinput conv2dbackpropfilter
-        conv3dbackpropinput conv3dbackpropfilter
-        """
-    ),
-    ATTENTION: _words(
-        """
-        scaled_dot_product_attention _scaled_dot_product_flash_attention
-        _scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
-        _flash_attention_forward _efficient_attention_forward
-        _scaled_dot_product_flash_attention_backward
-        _scaled_dot_product_efficient_attention_backward
-        _scaled_dot_product_cudnn_attention_backward _flash_attention_backward
-        _efficient_attention_backward
-        """
-    ),
-    ELEMENTWISE: _words(
-        """
-        add sub rsub mul div neg abs relu relu6 gelu silu sigmoid tanh exp exp2 expm1 log log1p
-        log2 sqrt rsqrt pow reciprocal sign floor ceil round trunc sin cos erf erfinv clamp
-        clamp_min clamp_max clip threshold threshold_backward sigmoid_backward tanh_backward
-        gelu_backward silu_backward hardtanh hardtanh_backward leaky_relu leaky_relu_backward
-        elu elu_backward softplus mish hardswish hardsigmoid where masked_fill addcmul addcdiv
-        lerp maximum minimum eq ne lt le gt ge logical_and logical_or logical_not bitwise_and
-        bitwise_or bitwise_not nan_to_num native_dropout dropout native_dropout_backward square
-        fmod remainder true_divide floor_divide mul_scalar muls adds realdiv divnonan relugrad
-        gelugrad sigmoidgrad tanhgrad fastgelu fastgelugrad swish swishgrad silugrad axpy
-        select greater less equal notequal lessequal greaterequal logicaland logicalor
-        logicalnot neg powtensor dropoutdomask dropoutgenmask maskedfill onehot addcmul addcdiv
-        applyadamw applyadam applyadamd
-        """
-    ),
-    FILL: _words(
-        """
-        fill zero zeros_like ones_like full_like zeroslike oneslike memset tril triu
-        """
-    ),
-    REDUCTION: _words(
-        """
-        sum mean amax amin max min prod norm linalg_vector_norm var std var_mean std_mean
-        argmax argmin any all logsumexp reducesum reducemean reducemax reducemin reduceprod
-        reduceall reduceany reducesumd reducemeand reducemaxd argmaxwithvalue argminwithvalue
-        lpnorm
-        """
-    ),
-    NORMALIZATION: _words(
-        """
-        softmax _softmax log_softmax _log_softmax _softmax_backward_data
-        _log_softmax_backward_data layer_norm native_layer_norm native_layer_norm_backward
-        batch_norm native_batch_norm native_batch_norm_backward cudnn_batch_norm
-        cudnn_batch_norm_backward miopen_batch_norm miopen_batch_norm_backward
-        _batch_norm_impl_index group_norm native_group_norm native_group_norm_backward rms_norm
-        _fused_rms_norm _fused_rms_norm_backward softmaxgrad logsoftmaxgrad layernorm
-        layernormgrad layernormbetagammabackprop layernormxbackprop rmsnorm rmsnormgrad
-        bntrainingreduce bntrainingupdate bntrainingreducegrad bntrainingupdategrad batchnorm
-        groupnorm softmaxcrossentropywithlogits nll_loss nll_loss_forward nll_loss_backward
-        cross_entropy_loss
-        """
-    ),
-    LAYOUT: _words(
-        """
-        copy _to_copy to contiguous clone cat _cat stack _copy_from _copy_from_and_resize
-        index_put _index_put_impl narrow_copy slice_scatter select_scatter flip roll repeat
-        cast transdata transpose transposed concat concatd pack tensormove identity viewcopy
-        asstrided stridedslice stridedsliced slice sliced split splitd splitv splitvd tile
-        broadcastto expand permute_copy transpose_copy unpack pad padd constant_pad_nd
-        """
-    ),
-    GATHER: _words(
-        """
-        embedding embedding_dense_backward index_select gather gatherv gatherelements
-        embeddingdensegrad index
-        """
-    ),
-    VIEW: _words(
-        """
-        view reshape _reshape_alias _unsafe_view transpose permute t expand expand_as
-        as_strided slice select narrow unsqueeze squeeze detach alias unflatten flatten split
-        split_with_sizes chunk unbind view_as unfold diagonal numpy_t lift_fresh _view
-        resolve_conj resolve_neg
-        """
-    ),
-}
-
-# An aten name wins over an Ascend type of the same spelling: aten's ``transpose``, ``slice``,
-# ``select`` and ``split`` are views, Ascend's are kernels. Ascend types are recognised by
-# their capitalised spelling (:func:`op_family` with ``ascend=True``).
-_ATEN_FAMILY: Final[dict[str, str]] = {}
-_ASCEND_FAMILY: Final[dict[str, str]] = {}
-for _family, _names in _FAMILY_NAMES.items():
-    for _name in _names:
-        _ASCEND_FAMILY.setdefault(_name, _family)
-        if _family == VIEW or _name not in _ATEN_FAMILY:
-            _ATEN_FAMILY[_name] = _family
-for _ascend_kernel in ("transpose", "slice", "select", "split", "expand"):
-    _ASCEND_FAMILY[_ascend_kernel] = ELEMENTWISE if _ascend_kernel == "select" else LAYOUT
-
-# Triton kernels generated by torch.compile: pointwise, reduction and persistent reduction.
-_TRITON: Final = re.compile(r"^triton_(poi|red|per)_")
-# Storage layouts of Ascend tensors whose shapes are not the logical ones (5-D and fractal
-# formats): matmul and convolution formulas cannot use them.
-_PACKED_FORMATS: Final = re.compile(r"NC1HWC0|FRACTAL|C1HWNCOC0|NDC1HWC0|FRACTAL_NZ", re.I)
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """One tensor argument: its shape and element type (None when not recorded)."""
-
-    shape: Shape
-    dtype: str | None = None
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def size(self) -> int | None:
-        """Bytes per element, or None when the type is unknown."""
-        return dtype_size(self.dtype)
-
-
-Argument = Tensor | tuple[Tensor, ...] | None  # a tensor, a tensor list, or not a tensor
 
 
 @dataclass(frozen=True)
@@ -336,122 +107,6 @@ class OpCost:
     def intensity(self) -> float:
         """Arithmetic intensity, flops per byte (0 when nothing moves)."""
         return self.flops / self.bytes if self.bytes > 0 else 0.0
-
-
-# PyTorch writes the type of a non-tensor argument capitalised ("Int", "Bool", "Double"),
-# a tensor's element type in lower case ("int", "bool", "double"): the case matters there.
-_SCALAR_TYPES: Final = frozenset(
-    {"Int", "Bool", "Double", "Float", "Long", "Complex", "SymInt", "Scalar", "String"}
-)
-
-
-def dtype_size(dtype: str | None) -> int | None:
-    """Bytes per element of a recorded type name, or None when it is not a tensor type."""
-    if dtype is None or dtype.strip() in _SCALAR_TYPES:
-        return None
-    return DTYPE_SIZES.get(dtype.strip().lower())
-
-
-def precision_of(dtype: str | None) -> str | None:
-    """The math precision of a recorded type name (None for integer and unknown types)."""
-    if dtype is None:
-        return None
-    return _PRECISION.get(dtype.strip().lower())
-
-
-def op_key(name: str) -> str:
-    """An operator name reduced for lookup: ``aten::add_`` → ``add``, ``MatMulV2`` → ``matmul``."""
-    key = name.rsplit("::", 1)[-1].strip().lower()
-    if key.endswith(".out"):
-        key = key[: -len(".out")]
-    if key.endswith("_") and not key.endswith("__"):
-        key = key[:-1]  # in-place variant: add_ is add
-    # Ascend operator versions: MatMulV2, SoftmaxV2, LayerNormV3, AddV2.
-    return re.sub(r"v\d+$", "", key) if re.search(r"[a-z]v\d+$", key) else key
-
-
-def op_family(name: str, *, ascend: bool = False) -> str | None:
-    """The family of an operator name (PyTorch's ``aten::`` names, Ascend operator types)."""
-    if _TRITON.match(name):
-        return ELEMENTWISE if name.startswith("triton_poi_") else REDUCTION
-    key = op_key(name)
-    table = _ASCEND_FAMILY if ascend else _ATEN_FAMILY
-    family = table.get(key)
-    if family is None and key.startswith("_foreach_"):
-        return None
-    return family
-
-
-def parse_arguments(shapes: str | None, dtypes: str | None) -> tuple[Argument, ...] | None:
-    """The positional arguments of an operator from its recorded shapes and types.
-
-    Accepts PyTorch's JSON lists and Ascend's ``;``-separated text. Returns None when the
-    shapes are missing or unreadable.
-    """
-    if shapes is None:
-        return None
-    text = shapes.strip()
-    if not text or text.upper() in ("NULL", "N/A"):
-        return None
-    types = _parse_dtypes(dtypes)
-    if text.startswith("["):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(parsed, list):
-            return None
-        return tuple(
-            _json_argument(item, types[i] if i < len(types) else None)
-            for i, item in enumerate(parsed)
-        )
-    arguments: list[Argument] = []
-    for i, part in enumerate(text.split(";")):
-        dtype = types[i] if i < len(types) else None
-        part = part.strip().strip('"')
-        if not part:
-            arguments.append(None)
-            continue
-        try:
-            dims = tuple(int(d) for d in part.split(","))
-        except ValueError:
-            return None
-        arguments.append(Tensor(dims, dtype if dtype_size(dtype) else None))
-    return tuple(arguments)
-
-
-def _parse_dtypes(dtypes: str | None) -> list[str | None]:
-    if dtypes is None:
-        return []
-    text = dtypes.strip()
-    if text.startswith("["):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return []
-        return (
-            [str(d) if d is not None else None for d in parsed] if isinstance(parsed, list) else []
-        )
-    return [part.strip().strip('"') or None for part in text.split(";")]
-
-
-def _is_dims(item: object) -> bool:
-    return isinstance(item, list) and all(isinstance(d, int) for d in item)
-
-
-def _json_argument(item: object, dtype: str | None) -> Argument:
-    known = dtype if dtype_size(dtype) else None
-    if not isinstance(item, list):
-        return None
-    if _is_dims(item):
-        dims = tuple(int(d) for d in item)
-        if not dims and known is None:
-            return None  # a scalar or an absent argument, not a 0-d tensor
-        return Tensor(dims, known)
-    if item and all(_is_dims(x) for x in item):
-        # a tensor list: its element type is written once as "TensorList", so unknown
-        return tuple(Tensor(tuple(int(d) for d in x), None) for x in item)
-    return None
 
 
 def _tensors(arguments: Sequence[Argument]) -> list[Tensor]:
@@ -908,60 +563,4 @@ def _estimate_row(row: Mapping[str, object]) -> OpCost | None:
         outputs or (),
         ascend=bool(row.get("ascend")),
         packed_layout=bool(row.get("packed_layout")),
-    )
-
-
-def is_packed_layout(formats: str | None) -> bool:
-    """Whether an Ascend ``Input Formats`` cell names a 5-D or fractal storage layout."""
-    return bool(formats) and _PACKED_FORMATS.search(formats or "") is not None
-
-
-@dataclass(frozen=True)
-class Roofline:
-    """Where each operator sits against a device's roofline (arrays aligned with the input).
-
-    Attributes:
-        intensity: flops per byte.
-        ridge: the intensity where the device turns compute-bound, for each op's precision.
-        memory_bound: intensity below the ridge.
-        bound_ns: the shortest time the device allows, max(flops / peak, bytes / bandwidth).
-        achieved_flops_per_ns, achieved_bytes_per_ns: what the measured time gives.
-    """
-
-    intensity: FloatArray
-    ridge: FloatArray
-    memory_bound: BoolArray
-    bound_ns: FloatArray
-    achieved_flops_per_ns: FloatArray
-    achieved_bytes_per_ns: FloatArray
-
-
-def roofline(
-    flops: npt.ArrayLike,
-    nbytes: npt.ArrayLike,
-    time_ns: npt.ArrayLike,
-    peak_flops_per_ns: npt.ArrayLike,
-    bytes_per_ns: float,
-) -> Roofline:
-    """Place operators on the roofline of a device (vectorised over operators).
-
-    ``peak_flops_per_ns`` may differ per operator (its math precision).
-    """
-    flops_a = np.asarray(flops, dtype=np.float64)
-    bytes_a = np.asarray(nbytes, dtype=np.float64)
-    time_a = np.asarray(time_ns, dtype=np.float64)
-    peak = np.broadcast_to(np.asarray(peak_flops_per_ns, dtype=np.float64), flops_a.shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        intensity = np.where(bytes_a > 0, flops_a / bytes_a, np.where(flops_a > 0, np.inf, 0.0))
-        ridge = peak / bytes_per_ns
-        bound_ns = np.maximum(flops_a / peak, bytes_a / bytes_per_ns)
-        achieved_flops = np.where(time_a > 0, flops_a / time_a, np.nan)
-        achieved_bytes = np.where(time_a > 0, bytes_a / time_a, np.nan)
-    return Roofline(
-        intensity=intensity,
-        ridge=ridge,
-        memory_bound=intensity < ridge,
-        bound_ns=bound_ns,
-        achieved_flops_per_ns=achieved_flops,
-        achieved_bytes_per_ns=achieved_bytes,
     )
