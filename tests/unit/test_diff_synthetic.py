@@ -14,9 +14,9 @@ import pytest
 
 from perfledger.analysis import diff
 from perfledger.analysis.profile import analyze_traces
-from perfledger.cli.diff import run_tables
 from perfledger.model import schema
 from perfledger.model.trace import Trace
+from perfledger.run.diff_inputs import run_tables
 from tests.scenarios import Timeline
 
 STEPS = 4
