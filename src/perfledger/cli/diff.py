@@ -16,8 +16,9 @@ from rich.text import Text
 
 from perfledger.analysis import diff as diffing
 from perfledger.cli import terminal_console
+from perfledger.cli.diff_gates import parse_threshold
 from perfledger.errors import EXIT_FAILED_CHECK, EXIT_OK, PerfledgerError
-from perfledger.files import write_json
+from perfledger.render.diff_json import diff_document, write_diff_json
 from perfledger.render.diff_terminal import print_diff
 from perfledger.run.diff_inputs import load_run
 
@@ -78,7 +79,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compare the runs, write diff.json (and diff.html), print, and apply the gate."""
-    thresholds = [diffing.parse_threshold(e) for e in args.fail_on]
+    thresholds = [parse_threshold(e) for e in args.fail_on]
     if args.noise_floor < 0 or args.top < 1:
         raise PerfledgerError("--noise-floor must be >= 0 and --top >= 1")
     console = terminal_console()
@@ -87,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
     options = diffing.DiffOptions(noise_floor_pct=args.noise_floor, top_movers=args.top)
     result = diffing.diff_runs(base, current, options)
     checks = diffing.evaluate_gates(result, thresholds, ignore_noise=args.ignore_noise)
-    document = diffing.diff_document(result, checks)
+    document = diff_document(result, checks)
     out: Path = args.output
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / DIFF_JSON, document)
+    write_diff_json(out / DIFF_JSON, document)
     written = [out / DIFF_JSON]
     if not args.no_html:
         from perfledger.render.diff_html import write_diff_html
