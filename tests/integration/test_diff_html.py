@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfledger.analysis import diff
+from perfledger.cli.diff_gates import parse_threshold
 from perfledger.render.diff_html import write_diff_html, write_trend_html
+from perfledger.render.diff_json import diff_document
 from tests.unit.test_diff import op_summary, run
 
 if TYPE_CHECKING:
@@ -37,8 +39,8 @@ def test_diff_page(browser: Browser, tmp_path: Path) -> None:
     base = run([1.0, 1.1, 0.9], idle_pct=[20, 20, 20], ops=base_ops, label="before")
     current = run([0.8, 0.8, 0.8], idle_pct=[5, 5, 5], ops=current_ops, label=HOSTILE)
     result = diff.diff_runs(base, current)
-    checks = diff.evaluate_gates(result, [diff.parse_threshold("idle>+2pp")])
-    document = diff.diff_document(result, checks)
+    checks = diff.evaluate_gates(result, [parse_threshold("idle>+2pp")])
+    document = diff_document(result, checks)
     path = tmp_path / "diff.html"
     write_diff_html(path, document)
     html = path.read_text(encoding="utf-8")

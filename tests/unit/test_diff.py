@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from perfledger.analysis import diff
+from perfledger.cli.diff_gates import parse_threshold
 from perfledger.errors import PerfledgerError
 from perfledger.model.accounts import GAPS_SCHEMA, HOST_STEP_TRACE_COLUMNS, STEP_TRACE_COLUMNS
 from perfledger.model.tables import (
@@ -19,6 +20,7 @@ from perfledger.model.tables import (
     OP_SUMMARY_SCHEMA,
     TRANSFERS_SCHEMA,
 )
+from perfledger.render.diff_json import diff_document
 
 MS = 1_000_000
 
@@ -181,7 +183,7 @@ def test_mean_categories_use_sample_deviation() -> None:
 
 def gate(base: diff.RunTables, current: diff.RunTables, *expressions: str, **kw: Any):
     result = diff.diff_runs(base, current)
-    return diff.evaluate_gates(result, [diff.parse_threshold(e) for e in expressions], **kw)
+    return diff.evaluate_gates(result, [parse_threshold(e) for e in expressions], **kw)
 
 
 def test_regression_beyond_noise_crosses() -> None:
@@ -243,11 +245,11 @@ def test_missing_figure_is_unknown() -> None:
 )
 def test_bad_threshold(expression: str, message: str) -> None:
     with pytest.raises(PerfledgerError, match=message):
-        diff.parse_threshold(expression)
+        parse_threshold(expression)
 
 
 def test_threshold_forms() -> None:
-    t = diff.parse_threshold(" idle_host_dispatch >= -1.5 ms ")
+    t = parse_threshold(" idle_host_dispatch >= -1.5 ms ")
     assert (t.metric, t.op, t.limit, t.unit) == ("idle_host_dispatch", ">=", -1.5, "ms")
 
 
@@ -433,7 +435,7 @@ def test_host_against_device_compares_step_time_only() -> None:
     result = diff.diff_runs(host_run([10.0], 4.0), run([5.0]))
     assert result.categories == ()
     assert result.step_time.median.change_pct == pytest.approx(-50.0)
-    (check,) = diff.evaluate_gates(result, [diff.parse_threshold("idle>+1pp")])
+    (check,) = diff.evaluate_gates(result, [parse_threshold("idle>+1pp")])
     assert check.status == diff.UNKNOWN
 
 
@@ -460,8 +462,8 @@ def test_document_is_plain_json_with_fixed_keys() -> None:
     import json
 
     result = diff.diff_runs(run(NOISY), run([w * 1.2 for w in NOISY]))
-    checks = diff.evaluate_gates(result, [diff.parse_threshold("step_time>+5%")])
-    document = diff.diff_document(result, checks)
+    checks = diff.evaluate_gates(result, [parse_threshold("step_time>+5%")])
+    document = diff_document(result, checks)
     text = json.dumps(document, allow_nan=False)
     assert json.loads(text) == document
     assert {"base", "current", "step_time_ms", "categories", "failed"} <= set(document)

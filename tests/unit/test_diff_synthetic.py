@@ -14,9 +14,10 @@ import pytest
 
 from perfledger.analysis import diff
 from perfledger.analysis.profile import analyze_traces
-from perfledger.cli.diff import run_tables
 from perfledger.model import schema
 from perfledger.model.trace import Trace
+from perfledger.render.diff_json import diff_document
+from perfledger.run.diff_inputs import run_tables
 from tests.scenarios import Timeline
 
 STEPS = 4
@@ -159,7 +160,7 @@ def test_findings_resolved(result: diff.RunDiff) -> None:
 
 
 def test_document_figures(result: diff.RunDiff) -> None:
-    document = diff.diff_document(result)
+    document = diff_document(result)
     assert list(document)[:6] == [
         "format_version",
         "tool_version",

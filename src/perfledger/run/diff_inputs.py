@@ -1,0 +1,116 @@
+"""The runs ``perfledger diff`` compares: a profile directory's tables, or traces in memory.
+
+Either way the comparison gets the same tables (:class:`perfledger.analysis.diff.RunTables`):
+a profile directory's files hold what an in-memory analysis returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+
+from perfledger.analysis.diff import RunTables
+from perfledger.errors import PerfledgerError
+from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.model.tables import (
+    COMMUNICATION_SCHEMA,
+    HOST_OP_SUMMARY_SCHEMA,
+    OP_SUMMARY_SCHEMA,
+    TRANSFERS_SCHEMA,
+)
+from perfledger.profiledir import is_profile, load_profile
+from perfledger.profiledir.layout import (
+    COMMUNICATION_CSV,
+    GAPS_TABLE,
+    OP_SUMMARY_CSV,
+    STEP_TRACE_CSV,
+    TRANSFERS_CSV,
+)
+
+if TYPE_CHECKING:
+    from perfledger.model.profile import ProfileAnalysis
+
+_OP_SUMMARY_COLUMNS: Final = ("step", "kind", "name", "host_op", "dur_ns", "self_ns")
+
+
+def load_run(path: Path) -> RunTables:
+    """The tables of a profile directory, or of traces analysed in memory."""
+    if not path.exists():
+        raise PerfledgerError(f"{path}: no such profile directory or trace")
+    if is_profile(path):
+        return read_profile_run(path)
+    return analyze_run(path)
+
+
+def analyze_run(path: Path) -> RunTables:
+    """Import and analyse traces in memory (nothing is written)."""
+    from perfledger.analysis.advisor import advise
+    from perfledger.analysis.profile import analyze_traces
+    from perfledger.sources import load_traces
+
+    traces = load_traces([path])
+    if not traces:
+        raise PerfledgerError(f"{path}: no trace found")
+    analysis = analyze_traces(traces)
+    findings = [f.to_dict() for f in advise(analysis)]
+    return run_tables(analysis, label=path.name, path=str(path), findings=findings)
+
+
+def run_tables(
+    analysis: ProfileAnalysis,
+    *,
+    label: str,
+    path: str,
+    findings: Sequence[Mapping[str, Any]] = (),
+) -> RunTables:
+    """The compared tables of an in-memory analysis (the same tables a profile's files hold)."""
+    from perfledger.analysis.profile import step_trace
+
+    return RunTables(
+        label=label,
+        path=path,
+        source_kind=analysis.source_kind,
+        step_count=analysis.step_count,
+        step_trace=step_trace(analysis),
+        gaps=analysis.gaps,
+        op_summary=analysis.op_summary,
+        transfers=analysis.transfers,
+        communication=analysis.communication,
+        findings=tuple(_plain_finding(f) for f in findings),
+    )
+
+
+def _plain_finding(finding: Any) -> Mapping[str, Any]:
+    """A finding as summary.json has it: a mapping, or the fields diff reads of an object."""
+    if isinstance(finding, Mapping):
+        return finding
+    return {
+        key: getattr(finding, key, None) for key in ("id", "title", "severity_ms", "severity_pct")
+    }
+
+
+def read_profile_run(path: Path) -> RunTables:
+    """The compared tables of a profile directory (its CSVs, gaps table and summary.json)."""
+    profile = load_profile(path)
+    header = profile.csv_header(OP_SUMMARY_CSV)
+    op_schema = HOST_OP_SUMMARY_SCHEMA if "self_ns" in header else OP_SUMMARY_SCHEMA
+    op_columns = [c for c in _OP_SUMMARY_COLUMNS if c in op_schema.names]
+    gaps = profile.read_table(GAPS_TABLE, columns=["dur_ns", "cause", "step"])
+    assert gaps is not None
+    return RunTables(
+        label=profile.label,
+        path=str(path),
+        source_kind=profile.source_kind,
+        step_count=profile.step_count,
+        step_trace=profile.read_csv(STEP_TRACE_CSV),
+        gaps=gaps.cast(pa.schema([GAPS_SCHEMA.field(n) for n in gaps.column_names])),
+        op_summary=profile.read_csv(
+            OP_SUMMARY_CSV, pa.schema([op_schema.field(c) for c in op_columns]), op_columns
+        ),
+        transfers=profile.read_csv(TRANSFERS_CSV, TRANSFERS_SCHEMA),
+        communication=profile.read_csv(COMMUNICATION_CSV, COMMUNICATION_SCHEMA),
+        findings=tuple(profile.findings),
+    )
