@@ -251,6 +251,9 @@ def test_bad_threshold(expression: str, message: str) -> None:
 def test_threshold_forms() -> None:
     t = parse_threshold(" idle_host_dispatch >= -1.5 ms ")
     assert (t.metric, t.op, t.limit, t.unit) == ("idle_host_dispatch", ">=", -1.5, "ms")
+    # a metric whose name holds a digit
+    p90 = parse_threshold("step_time_p90>+1%")
+    assert (p90.metric, p90.op, p90.limit, p90.unit) == ("step_time_p90", ">", 1.0, "%")
 
 
 # Operators, classes, transfers, communication --------------------------------------------------

@@ -16,7 +16,7 @@ from perfledger.errors import PerfledgerError
 
 GATE_UNITS: Final = ("%", "pp", "ms")
 _GATE: Final = re.compile(
-    r"^\s*(?P<metric>[a-z_]+)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[+-]?\d+(?:\.\d+)?)\s*"
+    r"^\s*(?P<metric>[a-z][a-z0-9_]*)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[+-]?\d+(?:\.\d+)?)\s*"
     r"(?P<unit>" + "|".join(map(re.escape, GATE_UNITS)) + r")\s*$"
 )
 
