@@ -112,6 +112,9 @@ def all_durations_zero(events: list[Event]) -> None:
 
 
 def device_in_ns_host_in_us(events: list[Event]) -> None:
+    # times relative to the profile start (as with baseTimeNanoseconds), the device's in ns
+    for event in events:
+        event["ts"] -= BASE_US - 1_000
     for event in _device(events):
         event["ts"] *= 1_000
         event["dur"] *= 1_000

@@ -110,6 +110,7 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         "device_utilization_pct",
         "profiler_overhead_pct",
         "loss",
+        "quality",
         "findings",
         "advisor_skipped",
         "devices",

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from perfledger.analysis.columns import dictionary_codes
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render.report.budgets import PayloadLimits
@@ -16,7 +17,6 @@ from perfledger.render.report.data import ReportData, report_data_from_profile
 from perfledger.render.report.payload import report_payload
 from perfledger.render.report.rows import held_codes, prepare_rows, take, take_ascending
 from perfledger.render.report.steps import timeline_spans
-from perfledger.render.timeline import dictionary_codes
 from tests.paths import DATA
 from tests.synth import EventsBuilder, gaps_table
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfledger.analysis.intervals import Int64Array
 
@@ -67,3 +68,19 @@ def strings(table: pa.Table, column: str) -> npt.NDArray[np.object_]:
         else:
             parts.append(np.asarray(chunk.to_pylist(), dtype=object))
     return np.concatenate(parts) if parts else np.zeros(0, dtype=object)
+
+
+def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str | None]]:
+    """A string column as (codes, distinct values); works on dictionary and plain strings."""
+    col = table.column(column)
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    col = pa.chunked_array(col.chunks, type=col.type) if col.num_chunks else col
+    if col.num_chunks == 0:
+        return np.zeros(0, dtype=np.int64), []
+    combined = col.unify_dictionaries() if hasattr(col, "unify_dictionaries") else col
+    dictionary = combined.chunk(0).dictionary
+    codes = np.concatenate(
+        [np.asarray(c.indices.fill_null(0).to_numpy(), dtype=np.int64) for c in combined.chunks]
+    )
+    return codes, dictionary.to_pylist()

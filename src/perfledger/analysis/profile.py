@@ -23,7 +23,14 @@ from perfledger.analysis.cluster.collectives import (
 )
 from perfledger.analysis.communication import communication
 from perfledger.analysis.gaps import gap_report
-from perfledger.analysis.steps import assign_steps, launch_starts, step_annotations, step_windows
+from perfledger.analysis.quality import rank_checks
+from perfledger.analysis.repair import repair_trace
+from perfledger.analysis.steps import (
+    assign_steps,
+    launch_starts,
+    step_annotations,
+    step_plan,
+)
 from perfledger.analysis.transfers import transfers
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA, host_step_trace_table, step_trace_table
@@ -34,17 +41,25 @@ from perfledger.model.trace import Trace
 
 
 def analyze_rank(trace: Trace) -> RankAnalysis:
-    """Step windows, step assignment and accounting of one rank."""
+    """Clock repairs, step windows, step assignment, accounting and plausibility checks of
+    one rank."""
+    trace, repairs = repair_trace(trace)
     launches = launch_starts(trace.events)
-    windows = step_windows(trace.events, launches)
-    events = assign_steps(trace.events, windows, launches)
-    accounting = device_accounting(events, windows, launches)
+    plan = step_plan(trace.events, launches)
+    events = assign_steps(trace.events, plan.windows, launches)
+    accounting = device_accounting(events, plan.windows, launches)
     return RankAnalysis(
         trace=trace,
         events=events,
-        windows=windows,
+        windows=plan.windows,
         accounting=accounting,
         annotated_steps=len(step_annotations(trace.events)),
+        quality=(
+            *trace.quality,
+            *repairs,
+            *plan.checks,
+            *rank_checks(events, plan.windows, accounting),
+        ),
     )
 
 

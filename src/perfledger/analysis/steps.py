@@ -2,32 +2,63 @@
 
 DESIGN.md: host step annotations give [hs_i, he_i). The device side of a step ends with the last
 device task issued inside it, end_i = max(he_i, end of the last task whose launch began in
-[hs_i, he_i)), and windows tile without overlap: start_i = max(hs_i, end_{i-1}). With no step
-annotation there is one window from the first to the last event, numbered 0.
+[hs_i, he_i)) — but a collective that runs on past the start of the next step's first task
+ends the step there: the next step's work, running beside it, is the next step's. Windows
+tile without overlap: start_i = max(hs_i, end_{i-1}). With no step annotation there is one
+window, numbered 0, from the first to the last event — but the device's span (first task
+start to last task end) when host activity around it makes the trace more than twice as long
+as the device's work: never a host annotation that dwarfs the device's work.
+
+Odd marks are repaired and counted (:class:`StepPlan`): step numbers used twice are given
+fresh ones, marks that overlap are tiled.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
 from perfledger.analysis.intervals import Int64Array
-from perfledger.model import schema
+from perfledger.model import schema, vendors
 from perfledger.model.accounts import StepWindow
+from perfledger.model.quality import (
+    DUPLICATE_STEP_NUMBERS,
+    OVERLAPPING_STEPS,
+    STEP_TIME,
+    TIME_ACCOUNT,
+    UTILIZATION,
+    WINDOW_BEYOND_DEVICE,
+    QualityCheck,
+)
 
 _STEP_NUMBER = re.compile(r"#\s*(\d+)\s*$")
 # The window of a profile without step annotations carries this step number.
 WHOLE_TRACE_STEP = 0
+# Host activity around the device's span that makes the whole trace this many times longer than
+# the device's work is not part of the one window (an outer annotation around the program).
+HOST_BEYOND_DEVICE_RATIO: Final = 2.0
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The step windows of one rank and what was repaired to make them."""
+
+    windows: tuple[StepWindow, ...]
+    checks: tuple[QualityCheck, ...] = ()
 
 
 def launch_starts(events: pa.Table) -> Int64Array:
     """For each row, the start of the host call that launched it; -1 when none is known.
 
     A device task is linked to its launch by (rank, correlation): the host ``runtime`` or
-    ``sync`` call carrying the same correlation id. Host rows get -1.
+    ``sync`` call carrying the same correlation id. Host rows get -1, and so do tasks whose id
+    several calls of one name carry (the ``shared_correlation`` quality check counts them).
     """
     n = events.num_rows
     result = np.full(n, -1, dtype=np.int64)
@@ -43,13 +74,24 @@ def launch_starts(events: pa.Table) -> Int64Array:
     task_rows = np.flatnonzero(is_task)
     if launch_rows.size == 0 or task_rows.size == 0:
         return result
-    # one key per (rank, correlation); the earliest launch wins when a source repeats an id
+    # one key per (rank, correlation); the earliest launch wins when calls of different names
+    # share an id (a request and its reply), none when calls of one name do: which of them
+    # issued the task is unknown, and the task counts as issued when it starts
     launch_keys = rank[launch_rows] * (1 << 40) + correlation[launch_rows]
+    names = columns.dictionary_codes(events, "name")[0][launch_rows]
+    order = np.lexsort((start[launch_rows], names, launch_keys))
+    keys_sorted = launch_keys[order]
+    names_sorted = names[order]
+    same_name = (keys_sorted[1:] == keys_sorted[:-1]) & (names_sorted[1:] == names_sorted[:-1])
+    ambiguous_keys = np.unique(keys_sorted[1:][same_name])
     order = np.lexsort((start[launch_rows], launch_keys))
     keys_sorted = launch_keys[order]
     first_of_key = np.ones(keys_sorted.size, dtype=bool)
     first_of_key[1:] = keys_sorted[1:] != keys_sorted[:-1]
+    first_of_key &= ~np.isin(keys_sorted, ambiguous_keys)
     keys_unique = keys_sorted[first_of_key]
+    if keys_unique.size == 0:
+        return result
     starts_unique = start[launch_rows][order][first_of_key]
     task_keys = rank[task_rows] * (1 << 40) + correlation[task_rows]
     pos = np.clip(np.searchsorted(keys_unique, task_keys), 0, keys_unique.size - 1)
@@ -88,44 +130,175 @@ def step_annotations(events: pa.Table) -> list[tuple[int, int, int]]:
         number = step_number(str(names[i]), position)
         result.append((number, int(start[chosen][i]), int(start[chosen][i] + dur[chosen][i])))
     del keys
+    return _unique_numbers(result)
+
+
+def _unique_numbers(annotations: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The marks with a step number used twice given fresh ones, after the highest."""
+    numbers = [n for n, _, _ in annotations]
+    if len(set(numbers)) == len(numbers):
+        return annotations
+    seen: set[int] = set()
+    fresh = max(numbers) + 1
+    result = []
+    for number, lo, hi in annotations:
+        if number in seen:
+            number, fresh = fresh, fresh + 1
+        seen.add(number)
+        result.append((number, lo, hi))
     return result
 
 
+def _duplicate_numbers(events: pa.Table) -> int:
+    """How many step marks repeat a step number an earlier mark has."""
+    rows = np.flatnonzero(columns.isin(events, "kind", [schema.STEP]))
+    if rows.size < 2:
+        return 0
+    names = columns.strings(events.take(rows), "name")
+    numbers = [step_number(str(name), -1 - i) for i, name in enumerate(names)]
+    return len(numbers) - len(set(numbers))
+
+
 def step_windows(events: pa.Table, launches: Int64Array | None = None) -> tuple[StepWindow, ...]:
-    """The step windows of one rank's events.
+    """The step windows of one rank's events (:func:`step_plan` without its checks)."""
+    return step_plan(events, launches).windows
+
+
+def step_plan(events: pa.Table, launches: Int64Array | None = None) -> StepPlan:
+    """The step windows of one rank's events, with the repairs made to find them.
 
     Args:
         events: one rank's canonical events.
         launches: :func:`launch_starts` of ``events`` if already computed.
     """
     if events.num_rows == 0:
-        return ()
+        return StepPlan(())
     rank = int(events.column("rank")[0].as_py())
     annotations = step_annotations(events)
     start = columns.int64(events, "start_ns")
     end = start + columns.int64(events, "dur_ns")
+    is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     if not annotations:
-        first, last = int(start.min()), int(end.max())
-        return (StepWindow(rank, WHOLE_TRACE_STEP, first, last, first, last),)
+        return _whole_window(rank, start, end, is_task)
     if launches is None:
         launches = launch_starts(events)
-    is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     # a task with no known launch counts as issued when it starts
     issued = np.where(launches >= 0, launches, start)[is_task]
+    task_start = start[is_task]
     task_end = end[is_task]
+    is_comm = (
+        columns.isin(events, "kind", [schema.COMM])[is_task]
+        | columns.matches(events, "name", lambda name: bool(vendors.COMM_KERNEL.search(name)))[
+            is_task
+        ]
+    )
     order = np.argsort(issued, kind="stable")
-    issued, task_end = issued[order], task_end[order]
+    issued, task_start, task_end, is_comm = (
+        issued[order],
+        task_start[order],
+        task_end[order],
+        is_comm[order],
+    )
+    bounds = [
+        (
+            int(np.searchsorted(issued, lo, side="left")),
+            int(np.searchsorted(issued, hi, side="left")),
+        )
+        for _, lo, hi in annotations
+    ]
     windows: list[StepWindow] = []
     previous_end: int | None = None
-    for number, host_start, host_end in annotations:
-        lo = np.searchsorted(issued, host_start, side="left")
-        hi = np.searchsorted(issued, host_end, side="left")
-        device_end = int(task_end[lo:hi].max()) if hi > lo else host_end
+    for i, (number, host_start, host_end) in enumerate(annotations):
+        lo, hi = bounds[i]
+        device_end = _device_end(task_start, task_end, is_comm, lo, hi, bounds, i, host_end)
         window_start = host_start if previous_end is None else max(host_start, previous_end)
         window_end = max(host_end, device_end, window_start)
         windows.append(StepWindow(rank, number, host_start, host_end, window_start, window_end))
         previous_end = window_end
-    return tuple(windows)
+    return StepPlan(tuple(windows), _mark_checks(events, annotations))
+
+
+def _device_end(
+    task_start: Int64Array,
+    task_end: Int64Array,
+    is_comm: np.ndarray,
+    lo: int,
+    hi: int,
+    bounds: list[tuple[int, int]],
+    i: int,
+    host_end: int,
+) -> int:
+    """Where the device side of step ``i`` ends: its last task's end — but a collective that
+    runs on past the start of the next step's first task ends the step there (the next step's
+    work runs beside it and is the next step's)."""
+    if hi <= lo:
+        return host_end
+    work = ~is_comm[lo:hi]
+    work_end = int(task_end[lo:hi][work].max()) if work.any() else host_end
+    comm_end = int(task_end[lo:hi][~work].max()) if (~work).any() else work_end
+    if comm_end <= work_end or i + 1 >= len(bounds):
+        return max(work_end, comm_end)
+    next_lo, next_hi = bounds[i + 1]
+    if next_hi <= next_lo:
+        return comm_end
+    first_next = int(task_start[next_lo:next_hi].min())
+    return max(work_end, min(comm_end, first_next))
+
+
+def _whole_window(rank: int, start: Int64Array, end: Int64Array, is_task: np.ndarray) -> StepPlan:
+    """The one window of a profile without step marks: the whole trace, or the device's span
+    when host activity around it dwarfs the device's work."""
+    first, last = int(start.min()), int(end.max())
+    whole = StepPlan((StepWindow(rank, WHOLE_TRACE_STEP, first, last, first, last),))
+    if not is_task.any():
+        return whole
+    lo, hi = int(start[is_task].min()), int(end[is_task].max())
+    if last - first <= HOST_BEYOND_DEVICE_RATIO * max(hi - lo, 1):
+        return whole
+    window = StepWindow(rank, WHOLE_TRACE_STEP, lo, hi, lo, hi)
+    check = QualityCheck(
+        WINDOW_BEYOND_DEVICE,
+        1,
+        f"rank {rank}: no step marks, and host activity spans {(last - first) / 1e6:,.3f} ms "
+        f"around {(hi - lo) / 1e6:,.3f} ms of device work; the profiled window is the device's "
+        "span",
+        (UTILIZATION, TIME_ACCOUNT),
+        repaired=True,
+    )
+    return StepPlan((window,), (check,))
+
+
+def _mark_checks(
+    events: pa.Table, annotations: list[tuple[int, int, int]]
+) -> tuple[QualityCheck, ...]:
+    """Step marks that needed repair: numbers used twice, marks that overlap."""
+    checks = []
+    rank = int(events.column("rank")[0].as_py())
+    duplicates = _duplicate_numbers(events)
+    if duplicates:
+        checks.append(
+            QualityCheck(
+                DUPLICATE_STEP_NUMBERS,
+                duplicates,
+                f"rank {rank}: {duplicates} step marks repeat the number of an earlier step; "
+                "they were given fresh numbers",
+                (STEP_TIME,),
+                repaired=True,
+            )
+        )
+    overlapping = sum(1 for (_, _, end), (_, start, _) in pairwise(annotations) if start < end)
+    if overlapping:
+        checks.append(
+            QualityCheck(
+                OVERLAPPING_STEPS,
+                overlapping,
+                f"rank {rank}: {overlapping} step marks start before the previous step ends; "
+                "each window starts where the previous one ends",
+                (STEP_TIME, TIME_ACCOUNT),
+                repaired=True,
+            )
+        )
+    return tuple(checks)
 
 
 def assign_steps(

@@ -11,6 +11,7 @@ from perfledger.model.accounts import Accounting, StepWindow
 from perfledger.model.cluster import ClusterReport
 from perfledger.model.findings import RankAdvice
 from perfledger.model.gaps import GapReport
+from perfledger.model.quality import QualityCheck, merge_checks
 from perfledger.model.schema import SPAN_STEP
 from perfledger.model.trace import Trace, loss_line
 
@@ -24,6 +25,7 @@ class RankAnalysis:
     windows: tuple[StepWindow, ...]
     accounting: Accounting
     annotated_steps: int  # how many step annotations the trace has
+    quality: tuple[QualityCheck, ...] = ()  # what was repaired or is doubtful in this rank
 
     @property
     def rank(self) -> int:
@@ -76,6 +78,11 @@ class ProfileAnalysis:
     @property
     def source_files(self) -> list[str]:
         return [str(p) for r in self.ranks for p in r.trace.source_files]
+
+    @property
+    def quality(self) -> tuple[QualityCheck, ...]:
+        """The quality checks of every rank, one per check (counts added)."""
+        return merge_checks(c for r in self.ranks for c in r.quality)
 
     @property
     def loss(self) -> str | None:

@@ -22,6 +22,23 @@ COMMUNICATION: Final = "communication"
 TIMELINE: Final = "timeline"
 HEADLINE_FIGURES: Final = frozenset({STEP_TIME, UTILIZATION, TIME_ACCOUNT})
 
+# The checks (docs/accounting.md, "Trace quality", says what each finds and does).
+NEGATIVE_DURATIONS: Final = "negative_durations"
+UNREADABLE_EVENTS: Final = "unreadable_events"
+DEVICE_TIME_UNIT: Final = "device_time_unit"
+OUTLYING_EVENTS: Final = "outlying_events"
+CLOCK_DOMAINS: Final = "clock_domains"
+DUPLICATE_STEP_NUMBERS: Final = "duplicate_step_numbers"
+OVERLAPPING_STEPS: Final = "overlapping_steps"
+WINDOW_BEYOND_DEVICE: Final = "window_beyond_device"
+SHARED_CORRELATION: Final = "shared_correlation"
+OVERLAPPING_STREAM_TASKS: Final = "overlapping_stream_tasks"
+NON_NESTING_SLICES: Final = "non_nesting_slices"
+LAUNCHLESS_TASKS: Final = "launchless_tasks"
+EMPTY_WINDOWS: Final = "empty_windows"
+RELINKED_TASKS: Final = "relinked_tasks"
+INVARIANTS: Final = "invariants"
+
 HIGH: Final = "high"
 MEDIUM: Final = "medium"
 LOW: Final = "low"

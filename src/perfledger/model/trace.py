@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from perfledger.model.quality import QualityCheck
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -23,6 +25,7 @@ class Trace:
         loss: what could not be read (a truncated file), or None when nothing was lost.
         communication_matrix: rank-to-rank link figures when the source has them
             (:data:`perfledger.model.schema.COMM_MATRIX_SCHEMA`), else None.
+        quality: what the importer repaired or skipped (negative durations, malformed rows).
     """
 
     events: pa.Table
@@ -32,6 +35,7 @@ class Trace:
     source_files: tuple[Path, ...] = ()
     loss: str | None = None
     communication_matrix: pa.Table | None = None
+    quality: tuple[QualityCheck, ...] = ()
 
     @property
     def rank(self) -> int:

@@ -130,6 +130,7 @@ def write_artefacts(
         findings=[f.to_dict() for f in advice.findings] if advice else (),
         skipped_rules=[(s.rule, s.reason) for s in advice.skipped] if advice else (),
         loss=analysis.loss,
+        quality=analysis.quality,
         profiler_overhead_pct=overhead_pct,
     )
     summary_render.write_summary(document, directory / SUMMARY_JSON)

@@ -7,6 +7,8 @@ Keys, in this order (DESIGN.md's fixed keys first; add keys, never rename):
                                host-only profiles),
     profiler_overhead_pct   -- null when unknown,
     loss                    -- what could not be read (null when nothing),
+    quality                 -- {confidence: high|medium|low, checks: [{id, count, message,
+                               affects, repaired}]}: what was repaired or is doubtful,
     findings                -- as given by the advisor (id, title, severity_ms, ...),
     devices   -- per rank and device, the whole-span account (step -1 rows): span_ms,
                  busy_ms, utilization_pct (busy / span), each category in ms, idle by cause,
@@ -35,6 +37,7 @@ from perfledger.files import json_text, write_json
 from perfledger.model import schema
 from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
 from perfledger.model.gaps import GapReport
+from perfledger.model.quality import QualityCheck, quality_document
 from perfledger.model.schema import SPAN_STEP
 from perfledger.version import __version__
 
@@ -68,6 +71,7 @@ def summary_document(
     findings: Sequence[Any] = (),
     skipped_rules: Sequence[tuple[str, str]] = (),
     loss: str | None = None,
+    quality: Sequence[QualityCheck] = (),
     profiler_overhead_pct: float | None = None,
     top_operators: int = TOP_OPERATORS,
 ) -> dict[str, Any]:
@@ -89,6 +93,7 @@ def summary_document(
         findings: the advisor's findings (mappings or dataclasses), already sorted.
         skipped_rules: (rule id, reason) of advisor rules whose input data is absent.
         loss: what could not be read, or None.
+        quality: the profile's quality checks (:mod:`perfledger.analysis.quality`).
         profiler_overhead_pct: measured profiler overhead, or None when unknown.
         top_operators: how many op_statistic rows to keep.
     """
@@ -102,6 +107,7 @@ def summary_document(
         "device_utilization_pct": _round(device_utilization_pct, PCT_DECIMALS),
         "profiler_overhead_pct": _round(profiler_overhead_pct, PCT_DECIMALS),
         "loss": loss,
+        "quality": quality_document(quality),
         "findings": [_finding(f) for f in findings],
         "advisor_skipped": [{"rule": rule, "reason": reason} for rule, reason in skipped_rules],
         "devices": [_device_headline(w) for w in _span_rows(windows)],

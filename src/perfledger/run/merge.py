@@ -57,6 +57,7 @@ def analysis_from_results(
                 windows=result.windows,
                 accounting=accounting,
                 annotated_steps=result.annotated_steps,
+                quality=result.quality,
             )
         )
         summaries.append(tables["op_summary"])

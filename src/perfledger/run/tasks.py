@@ -40,6 +40,7 @@ from perfledger.files import replacing
 from perfledger.memory import release_freed_memory
 from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccount
 from perfledger.model.gaps import GapReport
+from perfledger.model.quality import QualityCheck
 from perfledger.model.trace import Trace
 from perfledger.profiledir.writer import copy_source
 from perfledger.run.progress import PHASE_ADVISOR, PHASE_ANALYSIS
@@ -120,6 +121,7 @@ class RankResult:
     # the rank's source files, copied by the task for the profile's raw/: source -> copy
     raw_copies: dict[Path, Path] = field(default_factory=dict)
     advice: RankAdvice | None = None
+    quality: tuple[QualityCheck, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     peak_rss_bytes: int = 0
     worker: str = ""
@@ -248,6 +250,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         communication_matrix=trace.communication_matrix,
         raw_copies=copies,
         advice=advice,
+        quality=rank_analysis.quality,
         timings={
             "import_s": imported - started,
             "analysis_s": analysed - imported,

@@ -250,15 +250,17 @@ def build_events(staged: Staged, rank: int) -> pa.Table:
         con.register("comm", staged.comm)
         con.register("links", staged.links)
         rows = con.sql(
-            f"SELECT {rank}::INTEGER AS rank, kind, name, device::SMALLINT AS device, "
-            "stream::BIGINT AS stream, coalesce(pid, 0)::BIGINT AS pid, "
+            f"SELECT {rank}::INTEGER AS rank, kind, name, "
+            "coalesce(device, -1)::SMALLINT AS device, "
+            "coalesce(stream, -1)::BIGINT AS stream, coalesce(pid, 0)::BIGINT AS pid, "
             "start_ns::BIGINT AS start_ns, greatest(dur_ns, 0)::BIGINT AS dur_ns, "
-            "correlation::BIGINT AS correlation, external_id::BIGINT AS external_id, "
+            "coalesce(correlation, -1)::BIGINT AS correlation, "
+            "coalesce(external_id, -1)::BIGINT AS external_id, "
             f"{schema.NO_STEP}::INTEGER AS step, coalesce(bytes, -1)::BIGINT AS bytes, "
             "'NaN'::DOUBLE AS flops, shapes::VARCHAR AS shapes, dtypes::VARCHAR AS dtypes, "
             "args::VARCHAR AS args "
             f"FROM ({_build_sql()}) "
-            "WHERE start_ns IS NOT NULL "
+            "WHERE start_ns IS NOT NULL AND kind IS NOT NULL AND name IS NOT NULL "
             "ORDER BY start_ns, kind, device, stream, name, dur_ns, correlation"
         ).to_arrow_table()
     finally:

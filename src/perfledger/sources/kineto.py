@@ -43,6 +43,14 @@ import pyarrow.compute as pc
 from perfledger.errors import TraceFormatError
 from perfledger.memory import release_freed_memory
 from perfledger.model import schema, vendors
+from perfledger.model.quality import (
+    NEGATIVE_DURATIONS,
+    OPERATORS,
+    TIME_ACCOUNT,
+    UNREADABLE_EVENTS,
+    UTILIZATION,
+    QualityCheck,
+)
 from perfledger.model.trace import Trace
 from perfledger.sources.base import decoded_bytes
 from perfledger.sources.kineto_columns import (
@@ -159,6 +167,7 @@ def load_kineto(
     if side.other_phases:
         meta["skipped_phases"] = dict(sorted(side.other_phases.items()))
     counters = _counters_table(side, trace_rank, base_ns)
+    negative = side.negative_durations
     del side
     release_freed_memory()
     return Trace(
@@ -168,7 +177,34 @@ def load_kineto(
         source_kind=SOURCE_KIND,
         source_files=(path,),
         loss="; ".join(losses) if losses else None,
+        quality=_import_checks(path, malformed, negative),
     )
+
+
+def _import_checks(path: Path, malformed: int, negative: int) -> tuple[QualityCheck, ...]:
+    """What the import skipped or repaired, as quality checks naming the file."""
+    checks = []
+    if negative:
+        checks.append(
+            QualityCheck(
+                NEGATIVE_DURATIONS,
+                negative,
+                f"{path.name}: {negative:,} events with a negative duration read as zero-length",
+                (UTILIZATION, TIME_ACCOUNT, OPERATORS),
+                repaired=True,
+            )
+        )
+    if malformed:
+        checks.append(
+            QualityCheck(
+                UNREADABLE_EVENTS,
+                malformed,
+                f"{path.name}: {malformed:,} malformed events skipped",
+                (TIME_ACCOUNT, OPERATORS),
+                repaired=True,
+            )
+        )
+    return tuple(checks)
 
 
 def _read_blocks(

@@ -419,6 +419,7 @@ class Side:
     spans: list[tuple[str, int, int]] = field(default_factory=list)
     markers: list[tuple[str, int]] = field(default_factory=list)
     malformed: int = 0
+    negative_durations: int = 0
     other_phases: dict[str, int] = field(default_factory=dict)
 
     def absorb(self, later: Side) -> None:
@@ -472,6 +473,12 @@ def _category_groups(cats: pa.Array) -> tuple[pa.Array, Int64Array, BoolArray]:
             group[i] = GROUP_HOST
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     return encoded, group[codes], device[codes]
+
+
+def _clamped_durations(dur: Int64Array, side: Side) -> Int64Array:
+    """Durations with negative ones set to 0 (an event cannot end before it starts), counted."""
+    side.negative_durations += int((dur < 0).sum())
+    return np.maximum(dur, 0)
 
 
 def _narrow(values: Int64Array) -> IdArray:
@@ -534,7 +541,7 @@ def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
         stream=_narrow(np.where(on_device & (stream >= 0), stream, kept_tid)),
         device=_narrow(np.where(device >= 0, device, kept_pid)),
         ts=ts[keep],
-        dur=np.maximum(dur[keep], 0),
+        dur=_clamped_durations(dur[keep], side),
         correlation=_narrow(columns.pop("correlation")),
         external_id=_narrow(external),
         nbytes=None if nbytes is None else _narrow(nbytes),

@@ -15,10 +15,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis.columns import dictionary_codes
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA
 from perfledger.render.report.data import ReportData
-from perfledger.render.timeline import dictionary_codes
 
 Int64Array = npt.NDArray[np.int64]
 Span = tuple[int, int]

@@ -45,7 +45,6 @@ each rank's total, written count and cut, ``otherData.truncated_at_ns`` the earl
 from __future__ import annotations
 
 from perfledger.render.timeline.file import TIMELINE_FORMAT_VERSION, TimelineStats
-from perfledger.render.timeline.grouping import dictionary_codes
 from perfledger.render.timeline.layout import MAX_LANES
 from perfledger.render.timeline.records import (
     IDLE_CAUSE_COLOURS,
@@ -76,7 +75,6 @@ __all__ = [
     "TimelinePart",
     "TimelineStats",
     "device_busy_counters",
-    "dictionary_codes",
     "prepare_timeline",
     "profile_origin_ns",
     "write_prepared_step_timelines",

@@ -107,8 +107,11 @@ class TimelineFile:
         window: tuple[int, int] | None,
         max_events: int | None,
     ) -> None:
-        if window is not None and window[1] <= window[0]:
-            raise PerfledgerError(f"empty timeline window [{window[0]}, {window[1]}) for {path}")
+        # a zero-length window (a step of no length) gives a timeline with no event
+        if window is not None and window[1] < window[0]:
+            raise PerfledgerError(
+                f"timeline window [{window[0]}, {window[1]}) ends before it starts for {path}"
+            )
         self.path = path
         self.origin = origin
         self.window = window

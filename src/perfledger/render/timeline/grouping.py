@@ -13,6 +13,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis.columns import dictionary_codes
+
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -20,22 +22,6 @@ BoolArray = npt.NDArray[np.bool_]
 def int64(table: pa.Table, column: str) -> Int64Array:
     """A column as an int64 numpy array."""
     return np.asarray(table.column(column).to_numpy(), dtype=np.int64)
-
-
-def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str | None]]:
-    """A string column as (codes, distinct values); works on dictionary and plain strings."""
-    col = table.column(column)
-    if not pa.types.is_dictionary(col.type):
-        col = pc.dictionary_encode(col)
-    col = pa.chunked_array(col.chunks, type=col.type) if col.num_chunks else col
-    if col.num_chunks == 0:
-        return np.zeros(0, dtype=np.int64), []
-    combined = col.unify_dictionaries() if hasattr(col, "unify_dictionaries") else col
-    dictionary = combined.chunk(0).dictionary
-    codes = np.concatenate(
-        [np.asarray(c.indices.fill_null(0).to_numpy(), dtype=np.int64) for c in combined.chunks]
-    )
-    return codes, dictionary.to_pylist()
 
 
 def kind_mask(events: pa.Table, kinds: Iterable[str]) -> BoolArray:

@@ -17,13 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import busy
+from perfledger.analysis.columns import dictionary_codes
 from perfledger.errors import PerfledgerError
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA
 from perfledger.render.timeline.grouping import (
     BoolArray,
     Int64Array,
-    dictionary_codes,
     factorize,
     int64,
     kind_mask,

@@ -1,0 +1,220 @@
+"""Plausibility checks on one rank's analysed trace: what makes its figures doubtful.
+
+Run after the steps and the time account, before anything is written. Each check counts what
+it found (docs/accounting.md, "Trace quality"):
+
+- ``shared_correlation``: host launch calls of one name sharing one correlation id — which
+  call issued a task (and so the idle cause before it) is then a guess (runtimes that give a
+  request and its reply one id, as MTIA's, use different names and are not counted);
+- ``overlapping_stream_tasks``: device tasks that overlap on one stream, which runs its tasks
+  one after the other, by more than the few µs old CUPTI clocks jitter: their times are off;
+- ``non_nesting_slices``: operators, annotations, steps and data-loader slices on one thread
+  that overlap without nesting — the host activity an idle gap is blamed on (and operator self
+  time) reads from that nesting (Python-tracer slices, whose ends are approximate, and runtime
+  calls, asynchronous on some devices, are not counted);
+- ``launchless_tasks``: device tasks whose launch is not in the trace (usually issued before
+  the profiler started): they count as issued when they start;
+- ``empty_windows``: step windows in which the device ran nothing, on a profile with device work;
+- ``invariants``: a window longer than the trace, a negative category, categories that do not
+  sum to the window, a share outside 0-100 % — never expected; flagged, never hidden.
+
+Pure functions over the analysis results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+
+from perfledger.analysis import columns
+from perfledger.analysis.intervals import crossing_intervals
+from perfledger.model import schema
+from perfledger.model.accounts import Accounting, HostWindowAccount, StepWindow, WindowAccount
+from perfledger.model.quality import (
+    EMPTY_WINDOWS,
+    INVARIANTS,
+    LAUNCHLESS_TASKS,
+    NON_NESTING_SLICES,
+    OPERATORS,
+    OVERLAPPING_STREAM_TASKS,
+    SHARED_CORRELATION,
+    STEP_TIME,
+    TIME_ACCOUNT,
+    UTILIZATION,
+    QualityCheck,
+)
+
+# Overlaps up to this on one stream are the jitter of old CUPTI clocks (µs timestamps, seen
+# up to 13 µs on a V100 trace), not a fault.
+STREAM_OVERLAP_TOLERANCE_NS: Final = 20_000
+# The host slices whose nesting the time account reads.
+_NESTED_SLICES: Final = (schema.CPU_OP, schema.ANNOTATION, schema.STEP, schema.DATALOADER)
+
+
+def rank_checks(
+    events: pa.Table, windows: Sequence[StepWindow], accounting: Accounting
+) -> tuple[QualityCheck, ...]:
+    """Every plausibility check of one analysed rank (those that found something)."""
+    if events.num_rows == 0:
+        return ()
+    rank = int(events.column("rank")[0].as_py())
+    found = [
+        _shared_correlation(events, rank),
+        _overlapping_stream_tasks(events, rank),
+        _non_nesting_slices(events, rank),
+        _launchless_tasks(events, rank),
+        _empty_windows(events, windows, rank),
+        _invariants(events, accounting, rank),
+    ]
+    return tuple(c for c in found if c is not None and c.count > 0)
+
+
+def _shared_correlation(events: pa.Table, rank: int) -> QualityCheck | None:
+    launch = columns.isin(events, "kind", schema.LAUNCH_KINDS) & (
+        columns.int64(events, "device") < 0
+    )
+    rows = np.flatnonzero(launch & (columns.int64(events, "correlation") >= 0))
+    if rows.size < 2:
+        return None
+    correlation = columns.int64(events, "correlation")[rows]
+    name = columns.dictionary_codes(events, "name")[0][rows]
+    pairs = np.unique(np.stack([correlation, name], axis=1), axis=0)
+    shared = int(rows.size - pairs.shape[0])
+    return QualityCheck(
+        SHARED_CORRELATION,
+        shared,
+        f"rank {rank}: {shared:,} host launch calls reuse the correlation id of another call "
+        "of their name; "
+        "which call issued a task, and the idle cause before it, are guesses",
+        (TIME_ACCOUNT, OPERATORS),
+        repaired=False,
+    )
+
+
+def _overlapping_stream_tasks(events: pa.Table, rank: int) -> QualityCheck | None:
+    tasks = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
+    if tasks.size < 2:
+        return None
+    device = columns.int64(events, "device")[tasks]
+    stream = columns.int64(events, "stream")[tasks]
+    start = columns.int64(events, "start_ns")[tasks]
+    end = start + columns.int64(events, "dur_ns")[tasks]
+    order = np.lexsort((start, stream, device))
+    same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
+    running_end = _running_max_by_group(end[order], same)
+    overlap = same & (start[order][1:] < running_end[:-1] - STREAM_OVERLAP_TOLERANCE_NS)
+    count = int(overlap.sum())
+    return QualityCheck(
+        OVERLAPPING_STREAM_TASKS,
+        count,
+        f"rank {rank}: {count:,} device tasks start before the previous task on their stream "
+        "ends (a stream runs its tasks in order): their times are off",
+        (UTILIZATION, TIME_ACCOUNT),
+        repaired=False,
+    )
+
+
+def _running_max_by_group(values: np.ndarray, same_as_previous: np.ndarray) -> np.ndarray:
+    """The running maximum of ``values``, restarted where a row starts a new group."""
+    group = np.concatenate(([0], np.cumsum(~same_as_previous)))
+    # add a per-group offset that dwarfs every value, so one running maximum serves all groups
+    span = int(values.max() - values.min()) + 1 if values.size else 1
+    shifted = (values - values.min()) + group * span
+    return np.asarray(np.maximum.accumulate(shifted) - group * span + values.min())
+
+
+def _non_nesting_slices(events: pa.Table, rank: int) -> QualityCheck | None:
+    rows = np.flatnonzero(
+        columns.isin(events, "kind", _NESTED_SLICES) & (columns.int64(events, "device") < 0)
+    )
+    if rows.size < 2:
+        return None
+    pid = columns.int64(events, "pid")[rows]
+    thread = columns.int64(events, "stream")[rows]
+    start = columns.int64(events, "start_ns")[rows]
+    end = start + columns.int64(events, "dur_ns")[rows]
+    keys = np.unique(np.stack([pid, thread], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    crossing = 0
+    for key in range(int(keys.max()) + 1):  # a loop over threads, not events
+        mine = keys == key
+        if mine.sum() > 1:
+            crossing += int(crossing_intervals(start[mine], end[mine]).sum())
+    return QualityCheck(
+        NON_NESTING_SLICES,
+        crossing,
+        f"rank {rank}: {crossing:,} host slices overlap another slice of their thread without "
+        "nesting in it; the host activity idle gaps are blamed on reads from that nesting",
+        (TIME_ACCOUNT, OPERATORS),
+        repaired=False,
+    )
+
+
+def _launchless_tasks(events: pa.Table, rank: int) -> QualityCheck | None:
+    from perfledger.analysis.steps import launch_starts
+
+    tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
+    if not tasks.any():
+        return None
+    count = int((launch_starts(events)[tasks] < 0).sum())
+    return QualityCheck(
+        LAUNCHLESS_TASKS,
+        count,
+        f"rank {rank}: {count:,} of {int(tasks.sum()):,} device tasks have no launch in the "
+        "trace (issued before the profiler started, or not recorded); they count as issued "
+        "when they start",
+        (OPERATORS,),
+        repaired=False,
+    )
+
+
+def _empty_windows(
+    events: pa.Table, windows: Sequence[StepWindow], rank: int
+) -> QualityCheck | None:
+    tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
+    if not tasks.any() or not windows:
+        return None
+    start = np.sort(columns.int64(events, "start_ns")[tasks])
+    end = np.sort(start + columns.int64(events, "dur_ns")[tasks])
+    empty = [
+        w
+        for w in windows
+        # no task starts in the window and none runs across its start
+        if np.searchsorted(start, w.end_ns, "left") - np.searchsorted(start, w.start_ns, "left")
+        == 0
+        and np.searchsorted(start, w.start_ns, "left") == np.searchsorted(end, w.start_ns, "right")
+    ]
+    listed = ", ".join(str(w.step) for w in empty[:10]) + (" ..." if len(empty) > 10 else "")
+    return QualityCheck(
+        EMPTY_WINDOWS,
+        len(empty),
+        f"rank {rank}: the device ran nothing in {len(empty)} step windows ({listed})",
+        (),
+        repaired=False,
+    )
+
+
+def _invariants(events: pa.Table, accounting: Accounting, rank: int) -> QualityCheck | None:
+    start = columns.int64(events, "start_ns")
+    trace_ns = int((start + columns.int64(events, "dur_ns")).max() - start.min())
+    broken: list[str] = []
+    accounts: list[WindowAccount | HostWindowAccount] = [*accounting.windows, *accounting.host]
+    for account in accounts:
+        try:
+            account.self_check()
+        except AssertionError as error:
+            broken.append(f"step {account.step}: {error}")
+            continue
+        if account.wall_ns > trace_ns:
+            broken.append(f"step {account.step}: window longer than the trace")
+    if not broken:
+        return None
+    return QualityCheck(
+        INVARIANTS,
+        len(broken),
+        f"rank {rank}: {len(broken)} windows break the accounting invariants ({broken[0]})",
+        (STEP_TIME, UTILIZATION, TIME_ACCOUNT),
+        repaired=False,
+    )
