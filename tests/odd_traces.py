@@ -85,7 +85,13 @@ def zero_length_step(events: list[Event]) -> None:
 
 
 def kernel_100ms_late(events: list[Event]) -> None:
-    _kernels(events)[0]["ts"] += 100_000
+    late = _kernels(events)[0]
+    late["ts"] += 100_000  # on a stream of its own, waiting for something
+    late["tid"] = late["args"]["stream"] = 21
+
+
+def kernel_out_of_stream_order(events: list[Event]) -> None:
+    _kernels(events)[0]["ts"] += 100_000  # after the next steps' kernels on its own stream
 
 
 def nccl_longer_than_two_steps(events: list[Event]) -> None:
@@ -188,6 +194,7 @@ class Variant:
 VARIANTS: tuple[Variant, ...] = (
     Variant("zero_length_step", zero_length_step, False),
     Variant("kernel_100ms_late", kernel_100ms_late, False),
+    Variant("kernel_out_of_stream_order", kernel_out_of_stream_order, True),
     Variant("nccl_longer_than_two_steps", nccl_longer_than_two_steps, False),
     Variant("overlapping_steps", overlapping_steps, True),
     Variant("all_correlation_ids_equal", all_correlation_ids_equal, True),

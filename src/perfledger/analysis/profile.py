@@ -44,8 +44,9 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     """Clock repairs, step windows, step assignment, accounting and plausibility checks of
     one rank."""
     trace, repairs = repair_trace(trace)
+    where = trace.source_files[0].name if trace.source_files else None
     launches = launch_starts(trace.events)
-    plan = step_plan(trace.events, launches)
+    plan = step_plan(trace.events, launches, where=where)
     events = assign_steps(trace.events, plan.windows, launches)
     accounting = device_accounting(events, plan.windows, launches)
     return RankAnalysis(
@@ -58,7 +59,7 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
             *trace.quality,
             *repairs,
             *plan.checks,
-            *rank_checks(events, plan.windows, accounting),
+            *rank_checks(events, plan.windows, accounting, where=where),
         ),
     )
 

@@ -7,7 +7,8 @@ it found (docs/accounting.md, "Trace quality"):
   call issued a task (and so the idle cause before it) is then a guess (runtimes that give a
   request and its reply one id, as MTIA's, use different names and are not counted);
 - ``overlapping_stream_tasks``: device tasks that overlap on one stream, which runs its tasks
-  one after the other, by more than the few µs old CUPTI clocks jitter: their times are off;
+  one after the other, by more than the few µs old CUPTI clocks jitter, or that ran before a
+  task issued after them on their stream: their times are off;
 - ``non_nesting_slices``: operators, annotations, steps and data-loader slices on one thread
   that overlap without nesting — the host activity an idle gap is blamed on (and operator self
   time) reads from that nesting (Python-tracer slices, whose ends are approximate, and runtime
@@ -31,6 +32,7 @@ import pyarrow as pa
 
 from perfledger.analysis import columns
 from perfledger.analysis.intervals import crossing_intervals
+from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
 from perfledger.model.accounts import Accounting, HostWindowAccount, StepWindow, WindowAccount
 from perfledger.model.quality import (
@@ -55,12 +57,17 @@ _NESTED_SLICES: Final = (schema.CPU_OP, schema.ANNOTATION, schema.STEP, schema.D
 
 
 def rank_checks(
-    events: pa.Table, windows: Sequence[StepWindow], accounting: Accounting
+    events: pa.Table,
+    windows: Sequence[StepWindow],
+    accounting: Accounting,
+    *,
+    where: str | None = None,
 ) -> tuple[QualityCheck, ...]:
-    """Every plausibility check of one analysed rank (those that found something)."""
+    """Every plausibility check of one analysed rank (those that found something); ``where``
+    is what their messages name (the trace's file; default the rank)."""
     if events.num_rows == 0:
         return ()
-    rank = int(events.column("rank")[0].as_py())
+    rank = where or f"rank {int(events.column('rank')[0].as_py())}"
     found = [
         _shared_correlation(events, rank),
         _overlapping_stream_tasks(events, rank),
@@ -72,7 +79,7 @@ def rank_checks(
     return tuple(c for c in found if c is not None and c.count > 0)
 
 
-def _shared_correlation(events: pa.Table, rank: int) -> QualityCheck | None:
+def _shared_correlation(events: pa.Table, rank: str) -> QualityCheck | None:
     launch = columns.isin(events, "kind", schema.LAUNCH_KINDS) & (
         columns.int64(events, "device") < 0
     )
@@ -86,7 +93,7 @@ def _shared_correlation(events: pa.Table, rank: int) -> QualityCheck | None:
     return QualityCheck(
         SHARED_CORRELATION,
         shared,
-        f"rank {rank}: {shared:,} host launch calls reuse the correlation id of another call "
+        f"{rank}: {shared:,} host launch calls reuse the correlation id of another call "
         "of their name; "
         "which call issued a task, and the idle cause before it, are guesses",
         (TIME_ACCOUNT, OPERATORS),
@@ -94,7 +101,7 @@ def _shared_correlation(events: pa.Table, rank: int) -> QualityCheck | None:
     )
 
 
-def _overlapping_stream_tasks(events: pa.Table, rank: int) -> QualityCheck | None:
+def _overlapping_stream_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
     tasks = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
     if tasks.size < 2:
         return None
@@ -102,17 +109,24 @@ def _overlapping_stream_tasks(events: pa.Table, rank: int) -> QualityCheck | Non
     stream = columns.int64(events, "stream")[tasks]
     start = columns.int64(events, "start_ns")[tasks]
     end = start + columns.int64(events, "dur_ns")[tasks]
+    issued = launch_starts(events)[tasks]
     order = np.lexsort((start, stream, device))
     same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
     running_end = _running_max_by_group(end[order], same)
     overlap = same & (start[order][1:] < running_end[:-1] - STREAM_OVERLAP_TOLERANCE_NS)
-    count = int(overlap.sum())
+    # a task issued before the one that ran just before it on its stream ran out of order
+    known = (issued[order][1:] >= 0) & (issued[order][:-1] >= 0)
+    reordered = (
+        same & known & (issued[order][1:] < issued[order][:-1] - STREAM_OVERLAP_TOLERANCE_NS)
+    )
+    count = int((overlap | reordered).sum())
     return QualityCheck(
         OVERLAPPING_STREAM_TASKS,
         count,
-        f"rank {rank}: {count:,} device tasks start before the previous task on their stream "
-        "ends (a stream runs its tasks in order): their times are off",
-        (UTILIZATION, TIME_ACCOUNT),
+        f"{rank}: {count:,} device tasks overlap the previous task on their stream or ran "
+        "before a task issued after them (a stream runs its tasks one by one, in order): their "
+        "times are off",
+        (STEP_TIME, UTILIZATION, TIME_ACCOUNT),
         repaired=False,
     )
 
@@ -126,7 +140,7 @@ def _running_max_by_group(values: np.ndarray, same_as_previous: np.ndarray) -> n
     return np.asarray(np.maximum.accumulate(shifted) - group * span + values.min())
 
 
-def _non_nesting_slices(events: pa.Table, rank: int) -> QualityCheck | None:
+def _non_nesting_slices(events: pa.Table, rank: str) -> QualityCheck | None:
     rows = np.flatnonzero(
         columns.isin(events, "kind", _NESTED_SLICES) & (columns.int64(events, "device") < 0)
     )
@@ -145,16 +159,14 @@ def _non_nesting_slices(events: pa.Table, rank: int) -> QualityCheck | None:
     return QualityCheck(
         NON_NESTING_SLICES,
         crossing,
-        f"rank {rank}: {crossing:,} host slices overlap another slice of their thread without "
+        f"{rank}: {crossing:,} host slices overlap another slice of their thread without "
         "nesting in it; the host activity idle gaps are blamed on reads from that nesting",
         (TIME_ACCOUNT, OPERATORS),
         repaired=False,
     )
 
 
-def _launchless_tasks(events: pa.Table, rank: int) -> QualityCheck | None:
-    from perfledger.analysis.steps import launch_starts
-
+def _launchless_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
     tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     if not tasks.any():
         return None
@@ -162,7 +174,7 @@ def _launchless_tasks(events: pa.Table, rank: int) -> QualityCheck | None:
     return QualityCheck(
         LAUNCHLESS_TASKS,
         count,
-        f"rank {rank}: {count:,} of {int(tasks.sum()):,} device tasks have no launch in the "
+        f"{rank}: {count:,} of {int(tasks.sum()):,} device tasks have no launch in the "
         "trace (issued before the profiler started, or not recorded); they count as issued "
         "when they start",
         (OPERATORS,),
@@ -171,7 +183,7 @@ def _launchless_tasks(events: pa.Table, rank: int) -> QualityCheck | None:
 
 
 def _empty_windows(
-    events: pa.Table, windows: Sequence[StepWindow], rank: int
+    events: pa.Table, windows: Sequence[StepWindow], rank: str
 ) -> QualityCheck | None:
     tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     if not tasks.any() or not windows:
@@ -190,13 +202,13 @@ def _empty_windows(
     return QualityCheck(
         EMPTY_WINDOWS,
         len(empty),
-        f"rank {rank}: the device ran nothing in {len(empty)} step windows ({listed})",
+        f"{rank}: the device ran nothing in {len(empty)} step windows ({listed})",
         (),
         repaired=False,
     )
 
 
-def _invariants(events: pa.Table, accounting: Accounting, rank: int) -> QualityCheck | None:
+def _invariants(events: pa.Table, accounting: Accounting, rank: str) -> QualityCheck | None:
     start = columns.int64(events, "start_ns")
     trace_ns = int((start + columns.int64(events, "dur_ns")).max() - start.min())
     broken: list[str] = []
@@ -214,7 +226,7 @@ def _invariants(events: pa.Table, accounting: Accounting, rank: int) -> QualityC
     return QualityCheck(
         INVARIANTS,
         len(broken),
-        f"rank {rank}: {len(broken)} windows break the accounting invariants ({broken[0]})",
+        f"{rank}: {len(broken)} windows break the accounting invariants ({broken[0]})",
         (STEP_TIME, UTILIZATION, TIME_ACCOUNT),
         repaired=False,
     )

@@ -164,22 +164,26 @@ def step_windows(events: pa.Table, launches: Int64Array | None = None) -> tuple[
     return step_plan(events, launches).windows
 
 
-def step_plan(events: pa.Table, launches: Int64Array | None = None) -> StepPlan:
+def step_plan(
+    events: pa.Table, launches: Int64Array | None = None, *, where: str | None = None
+) -> StepPlan:
     """The step windows of one rank's events, with the repairs made to find them.
 
     Args:
         events: one rank's canonical events.
         launches: :func:`launch_starts` of ``events`` if already computed.
+        where: what the checks' messages name (the trace's file; default the rank).
     """
     if events.num_rows == 0:
         return StepPlan(())
     rank = int(events.column("rank")[0].as_py())
+    where = where or f"rank {rank}"
     annotations = step_annotations(events)
     start = columns.int64(events, "start_ns")
     end = start + columns.int64(events, "dur_ns")
     is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     if not annotations:
-        return _whole_window(rank, start, end, is_task)
+        return _whole_window(rank, start, end, is_task, where)
     if launches is None:
         launches = launch_starts(events)
     # a task with no known launch counts as issued when it starts
@@ -215,7 +219,7 @@ def step_plan(events: pa.Table, launches: Int64Array | None = None) -> StepPlan:
         window_end = max(host_end, device_end, window_start)
         windows.append(StepWindow(rank, number, host_start, host_end, window_start, window_end))
         previous_end = window_end
-    return StepPlan(tuple(windows), _mark_checks(events, annotations))
+    return StepPlan(tuple(windows), _mark_checks(events, annotations, where))
 
 
 def _device_end(
@@ -245,7 +249,9 @@ def _device_end(
     return max(work_end, min(comm_end, first_next))
 
 
-def _whole_window(rank: int, start: Int64Array, end: Int64Array, is_task: np.ndarray) -> StepPlan:
+def _whole_window(
+    rank: int, start: Int64Array, end: Int64Array, is_task: np.ndarray, where: str
+) -> StepPlan:
     """The one window of a profile without step marks: the whole trace, or the device's span
     when host activity around it dwarfs the device's work."""
     first, last = int(start.min()), int(end.max())
@@ -259,7 +265,7 @@ def _whole_window(rank: int, start: Int64Array, end: Int64Array, is_task: np.nda
     check = QualityCheck(
         WINDOW_BEYOND_DEVICE,
         1,
-        f"rank {rank}: no step marks, and host activity spans {(last - first) / 1e6:,.3f} ms "
+        f"{where}: no step marks, and host activity spans {(last - first) / 1e6:,.3f} ms "
         f"around {(hi - lo) / 1e6:,.3f} ms of device work; the profiled window is the device's "
         "span",
         (UTILIZATION, TIME_ACCOUNT),
@@ -269,18 +275,17 @@ def _whole_window(rank: int, start: Int64Array, end: Int64Array, is_task: np.nda
 
 
 def _mark_checks(
-    events: pa.Table, annotations: list[tuple[int, int, int]]
+    events: pa.Table, annotations: list[tuple[int, int, int]], where: str
 ) -> tuple[QualityCheck, ...]:
     """Step marks that needed repair: numbers used twice, marks that overlap."""
     checks = []
-    rank = int(events.column("rank")[0].as_py())
     duplicates = _duplicate_numbers(events)
     if duplicates:
         checks.append(
             QualityCheck(
                 DUPLICATE_STEP_NUMBERS,
                 duplicates,
-                f"rank {rank}: {duplicates} step marks repeat the number of an earlier step; "
+                f"{where}: {duplicates} step marks repeat the number of an earlier step; "
                 "they were given fresh numbers",
                 (STEP_TIME,),
                 repaired=True,
@@ -292,7 +297,7 @@ def _mark_checks(
             QualityCheck(
                 OVERLAPPING_STEPS,
                 overlapping,
-                f"rank {rank}: {overlapping} step marks start before the previous step ends; "
+                f"{where}: {overlapping} step marks start before the previous step ends; "
                 "each window starts where the previous one ends",
                 (STEP_TIME, TIME_ACCOUNT),
                 repaired=True,

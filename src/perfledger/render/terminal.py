@@ -62,6 +62,9 @@ def print_summary(
         top_operators: how many operators to list.
         top_findings: how many of the summary's findings (already sorted) to list.
     """
+    quality = summary.get("quality") or {}
+    if quality.get("confidence") not in (None, "high"):
+        console.print(_quality_lines(quality))
     console.print(_headline(summary))
     for key, accounts in _by_rank_device(windows).items():
         console.print(_device_table(key, accounts, console.width))
@@ -84,6 +87,34 @@ def print_summary(
         console.print(Text("wrote:", style="bold"))
         for path in paths:
             console.print(Text(f"  {path}"))
+
+
+# Checks listed under the quality line; the rest are counted (summary.json has them all).
+TOP_CHECKS = 5
+
+
+def _quality_lines(quality: Mapping[str, Any]) -> Text:
+    """The quality report, first: the confidence, then what was repaired or is doubtful."""
+    confidence = str(quality.get("confidence"))
+    style = "bold red" if confidence == "low" else "bold yellow"
+    checks = [c for c in quality.get("checks") or () if isinstance(c, Mapping)]
+    # the checks that set the confidence first: doubtful headline figures, then repairs
+    checks.sort(key=lambda c: (not _headline_check(c), bool(c.get("repaired"))))
+    lines = Text.assemble(
+        (f"data quality {confidence}: ", style),
+        "some figures rest on repaired or doubtful data (every check: summary.json, quality)",
+    )
+    for check in checks[:TOP_CHECKS]:
+        mark = "repaired" if check.get("repaired") else "doubtful"
+        affects = ", ".join(check.get("affects") or ()) or "nothing headline"
+        lines.append(f"\n  {mark}: {check.get('message')} [affects {affects}]")
+    if len(checks) > TOP_CHECKS:
+        lines.append(f"\n  ... and {len(checks) - TOP_CHECKS} more checks in summary.json")
+    return lines
+
+
+def _headline_check(check: Mapping[str, Any]) -> bool:
+    return bool(set(check.get("affects") or ()) & {"step_time", "utilization", "time_account"})
 
 
 def _findings_table(findings: Sequence[Mapping[str, Any]]) -> Table:
