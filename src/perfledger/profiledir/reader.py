@@ -96,6 +96,14 @@ class StoredProfile:
         return [dict(f) for f in findings]
 
     @property
+    def confidence(self) -> str | None:
+        """The data quality of the profile (summary.json's quality.confidence); None when it
+        predates the quality report."""
+        quality = self.summary.get("quality")
+        value = quality.get("confidence") if isinstance(quality, Mapping) else None
+        return value if value in ("high", "medium", "low") else None
+
+    @property
     def devices(self) -> list[Document]:
         """summary.json's per-device headlines (span rows of the device accounts)."""
         devices = self.summary.get("devices")

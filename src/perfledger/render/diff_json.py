@@ -21,6 +21,7 @@ from perfledger.analysis.diff import (
     RunDiff,
     RunInfo,
     finding_severity,
+    quality_warning,
 )
 from perfledger.files import write_json
 from perfledger.version import __version__
@@ -93,6 +94,7 @@ def _run_json(info: RunInfo) -> dict[str, Any]:
         "step_count": info.step_count,
         "windows": info.windows,
         "host_only": info.host_only,
+        "quality_confidence": info.confidence,
     }
 
 
@@ -137,6 +139,7 @@ def diff_document(diff: RunDiff, checks: Sequence[GateCheck] = ()) -> dict[str, 
         "base": _run_json(diff.base),
         "current": _run_json(diff.current),
         "verdict": diff.verdict,
+        "quality_warning": quality_warning(diff.base, diff.current),
         "step_time_ms": {
             "base": _r(step.median.base),
             "current": _r(step.median.current),

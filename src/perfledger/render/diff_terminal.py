@@ -51,6 +51,9 @@ def print_diff(console: Console, document: Mapping[str, Any]) -> None:
             str(current["label"]),
         )
     )
+    warning = document.get("quality_warning")
+    if warning:
+        console.print(Text(f"warning: {warning}", style="bold yellow"))
     console.print(Text(str(document["verdict"]), style="bold"))
     width = console.width
     step = document["step_time_ms"]

@@ -15,6 +15,7 @@ import pyarrow as pa
 from perfledger.analysis.diff import RunTables
 from perfledger.errors import PerfledgerError
 from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.model.quality import confidence
 from perfledger.model.tables import (
     COMMUNICATION_SCHEMA,
     HOST_OP_SUMMARY_SCHEMA,
@@ -80,6 +81,7 @@ def run_tables(
         transfers=analysis.transfers,
         communication=analysis.communication,
         findings=tuple(_plain_finding(f) for f in findings),
+        confidence=confidence(analysis.quality),
     )
 
 
@@ -113,4 +115,5 @@ def read_profile_run(path: Path) -> RunTables:
         transfers=profile.read_csv(TRANSFERS_CSV, TRANSFERS_SCHEMA),
         communication=profile.read_csv(COMMUNICATION_CSV, COMMUNICATION_SCHEMA),
         findings=tuple(profile.findings),
+        confidence=profile.confidence,
     )

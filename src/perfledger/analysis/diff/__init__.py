@@ -48,7 +48,7 @@ from perfledger.analysis.diff.noise import (
     noise_band,
 )
 from perfledger.analysis.diff.operators import ClassRow, OpRow, OpsDiff
-from perfledger.analysis.diff.runs import RunDiff, RunInfo, diff_runs
+from perfledger.analysis.diff.runs import RunDiff, RunInfo, diff_runs, quality_warning
 from perfledger.analysis.diff.step_account import (
     DEVICE_CATEGORIES,
     HOST_CATEGORIES,
@@ -94,5 +94,6 @@ __all__ = [
     "finding_severity",
     "findings_diff",
     "noise_band",
+    "quality_warning",
     "step_walls_ms",
 ]

@@ -35,6 +35,7 @@ class RunInfo:
     step_count: int
     windows: int  # step windows (rank x step) the per-step figures divide by
     host_only: bool
+    confidence: str | None = None  # the run's data quality (high, medium, low)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,19 @@ def run_info(run: RunTables) -> RunInfo:
         step_count=run.step_count,
         windows=windows(run),
         host_only=host_only(run),
+        confidence=run.confidence,
+    )
+
+
+def quality_warning(base: RunInfo, current: RunInfo) -> str | None:
+    """A warning when either run's figures rest on doubtful data (quality confidence low)."""
+    low = [r.label for r in (base, current) if r.confidence == "low"]
+    if not low:
+        return None
+    who = " and ".join(low)
+    return (
+        f"data quality low in {who}: a change may come from the trace's faults, not the code "
+        "(see the quality report in summary.json)"
     )
 
 

@@ -35,6 +35,8 @@ class RunTables:
         transfers: ``analysis.transfers.transfers``.
         communication: ``analysis.communication.communication``.
         findings: summary.json's findings ({id, title, severity_ms, severity_pct, ...}).
+        confidence: the run's data quality (summary.json's quality.confidence), None when
+            the profile predates the quality report.
     """
 
     label: str
@@ -47,6 +49,7 @@ class RunTables:
     transfers: pa.Table
     communication: pa.Table
     findings: tuple[Mapping[str, Any], ...] = ()
+    confidence: str | None = None
 
 
 def column_values(table: pa.Table, name: str) -> FloatArray:

@@ -93,6 +93,8 @@ class ReportData:
         headline: median step time, utilisation, throughput, profiler overhead.
         meta: run metadata shown in the header (source, versions, devices).
         cluster: the cluster pass of a profile of several ranks (rank x step heat maps).
+        quality: summary.json's quality report (confidence and checks), shown as a banner
+            when the confidence is not high.
     """
 
     title: str
@@ -113,6 +115,7 @@ class ReportData:
     headline: Headline = field(default_factory=Headline)
     meta: Mapping[str, Any] = field(default_factory=dict)
     cluster: ClusterReport | None = None
+    quality: Mapping[str, Any] = field(default_factory=dict)
 
 
 def report_data_from_profile(
@@ -146,4 +149,5 @@ def report_data_from_profile(
         headline=headline_from_summary(summary),
         meta=dict(meta) if meta is not None else {"source": summary.get("source")},
         cluster=analysis.cluster,
+        quality=summary.get("quality") or {},
     )

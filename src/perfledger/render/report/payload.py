@@ -75,6 +75,7 @@ def report_payload(
         "title": data.title,
         "meta": finite(jsonable(dict(data.meta))),
         "headline": headline_figures(data.headline),
+        "quality": jsonable(dict(data.quality)),
         "accounting": device_accounting(data.accounts),
         "host_accounting": host_accounting(data.host_accounts),
         "gap_histogram": gap_histogram(data.gap_report),

@@ -49,6 +49,33 @@
       loss.textContent = "Part of the trace could not be read: " + h.loss;
       loss.hidden = false;
     }
+    renderQuality(DATA.quality || {});
+  }
+
+  // The quality report: a banner when a headline figure rests on repaired or doubtful data.
+  function renderQuality(quality) {
+    var checks = Array.isArray(quality.checks) ? quality.checks : [];
+    if (!quality.confidence || quality.confidence === "high") return;
+    var box = document.getElementById("quality");
+    box.className = "quality " + (quality.confidence === "low" ? "low" : "medium");
+    box.appendChild(el("p", "verdict",
+      "Data quality " + quality.confidence + ": " +
+      (quality.confidence === "low"
+        ? "some headline figures rest on doubtful data."
+        : "some headline figures rest on repaired data.")));
+    var details = el("details");
+    details.appendChild(el("summary", null, checks.length + " check" +
+      (checks.length === 1 ? "" : "s") + ": what was found, and what was done"));
+    var list = el("ul");
+    checks.forEach(function (c) {
+      var item = el("li", null, (c.repaired ? "repaired — " : "doubtful — ") + c.message);
+      var affects = (c.affects || []).join(", ");
+      if (affects) item.appendChild(el("span", "note", " (affects " + affects + ")"));
+      list.appendChild(item);
+    });
+    details.appendChild(list);
+    box.appendChild(details);
+    box.hidden = false;
   }
 
   // ---------------------------------------------------------------- accounting
