@@ -161,12 +161,13 @@ def test_findings_resolved(result: diff.RunDiff) -> None:
 
 def test_document_figures(result: diff.RunDiff) -> None:
     document = diff_document(result)
-    assert list(document)[:6] == [
+    assert list(document)[:7] == [
         "format_version",
         "tool_version",
         "base",
         "current",
         "verdict",
+        "quality_warning",
         "step_time_ms",
     ]
     step = document["step_time_ms"]

@@ -25,13 +25,21 @@ _SQL = """
     ),
     linked AS (
         SELECT t.row, t.rank, t.device, t.stream, t.start_ns, t.dur_ns,
-               coalesce(l.start_ns, -1) AS launch_ns,
+               coalesce(l.start_ns, -1) AS launch_ns, l.thread AS launch_thread,
                coalesce(nullif(l.external_id, -1), nullif(t.external_id, -1)) AS op_id,
                l.enclosing_op
         FROM tasks t LEFT JOIN launch l
             ON t.correlation <> -1 AND t.rank = l.rank AND t.correlation = l.correlation
     )
-    SELECT k.row, coalesce(o.row, k.enclosing_op) AS op_row, k.launch_ns,
+    SELECT k.row,
+           -- the id's operator, unless the launch lies inside another operator of its thread
+           CASE WHEN o.row IS NOT NULL AND k.launch_thread IS NOT NULL
+                     AND k.enclosing_op IS NOT NULL AND k.enclosing_op <> o.row
+                     AND NOT (o.thread = k.launch_thread AND o.start_ns <= k.launch_ns
+                              AND k.launch_ns < o.start_ns + o.dur_ns)
+                THEN k.enclosing_op
+                ELSE coalesce(o.row, k.enclosing_op) END AS op_row,
+           k.launch_ns,
            greatest(0, k.start_ns - coalesce(max(k.start_ns + k.dur_ns) OVER (
                PARTITION BY k.rank, k.device, k.stream ORDER BY k.start_ns, k.dur_ns, k.row
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), k.start_ns)) AS wait_ns
@@ -80,8 +88,10 @@ def _reference(events: pa.Table) -> dict[str, list[Any]]:
     launches = subset(launch_rows, ["rank", "correlation", "external_id", "start_ns"])
     launches = launches.append_column(
         "enclosing_op", pa.array(enclosing_row, pa.int64(), mask=enclosing_row < 0)
+    ).append_column("thread", pa.array(launch_thread, pa.int64()))
+    op_table = subset(op_rows, ["rank", "external_id", "start_ns", "dur_ns"]).append_column(
+        "thread", pa.array(op_thread, pa.int64())
     )
-    op_table = subset(op_rows, ["rank", "external_id", "start_ns", "dur_ns"])
     with duckdb.connect() as con:
         con.register("tasks", tasks)
         con.register("launches", launches)

@@ -16,13 +16,15 @@ integer ns; figures aggregate every row of the table given (call per rank for pe
 
 The launching host op: the runtime/sync call with the task's (rank, correlation) gives an
 external id (the task's own external id when the call is missing); the cpu_op of that rank with
-that external id is the host op (the shortest one if several share it). Older traces link
-operators only by time, so when no cpu_op carries the id the host op is the innermost cpu_op
-running on the launching thread when the call began.
+that external id is the host op (the shortest one if several share it) — unless the launch call
+lies inside another cpu_op of its thread: then (an id that links to an unrelated operator) and
+on older traces that link operators only by time, the host op is the innermost cpu_op running
+on the launching thread when the call began (the ``relinked_tasks`` quality check counts the
+links corrected so).
 
-The linkage (:func:`link_device_tasks`, the slowest step: 1.5 s on the 1.4M events of the bench
-trace) is shared by op_summary, kernel_details and the advisor: a caller that needs more than one
-of them links once and passes the linked table to each.
+The linkage (:func:`link_device_tasks`, the slowest step of the operator tables) is shared by
+op_summary, kernel_details and the advisor: a caller that needs more than one of them links once
+and passes the linked table to each.
 
 ``op_summary`` on a host-only trace (no device task at all; :data:`HOST_OP_SUMMARY_SCHEMA`), one
 row per cpu_op, sorted by rank, start_ns, stream:
@@ -536,7 +538,24 @@ def _linked_table(events: pa.Table) -> pa.Table:
     # otherwise the innermost cpu_op running on the launching thread when the call began
     enclosing_of_row = np.full(events.num_rows, -1, dtype=np.int64)
     enclosing_of_row[launch_rows] = enclosing_row
-    op_row = np.where(by_id >= 0, _gather(op, by_id), _gather(enclosing_of_row, launch_row))
+    enclosing_op = _gather(enclosing_of_row, launch_row)
+    # An id link stands unless the launch call lies inside another operator of its thread:
+    # traces whose launch calls carry their correlation id as external id too (seen on an
+    # A100 trace) would tie copies to whatever operator shares the number. A call on a thread
+    # without operators (Ascend's task queue) keeps its id link.
+    thread_of_row = np.full(events.num_rows, -1, dtype=np.int64)
+    thread_of_row[op_rows] = op_thread
+    thread_of_row[launch_rows] = launch_thread
+    id_op = _gather(op, by_id)
+    known = (id_op >= 0) & (launch_row >= 0)
+    inside = known.copy()
+    inside[known] = (
+        (thread_of_row[id_op[known]] == thread_of_row[launch_row[known]])
+        & (start[id_op[known]] <= start[launch_row[known]])
+        & (start[launch_row[known]] < end[id_op[known]])
+    )
+    relinked = known & ~inside & (enclosing_op >= 0) & (enclosing_op != id_op)
+    op_row = np.where((id_op >= 0) & ~relinked, id_op, enclosing_op)
     wait_ns = _stream_waits(
         task_rank,
         _int_column(events, "device")[task_rows],
@@ -577,6 +596,8 @@ def _linked_table(events: pa.Table) -> pa.Table:
             "launch_row": pa.array(launch_row[order], pa.int64()),
             "launch_dur_ns": pa.array(launch_dur_ns[order], pa.int64()),
             "op_row": pa.array(op_row, pa.int64()),
+            # the id link named another operator than the one the launch call lies in
+            "relinked": pa.array(relinked[order], pa.bool_()),
         }
     )
 

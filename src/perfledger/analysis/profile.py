@@ -23,7 +23,7 @@ from perfledger.analysis.cluster.collectives import (
 )
 from perfledger.analysis.communication import communication
 from perfledger.analysis.gaps import gap_report
-from perfledger.analysis.quality import rank_checks
+from perfledger.analysis.quality import rank_checks, relinked_tasks
 from perfledger.analysis.repair import repair_trace
 from perfledger.analysis.steps import (
     assign_steps,
@@ -49,6 +49,7 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     plan = step_plan(trace.events, launches, where=where)
     events = assign_steps(trace.events, plan.windows, launches)
     accounting = device_accounting(events, plan.windows, launches)
+    links = ops.link_device_tasks(events)
     return RankAnalysis(
         trace=trace,
         events=events,
@@ -60,7 +61,9 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
             *repairs,
             *plan.checks,
             *rank_checks(events, plan.windows, accounting, where=where),
+            *relinked_tasks(links, where=where),
         ),
+        device_links=links,
     )
 
 
@@ -154,7 +157,9 @@ def profile_of(
     events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
     gaps = profile_gaps(ranks)
     accounted = time.perf_counter()
-    linked = ops.link_device_tasks(events)
+    # one rank's events are the profile's: its linkage holds for them
+    one = ranks[0].device_links if len(ranks) == 1 else None
+    linked = one if one is not None else ops.link_device_tasks(events)
     summary = ops.op_summary(events, linked)
     return ProfileAnalysis(
         ranks=ranks,

@@ -13,6 +13,8 @@ it found (docs/accounting.md, "Trace quality"):
   that overlap without nesting — the host activity an idle gap is blamed on (and operator self
   time) reads from that nesting (Python-tracer slices, whose ends are approximate, and runtime
   calls, asynchronous on some devices, are not counted);
+- ``relinked_tasks``: device tasks tied by their id to an operator their launch call does not
+  lie in, owned by the operator that encloses the call instead;
 - ``launchless_tasks``: device tasks whose launch is not in the trace (usually issued before
   the profiler started): they count as issued when they start;
 - ``empty_windows``: step windows in which the device ran nothing, on a profile with device work;
@@ -42,6 +44,7 @@ from perfledger.model.quality import (
     NON_NESTING_SLICES,
     OPERATORS,
     OVERLAPPING_STREAM_TASKS,
+    RELINKED_TASKS,
     SHARED_CORRELATION,
     STEP_TIME,
     TIME_ACCOUNT,
@@ -229,4 +232,26 @@ def _invariants(events: pa.Table, accounting: Accounting, rank: str) -> QualityC
         f"{rank}: {len(broken)} windows break the accounting invariants ({broken[0]})",
         (STEP_TIME, UTILIZATION, TIME_ACCOUNT),
         repaired=False,
+    )
+
+
+def relinked_tasks(links: pa.Table, *, where: str | None = None) -> tuple[QualityCheck, ...]:
+    """``relinked_tasks``: device tasks whose id link named another host operator than the one
+    their launch call lies in (:func:`perfledger.analysis.ops.link_device_tasks` re-linked them
+    to the operator enclosing the call)."""
+    if "relinked" not in links.column_names or links.num_rows == 0:
+        return ()
+    count = int(np.count_nonzero(np.asarray(links.column("relinked"), dtype=bool)))
+    if not count:
+        return ()
+    rank = where or f"rank {int(links.column('rank')[0].as_py())}"
+    return (
+        QualityCheck(
+            RELINKED_TASKS,
+            count,
+            f"{rank}: {count:,} device tasks were tied by their id to an operator their launch "
+            "call does not lie in; each is owned by the operator enclosing its launch instead",
+            (OPERATORS,),
+            repaired=True,
+        ),
     )

@@ -26,6 +26,8 @@ class RankAnalysis:
     accounting: Accounting
     annotated_steps: int  # how many step annotations the trace has
     quality: tuple[QualityCheck, ...] = ()  # what was repaired or is doubtful in this rank
+    # its device tasks linked to their launches and host ops (analysis.ops.link_device_tasks)
+    device_links: pa.Table | None = None
 
     @property
     def rank(self) -> int:
