@@ -173,6 +173,25 @@ def overlapping_tasks_on_one_stream(events: list[Event]) -> None:
     copies[0]["ts"] = kernel["ts"] + 500  # starts while the kernel runs, on the same stream
 
 
+def outer_annotation_without_steps(events: list[Event]) -> None:
+    for step in _steps(events):
+        events.remove(step)
+    outer_annotation(events)
+
+
+def external_id_of_another_operator(events: list[Event]) -> None:
+    # every memcpy's launch names the id of the aten::mm of its step (as on a100_alexnet,
+    # where ids collide): the call lies inside aten::copy_, which owns the copy
+    mms = [e for e in events if e["name"] == "aten::mm"]
+    copies = [e for e in events if e["name"] == "aten::copy_"]
+    for mm, copy_op in zip(mms, copies, strict=True):
+        copy_op["args"]["External id"] = 90_000 + mm["args"]["External id"]
+    for event in events:
+        if event["name"] == "cudaMemcpyAsync":
+            launch_step = next(m for m in mms if m["ts"] <= event["ts"] < m["ts"] + STEP_US)
+            event["args"]["External id"] = launch_step["args"]["External id"]
+
+
 def step_without_device_work(events: list[Event]) -> None:
     step = _steps(events)[3]
     inside = [
@@ -189,28 +208,51 @@ class Variant:
     name: str
     change: Callable[[list[Event]], None]
     damaged: bool  # damage the quality report must flag (confidence below high)
+    checks: tuple[str, ...] = ()  # the quality checks it must set off
 
 
 VARIANTS: tuple[Variant, ...] = (
-    Variant("zero_length_step", zero_length_step, False),
+    Variant("zero_length_step", zero_length_step, False, ("empty_windows",)),
     Variant("kernel_100ms_late", kernel_100ms_late, False),
-    Variant("kernel_out_of_stream_order", kernel_out_of_stream_order, True),
+    Variant(
+        "kernel_out_of_stream_order",
+        kernel_out_of_stream_order,
+        True,
+        ("overlapping_stream_tasks",),
+    ),
     Variant("nccl_longer_than_two_steps", nccl_longer_than_two_steps, False),
-    Variant("overlapping_steps", overlapping_steps, True),
-    Variant("all_correlation_ids_equal", all_correlation_ids_equal, True),
-    Variant("negative_step_duration", negative_step_duration, True),
-    Variant("all_durations_zero", all_durations_zero, True),
-    Variant("device_in_ns_host_in_us", device_in_ns_host_in_us, True),
+    Variant("overlapping_steps", overlapping_steps, True, ("overlapping_steps",)),
+    Variant("all_correlation_ids_equal", all_correlation_ids_equal, True, ("shared_correlation",)),
+    Variant("negative_step_duration", negative_step_duration, True, ("negative_durations",)),
+    Variant("all_durations_zero", all_durations_zero, True, ("zero_length_tasks",)),
+    Variant("device_in_ns_host_in_us", device_in_ns_host_in_us, True, ("device_time_unit",)),
     Variant("collective_into_next_step", collective_into_next_step, False),
-    Variant("negative_kernel_durations", negative_kernel_durations, True),
-    Variant("duplicate_step_numbers", duplicate_step_numbers, True),
+    Variant("negative_kernel_durations", negative_kernel_durations, True, ("negative_durations",)),
+    Variant("duplicate_step_numbers", duplicate_step_numbers, True, ("duplicate_step_numbers",)),
     Variant("outer_annotation", outer_annotation, False),
-    Variant("kernel_years_late", kernel_years_late, True),
-    Variant("non_nesting_slices", non_nesting_slices, True),
-    Variant("step_marks_in_another_clock", step_marks_in_another_clock, True),
-    Variant("tasks_without_launch", tasks_without_launch, False),
-    Variant("overlapping_tasks_on_one_stream", overlapping_tasks_on_one_stream, True),
-    Variant("step_without_device_work", step_without_device_work, False),
+    Variant(
+        "outer_annotation_without_steps",
+        outer_annotation_without_steps,
+        True,
+        ("window_beyond_device",),
+    ),
+    Variant("kernel_years_late", kernel_years_late, True, ("outlying_events",)),
+    Variant("non_nesting_slices", non_nesting_slices, True, ("non_nesting_slices",)),
+    Variant("step_marks_in_another_clock", step_marks_in_another_clock, True, ("clock_domains",)),
+    Variant("tasks_without_launch", tasks_without_launch, False, ("launchless_tasks",)),
+    Variant(
+        "overlapping_tasks_on_one_stream",
+        overlapping_tasks_on_one_stream,
+        True,
+        ("overlapping_stream_tasks",),
+    ),
+    Variant(
+        "external_id_of_another_operator",
+        external_id_of_another_operator,
+        False,
+        ("relinked_tasks",),
+    ),
+    Variant("step_without_device_work", step_without_device_work, False, ("empty_windows",)),
 )
 
 

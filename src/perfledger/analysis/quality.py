@@ -17,6 +17,8 @@ it found (docs/accounting.md, "Trace quality"):
   lie in, owned by the operator that encloses the call instead;
 - ``launchless_tasks``: device tasks whose launch is not in the trace (usually issued before
   the profiler started): they count as issued when they start;
+- ``zero_length_tasks``: most device tasks last no time at all — durations that were not
+  recorded, so busy time and steps read as empty;
 - ``empty_windows``: step windows in which the device ran nothing, on a profile with device work;
 - ``invariants``: a window longer than the trace, a negative category, categories that do not
   sum to the window, a share outside 0-100 % — never expected; flagged, never hidden.
@@ -49,6 +51,7 @@ from perfledger.model.quality import (
     STEP_TIME,
     TIME_ACCOUNT,
     UTILIZATION,
+    ZERO_LENGTH_TASKS,
     QualityCheck,
 )
 
@@ -76,6 +79,7 @@ def rank_checks(
         _overlapping_stream_tasks(events, rank),
         _non_nesting_slices(events, rank),
         _launchless_tasks(events, rank),
+        _zero_length_tasks(events, rank),
         _empty_windows(events, windows, rank),
         _invariants(events, accounting, rank),
     ]
@@ -181,6 +185,24 @@ def _launchless_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
         "trace (issued before the profiler started, or not recorded); they count as issued "
         "when they start",
         (OPERATORS,),
+        repaired=False,
+    )
+
+
+def _zero_length_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
+    tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
+    total = int(tasks.sum())
+    if total == 0:
+        return None
+    zero = int((columns.int64(events, "dur_ns")[tasks] == 0).sum())
+    if 2 * zero <= total:
+        return None
+    return QualityCheck(
+        ZERO_LENGTH_TASKS,
+        zero,
+        f"{rank}: {zero:,} of {total:,} device tasks last no time at all: their durations were "
+        "not recorded, and busy time reads as none",
+        (STEP_TIME, UTILIZATION, TIME_ACCOUNT),
         repaired=False,
     )
 

@@ -138,9 +138,18 @@ def _outlying_events(events: pa.Table, where: str) -> tuple[pa.Table, QualityChe
 
 
 def _foreign_clock_marks(events: pa.Table, where: str) -> tuple[pa.Table, QualityCheck | None]:
-    marks = columns.isin(events, "kind", [schema.STEP, schema.ANNOTATION]) & (
-        columns.int64(events, "device") < 0
-    )
+    # the step marks alone (other annotations may be in the right clock), then every mark
+    for kinds in ([schema.STEP], [schema.STEP, schema.ANNOTATION]):
+        marks = columns.isin(events, "kind", kinds) & (columns.int64(events, "device") < 0)
+        repaired, check = _foreign_marks(events, marks, where)
+        if check is not None:
+            return repaired, check
+    return events, None
+
+
+def _foreign_marks(
+    events: pa.Table, marks: np.ndarray, where: str
+) -> tuple[pa.Table, QualityCheck | None]:
     if not marks.any() or marks.all():
         return events, None
     start = columns.int64(events, "start_ns")

@@ -36,6 +36,7 @@ OVERLAPPING_STREAM_TASKS: Final = "overlapping_stream_tasks"
 NON_NESTING_SLICES: Final = "non_nesting_slices"
 LAUNCHLESS_TASKS: Final = "launchless_tasks"
 EMPTY_WINDOWS: Final = "empty_windows"
+ZERO_LENGTH_TASKS: Final = "zero_length_tasks"
 RELINKED_TASKS: Final = "relinked_tasks"
 INVARIANTS: Final = "invariants"
 
