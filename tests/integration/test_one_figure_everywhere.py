@@ -51,16 +51,18 @@ def test_every_view_shows_the_same_step_time_and_utilisation(case: str, tmp_path
         assert "no step marks" in headline
     else:
         assert f"step time {step_ms:.3f} ms" in headline
+    compute = summary["device_compute_pct"]
     if utilization is None:
-        assert "device utilisation" not in headline
+        assert "device utilisation" not in headline and compute is None
     else:
-        assert f"device utilisation {utilization:.2f}%" in headline
+        assert f"device utilisation {utilization:.2f}% · compute {compute:.2f}%" in headline
 
     # the report's data
     shown = report_payload(profile / "report.html")["headline"]
     assert isinstance(shown, dict)
     assert shown["step_time_ms"] == step_ms
     assert shown["device_utilization_pct"] == utilization
+    assert shown["device_compute_pct"] == compute
 
     # the ledger
     listed = perfledger("runs", "--ledger", ledger, "--format", "csv")

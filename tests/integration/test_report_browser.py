@@ -333,7 +333,7 @@ def test_report_headline_without_figures_says_so(browser: Browser, tmp_path: Pat
         values = visit.page.eval_on_selector_all(
             "#headline-cards .value", "vs => vs.map(v => v.textContent)"
         )
-        assert values == ["n/a"] * 6
+        assert values == ["n/a"] * 7
         assert visit.chart_ids() == []  # nothing to draw: no empty chart either
     finally:
         visit.close()

@@ -108,6 +108,7 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         "step_count",
         "step_time_ms",
         "device_utilization_pct",
+        "device_compute_pct",
         "profiler_overhead_pct",
         "loss",
         "quality",

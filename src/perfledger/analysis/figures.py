@@ -72,6 +72,15 @@ def utilization_pct(step_trace: pa.Table) -> float | None:
     return 100.0 * (wall - idle) / wall
 
 
+def compute_pct(step_trace: pa.Table) -> float | None:
+    """The share of the accounted windows in which a kernel ran (compute), in %; None for a
+    host-only profile or no window. Shown beside utilisation, which counts copies and
+    communication as well."""
+    if is_host_only(step_trace):
+        return None
+    return category_share_pct(step_trace, "compute")
+
+
 def category_share_pct(step_trace: pa.Table, category: str) -> float | None:
     """One category's share of the accounted windows' wall time (``<category>_ns`` summed over
     every rank, device and step, over their walls), in %; None when absent or no window."""

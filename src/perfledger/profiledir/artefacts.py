@@ -122,6 +122,7 @@ def write_artefacts(
         step_count=analysis.step_count,
         step_time_ms=figures.step_time_ms(account_table, analysis.step_count),
         device_utilization_pct=figures.utilization_pct(account_table),
+        device_compute_pct=figures.compute_pct(account_table),
         windows=[a for r in analysis.ranks for a in r.accounting.windows],
         host_windows=[a for r in analysis.ranks for a in r.accounting.host],
         op_statistic=analysis.op_statistic,

@@ -5,6 +5,7 @@ Keys, in this order (DESIGN.md's fixed keys first; add keys, never rename):
     step_time_ms            -- median wall time of the step windows (null with no steps),
     device_utilization_pct  -- share of the accounted windows a device task ran in (null on
                                host-only profiles),
+    device_compute_pct      -- share of the accounted windows a kernel ran in (null likewise),
     profiler_overhead_pct   -- null when unknown,
     loss                    -- what could not be read (null when nothing),
     quality                 -- {confidence: high|medium|low, checks: [{id, count, message,
@@ -63,6 +64,7 @@ def summary_document(
     step_count: int,
     step_time_ms: float | None = None,
     device_utilization_pct: float | None = None,
+    device_compute_pct: float | None = None,
     windows: Sequence[WindowAccount] = (),
     host_windows: Sequence[HostWindowAccount] = (),
     op_statistic: pa.Table | None = None,
@@ -85,6 +87,7 @@ def summary_document(
             window is not a step and step_time_ms is null).
         step_time_ms: :func:`perfledger.analysis.figures.step_time_ms`.
         device_utilization_pct: :func:`perfledger.analysis.figures.utilization_pct`.
+        device_compute_pct: :func:`perfledger.analysis.figures.compute_pct`.
         windows: device accounts of every rank (step rows and span rows).
         host_windows: host-only accounts of every rank.
         op_statistic: ``analysis.ops.op_statistic`` result (sorted by total).
@@ -105,6 +108,7 @@ def summary_document(
         "step_count": int(step_count),
         "step_time_ms": _round(step_time_ms, MS_DECIMALS),
         "device_utilization_pct": _round(device_utilization_pct, PCT_DECIMALS),
+        "device_compute_pct": _round(device_compute_pct, PCT_DECIMALS),
         "profiler_overhead_pct": _round(profiler_overhead_pct, PCT_DECIMALS),
         "loss": loss,
         "quality": quality_document(quality),

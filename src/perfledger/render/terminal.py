@@ -232,6 +232,7 @@ def _headline(summary: Mapping[str, Any]) -> Text:
     ranks = summary.get("ranks") or []
     step_time = summary.get("step_time_ms")
     utilization = summary.get("device_utilization_pct")
+    compute = summary.get("device_compute_pct")
     overhead = summary.get("profiler_overhead_pct")
     parts = [
         f"source {source.get('kind', 'unknown')}",
@@ -239,6 +240,7 @@ def _headline(summary: Mapping[str, Any]) -> Text:
         f"{summary.get('step_count', 0)} steps",
         f"step time {step_time:.3f} ms (median)" if step_time is not None else "no step marks",
         *([f"device utilisation {utilization:.2f}%"] if utilization is not None else []),
+        *([f"compute {compute:.2f}%"] if compute is not None else []),
         f"profiler overhead {overhead:.2f}%" if overhead is not None else "overhead unknown",
     ]
     return Text.assemble(("perfledger", "bold"), "  ", " · ".join(parts))

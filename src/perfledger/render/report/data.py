@@ -25,6 +25,7 @@ class Headline:
 
     step_time_ms: float | None = None
     device_utilization_pct: float | None = None
+    device_compute_pct: float | None = None
     throughput: float | None = None
     throughput_unit: str | None = None
     profiler_overhead_pct: float | None = None
@@ -62,6 +63,7 @@ def headline_from_summary(summary: Mapping[str, Any]) -> Headline:
     return Headline(
         step_time_ms=number(summary.get("step_time_ms")),
         device_utilization_pct=utilization,
+        device_compute_pct=number(summary.get("device_compute_pct")),
         throughput=number(throughput),
         throughput_unit=str(unit) if unit is not None else None,
         profiler_overhead_pct=number(summary.get("profiler_overhead_pct")),

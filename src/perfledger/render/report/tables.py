@@ -148,6 +148,7 @@ def headline_figures(h: Headline) -> dict[str, Any]:
     return {
         "step_time_ms": h.step_time_ms,
         "device_utilization_pct": h.device_utilization_pct,
+        "device_compute_pct": h.device_compute_pct,
         "throughput": h.throughput,
         "throughput_unit": h.throughput_unit,
         "profiler_overhead_pct": h.profiler_overhead_pct,

@@ -33,6 +33,7 @@
     var cards = [
       ["Median step time", fmtMs(h.step_time_ms)],
       ["Device utilisation", utilisation],
+      ["Compute", fmtPct(h.device_compute_pct)],
       ["Throughput", throughput],
       ["Profiler overhead", fmtPct(h.profiler_overhead_pct)],
       ["Steps", isNum(h.step_count) ? String(h.step_count) : "n/a"],
