@@ -335,3 +335,19 @@ def test_a_run_below_the_folder_named_is_analysed(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "p" / "summary.json").read_text())
     assert summary["ranks"] == [0, 1]
+
+
+def test_one_message_per_problem_naming_its_file(tmp_path: Path) -> None:
+    """A damaged row of an Ascend CSV: one message, naming that file and no other."""
+    import shutil
+
+    rank = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(DATA / "ascend/torch_npu_text/level1/rank0_ascend_pt", rank)
+    kernels = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = kernels.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[3] = "broken,row\n"
+    kernels.write_text("".join(lines), encoding="utf-8")
+    summary = json.loads((analyse(rank, tmp_path / "p") / "summary.json").read_text())
+    (message,) = summary["loss"].split("; ")
+    assert message.startswith(f"{kernels}: skipped 1 malformed rows")
+    assert "communication.json" not in message

@@ -703,11 +703,14 @@ def test_a_damaged_event_is_skipped_and_reported(tmp_path: Path) -> None:
     events = _many_ops(20)
     events[5]["ts"] = "not a number"
     events[6]["pid"] = 1.5
-    trace = load_kineto(write(tmp_path, events))
+    path = write(tmp_path, events)
+    trace = load_kineto(path)
     names = trace.events["name"].to_pylist()
     assert "op5" not in names
     assert len(names) == 19
-    assert trace.loss == "1 malformed events were skipped"
+    assert trace.loss == f"{path.name}: 1 malformed events were skipped"
+    (check,) = trace.quality
+    assert (check.id, check.count, check.repaired) == ("unreadable_events", 1, True)
 
 
 def test_an_event_nested_deeper_than_the_stack_is_skipped_and_reported(tmp_path: Path) -> None:
@@ -718,7 +721,7 @@ def test_an_event_nested_deeper_than_the_stack_is_skipped_and_reported(tmp_path:
     trace = load_kineto(path)
     assert "op7" not in trace.events["name"].to_pylist()
     assert trace.events.num_rows == 19
-    assert trace.loss == "1 malformed events were skipped"
+    assert trace.loss == "deep.json: 1 malformed events were skipped"
 
 
 def test_perfledger_error_is_the_base(tmp_path: Path) -> None:

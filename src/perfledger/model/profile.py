@@ -13,7 +13,7 @@ from perfledger.model.findings import RankAdvice
 from perfledger.model.gaps import GapReport
 from perfledger.model.quality import QualityCheck, merge_checks
 from perfledger.model.schema import SPAN_STEP
-from perfledger.model.trace import Trace, loss_line
+from perfledger.model.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -88,5 +88,5 @@ class ProfileAnalysis:
 
     @property
     def loss(self) -> str | None:
-        lost = [loss_line(r.trace) for r in self.ranks if r.trace.loss]
+        lost = [r.trace.loss for r in self.ranks if r.trace.loss]
         return "; ".join(lost) if lost else None

@@ -22,7 +22,8 @@ class Trace:
             versions, base time ...); JSON-serialisable.
         source_kind: e.g. ``"kineto"``.
         source_files: the files the trace was read from.
-        loss: what could not be read (a truncated file), or None when nothing was lost.
+        loss: what could not be read (a truncated file), or None when nothing was lost; one
+            message per problem, each naming the file it is about.
         communication_matrix: rank-to-rank link figures when the source has them
             (:data:`perfledger.model.schema.COMM_MATRIX_SCHEMA`), else None.
         quality: what the importer repaired or skipped (negative durations, malformed rows).
@@ -44,9 +45,3 @@ class Trace:
             return int(self.events.column("rank")[0].as_py())
         rank = self.meta.get("rank")
         return rank if isinstance(rank, int) else 0
-
-
-def loss_line(trace: Trace) -> str:
-    """What was lost from a trace, naming its file."""
-    where = trace.source_files[0].name if trace.source_files else "trace"
-    return f"{where}: {trace.loss}"

@@ -29,7 +29,7 @@ from perfledger.memory import release_freed_memory
 from perfledger.model import schema
 from perfledger.model.profile import ProfileAnalysis
 from perfledger.model.schema import STEP_TIMES_SCHEMA
-from perfledger.model.trace import Trace, loss_line
+from perfledger.model.trace import Trace
 from perfledger.profiledir import StoredProfile, artefacts
 from perfledger.profiledir.layout import (
     EVENTS_TABLE,
@@ -88,7 +88,7 @@ def _meta_document(
         "command_line": [Path(sys.argv[0]).name, *sys.argv[1:]],
         "working_dir": os.getcwd(),
         "ranks": {str(t.rank): t.meta for t in traces},
-        "loss": "; ".join(loss_line(t) for t in traces if t.loss) or None,
+        "loss": "; ".join(t.loss for t in traces if t.loss) or None,
     }
     if extra:
         document.update(extra)

@@ -176,7 +176,7 @@ def load_kineto(
         meta=meta,
         source_kind=SOURCE_KIND,
         source_files=(path,),
-        loss="; ".join(losses) if losses else None,
+        loss="; ".join(f"{path.name}: {loss}" for loss in losses) if losses else None,
         quality=_import_checks(path, malformed, negative),
     )
 
