@@ -311,15 +311,33 @@ def test_ranks_follow_file_order_when_nothing_names_them(tmp_path: Path) -> None
     assert read_json(out / "meta.json")["tasks"]["executor"] == "this process"
 
 
-def test_a_bad_rank_trace_is_one_line_naming_it(tmp_path: Path) -> None:
+def test_a_bad_rank_is_left_out_and_said_the_others_analysed(tmp_path: Path) -> None:
     directory = tmp_path / "broken"
     write_ranks(directory, 3)
     (directory / "rank-1.json").write_text("this is not json")
     out = tmp_path / "p"
     result = perfledger("analyze", directory, "-o", out, "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    summary = read_json(out / "summary.json")
+    assert summary["ranks"] == [0, 2]
+    (skipped,) = [c for c in summary["quality"]["checks"] if c["id"] == "skipped_ranks"]
+    assert "rank-1.json" in skipped["message"] and skipped["count"] == 1
+    assert summary["quality"]["confidence"] == "medium"
+    assert "rank-1.json" in summary["loss"]
+    assert "data quality medium" in result.stdout.splitlines()[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_no_readable_rank_is_one_line_naming_the_first(tmp_path: Path) -> None:
+    directory = tmp_path / "broken"
+    write_ranks(directory, 2)
+    for rank in (0, 1):
+        (directory / f"rank-{rank}.json").write_text("this is not json")
+    out = tmp_path / "p"
+    result = perfledger("analyze", directory, "-o", out, "--workers", "0")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "rank-1.json" in lines[0]
+    assert len(lines) == 1 and "rank-0.json" in lines[0]
     assert "Traceback" not in result.stderr
     assert not out.exists()
     assert not list(tmp_path.glob(".p.partial-*"))

@@ -63,6 +63,8 @@ class ProfileAnalysis:
     cluster: ClusterReport | None = None  # several ranks: the cluster pass
     # several ranks analysed as tasks: each rank's advisor findings, made in its task
     rank_advice: tuple[RankAdvice, ...] | None = None
+    # ranks whose trace could not be read, left out (one quality check each)
+    skipped_ranks: tuple[QualityCheck, ...] = ()
 
     @property
     def host_only(self) -> bool:
@@ -84,9 +86,10 @@ class ProfileAnalysis:
     @property
     def quality(self) -> tuple[QualityCheck, ...]:
         """The quality checks of every rank, one per check (counts added)."""
-        return merge_checks(c for r in self.ranks for c in r.quality)
+        return merge_checks([*(c for r in self.ranks for c in r.quality), *self.skipped_ranks])
 
     @property
     def loss(self) -> str | None:
         lost = [r.trace.loss for r in self.ranks if r.trace.loss]
+        lost += [c.message for c in self.skipped_ranks]
         return "; ".join(lost) if lost else None

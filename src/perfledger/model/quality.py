@@ -37,6 +37,7 @@ NON_NESTING_SLICES: Final = "non_nesting_slices"
 LAUNCHLESS_TASKS: Final = "launchless_tasks"
 EMPTY_WINDOWS: Final = "empty_windows"
 ZERO_LENGTH_TASKS: Final = "zero_length_tasks"
+SKIPPED_RANKS: Final = "skipped_ranks"
 RELINKED_TASKS: Final = "relinked_tasks"
 INVARIANTS: Final = "invariants"
 

@@ -76,17 +76,16 @@ class Runner:
         self._submit = submit
         self.description = description
 
-    def run(self, tasks: Sequence[RankTask], progress: Progress | None = None) -> list[RankResult]:
-        """Run every task; results in task order.
-
-        Raises:
-            PerfledgerError: a task's trace could not be read (the first such, in task order).
-        """
+    def run(
+        self, tasks: Sequence[RankTask], progress: Progress | None = None
+    ) -> tuple[list[RankResult], list[RankFailure]]:
+        """Run every task: the results and the failures (ranks whose trace could not be
+        read), each in task order."""
         outcomes = sorted(self._submit(tasks, progress), key=lambda o: o.index)
-        failures = [o for o in outcomes if isinstance(o, RankFailure)]
-        if failures:
-            raise PerfledgerError(failures[0].message, failures[0].exit_code)
-        return [o for o in outcomes if isinstance(o, RankResult)]
+        return (
+            [o for o in outcomes if isinstance(o, RankResult)],
+            [o for o in outcomes if isinstance(o, RankFailure)],
+        )
 
 
 @contextlib.contextmanager

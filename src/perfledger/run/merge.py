@@ -17,8 +17,16 @@ from perfledger.model import schema
 from perfledger.model.accounts import Accounting
 from perfledger.model.findings import RankAdvice
 from perfledger.model.profile import ProfileAnalysis, RankAnalysis
+from perfledger.model.quality import (
+    COMMUNICATION,
+    SKIPPED_RANKS,
+    STEP_TIME,
+    TIME_ACCOUNT,
+    UTILIZATION,
+    QualityCheck,
+)
 from perfledger.model.trace import Trace
-from perfledger.run.tasks import RankResult, loaded
+from perfledger.run.tasks import RankFailure, RankResult, loaded
 
 
 def analysis_from_results(
@@ -26,13 +34,15 @@ def analysis_from_results(
     counters: pa.Table | None = None,
     *,
     slow_rank_excess_pct: float = DEFAULT_EXCESS_PCT,
+    failures: Sequence[RankFailure] = (),
 ) -> ProfileAnalysis:
     """The profile's analysis from rank tasks' results (spilled tables memory-mapped).
 
     Equal, table for table, to :func:`perfledger.analysis.profile.analyze_traces` on the same
     traces: per-rank pieces are put back in the order the whole-profile analyses sort their
     rows, per-rank sums are added up, and each rank's advisor findings come along for
-    :func:`perfledger.analysis.advisor.diagnose` to merge.
+    :func:`perfledger.analysis.advisor.diagnose` to merge. ``failures``: ranks whose trace
+    could not be read: left out of the profile, said in its quality report and loss note.
     """
     started = time.perf_counter()
     ranks: list[RankAnalysis] = []
@@ -88,6 +98,18 @@ def analysis_from_results(
         timings={"merge_s": time.perf_counter() - started},
         cluster=cluster_pass(ranks, collectives, links, slow_rank_excess_pct),
         rank_advice=_advice_of(results),
+        skipped_ranks=tuple(_skipped(f) for f in failures),
+    )
+
+
+def _skipped(failure: RankFailure) -> QualityCheck:
+    """A rank left out because its trace could not be read: the reason, naming its file."""
+    return QualityCheck(
+        SKIPPED_RANKS,
+        1,
+        f"{failure.message} (this rank is left out of the profile)",
+        (STEP_TIME, UTILIZATION, TIME_ACCOUNT, COMMUNICATION),
+        repaired=True,
     )
 
 

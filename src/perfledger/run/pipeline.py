@@ -51,6 +51,7 @@ from perfledger.run.progress import (
     TaskReport,
 )
 from perfledger.run.tasks import (
+    RankFailure,
     RankResult,
     RankTask,
     TaskProgress,
@@ -164,13 +165,15 @@ def build_profile(
             for t in planned
         ]
         one = report if len(tasks) == 1 and inline else None
-        results, executor = run_rank_tasks(tasks, execution, display, one)
+        results, failures, executor = run_rank_tasks(tasks, execution, display, one)
         timings = _task_timings(results, time.perf_counter() - started)
         if len(results) > 1:
             report.phase(PHASE_MERGE)
         merged = time.perf_counter()
         excess = _slow_rank_excess_pct(advisor_config)
-        analysis = analysis_from_results(results, counters, slow_rank_excess_pct=excess)
+        analysis = analysis_from_results(
+            results, counters, slow_rank_excess_pct=excess, failures=failures
+        )
         timings["merge_s"] = time.perf_counter() - merged
         _place_events(staging, results)
         extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
@@ -360,13 +363,17 @@ def run_rank_tasks(
     execution: Execution,
     display: Display,
     report: TaskProgress | None = None,
-) -> tuple[list[RankResult], str]:
-    """Run the rank tasks; results sorted by rank, and how they ran.
+) -> tuple[list[RankResult], list[RankFailure], str]:
+    """Run the rank tasks: the results sorted by rank, the ranks that could not be read, and
+    how they ran.
 
     Ranks are settled as :func:`perfledger.sources.load_traces` settles them; a trace whose
     rank is decided by its file name or position is analysed again under that rank (only
     traces that do not name their own rank, or name another trace's). ``report``: the
     progress of a single task run in this process (its import bar and phases).
+
+    Raises:
+        PerfledgerError: no rank could be read (the first rank's error, in input order).
     """
     with open_runner(execution, len(tasks), report) as runner:
         with contextlib.ExitStack() as bars:
@@ -375,20 +382,24 @@ def run_rank_tasks(
                 if report is not None
                 else bars.enter_context(display.ranks(runner.description, len(tasks)))
             )
-            results = runner.run(tasks, done)
+            results, failures = runner.run(tasks, done)
+            if not results:
+                raise PerfledgerError(failures[0].message, failures[0].exit_code)
+            by_index = {task.index: task for task in tasks}
             ranks = resolve_ranks(results)
             again = [
-                replace(task, rank=rank)
-                for task, result, rank in zip(tasks, results, ranks, strict=True)
+                replace(by_index[result.index], rank=rank)
+                for result, rank in zip(results, ranks, strict=True)
                 if result.rank != rank
             ]
             if again:
-                redone = {r.index: r for r in runner.run(again)}
-                results = [redone.get(r.index, r) for r in results]
+                redone, _ = runner.run(again)
+                done_again = {r.index: r for r in redone}
+                results = [done_again.get(r.index, r) for r in results]
         description = runner.description
     results = sorted(results, key=lambda r: r.rank)
     _settle_world_size(results)
-    return flag_copies(results), description
+    return flag_copies(results), failures, description
 
 
 def _settle_world_size(results: Sequence[RankResult]) -> None:
