@@ -58,6 +58,17 @@ class _DeviceTasks:
     end: Int64Array
     launch: Int64Array
     kind: np.ndarray  # object array of kind strings
+    wait: Int64Array  # how long a communication task waited for peers at its start (else 0)
+
+    def select(self, sel: np.ndarray) -> _DeviceTasks:
+        return _DeviceTasks(
+            self.rows[sel],
+            self.start[sel],
+            self.end[sel],
+            self.launch[sel],
+            self.kind[sel],
+            self.wait[sel],
+        )
 
 
 def _host_activity(events: pa.Table) -> _HostActivity:
@@ -79,7 +90,9 @@ def _host_activity(events: pa.Table) -> _HostActivity:
     )
 
 
-def _device_tasks(events: pa.Table, launches: Int64Array) -> dict[int, _DeviceTasks]:
+def _device_tasks(
+    events: pa.Table, launches: Int64Array, comm_wait: Int64Array | None
+) -> dict[int, _DeviceTasks]:
     is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     rows = np.flatnonzero(is_task)
     if rows.size == 0:
@@ -89,11 +102,9 @@ def _device_tasks(events: pa.Table, launches: Int64Array) -> dict[int, _DeviceTa
     end = start + columns.int64(events, "dur_ns")[rows]
     kind = columns.strings(events.take(rows), "kind")
     launch = launches[rows]
-    result = {}
-    for d in np.unique(device):
-        sel = device == d
-        result[int(d)] = _DeviceTasks(rows[sel], start[sel], end[sel], launch[sel], kind[sel])
-    return result
+    wait = comm_wait[rows] if comm_wait is not None else np.zeros(rows.size, dtype=np.int64)
+    tasks = _DeviceTasks(rows, start, end, launch, kind, np.clip(wait, 0, end - start))
+    return {int(d): tasks.select(device == d) for d in np.unique(device)}
 
 
 def _window_rows(
@@ -122,6 +133,10 @@ def _window_rows(
     c3 = up_to_memcpy.covered(window_starts, window_ends)
     c4 = busy.covered(window_starts, window_ends)
     comm_alone = comm.covered(window_starts, window_ends)
+    # exposed communication in its transfer part (after the wait for peers) is transfer
+    is_comm = tasks.kind == schema.COMM
+    transfer = union(tasks.start[is_comm] + tasks.wait[is_comm], tasks.end[is_comm])
+    c_transfer = merge(compute, transfer).covered(window_starts, window_ends)
 
     gaps = _idle_gaps(window_starts, window_ends, busy, tasks, host)
     idle_by_cause = np.zeros((window_starts.size, len(IDLE_CAUSES)), dtype=np.int64)
@@ -147,6 +162,8 @@ def _window_rows(
             idle_dataloader_ns=int(idle_by_cause[i, _CAUSE_CODE[IDLE_DATALOADER]]),
             idle_launch_latency_ns=int(idle_by_cause[i, _CAUSE_CODE[IDLE_LAUNCH_LATENCY]]),
             idle_other_ns=int(idle_by_cause[i, _CAUSE_CODE[IDLE_OTHER]]),
+            communication_wait_ns=int(c2[i] - c1[i]) - int(c_transfer[i] - c1[i]),
+            communication_transfer_ns=int(c_transfer[i] - c1[i]),
         )
         account.self_check()
         rows.append(account)
@@ -230,15 +247,15 @@ def _span(tasks: _DeviceTasks, cut_ns: int | None) -> tuple[_DeviceTasks, tuple[
     """
     if cut_ns is not None:
         issued = np.where(tasks.launch >= 0, tasks.launch, tasks.start)
-        sel = issued < cut_ns
-        tasks = _DeviceTasks(
-            tasks.rows[sel], tasks.start[sel], tasks.end[sel], tasks.launch[sel], tasks.kind[sel]
-        )
+        tasks = tasks.select(issued < cut_ns)
     return tasks, hull(tasks.start, tasks.end)
 
 
 def device_accounting(
-    events: pa.Table, windows: Sequence[StepWindow], launches: Int64Array | None = None
+    events: pa.Table,
+    windows: Sequence[StepWindow],
+    launches: Int64Array | None = None,
+    comm_wait: Int64Array | None = None,
 ) -> Accounting:
     """The device accounting of one rank: a row per (device, step) and per device span.
 
@@ -246,13 +263,16 @@ def device_accounting(
         events: one rank's canonical events (``step`` column not needed).
         windows: the rank's step windows (:func:`perfledger.analysis.steps.step_windows`).
         launches: :func:`perfledger.analysis.steps.launch_starts` of ``events`` if computed.
+        comm_wait: per row, how long a communication task waited for its peers at its start
+            (:func:`perfledger.analysis.comm_split.comm_split`); None: no wait known, the
+            exposed communication is all transfer.
     """
     if events.num_rows == 0:
         return Accounting(windows=(), gaps=GAPS_SCHEMA.empty_table())
     rank = int(events.column("rank")[0].as_py())
     if launches is None:
         launches = launch_starts(events)
-    devices = _device_tasks(events, launches)
+    devices = _device_tasks(events, launches, comm_wait)
     host = _host_activity(events)
     annotations = step_annotations(events)
     cut_ns = annotations[-1][1] if len(annotations) >= 2 else None

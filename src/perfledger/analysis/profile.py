@@ -21,6 +21,7 @@ from perfledger.analysis.cluster.collectives import (
     communication_matrix,
     link_usage,
 )
+from perfledger.analysis.comm_split import comm_split
 from perfledger.analysis.communication import communication
 from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.quality import rank_checks, relinked_tasks
@@ -35,6 +36,7 @@ from perfledger.analysis.transfers import transfers
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA, host_step_trace_table, step_trace_table
 from perfledger.model.cluster import COLLECTIVES_SCHEMA, ClusterReport
+from perfledger.model.devices import device_from_meta, peer_link_gbps
 from perfledger.model.profile import ProfileAnalysis, RankAnalysis
 from perfledger.model.schema import HOST_WIDE_TRACKS
 from perfledger.model.trace import Trace
@@ -48,7 +50,10 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     launches = launch_starts(trace.events)
     plan = step_plan(trace.events, launches, where=where)
     events = assign_steps(trace.events, plan.windows, launches)
-    accounting = device_accounting(events, plan.windows, launches)
+    split = comm_split(events, peer_link_gbps(device_from_meta(trace.meta)))
+    accounting = device_accounting(
+        events, plan.windows, launches, split.wait_by_row(events.num_rows)
+    )
     links = ops.link_device_tasks(events)
     return RankAnalysis(
         trace=trace,
@@ -64,6 +69,7 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
             *relinked_tasks(links, where=where),
         ),
         device_links=links,
+        comm=split,
     )
 
 

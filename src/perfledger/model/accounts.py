@@ -52,8 +52,9 @@ class StepWindow:
 class WindowAccount:
     """The time account of one device over one window (a step, or the whole span: step -1).
 
-    Invariant: compute + communication + memcpy + memset + idle == wall, and the idle causes
-    sum to idle, all in integer ns.
+    Invariant: compute + communication + memcpy + memset + idle == wall, the idle causes sum
+    to idle, and the exposed communication splits into waiting for peers and transfer, all in
+    integer ns. A split not given counts the whole exposed communication as transfer.
     """
 
     rank: int
@@ -72,6 +73,14 @@ class WindowAccount:
     idle_dataloader_ns: int
     idle_launch_latency_ns: int
     idle_other_ns: int
+    # the exposed communication: waiting for the last participant, and the transfer after it
+    communication_wait_ns: int = 0
+    communication_transfer_ns: int = -1  # -1: the whole exposed communication
+
+    def __post_init__(self) -> None:
+        if self.communication_transfer_ns == -1:
+            transfer = self.communication_ns - self.communication_wait_ns
+            object.__setattr__(self, "communication_transfer_ns", transfer)
 
     @property
     def wall_ns(self) -> int:
@@ -93,6 +102,10 @@ class WindowAccount:
             + self.idle_other_ns
         )
         assert causes == self.idle_ns, f"idle causes {causes} != idle {self.idle_ns}"
+        split = self.communication_wait_ns + self.communication_transfer_ns
+        assert split == self.communication_ns, (
+            f"wait + transfer {split} != communication {self.communication_ns}"
+        )
         assert all(getattr(self, f.name) >= 0 for f in fields(self) if f.name.endswith("_ns"))
 
 
@@ -180,6 +193,9 @@ STEP_TRACE_COLUMNS: Final = (
     "idle_dataloader_ns",
     "idle_launch_latency_ns",
     "idle_other_ns",
+    # added in 0.2: the exposed communication split (they sum to communication_ns)
+    "communication_wait_ns",
+    "communication_transfer_ns",
 )
 
 

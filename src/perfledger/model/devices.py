@@ -288,6 +288,26 @@ KNOWN_DEVICES: Final[tuple[DeviceSpec, ...]] = (
 )
 
 
+# The device-to-device link, GB/s per direction, as NVIDIA publishes it (NVLink: half the
+# total bidirectional figure): the ceiling of a collective's bus bandwidth between devices of
+# one host. Other devices are left out until their figure is sourced.
+PEER_LINK_GBPS: Final[Mapping[str, float]] = {
+    "H200-SXM": 450.0,
+    "H100-SXM": 450.0,
+    "H100-NVL": 300.0,
+    "A100-80GB": 300.0,
+    "A100-40GB": 300.0,
+    "V100-SXM2": 150.0,
+}
+
+
+def peer_link_gbps(spec: DeviceSpec | None) -> float:
+    """The device-to-device link bandwidth per direction of a device, GB/s (NaN: unknown)."""
+    if spec is None:
+        return math.nan
+    return PEER_LINK_GBPS.get(spec.name, math.nan)
+
+
 def find_device(name: str) -> DeviceSpec | None:
     """The table row named ``name`` (case-insensitive, '-' '_' and spaces ignored)."""
     wanted = _squash(name)

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from perfledger.model.accounts import Accounting, StepWindow
 from perfledger.model.cluster import ClusterReport
+from perfledger.model.comm import CommSplit
 from perfledger.model.findings import RankAdvice
 from perfledger.model.gaps import GapReport
 from perfledger.model.quality import QualityCheck, merge_checks
@@ -28,6 +29,8 @@ class RankAnalysis:
     quality: tuple[QualityCheck, ...] = ()  # what was repaired or is doubtful in this rank
     # its device tasks linked to their launches and host ops (analysis.ops.link_device_tasks)
     device_links: pa.Table | None = None
+    # its communication tasks split into waiting for peers and transfer
+    comm: CommSplit | None = None
 
     @property
     def rank(self) -> int:

@@ -368,6 +368,10 @@ def _load_source(source: RankSource) -> _Loaded:
         if source.analysis_db is not None:
             try:
                 meta["profiler_summaries"] = ascend_db.analysis_summaries(source.analysis_db)
+                info = ascend_db.communication_info(source.analysis_db)
+                staged = replace(
+                    staged, comm=ascend_text.with_communication_info(staged.comm, info)
+                )
                 files += (source.analysis_db,)
             except PerfledgerError as exc:
                 loss.append(str(exc))

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import duckdb
 import pyarrow as pa
@@ -479,3 +479,39 @@ def _analysis_summaries(path: Path) -> dict[str, list[dict[str, Any]]]:
                 names = [d[0] for d in cursor.description]
                 result[key] = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     return result
+
+
+# CommAnalyzerTime's columns (ms) -> the keys of the text export's communication info (ns).
+_COMM_TIME_COLUMNS: Final = {
+    "elapse_time": "elapse_ns",
+    "transit_time": "transit_ns",
+    "wait_time": "wait_ns",
+    "synchronization_time": "synchronization_ns",
+    "idle_time": "idle_ns",
+}
+
+
+def communication_info(path: Path) -> dict[str, dict[str, Any]]:
+    """HCCL's time split per collective from ``analysis.db`` (CommAnalyzerTime): the same
+    figures as the text export's communication.json, keyed by the op name."""
+    try:
+        with connect(path) as con:
+            if "CommAnalyzerTime" not in _tables(con, path):
+                return {}
+            cursor = con.execute('SELECT * FROM "CommAnalyzerTime"')
+            names = [d[0] for d in cursor.description]
+            rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{path}: damaged or unexpected database ({exc})") from exc
+    info: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        name = row.get("hccl_op_name")
+        if not isinstance(name, str):
+            continue
+        record = {
+            key: round(float(row[column]) * 1e6)
+            for column, key in _COMM_TIME_COLUMNS.items()
+            if isinstance(row.get(column), int | float) and not isinstance(row[column], bool)
+        }
+        info.setdefault(name.split("@")[0], record)
+    return info

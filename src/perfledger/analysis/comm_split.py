@@ -1,0 +1,165 @@
+"""Communication split into waiting for peers and transfer, per communication task.
+
+A collective can only move data once every participant has arrived: rank r's task runs
+[a_r, e_r), the last participant arrives at A, and r waits [a_r, A) then transfers [A, e_r)
+(docs/accounting.md, "Communication: waiting and transfer"). Per task, :func:`comm_split`
+gives how long it waited at its start, from the best source the trace has:
+
+- ``measured``: the collective library's own split (HCCL's communication.json / analysis.db on
+  Ascend): transit is transfer, the rest of the op's elapsed time (wait and idle) is waiting;
+- ``estimated``: one rank without peers, a task whose message size is known (``In msg
+  nelems`` and ``dtype`` of a Kineto NCCL kernel): transfer is the bytes the algorithm moves
+  over the link's bandwidth per direction (nccl-tests' bus bandwidth: 2(n-1)/n of the message
+  for an all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, all of it for
+  broadcast, reduce and point-to-point), capped by the task's duration;
+- ``unknown``: neither: the whole task counts as transfer.
+
+The cluster pass replaces the estimates of ranks profiled together by the waits it measures
+across ranks (``aligned``, :mod:`perfledger.analysis.cluster.arrivals`).
+
+Pure functions; vectorised over the tasks (there are few: a handful per step).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from perfledger.analysis import columns
+from perfledger.model import schema
+from perfledger.model.comm import CommSplit
+
+IntArray = npt.NDArray[np.int64]
+
+MEASURED: Final = "measured"
+ALIGNED: Final = "aligned"
+ESTIMATED: Final = "estimated"
+UNKNOWN: Final = "unknown"
+SOURCES: Final = (MEASURED, ALIGNED, ESTIMATED, UNKNOWN)
+
+# nccl-tests' bus bandwidth factors: the share of the message each rank sends per direction.
+_COLLECTIVES: Final = (
+    ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
+    ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
+    ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
+    ("all_to_all", re.compile(r"all_?to_?all", re.IGNORECASE)),
+    ("broadcast", re.compile(r"broadcast|bcast", re.IGNORECASE)),
+    ("reduce", re.compile(r"reduce", re.IGNORECASE)),
+    ("send_recv", re.compile(r"send|recv|p2p", re.IGNORECASE)),
+)
+_DTYPE_BYTES: Final = {
+    "float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "c10::bfloat16": 2,
+    "c10::half": 2, "double": 8, "float64": 8, "int": 4, "int32": 4, "int64": 8, "long": 8,
+    "int8": 1, "uint8": 1, "char": 1, "byte": 1, "bool": 1, "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}  # fmt: skip
+
+
+def collective_type(name: str) -> str | None:
+    """The collective a task's name (or ``Collective name``) says, e.g. ``all_reduce``."""
+    for kind, pattern in _COLLECTIVES:
+        if pattern.search(name):
+            return kind
+    return None
+
+
+def bus_factor(collective: str | None, ranks: int) -> float:
+    """The share of the message each rank moves per direction (nccl-tests' busbw factor)."""
+    n = max(ranks, 1)
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def comm_split(events: pa.Table, link_gbps: float = math.nan) -> CommSplit:
+    """The waiting part of each communication task of one rank (see the module doc).
+
+    Args:
+        events: one rank's canonical events.
+        link_gbps: the bandwidth per direction of the link between the devices, GB/s (NaN:
+            unknown, so no transfer can be estimated).
+    """
+    rows = np.flatnonzero(columns.isin(events, "kind", [schema.COMM]))
+    if rows.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return CommSplit(empty, empty, (), (), empty, empty)
+    taken = events.take(pa.array(rows, pa.int64()))
+    dur = columns.int64(taken, "dur_ns")
+    names = columns.strings(taken, "name")
+    nbytes = columns.int64(taken, "bytes").copy()
+    args = taken.column("args").to_pylist()
+    wait = np.zeros(rows.size, dtype=np.int64)
+    source: list[str] = []
+    collective: list[str | None] = []
+    group = np.zeros(rows.size, dtype=np.int64)
+    for i, text in enumerate(args):  # a loop over collectives: a few per step
+        fields = _args(text)
+        hccl = fields.get("hccl")
+        kind = collective_type(str(fields.get("Collective name") or names[i]))
+        collective.append(kind)
+        size = _group_size(fields)
+        group[i] = size
+        if nbytes[i] < 0:
+            nbytes[i] = _message_bytes(fields)
+        if isinstance(hccl, dict) and _number(hccl.get("elapse_ns")) > 0:
+            elapse = _number(hccl["elapse_ns"])
+            transit = min(max(_number(hccl.get("transit_ns")), 0.0), elapse)
+            # HCCL's split of the op's elapsed time, laid over the task's own duration
+            wait[i] = round(dur[i] * (elapse - transit) / elapse)
+            source.append(MEASURED)
+        elif nbytes[i] > 0 and size > 1 and math.isfinite(link_gbps) and link_gbps > 0:
+            transfer = nbytes[i] * bus_factor(kind, size) / link_gbps  # bytes / (bytes/ns)
+            wait[i] = max(0, dur[i] - min(round(transfer), int(dur[i])))
+            source.append(ESTIMATED)
+        else:
+            source.append(UNKNOWN)
+    wait = np.clip(wait, 0, dur)
+    return CommSplit(rows, wait, tuple(source), tuple(collective), nbytes, group)
+
+
+def _args(text: Any) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        decoded = msgspec.json.decode(text if isinstance(text, bytes) else str(text).encode())
+    except msgspec.DecodeError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if math.isfinite(value) else 0.0
+
+
+def _group_size(fields: dict[str, Any]) -> int:
+    size = fields.get("Group size")
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
+    ranks = fields.get("Process Group Ranks")
+    if isinstance(ranks, str):
+        return len([r for r in re.split(r"[^\d]+", ranks) if r])
+    if isinstance(ranks, list):
+        return len(ranks)
+    return 0
+
+
+def _message_bytes(fields: dict[str, Any]) -> int:
+    """A Kineto NCCL task's message: the larger of its in and out elements times the type's
+    size (-1 when the trace does not say)."""
+    dtype = str(fields.get("dtype") or "").lower()
+    size = _DTYPE_BYTES.get(dtype)
+    elements = [fields.get("In msg nelems"), fields.get("Out msg nelems")]
+    counts = [e for e in elements if isinstance(e, int) and not isinstance(e, bool) and e >= 0]
+    if size is None or not counts:
+        return -1
+    return max(counts) * size
