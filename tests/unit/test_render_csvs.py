@@ -40,6 +40,9 @@ DESIGN_STEP_TRACE = [
     "idle_dataloader_ns",
     "idle_launch_latency_ns",
     "idle_other_ns",
+    # DESIGN.md, added in 0.2: the exposed communication split
+    "communication_wait_ns",
+    "communication_transfer_ns",
 ]
 
 
@@ -138,9 +141,11 @@ def test_step_trace_table_has_design_columns_and_span_rows_last() -> None:
     assert first["wall_ns"] == 900
     assert first["overlapped_communication_ns"] == 7
     assert first["idle_launch_latency_ns"] == 30
+    # no split given: the exposed communication is all transfer
+    assert (first["communication_wait_ns"], first["communication_transfer_ns"]) == (0, 100)
     text = csv_bytes(table).decode().split("\n")
     assert text[0] == ",".join(DESIGN_STEP_TRACE)
-    assert text[1] == "0,0,1,2000,2900,900,500,100,7,50,10,240,100,60,40,30,10"
+    assert text[1] == "0,0,1,2000,2900,900,500,100,7,50,10,240,100,60,40,30,10,0,100"
 
 
 def host_window(step: int, scale: int) -> HostWindowAccount:

@@ -157,6 +157,8 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         "utilization_pct": 70.0,
         "compute_ms": 21.0,
         "communication_ms": 4.2,
+        "communication_wait_ms": 0.0,
+        "communication_transfer_ms": 4.2,
         "overlapped_communication_ms": 1.68,
         "memcpy_ms": 2.1,
         "memset_ms": 2.1,

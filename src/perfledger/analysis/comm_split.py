@@ -79,13 +79,15 @@ def bus_factor(collective: str | None, ranks: int) -> float:
     return 1.0
 
 
-def comm_split(events: pa.Table, link_gbps: float = math.nan) -> CommSplit:
+def comm_split(events: pa.Table, link_gbps: float = math.nan, default_group: int = 0) -> CommSplit:
     """The waiting part of each communication task of one rank (see the module doc).
 
     Args:
         events: one rank's canonical events.
         link_gbps: the bandwidth per direction of the link between the devices, GB/s (NaN:
             unknown, so no transfer can be estimated).
+        default_group: the ranks of a collective whose task does not say (the job's world
+            size, or HCCL's rank count); 0: unknown.
     """
     rows = np.flatnonzero(columns.isin(events, "kind", [schema.COMM]))
     if rows.size == 0:
@@ -105,7 +107,7 @@ def comm_split(events: pa.Table, link_gbps: float = math.nan) -> CommSplit:
         hccl = fields.get("hccl")
         kind = collective_type(str(fields.get("Collective name") or names[i]))
         collective.append(kind)
-        size = _group_size(fields)
+        size = _group_size(fields) or default_group
         group[i] = size
         if nbytes[i] < 0:
             nbytes[i] = _message_bytes(fields)

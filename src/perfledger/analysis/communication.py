@@ -7,22 +7,37 @@ total time descending:
     overlapped_ns -- time of these tasks under a kernel of the same device (hidden),
     exposed_ns    -- total_ns - overlapped_ns (summed per task: tasks of one name that run
                      at once on two streams are both counted),
-    bytes         -- bytes moved, when the source gives them (-1 when unknown).
+    bytes         -- bytes moved, when the source gives them (-1 when unknown),
+    collective    -- what they do (all_reduce, all_gather, send_recv ...; null: unknown),
+    group_size    -- the ranks taking part (0: unknown),
+    wait_ns       -- time spent waiting for peers (:mod:`perfledger.analysis.comm_split`),
+    transfer_ns   -- total_ns - wait_ns,
+    wait_pct      -- wait_ns / total_ns, %,
+    bus_gbps      -- achieved bus bandwidth over the transfer (nccl-tests' busbw: bytes times
+                     the collective's factor over transfer_ns; NaN when bytes are unknown),
+    split         -- where the waits come from: measured, aligned, estimated, unknown (or
+                     several, joined by "+").
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
+from perfledger.analysis.comm_split import UNKNOWN, bus_factor
 from perfledger.analysis.intervals import union
 from perfledger.model import schema
+from perfledger.model.comm import CommSplit
 from perfledger.model.tables import COMMUNICATION_SCHEMA
 
 
-def communication(events: pa.Table) -> pa.Table:
-    """Per communication operation: count, time, time hidden under compute, bytes."""
+def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
+    """Per communication operation: count, time, time hidden under compute, bytes, and the
+    wait/transfer split (``split``: the rank's :func:`~perfledger.analysis.comm_split.
+    comm_split`, rows of ``events``; None: all transfer)."""
     is_comm = columns.isin(events, "kind", [schema.COMM])
     if not is_comm.any():
         return COMMUNICATION_SCHEMA.empty_table()
@@ -42,12 +57,25 @@ def communication(events: pa.Table) -> pa.Table:
         overlapped[rows] = compute.covered(start[rows], end[rows])
 
     rows = np.flatnonzero(is_comm)
+    wait = split.wait_by_row(events.num_rows) if split is not None else np.zeros(events.num_rows)
+    split_of = _per_row(split, events.num_rows)
     keys = sorted({(int(rank[i]), int(device[i]), str(names[i])) for i in rows})
-    records: list[dict[str, int | str]] = []
+    records: list[dict[str, Any]] = []
     for r, d, name in keys:
         sel = rows[(rank[rows] == r) & (device[rows] == d) & (names[rows] == name)]
         dur = end[sel] - start[sel]
         known = nbytes[sel][nbytes[sel] >= 0]
+        waited = int(wait[sel].sum())
+        total = int(dur.sum())
+        collective = split_of["collective"][sel[0]]
+        group = int(split_of["group_size"][sel].max())
+        moved = split_of["bytes"][sel]
+        transfer = total - waited
+        bus = (
+            float(moved.sum()) * bus_factor(collective, group) / transfer
+            if (moved > 0).all() and transfer > 0 and group > 1
+            else float("nan")
+        )
         records.append(
             {
                 "rank": r,
@@ -60,9 +88,30 @@ def communication(events: pa.Table) -> pa.Table:
                 "overlapped_ns": int(overlapped[sel].sum()),
                 "exposed_ns": int(dur.sum() - overlapped[sel].sum()),
                 "bytes": int(known.sum()) if known.size else -1,
+                "collective": collective,
+                "group_size": group,
+                "wait_ns": waited,
+                "transfer_ns": transfer,
+                "wait_pct": round(100.0 * waited / total, 2) if total > 0 else 0.0,
+                "bus_gbps": bus,
+                "split": "+".join(sorted({str(split_of["source"][i]) for i in sel})),
             }
         )
     records.sort(
         key=lambda x: (int(x["rank"]), int(x["device"]), -int(x["total_ns"]), str(x["name"]))
     )
     return pa.Table.from_pylist(records, schema=COMMUNICATION_SCHEMA)
+
+
+def _per_row(split: CommSplit | None, rows: int) -> dict[str, np.ndarray]:
+    """The split's per-task figures laid out per row of the events table."""
+    collective = np.full(rows, None, dtype=object)
+    source = np.full(rows, UNKNOWN, dtype=object)
+    group = np.zeros(rows, dtype=np.int64)
+    moved = np.full(rows, -1, dtype=np.int64)
+    if split is not None and split.rows.size:
+        collective[split.rows] = np.asarray(split.collective, dtype=object)
+        source[split.rows] = np.asarray(split.source, dtype=object)
+        group[split.rows] = split.group_size
+        moved[split.rows] = split.bytes
+    return {"collective": collective, "source": source, "group_size": group, "bytes": moved}

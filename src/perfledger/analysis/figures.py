@@ -61,7 +61,8 @@ def step_time_ms(step_trace: pa.Table, step_count: int) -> float | None:
 
 def utilization_pct(step_trace: pa.Table) -> float | None:
     """Device utilisation: the share of the accounted windows (every rank, device and step)
-    in which a device task ran, in %; None for a host-only profile or no window."""
+    in which the device worked — computed or moved data — in %: busy time less the exposed
+    communication spent waiting for peers. None for a host-only profile or no window."""
     if is_host_only(step_trace):
         return None
     rows = window_rows(step_trace)
@@ -69,7 +70,12 @@ def utilization_pct(step_trace: pa.Table) -> float | None:
     if wall <= 0:
         return None
     idle = float(pc.sum(rows.column("idle_ns")).as_py() or 0)
-    return 100.0 * (wall - idle) / wall
+    waiting = (
+        float(pc.sum(rows.column("communication_wait_ns")).as_py() or 0)
+        if "communication_wait_ns" in rows.column_names
+        else 0.0
+    )
+    return 100.0 * (wall - idle - waiting) / wall
 
 
 def compute_pct(step_trace: pa.Table) -> float | None:

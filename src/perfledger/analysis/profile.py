@@ -50,7 +50,7 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     launches = launch_starts(trace.events)
     plan = step_plan(trace.events, launches, where=where)
     events = assign_steps(trace.events, plan.windows, launches)
-    split = comm_split(events, peer_link_gbps(device_from_meta(trace.meta)))
+    split = comm_split(events, peer_link_gbps(device_from_meta(trace.meta)), _group_size(trace))
     accounting = device_accounting(
         events, plan.windows, launches, split.wait_by_row(events.num_rows)
     )
@@ -154,6 +154,35 @@ def profile_of_rank(rank: RankAnalysis, counters: pa.Table | None = None) -> Pro
     return profile_of((rank,), tables, DEFAULT_EXCESS_PCT, time.perf_counter())
 
 
+def _group_size(trace: Trace) -> int:
+    """The ranks a collective spans when its task does not say: the largest group of the
+    source's communication matrix, else HCCL's rank count, else the job's world size (0:
+    unknown)."""
+    matrix = trace.communication_matrix
+    if matrix is not None and matrix.num_rows:
+        members = pa.concat_arrays(
+            [matrix.column("src_rank").combine_chunks(), matrix.column("dst_rank").combine_chunks()]
+        )
+        groups = pa.concat_arrays([matrix.column("group").combine_chunks()] * 2)
+        sizes = (
+            pa.table({"group": groups, "member": members})
+            .group_by("group", use_threads=False)
+            .aggregate([("member", "count_distinct")])
+        )
+        return int(pc.max(sizes.column("member_count_distinct")).as_py() or 0)
+    for key in ("hccl_ranks", "world_size"):
+        value = trace.meta.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def profile_communication(ranks: Sequence[RankAnalysis]) -> pa.Table:
+    """communication.csv's rows of every rank, each from its own events and split."""
+    tables = [communication(r.events, r.comm) for r in ranks]
+    return pa.concat_tables(tables) if tables else communication(schema.empty_events())
+
+
 def profile_of(
     ranks: tuple[RankAnalysis, ...],
     counters: Sequence[pa.Table],
@@ -179,7 +208,7 @@ def profile_of(
         api_statistic=ops.api_statistic(events),
         device_links=linked,
         transfers=transfers(events),
-        communication=communication(events),
+        communication=profile_communication(ranks),
         gap_report=gap_report(gaps, events),
         timings={
             "accounting_s": accounted - started,

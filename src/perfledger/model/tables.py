@@ -136,5 +136,13 @@ COMMUNICATION_SCHEMA: Final = pa.schema(
         pa.field("overlapped_ns", pa.int64()),
         pa.field("exposed_ns", pa.int64()),
         pa.field("bytes", pa.int64()),
+        # added in 0.2: what the tasks do, how long they waited for peers, the bandwidth
+        pa.field("collective", pa.string()),
+        pa.field("group_size", pa.int64()),
+        pa.field("wait_ns", pa.int64()),
+        pa.field("transfer_ns", pa.int64()),
+        pa.field("wait_pct", pa.float64()),
+        pa.field("bus_gbps", pa.float64()),
+        pa.field("split", pa.string()),
     ]
 )

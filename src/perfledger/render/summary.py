@@ -160,6 +160,8 @@ def _device_headline(w: WindowAccount) -> dict[str, Any]:
         "utilization_pct": _pct(w.busy_ns, w.wall_ns),
         "compute_ms": _ms(w.compute_ns),
         "communication_ms": _ms(w.communication_ns),
+        "communication_wait_ms": _ms(w.communication_wait_ns),
+        "communication_transfer_ms": _ms(w.communication_transfer_ns),
         "overlapped_communication_ms": _ms(w.overlapped_communication_ns),
         "memcpy_ms": _ms(w.memcpy_ns),
         "memset_ms": _ms(w.memset_ns),

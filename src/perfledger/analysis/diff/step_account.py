@@ -29,6 +29,8 @@ from perfledger.model.accounts import IDLE_CAUSES
 DEVICE_CATEGORIES: Final = (
     "compute",
     "communication",
+    "communication_wait",
+    "communication_transfer",
     "overlapped_communication",
     "memcpy",
     "memset",

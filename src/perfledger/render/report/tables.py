@@ -24,7 +24,8 @@ from perfledger.render.report.rows import PreparedRows, int64, take
 _INSTANT_COLUMNS: Final = frozenset({"start_ns", "end_ns", "launch_ns", "ts_ns", "launch_start_ns"})
 _ACCOUNT_SERIES: Final = (
     ("compute", "compute_ns"),
-    ("communication", "communication_ns"),
+    ("communication: waiting", "communication_wait_ns"),
+    ("communication: transfer", "communication_transfer_ns"),
     ("memcpy", "memcpy_ns"),
     ("memset", "memset_ns"),
     *((f"idle: {cause}", f"idle_{cause}_ns") for cause in IDLE_CAUSES),

@@ -11,6 +11,8 @@
   var CATEGORY_COLOURS = {
     "compute": "#2e7d32",
     "communication": "#1565c0",
+    "communication: waiting": "#90caf9",
+    "communication: transfer": "#1565c0",
     "memcpy": "#6a1b9a",
     "memset": "#ad1457",
     "idle: host_dispatch": "#d32f2f",
