@@ -80,6 +80,7 @@ def collectives(rows: list[tuple[int, str, int]]) -> pa.Table:
             "start_ns": [t * MS for _, _, t in rows],
             "dur_ns": [MS] * len(rows),
             "wait_ns": [-1] * len(rows),
+            "row": list(range(len(rows))),
         },
         schema=COLLECTIVES_SCHEMA,
     )

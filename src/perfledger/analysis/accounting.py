@@ -14,7 +14,7 @@ The definitions are DESIGN.md's ("Time accounting"), implemented exactly and in 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -431,3 +431,48 @@ def host_accounting(
         account.self_check()
         rows.append(account)
     return tuple(rows)
+
+
+def split_communication(
+    events: pa.Table, windows: Sequence[WindowAccount], comm_wait: Int64Array
+) -> tuple[WindowAccount, ...]:
+    """The accounts with their exposed communication split again by new waits (``comm_wait``:
+    per row of ``events``, how long a communication task waited for its peers at its start):
+    the waits the cluster pass measures across ranks. Every other figure stays."""
+    devices = _device_tasks(events, launch_starts(events), comm_wait)
+    annotations = step_annotations(events)
+    cut_ns = annotations[-1][1] if len(annotations) >= 2 else None
+    result = list(windows)
+    for device, tasks in devices.items():
+        for span in (False, True):
+            mine = [
+                i
+                for i, w in enumerate(windows)
+                if w.device == device and (w.step == SPAN_STEP) == span
+            ]
+            if mine:
+                counted = _span(tasks, cut_ns)[0] if span else tasks
+                _resplit(result, mine, counted)
+    return tuple(result)
+
+
+def _resplit(accounts: list[WindowAccount], mine: list[int], tasks: _DeviceTasks) -> None:
+    """Split the exposed communication of ``accounts[mine]`` (one device's) by the tasks'
+    waits, in place."""
+    starts = np.array([accounts[i].start_ns for i in mine], dtype=np.int64)
+    ends = np.array([accounts[i].end_ns for i in mine], dtype=np.int64)
+    is_kernel = tasks.kind == schema.KERNEL
+    is_comm = tasks.kind == schema.COMM
+    compute = union(tasks.start[is_kernel], tasks.end[is_kernel])
+    transfer = union(tasks.start[is_comm] + tasks.wait[is_comm], tasks.end[is_comm])
+    c1 = compute.covered(starts, ends)
+    exposed_transfer = merge(compute, transfer).covered(starts, ends) - c1
+    for j, i in enumerate(mine):
+        account = accounts[i]
+        moved = int(exposed_transfer[j])
+        accounts[i] = replace(
+            account,
+            communication_wait_ns=account.communication_ns - moved,
+            communication_transfer_ns=moved,
+        )
+        accounts[i].self_check()

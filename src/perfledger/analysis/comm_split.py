@@ -15,7 +15,9 @@ gives how long it waited at its start, from the best source the trace has:
 - ``unknown``: neither: the whole task counts as transfer.
 
 The cluster pass replaces the estimates of ranks profiled together by the waits it measures
-across ranks (``aligned``, :mod:`perfledger.analysis.cluster.arrivals`).
+across ranks (``aligned``, :mod:`perfledger.analysis.cluster.arrivals`); when the group has
+members that were not profiled, the measured wait is only a lower bound (``aligned_partial``)
+and an estimate that waits longer is kept.
 
 Pure functions; vectorised over the tasks (there are few: a handful per step).
 """
@@ -39,9 +41,12 @@ IntArray = npt.NDArray[np.int64]
 
 MEASURED: Final = "measured"
 ALIGNED: Final = "aligned"
+# aligned across the profiled ranks of a group that has more members: a lower bound of the
+# wait, since an unprofiled member may arrive later still
+ALIGNED_PARTIAL: Final = "aligned_partial"
 ESTIMATED: Final = "estimated"
 UNKNOWN: Final = "unknown"
-SOURCES: Final = (MEASURED, ALIGNED, ESTIMATED, UNKNOWN)
+SOURCES: Final = (MEASURED, ALIGNED, ALIGNED_PARTIAL, ESTIMATED, UNKNOWN)
 
 # nccl-tests' bus bandwidth factors: the share of the message each rank sends per direction.
 _COLLECTIVES: Final = (

@@ -15,8 +15,8 @@ total time descending:
     wait_pct      -- wait_ns / total_ns, %,
     bus_gbps      -- achieved bus bandwidth over the transfer (nccl-tests' busbw: bytes times
                      the collective's factor over transfer_ns; NaN when bytes are unknown),
-    split         -- where the waits come from: measured, aligned, estimated, unknown (or
-                     several, joined by "+").
+    split         -- where the waits come from: measured, aligned, aligned_partial,
+                     estimated, unknown (or several, joined by "+").
 """
 
 from __future__ import annotations

@@ -8,20 +8,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import ops
-from perfledger.analysis.accounting import device_accounting
-from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT, cluster_report
+from perfledger.analysis.accounting import device_accounting, split_communication
+from perfledger.analysis.cluster.arrivals import Arrivals, align_arrivals
+from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT, cluster_report, step_kernels
 from perfledger.analysis.cluster.collectives import (
     collective_tasks,
     communication_matrix,
     link_usage,
 )
-from perfledger.analysis.comm_split import comm_split
+from perfledger.analysis.comm_split import (
+    ALIGNED,
+    ALIGNED_PARTIAL,
+    ESTIMATED,
+    MEASURED,
+    comm_split,
+)
 from perfledger.analysis.communication import communication
 from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.quality import rank_checks, relinked_tasks
@@ -183,12 +191,62 @@ def profile_communication(ranks: Sequence[RankAnalysis]) -> pa.Table:
     return pa.concat_tables(tables) if tables else communication(schema.empty_events())
 
 
+def align_ranks(
+    ranks: Sequence[RankAnalysis], collectives: pa.Table | None = None
+) -> tuple[tuple[RankAnalysis, ...], Arrivals]:
+    """The ranks with their communication waits measured across ranks, and the arrivals.
+
+    Each rank's collectives (``collectives``: every rank's, rows of its own events; default
+    taken from the ranks) are matched across the ranks and their clocks aligned
+    (:func:`perfledger.analysis.cluster.arrivals.align_arrivals`); a task whose wait was
+    estimated or unknown takes the wait measured so (``aligned``; ``aligned_partial`` when its
+    group has members that were not profiled, unless its estimate waits longer) and its rank's
+    exposed communication is split again. The collective library's own figures stay.
+    """
+    if len(ranks) < 2:
+        return tuple(ranks), Arrivals()
+    if collectives is None:
+        collectives = pa.concat_tables([collective_tasks(r.events) for r in ranks])
+    arrivals = align_arrivals(collectives, [r.rank for r in ranks])
+    aligned = []
+    for rank in ranks:
+        empty = np.zeros(0, np.int64)
+        rows, waits = arrivals.waits.get(rank.rank, (empty, empty))
+        split = rank.comm
+        if split is None or rows.size == 0:
+            aligned.append(rank)
+            continue
+        position = np.searchsorted(split.rows, rows)
+        known = (position < split.rows.size) & (
+            split.rows[np.minimum(position, split.rows.size - 1)] == rows
+        )
+        wait = split.wait_ns.copy()
+        source = list(split.source)
+        profiled = len(ranks)
+        for p, w in zip(position[known].tolist(), waits[known].tolist(), strict=True):
+            if source[p] == MEASURED:
+                continue
+            partial = split.group_size[p] > profiled
+            if partial and source[p] == ESTIMATED and wait[p] > w:
+                continue  # the profiled peers explain less than the estimate does
+            wait[p], source[p] = w, ALIGNED_PARTIAL if partial else ALIGNED
+        new_split = replace(split, wait_ns=wait, source=tuple(source))
+        windows = split_communication(
+            rank.events, rank.accounting.windows, new_split.wait_by_row(rank.events.num_rows)
+        )
+        aligned.append(
+            replace(rank, comm=new_split, accounting=replace(rank.accounting, windows=windows))
+        )
+    return tuple(aligned), arrivals
+
+
 def profile_of(
     ranks: tuple[RankAnalysis, ...],
     counters: Sequence[pa.Table],
     slow_rank_excess_pct: float,
     started: float,
 ) -> ProfileAnalysis:
+    ranks, arrivals = align_ranks(ranks)
     events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
     gaps = profile_gaps(ranks)
     accounted = time.perf_counter()
@@ -216,9 +274,12 @@ def profile_of(
         },
         cluster=cluster_pass(
             ranks,
-            collective_tasks(events) if len(ranks) > 1 else COLLECTIVES_SCHEMA.empty_table(),
+            pa.concat_tables([collective_tasks(r.events) for r in ranks])
+            if len(ranks) > 1
+            else COLLECTIVES_SCHEMA.empty_table(),
             link_usage(events) if len(ranks) > 1 else None,
             slow_rank_excess_pct,
+            arrivals.offsets_ns,
         ),
     )
 
@@ -228,8 +289,11 @@ def cluster_pass(
     collectives: pa.Table,
     links: pa.Table | None,
     excess_pct: float,
+    offsets_ns: dict[int, int] | None = None,
 ) -> ClusterReport | None:
-    """The cluster pass over the ranks' accounts; None for a single rank or a host-only run."""
+    """The cluster pass over the ranks' accounts; None for a single rank or a host-only run.
+    ``offsets_ns``: the ranks' clock offsets (:func:`align_ranks`), applied before arrivals
+    are compared."""
     windows = [w for r in ranks for w in r.accounting.windows]
     if len(ranks) < 2 or not windows:
         return None
@@ -243,6 +307,8 @@ def cluster_pass(
         ranks=[r.rank for r in ranks],
         excess_pct=excess_pct,
         matrix=communication_matrix(matrices) if matrices else None,
+        offsets_ns=offsets_ns,
+        kernels=pa.concat_tables([step_kernels(r.rank, r.events) for r in ranks]),
     )
 
 

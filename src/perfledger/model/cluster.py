@@ -17,6 +17,7 @@ COLLECTIVES_SCHEMA: Final = pa.schema(
         pa.field("start_ns", pa.int64()),
         pa.field("dur_ns", pa.int64()),
         pa.field("wait_ns", pa.int64()),
+        pa.field("row", pa.int64()),  # the task's row in its rank's events table
     ]
 )
 
@@ -132,6 +133,12 @@ class RankAccount:
     memcpy_ns: int
     memset_ns: int
     idle_ns: int
+    # added with the communication split and the idle causes, for the slow rank's cause
+    communication_wait_ns: int = 0
+    idle_host_dispatch_ns: int = 0
+    idle_sync_ns: int = 0
+    idle_dataloader_ns: int = 0
+    idle_launch_latency_ns: int = 0
 
     def per_window(self, category: str) -> float:
         """Mean ns per window of ``category`` (wall, compute, communication, ...)."""
@@ -161,12 +168,25 @@ class Spread:
         return 100.0 * (self.max_ns - self.min_ns) / self.mean_ns if self.mean_ns > 0 else 0.0
 
 
+# What a slow rank can be doing while the others wait, by the account category that shows it
+# (DESIGN's causes, with UNPROFILED_PEER for a late rank outside the profile).
+SLOW_CAUSES: Final = {
+    "idle_dataloader": "data loader",
+    "idle_host_dispatch": "host dispatch",
+    "idle_sync": "sync",
+    "compute": "compute",
+    "copies": "copies",
+}
+UNPROFILED_PEER: Final = "unprofiled peer"
+
+
 @dataclass(frozen=True)
 class SlowRank:
     """A rank suspected of holding the others back, with the figures that say so (per window).
 
-    ``wait_caused_ns`` is how much longer the other ranks sit in exposed communication than
-    this one (their median minus its own): the time they wait for it.
+    ``wait_caused_ns`` is how much longer the other ranks wait for peers in collectives than
+    this one (their median minus its own; their exposed communication when the trace cannot
+    split it into waiting and transfer): the time they wait for it.
     """
 
     rank: int
@@ -181,6 +201,15 @@ class SlowRank:
     others_communication_ns: float
     last_arrivals: int  # aligned collectives it arrived last at (0 when none aligned)
     collectives: int
+    # what the rank did instead while the others waited: the category of its time account
+    # that exceeds the other ranks' median the most (SLOW_CAUSES), and by how much per window
+    cause: str = SLOW_CAUSES["compute"]
+    wait_ns: float = 0.0  # its waiting for peers per window (exposed communication if unsplit)
+    others_wait_ns: float = 0.0  # the other ranks' median of it
+    cause_excess_ns: float = 0.0
+    # when the cause is more compute: the kernels it spends longer in than the others'
+    # median, (name, ns per window more), most first
+    cause_ops: tuple[tuple[str, float], ...] = ()
 
     @property
     def excess_pct(self) -> float:
@@ -202,6 +231,13 @@ class SlowRank:
             "others_communication_ms": _ms(self.others_communication_ns),
             "last_arrivals": self.last_arrivals,
             "aligned_collectives": self.collectives,
+            "collectives": self.collectives,
+            "late_per_step_ms": _ms(self.wait_caused_ns),
+            "wait_ms": _ms(self.wait_ns),
+            "others_wait_ms": _ms(self.others_wait_ns),
+            "cause": self.cause,
+            "cause_excess_ms": _ms(self.cause_excess_ns),
+            "cause_ops": [{"name": n, "excess_ms": _ms(ns)} for n, ns in self.cause_ops],
         }
 
 
@@ -224,6 +260,8 @@ class ClusterReport:
     matrix: pa.Table = field(default_factory=MATRIX_SCHEMA.empty_table)  # MATRIX_SCHEMA
     # the matrix's pairs far below their transport's median bandwidth, slowest first
     slow_links: pa.Table = field(default_factory=MATRIX_SCHEMA.empty_table)  # MATRIX_SCHEMA
+    # per rank, how far its clock runs ahead of the first rank's (from the collectives' ends)
+    clock_offsets_ns: dict[int, int] = field(default_factory=dict)
 
     def spread(self, category: str) -> Spread | None:
         """The spread of one category, None when absent."""

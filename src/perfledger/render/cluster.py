@@ -69,6 +69,9 @@ def cluster_summary_document(
         "tool_version": __version__,
         "ranks": list(report.ranks),
         "compared": report.basis,
+        # per rank, how far its clock runs ahead of the first rank's, found from the ends of
+        # the collectives matched across ranks (0 for every rank when none matched)
+        "clock_offsets_ns": {str(r): int(report.clock_offsets_ns.get(r, 0)) for r in report.ranks},
         "per_rank": [_per_rank(a) for a in report.per_rank],
         "slow_ranks": [s.rank for s in report.slow_ranks],
         "slow_rank_evidence": [s.evidence() for s in report.slow_ranks],

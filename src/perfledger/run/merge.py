@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pyarrow as pa
 
 from perfledger.analysis import ops
+from perfledger.analysis.advisor import realigned_advice
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
 from perfledger.analysis.cluster.merge import merge_gap_reports
-from perfledger.analysis.profile import cluster_pass, profile_gaps, steps_table
+from perfledger.analysis.profile import (
+    align_ranks,
+    cluster_pass,
+    profile_communication,
+    profile_gaps,
+    steps_table,
+)
 from perfledger.analysis.transfers import transfers_from_spellings
 from perfledger.model import schema
 from perfledger.model.accounts import Accounting
@@ -68,10 +76,18 @@ def analysis_from_results(
                 accounting=accounting,
                 annotated_steps=result.annotated_steps,
                 quality=result.quality,
+                comm=result.comm,
             )
         )
         summaries.append(tables["op_summary"])
         details.append(tables["kernel_details"])
+    collectives = pa.concat_tables([r.collectives for r in results])
+    aligned, arrivals = align_ranks(ranks, collectives)
+    if arrivals.matched:  # waits measured across ranks: their communication split again
+        ranks = list(aligned)
+        communication = profile_communication(ranks)
+    else:
+        communication = pa.concat_tables([r.communication for r in results])
     events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
     all_counters = [r.trace.counters for r in ranks]
     if counters is not None:
@@ -80,9 +96,8 @@ def analysis_from_results(
     # tasks it contributes no row, as in the whole-profile summary.
     device_summaries = [t for t in summaries if "self_ns" not in t.column_names]
     summary = pa.concat_tables(device_summaries or summaries)
-    collectives = pa.concat_tables([r.collectives for r in results])
     links = pa.concat_tables([r.links for r in results])
-    return ProfileAnalysis(
+    analysis = ProfileAnalysis(
         ranks=tuple(ranks),
         events=events,
         counters=pa.concat_tables(all_counters) if all_counters else schema.empty_counters(),
@@ -93,13 +108,16 @@ def analysis_from_results(
         kernel_details=pa.concat_tables(details),
         api_statistic=ops.merge_api_statistics([r.api_statistic for r in results]),
         transfers=transfers_from_spellings([r.copy_spellings for r in results]),
-        communication=pa.concat_tables([r.communication for r in results]),
+        communication=communication,
         gap_report=merge_gap_reports([r.gap_report for r in results]),
         timings={"merge_s": time.perf_counter() - started},
-        cluster=cluster_pass(ranks, collectives, links, slow_rank_excess_pct),
+        cluster=cluster_pass(ranks, collectives, links, slow_rank_excess_pct, arrivals.offsets_ns),
         rank_advice=_advice_of(results),
         skipped_ranks=tuple(_skipped(f) for f in failures),
     )
+    if arrivals.matched:  # the split changed after the rank tasks diagnosed their ranks
+        analysis = replace(analysis, rank_advice=realigned_advice(analysis))
+    return analysis
 
 
 def _skipped(failure: RankFailure) -> QualityCheck:

@@ -39,6 +39,7 @@ from perfledger.errors import PerfledgerError
 from perfledger.files import replacing
 from perfledger.memory import release_freed_memory
 from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccount
+from perfledger.model.comm import CommSplit
 from perfledger.model.gaps import GapReport
 from perfledger.model.quality import QualityCheck
 from perfledger.model.trace import Trace
@@ -122,6 +123,7 @@ class RankResult:
     raw_copies: dict[Path, Path] = field(default_factory=dict)
     advice: RankAdvice | None = None
     quality: tuple[QualityCheck, ...] = ()
+    comm: CommSplit | None = None  # the rank's communication split
     timings: dict[str, float] = field(default_factory=dict)
     peak_rss_bytes: int = 0
     worker: str = ""
@@ -251,6 +253,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         raw_copies=copies,
         advice=advice,
         quality=rank_analysis.quality,
+        comm=rank_analysis.comm,
         timings={
             "import_s": imported - started,
             "analysis_s": analysed - imported,

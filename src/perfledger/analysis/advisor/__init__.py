@@ -10,6 +10,7 @@ fire; :func:`skipped_rules` says which and why.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from perfledger.analysis.advisor import (
@@ -31,7 +32,8 @@ from perfledger.analysis.advisor import (
 )
 from perfledger.analysis.advisor.base import Rule
 from perfledger.analysis.advisor.context import AdvisorContext
-from perfledger.analysis.advisor.ranks import PROFILE_RULES, merge_rank_findings
+from perfledger.analysis.advisor.ranks import PROFILE_RULES, SPLIT_RULES, merge_rank_findings
+from perfledger.analysis.profile import rank_profile
 from perfledger.model.findings import (
     AdvisorConfig,
     AdvisorReport,
@@ -157,12 +159,37 @@ def _rank_advice(
     analysis: ProfileAnalysis, config: AdvisorConfig, rules: Sequence[Rule]
 ) -> list[RankAdvice]:
     """Each rank's advice, diagnosed here rank by rank."""
-    from perfledger.analysis.profile import rank_profile
-
     return [
         diagnose_rank(rank_profile(analysis, position), config, rules=rules)
         for position in range(len(analysis.ranks))
     ]
+
+
+def realigned_advice(analysis: ProfileAnalysis) -> tuple[RankAdvice, ...] | None:
+    """The rank tasks' advice with the findings of the rules that read the communication split
+    (:data:`~perfledger.analysis.advisor.ranks.SPLIT_RULES`) made again on each rank of
+    ``analysis``, whose waits the cluster pass measured across ranks after the tasks ran."""
+    made = analysis.rank_advice
+    if made is None:
+        return None
+    rules = [r for r in RULES if r.id in SPLIT_RULES]
+    position = {r.rank: i for i, r in enumerate(analysis.ranks)}
+    refreshed = []
+    for advice in made:
+        if advice.rank not in position:
+            refreshed.append(advice)
+            continue
+        report = diagnose(rank_profile(analysis, position[advice.rank]), advice.config, rules=rules)
+        refreshed.append(
+            replace(
+                advice,
+                findings=tuple(f for f in advice.findings if f.id not in SPLIT_RULES)
+                + report.findings,
+                skipped=tuple(s for s in advice.skipped if s.rule not in SPLIT_RULES)
+                + report.skipped,
+            )
+        )
+    return tuple(refreshed)
 
 
 def advise(

@@ -171,16 +171,6 @@ class AdvisorContext:
         return device_tasks(self.analysis.events, self.analysis.device_links)
 
     @cached_property
-    def rank_offsets(self) -> dict[int, int]:
-        """Row of each rank's first event in ProfileAnalysis.events (ranks are concatenated)."""
-        offsets: dict[int, int] = {}
-        position = 0
-        for rank_analysis in self.analysis.ranks:
-            offsets.setdefault(rank_analysis.rank, position)
-            position += rank_analysis.events.num_rows
-        return offsets
-
-    @cached_property
     def gap_task_rows(self) -> IntArray:
         """For each row of ProfileAnalysis.gaps, the row in ProfileAnalysis.events of the task
         that ends the gap (-1: none). ``next_task`` counts within the rank's own events."""

@@ -1,10 +1,10 @@
 """The advisor on a profile of several ranks: each rank diagnosed on its own, findings merged.
 
 Every rule but the profile-wide ones (:data:`PROFILE_RULES`: the run's profiler overhead and
-the cluster pass's slow rank and load imbalance) reads one rank's events; run on all ranks at
-once it would hold every rank's derived tables in one process. So each rank is diagnosed alone
-— in the rank's own task when ranks are analysed as tasks — and only its findings travel: a
-:class:`RankAdvice`, a few kB.
+the cluster pass's slow rank and load imbalance) reads one rank's events;
+run on all ranks at once it would hold every rank's derived tables in one process. So each
+rank is diagnosed alone — in the rank's own task when ranks are analysed as tasks — and only
+its findings travel: a :class:`RankAdvice`, a few kB.
 
 How findings of one rule on several ranks become one finding of the profile:
 
@@ -19,6 +19,9 @@ How findings of one rule on several ranks become one finding of the profile:
 - its timeline spans are the worst rank's, then the other firing ranks' (by severity), each
   rank's as its own finding gave them, at most :data:`MERGED_SPANS` in all;
 - a rule is reported skipped only when every rank skipped it (the first rank's reason).
+
+The rules that read the communication split (:data:`SPLIT_RULES`) are diagnosed again on each
+rank once the cluster pass has measured the waits across ranks, which the rank tasks cannot.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from perfledger.model.findings import MAX_SPANS, Finding, RankAdvice, Skipped, p
 
 # Rules that read the whole profile, not one rank: run once, over every rank.
 PROFILE_RULES: Final = frozenset({"profiler_overhead_high", "slow_rank", "load_imbalance"})
+# Rank rules that read the communication split, which the cluster pass measures again across
+# ranks after the rank tasks ran: their findings are made again on the aligned ranks.
+SPLIT_RULES: Final = frozenset({"exposed_communication"})
 # Spans a merged finding keeps: summary.json and the timeline's finding track stay small on
 # runs of hundreds of ranks (five times what one finding is meant to carry).
 MERGED_SPANS: Final = 5 * MAX_SPANS

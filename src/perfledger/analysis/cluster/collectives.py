@@ -5,7 +5,8 @@
 the cluster pass instead of its events:
     rank, device, step, name, start_ns, dur_ns,
     wait_ns -- the collective library's own figure of time spent waiting for peers (HCCL's
-               "Wait Time" from Ascend's communication.json), -1 when the source has none.
+               "Wait Time" from Ascend's communication.json), -1 when the source has none,
+    row     -- the task's row in the events table it was taken from.
 
 ``link_usage(events)`` sums the transport links a collective used (HCCS, PCIE, RDMA, SDMA, SIO
 from Ascend's communication.json) per rank, one row per (rank, link) in :data:`LINKS_SCHEMA`.
@@ -24,7 +25,7 @@ machine, or clocks synchronised by NTP/PTP); the last-arrival vote is less sensi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import duckdb
@@ -62,13 +63,15 @@ def collective_tasks(events: pa.Table) -> pa.Table:
             "start_ns": events["start_ns"].take(rows),
             "dur_ns": events["dur_ns"].take(rows),
             "args": pc.cast(events["args"].take(rows), pa.string()),
+            "row": rows,
         }
     )
     query = """
         SELECT rank, device, step, name, start_ns, dur_ns,
                coalesce(TRY_CAST(CASE WHEN json_valid(args)
                                  THEN json_extract(args, '$.hccl.wait_ns') END AS BIGINT),
-                        -1) AS wait_ns
+                        -1) AS wait_ns,
+               row
         FROM comm ORDER BY rank, start_ns, device, name
     """
     with duckdb.connect() as con:
@@ -123,12 +126,17 @@ def link_usage(events: pa.Table) -> pa.Table:
         return con.sql(query).to_arrow_table().cast(LINKS_SCHEMA)
 
 
-def align_collectives(tasks: pa.Table, ranks: Sequence[int]) -> CollectiveAlignment:
-    """Match collectives across ``ranks`` by name and occurrence (see the module doc)."""
+def align_collectives(
+    tasks: pa.Table, ranks: Sequence[int], offsets_ns: Mapping[int, int] | None = None
+) -> CollectiveAlignment:
+    """Match collectives across ``ranks`` by name and occurrence (see the module doc); the
+    ranks' clock offsets (``offsets_ns``) are taken off their start times first."""
     rank_list = sorted(set(ranks))
     position = {r: i for i, r in enumerate(rank_list)}
     rank = np.asarray(tasks["rank"], dtype=np.int64)
     start = np.asarray(tasks["start_ns"], dtype=np.int64)
+    if offsets_ns:
+        start = start - np.array([offsets_ns.get(int(r), 0) for r in rank], dtype=np.int64)
     step = np.asarray(tasks["step"], dtype=np.int64)
     wait = np.asarray(tasks["wait_ns"], dtype=np.int64)
     names = tasks["name"].to_numpy(zero_copy_only=False)
