@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import copy
 import json
 import tempfile
 from pathlib import Path
@@ -147,7 +148,7 @@ def test_dropped_or_retyped_keys(
         if replacement is None:
             target.pop(key, None)
         else:
-            target[key] = replacement
+            target[key] = copy.deepcopy(replacement)  # never the same object twice
     _check(json.dumps(doc).encode(), ".json")
 
 

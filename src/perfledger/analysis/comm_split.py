@@ -8,7 +8,9 @@ gives how long it waited at its start, from the best source the trace has:
 - ``measured``: the collective library's own split (HCCL's communication.json / analysis.db on
   Ascend): transit is transfer, the rest of the op's elapsed time (wait and idle) is waiting;
 - ``estimated``: one rank without peers, a task whose message size is known (``In msg
-  nelems`` and ``dtype`` of a Kineto NCCL kernel): transfer is the bytes the algorithm moves
+  nelems`` and ``dtype`` of a Kineto NCCL kernel, else the ``Input Dims`` and ``Input type``
+  of the ``nccl:<collective>`` annotation its launch ran in — an all-gather's message being
+  the shards of every rank): transfer is the bytes the algorithm moves
   over the link's bandwidth per direction (nccl-tests' bus bandwidth: 2(n-1)/n of the message
   for an all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, all of it for
   broadcast, reduce and point-to-point), capped by the task's duration;
@@ -34,6 +36,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
+from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
 from perfledger.model.comm import CommSplit
 
@@ -62,8 +65,10 @@ _DTYPE_BYTES: Final = {
     "float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "c10::bfloat16": 2,
     "c10::half": 2, "double": 8, "float64": 8, "int": 4, "int32": 4, "int64": 8, "long": 8,
     "int8": 1, "uint8": 1, "char": 1, "byte": 1, "bool": 1, "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
+    "float8_e5m2": 1, "signed char": 1, "unsigned char": 1, "short": 2, "int16": 2,
+    "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
 }  # fmt: skip
+_ANNOTATION_PREFIX: Final = "nccl:"  # ProcessGroupNCCL's record_function: nccl:all_reduce
 
 
 def collective_type(name: str) -> str | None:
@@ -102,6 +107,7 @@ def comm_split(events: pa.Table, link_gbps: float = math.nan, default_group: int
     dur = columns.int64(taken, "dur_ns")
     names = columns.strings(taken, "name")
     nbytes = columns.int64(taken, "bytes").copy()
+    annotated = annotation_messages(events, rows)
     args = taken.column("args").to_pylist()
     wait = np.zeros(rows.size, dtype=np.int64)
     source: list[str] = []
@@ -110,12 +116,15 @@ def comm_split(events: pa.Table, link_gbps: float = math.nan, default_group: int
     for i, text in enumerate(args):  # a loop over collectives: a few per step
         fields = _args(text)
         hccl = fields.get("hccl")
-        kind = collective_type(str(fields.get("Collective name") or names[i]))
+        message, annotation = annotated[i]
+        kind = collective_type(str(fields.get("Collective name") or annotation or names[i]))
         collective.append(kind)
         size = _group_size(fields) or default_group
         group[i] = size
         if nbytes[i] < 0:
             nbytes[i] = _message_bytes(fields)
+        if nbytes[i] < 0 and message > 0:
+            nbytes[i] = message * size if kind == "all_gather" and size > 0 else message
         if isinstance(hccl, dict) and _number(hccl.get("elapse_ns")) > 0:
             elapse = _number(hccl["elapse_ns"])
             transit = min(max(_number(hccl.get("transit_ns")), 0.0), elapse)
@@ -130,6 +139,53 @@ def comm_split(events: pa.Table, link_gbps: float = math.nan, default_group: int
             source.append(UNKNOWN)
     wait = np.clip(wait, 0, dur)
     return CommSplit(rows, wait, tuple(source), tuple(collective), nbytes, group)
+
+
+def annotation_messages(events: pa.Table, rows: IntArray) -> list[tuple[int, str | None]]:
+    """Per communication task (``rows`` of ``events``): the bytes of the first input of the
+    ``nccl:<collective>`` annotation (record_function) its launch ran in, and the annotation's
+    name; (-1, None) when its launch is unknown or in no such annotation."""
+    found: list[tuple[int, str | None]] = [(-1, None)] * rows.size
+    names = columns.strings(events, "name")
+    is_annotation = columns.isin(events, "kind", [schema.ANNOTATION])
+    marks = np.flatnonzero(
+        is_annotation & np.array([str(n).startswith(_ANNOTATION_PREFIX) for n in names])
+    )
+    if marks.size == 0 or rows.size == 0:
+        return found
+    launch = launch_starts(events)[rows]
+    start = columns.int64(events, "start_ns")[marks]
+    end = start + columns.int64(events, "dur_ns")[marks]
+    order = np.argsort(start, kind="stable")
+    marks, start, end = marks[order], start[order], end[order]
+    at = np.searchsorted(start, launch, side="right") - 1
+    shapes = events.column("shapes")
+    dtypes = events.column("dtypes")
+    for i in np.flatnonzero((launch >= 0) & (at >= 0)).tolist():
+        j = int(at[i])
+        if launch[i] >= end[j]:
+            continue
+        row = int(marks[j])
+        name = str(names[row])[len(_ANNOTATION_PREFIX) :]
+        found[i] = (_tensor_bytes(shapes[row].as_py(), dtypes[row].as_py()), name)
+    return found
+
+
+def _tensor_bytes(shapes: str | None, dtypes: str | None) -> int:
+    """The bytes of the first tensor of a host op's ``Input Dims`` and ``Input type``."""
+    try:
+        dims = msgspec.json.decode((shapes or "").encode())
+        types = msgspec.json.decode((dtypes or "").encode())
+    except msgspec.DecodeError:
+        return -1
+    if not (isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]):
+        return -1
+    if not (isinstance(types, list) and types and isinstance(types[0], str)):
+        return -1
+    size = _DTYPE_BYTES.get(types[0].lower())
+    if size is None or not all(isinstance(d, int) and d >= 0 for d in dims[0]):
+        return -1
+    return math.prod(dims[0]) * size
 
 
 def _args(text: Any) -> dict[str, Any]:

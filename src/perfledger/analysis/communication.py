@@ -1,8 +1,8 @@
 """Communication tasks per operation: how long they ran and how much of it compute hid.
 
-``communication(events)`` returns :data:`COMMUNICATION_SCHEMA`, one row per (rank, device, name)
-of the communication tasks (NCCL / RCCL / HCCL / gloo kernels), sorted by rank, device, then
-total time descending:
+``communication(events)`` returns :data:`COMMUNICATION_SCHEMA`, one row per (rank, device, name,
+message size to within a factor of two: [2^k, 2^(k+1)) bytes) of the communication tasks (NCCL /
+RCCL / HCCL / gloo kernels), sorted by rank, device, then total time descending:
     rank, device, name, count, total_ns, avg_ns, max_ns,
     overlapped_ns -- time of these tasks under a kernel of the same device (hidden),
     exposed_ns    -- total_ns - overlapped_ns (summed per task: tasks of one name that run
@@ -13,25 +13,38 @@ total time descending:
     wait_ns       -- time spent waiting for peers (:mod:`perfledger.analysis.comm_split`),
     transfer_ns   -- total_ns - wait_ns,
     wait_pct      -- wait_ns / total_ns, %,
-    bus_gbps      -- achieved bus bandwidth over the transfer (nccl-tests' busbw: bytes times
-                     the collective's factor over transfer_ns; NaN when bytes are unknown),
+    bus_gbps      -- achieved bus bandwidth (nccl-tests' busbw: the messages' bytes times the
+                     collective's factor, over transfer_ns where the waits are measured or
+                     aligned, over total_ns — as nccl-tests times it — where they are
+                     estimated from the link or unknown; NaN when bytes are unknown),
     split         -- where the waits come from: measured, aligned, aligned_partial,
-                     estimated, unknown (or several, joined by "+").
+                     estimated, unknown (or several, joined by "+"),
+    message_bytes -- the median message of these tasks (-1: unknown),
+    algorithm     -- the algorithm and protocol NCCL/RCCL's kernel name says (RING_LL,
+                     TREE_SIMPLE, ...); null when it does not.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.comm_split import UNKNOWN, bus_factor
+from perfledger.analysis.comm_split import ALIGNED, ALIGNED_PARTIAL, MEASURED, UNKNOWN, bus_factor
 from perfledger.analysis.intervals import union
 from perfledger.model import schema
 from perfledger.model.comm import CommSplit
 from perfledger.model.tables import COMMUNICATION_SCHEMA
+
+# Waits found from the collective itself: the bus bandwidth is timed over the transfer.
+_MEASURED_WAITS: Final = frozenset({MEASURED, ALIGNED, ALIGNED_PARTIAL})
+_ALGORITHM: Final = re.compile(
+    r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)"
+    r"_(LL128|LL|SIMPLE)(?=[_(]|$)"
+)
 
 
 def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
@@ -46,7 +59,6 @@ def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
     device = columns.int64(events, "device")
     start = columns.int64(events, "start_ns")
     end = start + columns.int64(events, "dur_ns")
-    nbytes = columns.int64(events, "bytes")
     names = columns.strings(events, "name")
 
     overlapped = np.zeros(events.num_rows, dtype=np.int64)
@@ -58,22 +70,33 @@ def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
 
     rows = np.flatnonzero(is_comm)
     wait = split.wait_by_row(events.num_rows) if split is not None else np.zeros(events.num_rows)
-    split_of = _per_row(split, events.num_rows)
-    keys = sorted({(int(rank[i]), int(device[i]), str(names[i])) for i in rows})
+    split_of = _per_row(events, split)
+    message = split_of["bytes"]
+    size_class = np.where(message > 0, np.floor(np.log2(np.maximum(message, 1))), -1).astype(
+        np.int64
+    )
+    keys = sorted({(int(rank[i]), int(device[i]), str(names[i]), int(size_class[i])) for i in rows})
     records: list[dict[str, Any]] = []
-    for r, d, name in keys:
-        sel = rows[(rank[rows] == r) & (device[rows] == d) & (names[rows] == name)]
+    for r, d, name, size in keys:
+        sel = rows[
+            (rank[rows] == r)
+            & (device[rows] == d)
+            & (names[rows] == name)
+            & (size_class[rows] == size)
+        ]
         dur = end[sel] - start[sel]
-        known = nbytes[sel][nbytes[sel] >= 0]
         waited = int(wait[sel].sum())
         total = int(dur.sum())
         collective = split_of["collective"][sel[0]]
         group = int(split_of["group_size"][sel].max())
-        moved = split_of["bytes"][sel]
+        moved = message[sel]
+        known = moved[moved >= 0]
         transfer = total - waited
+        sources = {str(split_of["source"][i]) for i in sel}
+        timed = transfer if sources <= _MEASURED_WAITS else total
         bus = (
-            float(moved.sum()) * bus_factor(collective, group) / transfer
-            if (moved > 0).all() and transfer > 0 and group > 1
+            float(moved.sum()) * bus_factor(collective, group) / timed
+            if (moved > 0).all() and timed > 0 and group > 1
             else float("nan")
         )
         records.append(
@@ -94,21 +117,38 @@ def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
                 "transfer_ns": transfer,
                 "wait_pct": round(100.0 * waited / total, 2) if total > 0 else 0.0,
                 "bus_gbps": bus,
-                "split": "+".join(sorted({str(split_of["source"][i]) for i in sel})),
+                "split": "+".join(sorted(sources)),
+                "message_bytes": int(np.median(moved)) if size >= 0 else -1,
+                "algorithm": nccl_algorithm(name),
             }
         )
     records.sort(
-        key=lambda x: (int(x["rank"]), int(x["device"]), -int(x["total_ns"]), str(x["name"]))
+        key=lambda x: (
+            int(x["rank"]),
+            int(x["device"]),
+            -int(x["total_ns"]),
+            str(x["name"]),
+            int(x["message_bytes"]),
+        )
     )
     return pa.Table.from_pylist(records, schema=COMMUNICATION_SCHEMA)
 
 
-def _per_row(split: CommSplit | None, rows: int) -> dict[str, np.ndarray]:
-    """The split's per-task figures laid out per row of the events table."""
+def nccl_algorithm(name: str) -> str | None:
+    """The algorithm and protocol in an NCCL/RCCL kernel's name (``ncclKernel_AllReduce_
+    RING_LL_Sum_float`` and ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` say RING_LL)."""
+    found = _ALGORITHM.search(name)
+    return f"{found.group(1)}_{found.group(2)}" if found else None
+
+
+def _per_row(events: pa.Table, split: CommSplit | None) -> dict[str, np.ndarray]:
+    """The split's per-task figures laid out per row of the events table (the events' own
+    bytes where there is no split)."""
+    rows = events.num_rows
     collective = np.full(rows, None, dtype=object)
     source = np.full(rows, UNKNOWN, dtype=object)
     group = np.zeros(rows, dtype=np.int64)
-    moved = np.full(rows, -1, dtype=np.int64)
+    moved = columns.int64(events, "bytes").copy()
     if split is not None and split.rows.size:
         collective[split.rows] = np.asarray(split.collective, dtype=object)
         source[split.rows] = np.asarray(split.source, dtype=object)

@@ -144,5 +144,7 @@ COMMUNICATION_SCHEMA: Final = pa.schema(
         pa.field("wait_pct", pa.float64()),
         pa.field("bus_gbps", pa.float64()),
         pa.field("split", pa.string()),
+        pa.field("message_bytes", pa.int64()),  # each task's message (-1: unknown)
+        pa.field("algorithm", pa.string()),  # NCCL's algorithm and protocol, e.g. RING_LL
     ]
 )

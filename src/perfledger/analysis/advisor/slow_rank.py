@@ -34,6 +34,7 @@ from perfledger.analysis.cluster.balance import (
     slow_ranks,
     step_kernels,
 )
+from perfledger.analysis.comm_split import ESTIMATED, MEASURED
 from perfledger.model.accounts import WindowAccount
 from perfledger.model.cluster import UNPROFILED_PEER, ClusterReport, SlowRank
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Threshold, ms, pct
@@ -133,6 +134,7 @@ class UnprofiledPeer:
     wait_ns: float  # per step window: the least any profiled rank waits
     transfer_ns: float  # per step window, mean over the profiled ranks
     waits_ns: dict[int, float]  # per profiled rank, its wait per step window
+    estimated: bool = False  # the waits are estimated from the messages and the link
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -144,6 +146,7 @@ class UnprofiledPeer:
             "profiled_ranks": self.profiled,
             "transfer_ms": ms(self.transfer_ns),
             "wait_ms_by_rank": {str(r): ms(w) for r, w in sorted(self.waits_ns.items())},
+            "wait_estimated": self.estimated,
             "last_arrivals": None,
             "collectives": None,
         }
@@ -157,11 +160,12 @@ class UnprofiledPeer:
     def title(self) -> str:
         verb = "was" if self.profiled == 1 else "were"
         every = "the profiled rank waits" if self.profiled == 1 else "every profiled rank waits"
+        note = _ESTIMATED_NOTE if self.estimated else ""
         return (
             f"Slow rank outside the profile: the collectives' groups have {self.group} ranks "
             f"and {self.profiled} {verb} profiled; {every} at least {ms(self.wait_ns)} ms per "
             f"step in collectives for a late peer (against {ms(self.transfer_ns)} ms of "
-            "transfer): cause unprofiled peer"
+            f"transfer{note}): cause unprofiled peer"
         )
 
 
@@ -170,9 +174,11 @@ def unprofiled_peer(ctx: AdvisorContext, wait_pct: float) -> UnprofiledPeer | No
     profile and every profiled rank waits for peers (most of its exposed communication, and
     over ``wait_pct`` of its step)."""
     group = 0
+    sources: set[str] = set()
     for analysed in ctx.analysis.ranks:
         if analysed.comm is not None and analysed.comm.group_size.size:
             group = max(group, int(analysed.comm.group_size.max()))
+            sources.update(analysed.comm.source)
     profiled = len(ctx.analysis.ranks)
     if group <= profiled:
         return None
@@ -197,6 +203,7 @@ def unprofiled_peer(ctx: AdvisorContext, wait_pct: float) -> UnprofiledPeer | No
         wait_ns=min(waits.values()),
         transfer_ns=sum(transfers) / len(transfers),
         waits_ns=waits,
+        estimated=ESTIMATED in sources and MEASURED not in sources,
     )
 
 
@@ -249,6 +256,7 @@ def _rank_title(top: SlowRank) -> str:
     )
 
 
+_ESTIMATED_NOTE: Final = ", estimated from the messages' sizes and the link's bandwidth"
 _MOSTLY_WAITING_PCT: Final = 50.0  # a rank "waits" when most of its exposed communication does
 _BALANCE_ADVICE: Final = (
     "Find why rank {rank} works longer: compare its step_trace.csv rows and op_statistic with "
