@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
 import copy
+import gzip
 import json
 import tempfile
 from pathlib import Path

@@ -1,0 +1,133 @@
+"""The split of communication tasks into waiting and transfer, and the arrivals across ranks,
+on hand-built tasks whose figures are worked out in the comments."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from perfledger.analysis.cluster.arrivals import align_arrivals
+from perfledger.analysis.comm_split import (
+    ESTIMATED,
+    MEASURED,
+    UNKNOWN,
+    bus_factor,
+    collective_type,
+    comm_split,
+)
+from perfledger.model import schema
+from perfledger.model.cluster import COLLECTIVES_SCHEMA
+from tests.scenarios import US, Timeline
+
+MS = 1_000_000
+
+
+def test_bus_factors_are_nccl_tests_definitions() -> None:
+    # nccl-tests' PERFORMANCE.md: busbw = algbw x 2(n-1)/n for all-reduce, (n-1)/n for
+    # all-gather, reduce-scatter and all-to-all, 1 for broadcast, reduce and send/recv
+    assert bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert bus_factor("all_gather", 8) == pytest.approx(0.875)
+    assert bus_factor("reduce_scatter", 4) == pytest.approx(0.75)
+    assert bus_factor("all_to_all", 2) == pytest.approx(0.5)
+    assert bus_factor("broadcast", 8) == bus_factor("send_recv", 8) == 1.0
+    assert collective_type("ncclDevKernel_AllReduce_Sum_f32_RING_LL") == "all_reduce"
+    assert collective_type("hcom_allGather__12_3_1") == "all_gather"
+    assert collective_type("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t") == "send_recv"
+    assert collective_type("nccl:_reduce_scatter_base") == "reduce_scatter"
+
+
+def _comm(t: Timeline, start_us: float, dur_us: float, **args: object) -> None:
+    t.event(schema.COMM, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", start_us, dur_us,
+            device=0, stream=20, args=dict(args))  # fmt: skip
+
+
+def test_hccl_figures_are_laid_over_the_task() -> None:
+    t = Timeline().step(1, 0, 1000)
+    # HCCL: 80 ms elapsed, 2 ms of it transit: the task of 40 ms waits 40 x 78/80 = 39 ms
+    _comm(t, 10, 40_000, hccl={"elapse_ns": 80 * MS, "transit_ns": 2 * MS})
+    split = comm_split(t.table())
+    assert split.source == (MEASURED,)
+    assert split.wait_ns.tolist() == [39 * MS]
+
+
+def test_an_estimate_needs_the_message_the_group_and_the_link() -> None:
+    t = Timeline().step(1, 0, 10_000)
+    # 150 MB of floats over 8 ranks on a 300 GB/s link: 150e6 x 1.75 / 300 = 875 µs of
+    # transfer; the 2000 µs task waited the other 1125 µs
+    _comm(t, 10, 2000, **{"In msg nelems": 37_500_000, "dtype": "Float", "Group size": 8})
+    # the same message in a task shorter than its transfer: no wait, never negative
+    _comm(t, 3000, 500, **{"In msg nelems": 37_500_000, "dtype": "Float", "Group size": 8})
+    # no message size: unknown, all transfer
+    _comm(t, 5000, 100, **{"Group size": 8})
+    split = comm_split(t.table(), link_gbps=300.0)
+    assert split.source == (ESTIMATED, ESTIMATED, UNKNOWN)
+    assert split.wait_ns.tolist() == [1125 * US, 0, 0]
+    assert split.bytes.tolist()[:2] == [150_000_000, 150_000_000]
+    assert split.group_size.tolist() == [8, 8, 8]
+    unknown_link = comm_split(t.table(), link_gbps=math.nan)
+    assert set(unknown_link.source) == {UNKNOWN}
+
+
+def test_the_message_of_an_older_trace_comes_from_its_nccl_annotation() -> None:
+    t = Timeline().step(1, 0, 10_000)
+    # nccl:all_reduce [100, 200) holds the launch at 150 of a 1000 µs task; its first input is
+    # 1024 x 1024 bf16: 2 MiB
+    t.event(schema.ANNOTATION, "nccl:all_reduce", 100, 100)
+    t.rows[-1]["shapes"], t.rows[-1]["dtypes"] = "[[1024, 1024]]", '["c10::BFloat16"]'
+    t.launch(150, 300, 1000, kind=schema.COMM, name="ncclKernel_AllReduce_RING_LL_Sum_bf16")
+    # a launch outside any nccl annotation keeps an unknown message
+    t.launch(2000, 2100, 100, kind=schema.COMM, name="ncclKernel_AllReduce_RING_LL_Sum_bf16")
+    split = comm_split(t.table(), link_gbps=math.nan, default_group=2)
+    assert split.bytes.tolist() == [2 * 1024 * 1024, -1]
+    assert split.collective == ("all_reduce", "all_reduce")
+
+
+def _tasks(rows: list[tuple[int, str, int, int]]) -> pa.Table:
+    """(rank, name, start µs, end µs) rows as COLLECTIVES_SCHEMA."""
+    return pa.Table.from_pylist(
+        [
+            {"rank": r, "device": 0, "step": 1, "name": n, "start_ns": s * US,
+             "dur_ns": (e - s) * US, "wait_ns": -1, "row": i}
+            for i, (r, n, s, e) in enumerate(rows)
+        ],
+        schema=COLLECTIVES_SCHEMA,
+    )  # fmt: skip
+
+
+def test_arrivals_on_skewed_clocks() -> None:
+    # true clock: rank 0 arrives at 100, rank 1 at 400 (late), all end at 500; rank 1's clock
+    # runs 1000 µs ahead, so its raw times are 1400 and 1500; a second all-reduce repeats it
+    # at +1000
+    tasks = _tasks(
+        [
+            (0, "ar", 100, 500), (1, "ar", 1400, 1500),
+            (0, "ar", 1100, 1500), (1, "ar", 2400, 2500),
+        ]
+    )  # fmt: skip
+    arrivals = align_arrivals(tasks, [0, 1])
+    assert arrivals.offsets_ns == {0: 0, 1: 1000 * US}
+    assert arrivals.matched == 2
+    rows0, waits0 = arrivals.waits[0]
+    rows1, waits1 = arrivals.waits[1]
+    assert dict(zip(rows0.tolist(), waits0.tolist(), strict=True)) == {0: 300 * US, 2: 300 * US}
+    assert waits1.tolist() == [0, 0]
+
+
+def test_collectives_not_taken_by_every_rank_alike_are_left_out() -> None:
+    # "ag" ran twice on rank 0 and once on rank 1: which pairs with which is unknown
+    tasks = _tasks([(0, "ag", 0, 10), (0, "ag", 20, 30), (1, "ag", 5, 30)])
+    arrivals = align_arrivals(tasks, [0, 1])
+    assert arrivals.matched == 0 and arrivals.offsets_ns == {}
+    assert align_arrivals(_tasks([(0, "ar", 0, 10)]), [0]).matched == 0
+
+
+def test_a_wait_never_exceeds_the_task() -> None:
+    # rank 1 arrives after rank 0's task ended (clock noise): the wait is capped at its length
+    tasks = _tasks([(0, "ar", 0, 10), (1, "ar", 50, 60), (0, "ar", 100, 150), (1, "ar", 100, 150)])
+    arrivals = align_arrivals(tasks, [0, 1])
+    for rows, waits in arrivals.waits.values():
+        durations = np.asarray(tasks["dur_ns"])[rows]
+        assert (waits >= 0).all() and (waits <= durations).all()
