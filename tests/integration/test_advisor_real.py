@@ -53,7 +53,7 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
     ),
     "a100_rank3_control": (
         {
-            "exposed_communication": 18.91,
+            "slow_rank": 16.61,  # 8 ranks per group, 1 profiled: waits estimated from messages
             "host_dispatch_bound": 14.45,
             "memory_bound_ops": 12.82,
             "small_op_explosion": 11.49,
