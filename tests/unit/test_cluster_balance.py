@@ -81,6 +81,7 @@ def collectives(rows: list[tuple[int, str, int]]) -> pa.Table:
             "dur_ns": [MS] * len(rows),
             "wait_ns": [-1] * len(rows),
             "row": list(range(len(rows))),
+            "group": [""] * len(rows),
         },
         schema=COLLECTIVES_SCHEMA,
     )

@@ -85,13 +85,14 @@ def test_the_message_of_an_older_trace_comes_from_its_nccl_annotation() -> None:
     assert split.collective == ("all_reduce", "all_reduce")
 
 
-def _tasks(rows: list[tuple[int, str, int, int]]) -> pa.Table:
-    """(rank, name, start µs, end µs) rows as COLLECTIVES_SCHEMA."""
+def _tasks(rows: list[tuple[int, str, int, int]], groups: list[str] | None = None) -> pa.Table:
+    """(rank, name, start µs, end µs) rows as COLLECTIVES_SCHEMA, in ``groups`` (default "")."""
+    groups = groups or [""] * len(rows)
     return pa.Table.from_pylist(
         [
             {"rank": r, "device": 0, "step": 1, "name": n, "start_ns": s * US,
-             "dur_ns": (e - s) * US, "wait_ns": -1, "row": i}
-            for i, (r, n, s, e) in enumerate(rows)
+             "dur_ns": (e - s) * US, "wait_ns": -1, "row": i, "group": g}
+            for i, ((r, n, s, e), g) in enumerate(zip(rows, groups, strict=True))
         ],
         schema=COLLECTIVES_SCHEMA,
     )  # fmt: skip
@@ -114,6 +115,29 @@ def test_arrivals_on_skewed_clocks() -> None:
     rows1, waits1 = arrivals.waits[1]
     assert dict(zip(rows0.tolist(), waits0.tolist(), strict=True)) == {0: 300 * US, 2: 300 * US}
     assert waits1.tolist() == [0, 0]
+
+
+def test_collectives_are_matched_per_process_group() -> None:
+    # 4 ranks on one clock: an all-reduce of the whole group ("dp") ends at 100 everywhere, and
+    # the same kernel in two tensor-parallel pairs: ranks 0-1 ("tp0") end at 200, rank 1 late
+    # by 30; ranks 2-3 ("tp1") end at 300, rank 2 late by 50. By name alone the pairs would be
+    # one collective of four ranks whose last arrival is rank 2's
+    rows = [
+        (0, "ar", 10, 100), (1, "ar", 20, 100), (2, "ar", 30, 100), (3, "ar", 40, 100),
+        (0, "ar", 150, 200), (1, "ar", 180, 200),
+        (2, "ar", 260, 300), (3, "ar", 210, 300),
+    ]  # fmt: skip
+    groups = ["dp"] * 4 + ["tp0"] * 2 + ["tp1"] * 2
+    arrivals = align_arrivals(_tasks(rows, groups), [0, 1, 2, 3])
+    assert arrivals.offsets_ns == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert arrivals.matched == 3
+    waits = {
+        row: wait
+        for rows_, waits_ in arrivals.waits.values()
+        for row, wait in zip(rows_.tolist(), waits_.tolist(), strict=True)
+    }
+    # dp: the last arrives at 40; tp0: rank 0 waits 30 for rank 1; tp1: rank 3 waits 50
+    assert [waits[i] // US for i in range(8)] == [30, 20, 10, 0, 30, 0, 0, 50]
 
 
 def test_collectives_not_taken_by_every_rank_alike_are_left_out() -> None:

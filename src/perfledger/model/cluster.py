@@ -18,6 +18,9 @@ COLLECTIVES_SCHEMA: Final = pa.schema(
         pa.field("dur_ns", pa.int64()),
         pa.field("wait_ns", pa.int64()),
         pa.field("row", pa.int64()),  # the task's row in its rank's events table
+        # the process group, as the trace names it (Kineto's Process Group Name, else its
+        # ranks); "" when the trace does not say
+        pa.field("group", pa.string()),
     ]
 )
 

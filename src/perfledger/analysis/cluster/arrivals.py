@@ -42,36 +42,69 @@ class Arrivals:
     matched: int = 0
 
 
-def _instances(
-    tasks: pa.Table, ranks: Sequence[int]
-) -> list[tuple[IntArray, IntArray, IntArray, IntArray]]:
-    """Per name taken by every rank the same number of times: the (rank x k) grids of start,
-    end, duration and event row, rows in ``ranks`` order."""
+def _instances(tasks: pa.Table, ranks: Sequence[int]) -> list[_Grid]:
+    """Per (name, process group) taken by two or more ranks, each the same number of times:
+    the (member x k) grids of start, end, duration and event row, members in rank order."""
     rank = np.asarray(tasks["rank"], dtype=np.int64)
     start = np.asarray(tasks["start_ns"], dtype=np.int64)
     dur = np.asarray(tasks["dur_ns"], dtype=np.int64)
     row = np.asarray(tasks["row"], dtype=np.int64)
-    names = tasks["name"].to_numpy(zero_copy_only=False)
-    wanted = np.asarray(sorted(set(ranks)), dtype=np.int64)
+    wanted = set(ranks)
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for i, key in enumerate(
+        zip(tasks["name"].to_pylist(), tasks["group"].fill_null("").to_pylist(), strict=True)
+    ):
+        if int(rank[i]) in wanted:
+            by_key.setdefault(key, []).append(i)
     grids = []
-    for name in sorted(set(names.tolist())):
-        rows = np.flatnonzero(names == name)
-        members = np.unique(rank[rows])
-        counts = np.array([np.count_nonzero(rank[rows] == r) for r in members])
-        if not np.array_equal(members, wanted) or counts.min() != counts.max():
+    for key in sorted(by_key):
+        rows = np.asarray(by_key[key], dtype=np.int64)
+        members, counts = np.unique(rank[rows], return_counts=True)
+        if members.size < 2 or counts.min() != counts.max():
             continue
         order = np.lexsort((start[rows], rank[rows]))
         shape = (members.size, int(counts[0]))
         pick = rows[order]
         grids.append(
-            (
-                start[pick].reshape(shape),
-                (start[pick] + dur[pick]).reshape(shape),
-                dur[pick].reshape(shape),
-                row[pick].reshape(shape),
+            _Grid(
+                members=members,
+                start=start[pick].reshape(shape),
+                end=(start[pick] + dur[pick]).reshape(shape),
+                dur=dur[pick].reshape(shape),
+                rows=row[pick].reshape(shape),
             )
         )
     return grids
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """One collective's instances: row i is rank members[i], column k its k-th instance."""
+
+    members: IntArray
+    start: IntArray
+    end: IntArray
+    dur: IntArray
+    rows: IntArray
+
+
+def _offsets(grids: Sequence[_Grid], ranks: Sequence[int]) -> IntArray:
+    """Each rank's clock offset against the first rank's: the median of its ends' residuals
+    against the median end of the participants. Collectives of every rank are used when there
+    are any, else those of the groups; a rank with no residual keeps 0."""
+    everyone = [g for g in grids if g.members.size == len(ranks)]
+    used = everyone or list(grids)
+    position = {r: i for i, r in enumerate(ranks)}
+    residuals: list[list[IntArray]] = [[] for _ in ranks]
+    for grid in used:
+        residual = grid.end - np.median(grid.end, axis=0, keepdims=True)
+        for i, r in enumerate(grid.members.tolist()):
+            residuals[position[r]].append(residual[i])
+    offset = np.array(
+        [float(np.median(np.concatenate(r))) if r else 0.0 for r in residuals], dtype=np.float64
+    )
+    aligned: IntArray = np.round(offset - offset[0]).astype(np.int64)
+    return aligned
 
 
 def align_arrivals(tasks: pa.Table, ranks: Sequence[int]) -> Arrivals:
@@ -82,20 +115,23 @@ def align_arrivals(tasks: pa.Table, ranks: Sequence[int]) -> Arrivals:
     grids = _instances(tasks, rank_list)
     if not grids:
         return Arrivals()
-    ends = np.concatenate([g[1] for g in grids], axis=1)
-    residual = ends - np.median(ends, axis=0, keepdims=True)
-    offset = np.median(residual, axis=1)
-    offset = np.round(offset - offset[0]).astype(np.int64)
+    offset = _offsets(grids, rank_list)
+    position = {r: i for i, r in enumerate(rank_list)}
     waits: dict[int, tuple[list[IntArray], list[IntArray]]] = {r: ([], []) for r in rank_list}
-    for start, _, dur, rows in grids:
-        arrival = start - offset[:, None]
+    for grid in grids:
+        mine = offset[[position[r] for r in grid.members.tolist()]]
+        arrival = grid.start - mine[:, None]
         last = arrival.max(axis=0, keepdims=True)
-        wait = np.clip(last - arrival, 0, dur)
-        for i, r in enumerate(rank_list):
-            waits[r][0].append(rows[i])
+        wait = np.clip(last - arrival, 0, grid.dur)
+        for i, r in enumerate(grid.members.tolist()):
+            waits[r][0].append(grid.rows[i])
             waits[r][1].append(wait[i])
+    empty = np.zeros(0, dtype=np.int64)
     return Arrivals(
         offsets_ns={r: int(offset[i]) for i, r in enumerate(rank_list)},
-        waits={r: (np.concatenate(w[0]), np.concatenate(w[1])) for r, w in waits.items()},
-        matched=int(ends.shape[1]),
+        waits={
+            r: (np.concatenate(w[0]), np.concatenate(w[1])) if w[0] else (empty, empty)
+            for r, w in waits.items()
+        },
+        matched=sum(int(g.start.shape[1]) for g in grids),
     )

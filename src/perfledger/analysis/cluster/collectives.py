@@ -6,7 +6,9 @@ the cluster pass instead of its events:
     rank, device, step, name, start_ns, dur_ns,
     wait_ns -- the collective library's own figure of time spent waiting for peers (HCCL's
                "Wait Time" from Ascend's communication.json), -1 when the source has none,
-    row     -- the task's row in the events table it was taken from.
+    row     -- the task's row in the events table it was taken from,
+    group   -- its process group as the trace names it (Kineto's ``Process Group Name``, else
+               ``Process Group Ranks``), "" when it does not.
 
 ``link_usage(events)`` sums the transport links a collective used (HCCS, PCIE, RDMA, SDMA, SIO
 from Ascend's communication.json) per rank, one row per (rank, link) in :data:`LINKS_SCHEMA`.
@@ -71,7 +73,11 @@ def collective_tasks(events: pa.Table) -> pa.Table:
                coalesce(TRY_CAST(CASE WHEN json_valid(args)
                                  THEN json_extract(args, '$.hccl.wait_ns') END AS BIGINT),
                         -1) AS wait_ns,
-               row
+               row,
+               coalesce(CASE WHEN json_valid(args) THEN
+                            coalesce(json_extract_string(args, '$."Process Group Name"'),
+                                     json_extract_string(args, '$."Process Group Ranks"'))
+                        END, '') AS "group"
         FROM comm ORDER BY rank, start_ns, device, name
     """
     with duckdb.connect() as con:
