@@ -18,9 +18,11 @@ import pytest
 from rich.console import Console
 
 from perfledger.analysis.quality import rank_checks
+from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA, Accounting, StepWindow, WindowAccount
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
+from perfledger.sources import load_traces
 from tests.cli import perfledger
 from tests.kineto_gen import write_kineto
 from tests.odd_traces import VARIANTS, Variant, clean_run, variant_events
@@ -293,6 +295,15 @@ def test_msprof_marks_in_another_clock_are_left_out_and_said(tmp_path: Path) -> 
     with (profile / "step_trace.csv").open(newline="") as handle:
         walls = [int(r["wall_ns"]) for r in csv.DictReader(handle)]
     assert max(walls) < 1_000_000_000  # the run's work, not 638 days
+
+
+def test_msprof_communication_tasks_are_named_after_their_collective() -> None:
+    # the db's task types of the HCCL sub-tasks read as compute kernels (aclnnLayerNormBackward);
+    # their communication_task_info row names the collective: hcom_allGather__305_879_1
+    (trace,) = load_traces([data_file("ascend/msprof_cli")])
+    events = trace.events
+    names = events.filter(pc.equal(events["kind"], schema.COMM))["name"].to_pylist()
+    assert names and all(str(n).startswith("hcom_") for n in names)
 
 
 # --- several runs in one folder ----------------------------------------------------------------
