@@ -23,6 +23,7 @@ from perfledger.model.accounts import GAPS_SCHEMA, Accounting, StepWindow, Windo
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
 from perfledger.sources import load_traces
+from tests import kineto_gen as gen
 from tests.cli import perfledger
 from tests.kineto_gen import write_kineto
 from tests.odd_traces import VARIANTS, Variant, clean_run, variant_events
@@ -87,6 +88,10 @@ def assert_plausible(profile: Path) -> dict[str, Any]:
     if summary["step_time_ms"] is not None:  # rounded to the µs
         assert summary["step_time_ms"] * 1e6 <= trace_ns + 500
     return summary
+
+
+def read_summary(profile: Path) -> dict[str, Any]:
+    return json.loads((profile / "summary.json").read_text(encoding="utf-8"))
 
 
 def check_ids(summary: dict[str, Any]) -> set[str]:
@@ -304,6 +309,46 @@ def test_msprof_communication_tasks_are_named_after_their_collective() -> None:
     events = trace.events
     names = events.filter(pc.equal(events["kind"], schema.COMM))["name"].to_pylist()
     assert names and all(str(n).startswith("hcom_") for n in names)
+
+
+# --- steps named by the user ---------------------------------------------------------------------
+
+
+def _iterations_without_step_marks(path: Path) -> Path:
+    """Three iterations marked by record_function("train_iter") inside one outer annotation
+    (no ProfilerStep): each 10 ms, a 6 ms kernel launched at its start."""
+    events = [gen.complete("user_annotation", "main", 0, 40_000)]
+    for k in range(3):
+        base = 1000 + 12_000 * k
+        events.append(gen.complete("user_annotation", "train_iter", base, 10_000))
+        events.append(gen.runtime("cudaLaunchKernel", base + 10, 5, correlation=k + 1))
+        events.append(gen.device_task("kernel", "gemm", base + 100, 6000, correlation=k + 1))
+    return write_kineto(path, events)
+
+
+def test_step_mark_names_the_iterations(tmp_path: Path) -> None:
+    trace = _iterations_without_step_marks(tmp_path / "run.json")
+    out = tmp_path / "p"
+    result = perfledger("analyze", trace, "-o", out, "--step-mark", "train_iter")
+    assert result.returncode == 0, result.stderr
+    summary = assert_plausible(out)
+    assert summary["step_count"] == 3 and summary["step_time_ms"] == 10.0
+    with (out / "step_trace.csv").open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["step"] != "-1"]
+    assert [(r["step"], r["compute_ns"]) for r in rows] == [(str(k), "6000000") for k in range(3)]
+    # without it the outer annotation is no step: one window, the device's span
+    plain = tmp_path / "plain"
+    assert perfledger("analyze", trace, "-o", plain).returncode == 0
+    assert read_summary(plain)["step_count"] == 0
+
+
+def test_step_mark_that_names_nothing_is_a_clear_error(tmp_path: Path) -> None:
+    trace = _iterations_without_step_marks(tmp_path / "run.json")
+    result = perfledger("analyze", trace, "-o", tmp_path / "p", "--step-mark", "no_such")
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "run.json" in line and "--step-mark 'no_such'" in line and "Traceback" not in line
+    assert not (tmp_path / "p").exists()
 
 
 # --- several runs in one folder ----------------------------------------------------------------

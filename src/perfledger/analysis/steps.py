@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from perfledger.analysis import columns
 from perfledger.analysis.intervals import Int64Array
+from perfledger.errors import PerfledgerError
 from perfledger.model import schema, vendors
 from perfledger.model.accounts import StepWindow
 from perfledger.model.quality import (
@@ -98,6 +99,25 @@ def launch_starts(events: pa.Table) -> Int64Array:
     found = keys_unique[pos] == task_keys
     result[task_rows[found]] = starts_unique[pos[found]]
     return result
+
+
+def mark_steps(events: pa.Table, name: str, source: str) -> pa.Table:
+    """The events with the host events named ``name`` as the step marks (``--step-mark``):
+    they become steps, numbered by the ``#N`` in their name or else in order, and the trace's
+    own step marks become plain annotations. ``source`` names the trace in the error raised
+    when no host event has that name."""
+    names = columns.strings(events, "name")
+    host = columns.int64(events, "device") < 0
+    chosen = host & (names == name)
+    if not chosen.any():
+        raise PerfledgerError(
+            f"{source}: --step-mark {name!r}: no host event of that name in the trace"
+        )
+    kinds = columns.strings(events, "kind")
+    kinds = np.where(chosen, schema.STEP, np.where(kinds == schema.STEP, schema.ANNOTATION, kinds))
+    field = events.schema.field("kind")
+    column = pa.array(kinds.tolist(), pa.string()).dictionary_encode().cast(field.type)
+    return events.set_column(events.schema.get_field_index("kind"), field, column)
 
 
 def step_number(name: str, fallback: int) -> int:

@@ -40,6 +40,15 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--force", action="store_true", help="replace the output directory if it exists"
     )
+    parser.add_argument(
+        "--step-mark",
+        metavar="NAME",
+        help=(
+            "take the host events named NAME (a record_function or annotation repeated once "
+            "per iteration) as the steps, instead of the trace's ProfilerStep or Ascend step "
+            "marks; without step marks the whole device span is one window"
+        ),
+    )
     ranks = parser.add_argument_group("many ranks, large traces")
     ranks.add_argument(
         "--workers",
@@ -86,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         console=terminal_console(),
         advisor_config=config,
         execution=Execution(workers=args.workers, dask=args.dask),
+        step_mark=args.step_mark,
     )
     register_from_args(result.stored, args)
     return 0

@@ -108,6 +108,7 @@ def build_profile(
     display: Display | None = None,
     advisor_config: AdvisorConfig | None = None,
     execution: Execution | None = None,
+    step_mark: str | None = None,
 ) -> ProfileResult:
     """Import ``inputs``, analyse them and write the profile directory ``out_dir``.
 
@@ -129,6 +130,8 @@ def build_profile(
         display: where progress goes (default: bars and a status line on ``console``).
         advisor_config: rule thresholds and device override for the advisor.
         execution: where rank tasks run (default: a local pool, one worker per core).
+        step_mark: the name of the host events that mark the steps, instead of the traces'
+            own step marks (``--step-mark``).
     """
     console = console or Console()
     display = display or ConsoleDisplay(console)
@@ -161,6 +164,7 @@ def build_profile(
                 # one trace read here: its decoding may use the cores the pool would have
                 import_workers=chunk_workers if len(planned) == 1 else 0,
                 spill=not inline,
+                step_mark=step_mark,
             )
             for t in planned
         ]

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from perfledger.analysis.advisor import AdvisorConfig, RankAdvice, diagnose_rank
 from perfledger.analysis.cluster.collectives import collective_tasks, link_usage
 from perfledger.analysis.profile import analyze_rank, profile_of_rank, rank_counters
+from perfledger.analysis.steps import mark_steps
 from perfledger.analysis.transfers import copy_spellings
 from perfledger.errors import PerfledgerError
 from perfledger.files import replacing
@@ -72,6 +73,8 @@ class RankTask:
         import_workers: processes that decode one large Kineto trace (0: this process).
         spill: write the big tables as Arrow IPC files for a parent in another process
             (False: the result holds them).
+        step_mark: the name of the host events that mark the steps (``--step-mark``; None:
+            the trace's own step marks).
     """
 
     index: int
@@ -83,6 +86,7 @@ class RankTask:
     counters: pa.Table | None = None
     import_workers: int = 0
     spill: bool = True
+    step_mark: str | None = None
 
 
 class TaskProgress(Protocol):
@@ -188,6 +192,9 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     started = time.perf_counter()
     try:
         trace = _load(task, progress)
+        if task.step_mark is not None:
+            events = mark_steps(trace.events, task.step_mark, str(task.path))
+            trace = replace(trace, events=events)
     except PerfledgerError as error:
         return RankFailure(task.index, task.path, error.message, error.exit_code)
     imported = time.perf_counter()

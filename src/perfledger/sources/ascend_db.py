@@ -310,8 +310,9 @@ compute AS (
 ),
 hccl AS (
     -- a communication sub-task is named after the collective it belongs to (hcom_allGather_...)
-    SELECT m.globalTaskId, n.value AS op_name, json_object('op_name', n.value, 'hccl_task_type', tt.value,
-        'plane_id', m.planeId, 'src_rank', m.srcRank, 'dst_rank', m.dstRank, 'size', m.size,
+    SELECT m.globalTaskId, n.value AS op_name,
+        json_object('op_name', n.value, 'hccl_task_type', tt.value, 'plane_id', m.planeId,
+        'src_rank', m.srcRank, 'dst_rank', m.dstRank, 'size', m.size,
         'transport_type', tr.name, 'link_type', lk.name, 'data_type', dt.name,
         'notify_id', m.notifyId) AS detail
     FROM communication_task_info m
