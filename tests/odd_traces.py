@@ -167,6 +167,10 @@ def tasks_without_launch(events: list[Event]) -> None:
         del kernel["args"]["correlation"]
 
 
+def launches_without_task(events: list[Event]) -> None:
+    events.remove(_kernels(events)[0])  # the profiler lost a kernel: its launch stays
+
+
 def overlapping_tasks_on_one_stream(events: list[Event]) -> None:
     copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
     kernel = _kernels(events)[0]
@@ -199,7 +203,13 @@ def step_without_device_work(events: list[Event]) -> None:
         for e in _device(events)
         if step["ts"] <= e["ts"] < step["ts"] + step["dur"] and e.get("cat") != "user_annotation"
     ]
-    for event in inside:
+    issued = {e["args"].get("correlation") for e in inside if "args" in e}
+    launches = [
+        e
+        for e in events
+        if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in issued
+    ]
+    for event in inside + launches:  # nothing issued, nothing run
         events.remove(event)
 
 
@@ -253,6 +263,7 @@ VARIANTS: tuple[Variant, ...] = (
         ("relinked_tasks",),
     ),
     Variant("step_without_device_work", step_without_device_work, False, ("empty_windows",)),
+    Variant("launches_without_task", launches_without_task, True, ("taskless_launches",)),
 )
 
 

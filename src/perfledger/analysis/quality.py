@@ -17,6 +17,9 @@ it found (docs/accounting.md, "Trace quality"):
   lie in, owned by the operator that encloses the call instead;
 - ``launchless_tasks``: device tasks whose launch is not in the trace (usually issued before
   the profiler started): they count as issued when they start;
+- ``taskless_launches``: host launch calls (kernel launches, asynchronous copies and sets)
+  whose device task is not in the trace: device work the time account cannot see (CUPTI often
+  leaves out memsets, which only touch the operator tables);
 - ``zero_length_tasks``: most device tasks last no time at all — durations that were not
   recorded, so busy time and steps read as empty;
 - ``empty_windows``: step windows in which the device ran nothing, on a profile with device work;
@@ -28,6 +31,7 @@ Pure functions over the analysis results.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -49,6 +53,7 @@ from perfledger.model.quality import (
     RELINKED_TASKS,
     SHARED_CORRELATION,
     STEP_TIME,
+    TASKLESS_LAUNCHES,
     TIME_ACCOUNT,
     UTILIZATION,
     ZERO_LENGTH_TASKS,
@@ -58,6 +63,9 @@ from perfledger.model.quality import (
 # Overlaps up to this on one stream are the jitter of old CUPTI clocks (µs timestamps, seen
 # up to 13 µs on a V100 trace), not a fault.
 STREAM_OVERLAP_TOLERANCE_NS: Final = 20_000
+# Host calls that issue one device task: kernel launches, asynchronous copies and memsets.
+_LAUNCH_CALL: Final = re.compile(r"launch|memcpy|memset", re.IGNORECASE)
+_KERNEL_LAUNCH: Final = re.compile(r"launch", re.IGNORECASE)
 # The host slices whose nesting the time account reads.
 _NESTED_SLICES: Final = (schema.CPU_OP, schema.ANNOTATION, schema.STEP, schema.DATALOADER)
 
@@ -79,6 +87,7 @@ def rank_checks(
         _overlapping_stream_tasks(events, rank),
         _non_nesting_slices(events, rank),
         _launchless_tasks(events, rank),
+        _taskless_launches(events, rank),
         _zero_length_tasks(events, rank),
         _empty_windows(events, windows, rank),
         _invariants(events, accounting, rank),
@@ -185,6 +194,37 @@ def _launchless_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
         "trace (issued before the profiler started, or not recorded); they count as issued "
         "when they start",
         (OPERATORS,),
+        repaired=False,
+    )
+
+
+def _taskless_launches(events: pa.Table, rank: str) -> QualityCheck | None:
+    correlation = columns.int64(events, "correlation")
+    names = columns.strings(events, "name")
+    calls = np.flatnonzero(
+        columns.isin(events, "kind", schema.LAUNCH_KINDS)
+        & (columns.int64(events, "device") < 0)
+        & (correlation >= 0)
+    )
+    launches = calls[[_LAUNCH_CALL.search(str(names[i])) is not None for i in calls]]
+    if launches.size == 0:
+        return None
+    tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS) & (correlation >= 0)
+    missing = launches[~np.isin(correlation[launches], correlation[tasks])]
+    kernels = sum(_KERNEL_LAUNCH.search(str(names[i])) is not None for i in missing)
+    # tasks that lost their correlation id may be these launches' own: only launches beyond
+    # them are device work the account cannot see
+    unlinked = int(
+        (columns.isin(events, "kind", schema.DEVICE_TASK_KINDS) & (correlation < 0)).sum()
+    )
+    unseen = kernels > unlinked
+    return QualityCheck(
+        TASKLESS_LAUNCHES,
+        int(missing.size),
+        f"{rank}: {missing.size:,} of {launches.size:,} launch calls have no device task in the "
+        f"trace ({f'{kernels:,} of them kernel launches' if kernels else 'copies and sets only'})"
+        + (": device work the time account cannot see" if unseen else ""),
+        (TIME_ACCOUNT, OPERATORS) if unseen else (OPERATORS,),
         repaired=False,
     )
 

@@ -309,7 +309,6 @@ compute AS (
     LEFT JOIN string_ids ofm ON ofm.id = c.outputFormats
 ),
 hccl AS (
-    -- a communication sub-task is named after the collective it belongs to (hcom_allGather_...)
     SELECT m.globalTaskId, n.value AS op_name,
         json_object('op_name', n.value, 'hccl_task_type', tt.value, 'plane_id', m.planeId,
         'src_rank', m.srcRank, 'dst_rank', m.dstRank, 'size', m.size,
@@ -322,7 +321,12 @@ hccl AS (
     LEFT JOIN enum_hccl_link_type lk ON lk.id = m.linkType
     LEFT JOIN enum_hccl_data_type dt ON dt.id = m.dataType
 )
-SELECT coalesce(c.name, h.op_name, hw.value) AS name, hw.value AS hw_type, c.core_type, c.op_type,
+-- an HCCL sub-task keeps its hardware task type as name (Notify Wait, as the text exports show
+-- it); where the db's type is not one (msprof's string table can give aclnn... for it) it is
+-- named after the collective it belongs to (hcom_allGather_...)
+SELECT coalesce(c.name,
+        CASE WHEN hw.value IN {build.sql_list(vendors_ascend.COMM_SUBTASK_TYPES)} THEN hw.value
+        ELSE h.op_name END, hw.value) AS name, hw.value AS hw_type, c.core_type, c.op_type,
     c.globalTaskId IS NOT NULL AS is_compute, h.globalTaskId IS NOT NULL AS is_comm_subtask,
     t.deviceId AS device, t.streamId AS stream, t.globalPid AS pid, t.startNs AS start_ns,
     t.endNs - t.startNs AS dur_ns, t.connectionId AS connection_id, NULL::BIGINT AS bytes,
