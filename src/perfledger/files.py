@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 
 def temporary_name(path: Path) -> Path:
@@ -53,3 +55,89 @@ def json_text(document: Any) -> str:
 def write_json(path: Path, document: Any) -> None:
     """Write ``document`` as :func:`json_text` through a temporary name."""
     write_text(path, json_text(document))
+
+
+# --- perfledger's own outputs -------------------------------------------------------------------
+
+# The two documents every profile directory has (profiledir.layout names them too).
+PROFILE_META: Final = "meta.json"
+PROFILE_SUMMARY: Final = "summary.json"
+# Folders a run works in before its output takes its final name: ``.NAME.partial-PID`` (a
+# profile being written), ``.NAME.old-PID`` (the profile it replaces), ``.NAME.record-PID``
+# (the traces of a recording), and files written through ``.NAME.PID.tmp``.
+STAGING_NAME: Final = re.compile(r"^\.(?P<name>.+)\.(?P<kind>partial|old|record)-(?P<pid>\d+)$")
+_TEMPORARY_NAME: Final = re.compile(r"^\..+\.\d+\.tmp$")
+
+
+def is_profile_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder perfledger wrote: its meta.json says so.
+
+    The meta.json must be a file of its own (not a link), a JSON object with an integer
+    ``format_version`` and a ``tool_version``, beside a summary.json.
+    """
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return False
+        meta = path / PROFILE_META
+        if meta.is_symlink() or not meta.is_file() or not (path / PROFILE_SUMMARY).is_file():
+            return False
+        if meta.stat().st_size > 1 << 24:
+            return False
+        document = json.loads(meta.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    if not isinstance(document, dict):
+        return False
+    version = document.get("format_version")
+    return (
+        isinstance(version, int)
+        and not isinstance(version, bool)
+        and isinstance(document.get("tool_version"), str)
+    )
+
+
+def is_own_output(path: Path) -> bool:
+    """A profile, staging folder or temporary file of perfledger: never read as a trace."""
+    name = path.name
+    return bool(STAGING_NAME.match(name) or _TEMPORARY_NAME.match(name)) or is_profile_dir(path)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process ``pid`` runs (a process of another user counts as running)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError):
+        return False
+    return False
+
+
+def remove_stale_staging(parent: Path, kinds: tuple[str, ...] = ("partial", "old")) -> list[Path]:
+    """Remove the staging folders in ``parent`` left by runs that died; return them.
+
+    Only folders named as perfledger's staging folders (:data:`STAGING_NAME`) of the given
+    kinds, whose process no longer runs, are touched — never a link, never anything else.
+    """
+    removed: list[Path] = []
+    try:
+        children = list(parent.iterdir())
+    except OSError:
+        return removed
+    for child in children:
+        match = STAGING_NAME.match(child.name)
+        if match is None or match.group("kind") not in kinds:
+            continue
+        pid = int(match.group("pid"))
+        if pid == os.getpid() or not process_gone(pid):
+            continue
+        try:
+            if child.is_symlink() or not child.is_dir():
+                continue
+            shutil.rmtree(child)
+        except OSError:
+            continue
+        removed.append(child)
+    return removed

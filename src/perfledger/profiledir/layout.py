@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 from typing import Final
 
-META_JSON: Final = "meta.json"
-SUMMARY_JSON: Final = "summary.json"
+from perfledger.files import PROFILE_META, PROFILE_SUMMARY
+
+META_JSON: Final = PROFILE_META
+SUMMARY_JSON: Final = PROFILE_SUMMARY
 RAW_DIR: Final = "raw"
 TABLES_DIR: Final = "tables"
 REPORT_HTML: Final = "report.html"

@@ -7,54 +7,163 @@ end, so an interrupted run never leaves a directory that looks complete.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfledger.errors import PerfledgerError
-from perfledger.files import replacing
+from perfledger.files import is_profile_dir, remove_stale_staging, replacing
 from perfledger.profiledir.layout import TABLES_DIR
+
+# Errors that only writing the output can raise: no space, a read-only file system.
+_OUTPUT_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+# The same, as libraries that drop the errno (Arrow's writers) word them.
+_OUTPUT_MESSAGES: Final = (
+    "No space left on device",
+    "Read-only file system",
+    "Disk quota exceeded",
+)
+# Errors that writing the output may raise, when they name a path of the output.
+_WRITE_ERRNOS: Final = frozenset(
+    {errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENOENT}
+)
 
 
 def check_target(path: Path, *, force: bool) -> None:
-    """Refuse to replace an existing file or profile unless forced."""
-    if path.exists() and not force:
+    """Refuse an output that cannot be written, or an existing one not ours to replace.
+
+    ``--force`` replaces only an empty folder or a perfledger profile (its meta.json says so);
+    never a file, a link, a folder of the user's, the current folder or one above it.
+    """
+    _check_output_name(path)
+    if path.is_symlink():
+        raise PerfledgerError(
+            f"{path} is a symbolic link: refusing to write through it; name a real folder with -o"
+        )
+    if not path.exists():
+        _check_parent(path)
+        return
+    if not force:
         raise PerfledgerError(
             f"{path} already exists: choose another output with -o, or pass --force to replace it"
         )
-    if path.exists() and not path.is_dir():
+    if not path.is_dir():
         raise PerfledgerError(f"{path} exists and is not a directory: refusing to replace it")
+    if not (_is_empty(path) or is_profile_dir(path)):
+        raise PerfledgerError(
+            f"{path} is not a perfledger profile (no meta.json of ours) and not empty: --force "
+            "replaces only those; choose another output with -o"
+        )
+
+
+def _check_output_name(path: Path) -> None:
+    """The output must name a folder of its own: not ``.``, ``..``, ``/`` or an ancestor of
+    the current folder (replacing it would pull the ground from under the user)."""
+    if path.name in ("", ".", "..") or path.parts[-1:] == ("..",):
+        raise PerfledgerError(
+            f"-o {path}: name a new folder for the profile, not the current folder or one above it"
+        )
+    try:
+        resolved = path.resolve()
+        here = Path.cwd().resolve()
+    except (OSError, RuntimeError) as error:
+        raise PerfledgerError(f"-o {path}: cannot resolve the path ({error})") from error
+    if resolved == here or resolved in here.parents:
+        raise PerfledgerError(
+            f"-o {path}: that is the current folder or one above it; name a new folder"
+        )
+
+
+def _check_parent(path: Path) -> None:
+    """The folders above a new output: each one that exists must be a folder."""
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise PerfledgerError(
+                    f"-o {path}: {parent} is a file, not a folder: cannot write the profile there"
+                )
+            return
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return next(path.iterdir(), None) is None
+    except OSError:
+        return False
+
+
+def output_error(target: Path, error: OSError) -> PerfledgerError:
+    """The one-line error for an output that cannot be written (read-only, full, no rights)."""
+    text = str(error).strip()
+    reason = error.strerror or (text.splitlines()[0] if text else type(error).__name__)
+    where = f" ({error.filename})" if error.filename else ""
+    return PerfledgerError(f"{target}: cannot write the profile: {reason}{where}")
 
 
 @contextlib.contextmanager
 def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
     """A fresh staging directory that replaces ``target`` when the block ends without error.
 
-    On error the staging directory is removed and ``target`` is left as it was.
+    On error the staging directory is removed and ``target`` is left as it was. Staging
+    folders of earlier runs into the same parent whose process died are removed first. An
+    output that cannot be written (read-only, disk full, no rights) is a one-line error.
     """
     check_target(target, force=force)
-    target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(target.parent)
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir()
+    except OSError as error:
+        raise output_error(target, error) from error
     try:
         yield staging
-    except BaseException:
+        _readable_by_all(staging)
+        _replace(target, staging)
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, OSError) and _is_output_error(error, target, staging):
+            raise output_error(target, error) from error
         raise
-    _readable_by_all(staging)
+
+
+def _replace(target: Path, staging: Path) -> None:
     if target.exists():
         retired = target.with_name(f".{target.name}.old-{os.getpid()}")
         target.rename(retired)
-        staging.rename(target)
+        try:
+            staging.rename(target)
+        except OSError:
+            retired.rename(target)  # the old profile back in its place
+            raise
         shutil.rmtree(retired, ignore_errors=True)
     else:
         staging.rename(target)
+
+
+def _is_output_error(error: OSError, target: Path, staging: Path) -> bool:
+    """Whether an error came from writing the output rather than from reading an input."""
+    if error.errno in _OUTPUT_ERRNOS or any(m in str(error) for m in _OUTPUT_MESSAGES):
+        return True
+    filename = error.filename
+    if filename is None:
+        return False
+    written = Path(str(filename)).absolute()
+    return (
+        any(
+            written == place or place in written.parents
+            for place in (staging.absolute(), target.absolute(), target.parent.absolute())
+        )
+        and error.errno in _WRITE_ERRNOS
+    )
 
 
 def _readable_by_all(directory: Path) -> None:

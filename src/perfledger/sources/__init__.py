@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from perfledger.errors import PerfledgerError
+from perfledger.files import is_own_output
 from perfledger.model.trace import Trace
 
 __all__ = ["Trace", "discover", "load_traces"]
@@ -33,6 +34,12 @@ def _is_kineto_name(path: Path) -> bool:
     return path.is_file() and path.name.lower().endswith(_KINETO_SUFFIXES)
 
 
+def _inside_own_output(path: Path, root: Path) -> bool:
+    """Whether ``path`` is, or lies in, a profile or staging folder perfledger wrote below
+    ``root`` (``analyze run -o run/prof`` then ``analyze run``)."""
+    return any(is_own_output(p) for p in (path, *path.parents) if p != root and root in p.parents)
+
+
 def discover(inputs: Sequence[Path]) -> list[tuple[str, Path]]:
     """What to import: (format, path) pairs for the files and folders the user named.
 
@@ -45,6 +52,11 @@ def discover(inputs: Sequence[Path]) -> list[tuple[str, Path]]:
     for path in inputs:
         if not path.exists():
             raise PerfledgerError(f"{path}: no such file or directory")
+        if is_own_output(path):
+            raise PerfledgerError(
+                f"{path} is perfledger's own output, not a trace: read it with perfledger "
+                "query, timeline or diff, or analyze the traces it was made from"
+            )
         runs = _ascend_runs(path)
         if len(runs) > 1:
             raise PerfledgerError(_several_runs(path, runs))
@@ -54,7 +66,10 @@ def discover(inputs: Sequence[Path]) -> list[tuple[str, Path]]:
             found.append(("kineto", path))
         else:
             traces = sorted(
-                p for pattern in ("*", "*/*") for p in path.glob(pattern) if _is_kineto_name(p)
+                p
+                for pattern in ("*", "*/*")
+                for p in path.glob(pattern)
+                if _is_kineto_name(p) and not _inside_own_output(p, path)
             )
             if not traces:
                 raise PerfledgerError(

@@ -26,6 +26,7 @@ import msgspec
 import pyarrow as pa
 
 from perfledger.errors import PerfledgerError, TraceFormatError
+from perfledger.files import is_own_output
 from perfledger.model import schema
 from perfledger.model.trace import Trace
 from perfledger.sources import ascend_build as build
@@ -220,7 +221,7 @@ def rank_sources(path: Path) -> list[RankSource]:
     if not path.is_dir() or _looks_like_output(path):
         return []
     found = []
-    for child in sorted(p for p in path.iterdir() if p.is_dir()):
+    for child in sorted(p for p in path.iterdir() if p.is_dir() and not is_own_output(p)):
         source = _source_of(child)
         if source is not None:
             found.append(source)
@@ -241,7 +242,7 @@ def find_runs(path: Path, depth: int = 3) -> list[Path]:
             return [path]
         if depth <= 0 or not path.is_dir():
             return []
-        children = sorted(p for p in path.iterdir() if p.is_dir())
+        children = sorted(p for p in path.iterdir() if p.is_dir() and not is_own_output(p))
     except OSError:
         return []
     ranks = [c for c in children if _source_of(c) is not None or _looks_like_output(c)]
@@ -268,7 +269,7 @@ def is_ascend(path: Path) -> bool:
         return any(
             _source_of(child) is not None or _looks_like_output(child)
             for child in path.iterdir()
-            if child.is_dir()
+            if child.is_dir() and not is_own_output(child)
         )
     except OSError:
         return False

@@ -1,0 +1,210 @@
+"""Safe with any folder: what --force may replace, outputs that cannot be written, leftovers of
+killed runs, and perfledger's own output never read back as a trace.
+
+Each case is run as a user would, through the command in a child process; the answer is the
+exit code, a one-line error, and the files that are (or are not) there afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli import perfledger
+from tests.paths import data_file
+
+TRACE = "kineto/a100_triton.json.gz"
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("perfledger: error: "), lines
+    return lines[0]
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+# --- --force -------------------------------------------------------------------------------------
+
+
+def test_force_does_not_replace_a_users_folder(tmp_path: Path) -> None:
+    user = tmp_path / "userdir"
+    user.mkdir()
+    (user / "thesis.tex").write_text("precious")
+    error = one_line_error(perfledger("analyze", data_file(TRACE), "-o", user, "--force"))
+    assert "not a perfledger profile" in error and str(user) in error
+    assert (user / "thesis.tex").read_text() == "precious"
+    assert listing(tmp_path) == ["userdir", "userdir/thesis.tex"]
+
+
+def test_force_does_not_take_a_foreign_meta_json_for_a_profile(tmp_path: Path) -> None:
+    other = tmp_path / "results"
+    other.mkdir()
+    (other / "meta.json").write_text(json.dumps({"format_version": 1}))  # another tool's
+    (other / "summary.json").write_text("{}")
+    one_line_error(perfledger("analyze", data_file(TRACE), "-o", other, "--force"))
+    assert listing(other) == ["meta.json", "summary.json"]
+
+
+def test_force_replaces_a_profile_or_an_empty_folder(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert perfledger("analyze", data_file(TRACE), "-o", empty, "--force").returncode == 0
+    assert (empty / "meta.json").is_file()
+    again = perfledger("analyze", data_file(TRACE), "-o", empty, "--force")
+    assert again.returncode == 0, again.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"]  # no staging folder left
+
+
+def test_force_never_follows_a_link_out_of_the_target(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data.txt").write_text("keep")
+    profile = tmp_path / "prof"
+    assert perfledger("analyze", data_file(TRACE), "-o", profile).returncode == 0
+    (profile / "link").symlink_to(outside, target_is_directory=True)
+    assert perfledger("analyze", data_file(TRACE), "-o", profile, "--force").returncode == 0
+    assert (outside / "data.txt").read_text() == "keep"
+    # a link named as the output is refused, whatever it points at
+    link = tmp_path / "linked"
+    link.symlink_to(profile, target_is_directory=True)
+    error = one_line_error(perfledger("analyze", data_file(TRACE), "-o", link, "--force"))
+    assert "symbolic link" in error
+    assert (profile / "meta.json").is_file()
+
+
+# --- outputs that cannot be written --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("output", [".", ".."])
+def test_current_folder_or_its_parent_is_refused(tmp_path: Path, output: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    trace = shutil.copy(data_file(TRACE), work / "trace.json.gz")
+    error = one_line_error(perfledger("analyze", trace, "-o", output, "--force", cwd=work))
+    assert f"-o {output}" in error
+    assert listing(tmp_path) == ["work", "work/trace.json.gz"]
+
+
+def test_output_below_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    error = one_line_error(perfledger("analyze", data_file(TRACE), "-o", tmp_path / "afile/sub"))
+    assert "is a file" in error
+    assert listing(tmp_path) == ["afile"]
+
+
+def _confined(script: str, tmp_path: Path, mount: str) -> subprocess.CompletedProcess[str]:
+    """``script`` (sh) in a private mount namespace where ``tmp_path/mnt`` is a tmpfs mounted
+    with ``mount`` options, so that a read-only or full file system is real."""
+    if shutil.which("unshare") is None:
+        pytest.fail("unshare (util-linux) is needed to mount a private file system")
+    (tmp_path / "mnt").mkdir()
+    command = f"mount -t tmpfs -o {mount} none {tmp_path / 'mnt'} && {script}"
+    flags = "-m" if os.geteuid() == 0 else "-rm"
+    return subprocess.run(
+        ["unshare", flags, "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "160"},
+        timeout=300,
+    )
+
+
+def _analyze_into(output: Path) -> str:
+    return f"{sys.executable} -m perfledger analyze {data_file(TRACE)} -o {output}"
+
+
+@pytest.mark.parametrize(
+    ("mount", "reason"),
+    [("ro", "Read-only file system"), ("size=128k", "No space left on device")],
+)
+def test_read_only_or_full_file_system_is_one_line_and_leaves_nothing(
+    tmp_path: Path, mount: str, reason: str
+) -> None:
+    mnt = tmp_path / "mnt"
+    result = _confined(f"{_analyze_into(mnt / 'prof')}; echo rc=$?; ls -A {mnt}", tmp_path, mount)
+    assert "rc=2" in result.stdout, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("perfledger: error: "), result.stderr
+    assert "cannot write the profile" in lines[0] and reason in lines[0]
+    assert result.stdout.strip().splitlines()[-1] == "rc=2", result.stdout  # mnt left empty
+
+
+# --- leftovers of killed runs --------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_staging_folders_of_dead_runs_are_removed_by_the_next_run(tmp_path: Path) -> None:
+    dead = _dead_pid()
+    stale = tmp_path / f".prof.partial-{dead}"
+    (stale / "raw").mkdir(parents=True)
+    (stale / "raw" / "copy.json.gz").write_bytes(b"x" * 1000)
+    retired = tmp_path / f".old.old-{dead}"
+    retired.mkdir()
+    live = tmp_path / f".other.partial-{os.getpid()}"  # a run still going: left alone
+    live.mkdir()
+    lookalike = tmp_path / f".notes.partial-{dead}.txt"  # not our name: left alone
+    lookalike.write_text("mine")
+    assert perfledger("analyze", data_file(TRACE), "-o", tmp_path / "prof2").returncode == 0
+    assert not stale.exists() and not retired.exists()
+    assert live.is_dir() and lookalike.read_text() == "mine"
+
+
+def test_a_staging_folder_is_never_read_as_input(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(data_file(TRACE), run / "rank0.json.gz")
+    stale = run / f".prof.partial-{_dead_pid()}"
+    stale.mkdir()
+    shutil.copy(data_file("kineto/cpu_only_rank34.json.gz"), stale / "rank1.json.gz")
+    result = perfledger("analyze", run, "-o", tmp_path / "prof")
+    assert result.returncode == 0, result.stderr
+    meta = json.loads((tmp_path / "prof" / "meta.json").read_text())
+    assert [Path(f).name for f in meta["source"]["files"]] == ["rank0.json.gz"]
+
+
+# --- perfledger's own output is not input --------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["kineto/a100_triton.json.gz", "ascend/torch_npu_text/level0"])
+def test_own_output_inside_the_input_folder_is_not_read_again(tmp_path: Path, source: str) -> None:
+    run = tmp_path / "run"
+    original = data_file(source)
+    if original.is_dir():
+        shutil.copytree(original, run)
+    else:
+        run.mkdir()
+        shutil.copy(original, run / original.name)
+    first = perfledger("analyze", run, "-o", run / "prof")
+    assert first.returncode == 0, first.stderr
+    second = perfledger("analyze", run, "-o", tmp_path / "again")
+    assert second.returncode == 0, second.stderr
+    before = json.loads((run / "prof" / "summary.json").read_text())
+    after = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert after["step_count"] == before["step_count"]
+    assert after["ranks"] == before["ranks"]
+    meta = json.loads((tmp_path / "again" / "meta.json").read_text())
+    assert not [f for f in meta["source"]["files"] if "/prof/" in f]
+
+
+def test_a_profile_named_as_input_is_a_clear_error(tmp_path: Path) -> None:
+    profile = tmp_path / "prof"
+    assert perfledger("analyze", data_file(TRACE), "-o", profile).returncode == 0
+    error = one_line_error(perfledger("analyze", profile, "-o", tmp_path / "again"))
+    assert "perfledger's own output" in error
