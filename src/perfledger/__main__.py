@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
+from typing import Final
 
 from perfledger.errors import PerfledgerError
+from perfledger.render.shown import escaped
 from perfledger.version import __version__
 
 
@@ -36,21 +39,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args)
     except PerfledgerError as error:
-        print(f"perfledger: error: {error}", file=sys.stderr)
+        print(f"perfledger: error: {escaped(error)}", file=sys.stderr)
         return error.exit_code
+    except OSError as error:
+        message = _file_error(error)
+        if message is None:
+            return _internal_error(error)
+        print(f"perfledger: error: {escaped(message)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("perfledger: interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # a bug of ours: one line, the traceback on request
-        if os.environ.get("PERFLEDGER_DEBUG"):
-            raise
-        print(
-            f"perfledger: internal error: {type(error).__name__}: {error} "
-            "(set PERFLEDGER_DEBUG=1 to see where)",
-            file=sys.stderr,
-        )
-        return 3
+        return _internal_error(error)
     return code
+
+
+# A file that cannot be read or written for reasons of the machine, not of perfledger.
+_MACHINE_ERRNOS: Final = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EEXIST,
+        errno.EFBIG,
+        errno.EIO,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+    }
+)
+
+
+def _file_error(error: OSError) -> str | None:
+    """The one-line message for a file the machine would not let us read or write."""
+    if error.errno not in _MACHINE_ERRNOS:
+        return None
+    reason = error.strerror or os.strerror(error.errno or 0)
+    return f"{error.filename}: {reason}" if error.filename else reason
+
+
+def _internal_error(error: BaseException) -> int:
+    if os.environ.get("PERFLEDGER_DEBUG"):
+        raise error
+    text = escaped(" ".join(str(error).split())[:500])
+    print(
+        f"perfledger: internal error: {type(error).__name__}: {text} "
+        "(set PERFLEDGER_DEBUG=1 to see where)",
+        file=sys.stderr,
+    )
+    return 3
 
 
 if __name__ == "__main__":

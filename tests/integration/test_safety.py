@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import perfledger
+from tests.kineto_gen import write_kineto
 from tests.paths import data_file
 
 TRACE = "kineto/a100_triton.json.gz"
@@ -208,3 +209,48 @@ def test_a_profile_named_as_input_is_a_clear_error(tmp_path: Path) -> None:
     assert perfledger("analyze", data_file(TRACE), "-o", profile).returncode == 0
     error = one_line_error(perfledger("analyze", profile, "-o", tmp_path / "again"))
     assert "perfledger's own output" in error
+
+
+# --- names that would drive the terminal ---------------------------------------------------------
+
+HOSTILE = [
+    "aten::clear\x1b[2J\x1b[H",  # clears the screen
+    "\x1b]8;;http://example.invalid\x1b\\link\x1b]8;;\x1b\\",  # an OSC-8 link
+    "hidden\rshown",  # a carriage return hides what came before
+    "[bold]markup[/bold] [/oops]",  # rich markup, one tag unbalanced
+    "abc\u202edcba",  # a right-to-left override
+]
+
+
+def test_control_characters_in_names_are_shown_escaped(tmp_path: Path) -> None:
+    from tests.odd_traces import clean_run
+
+    events = clean_run()
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    for index, event in enumerate(kernels + ops):
+        event["name"] = HOSTILE[index % len(HOSTILE)]
+    trace = write_kineto(tmp_path / "hostile.json", events)
+    result = perfledger("analyze", trace, "-o", tmp_path / "prof")
+    assert result.returncode == 0, result.stderr
+    query = perfledger(
+        "query", tmp_path / "prof", "SELECT DISTINCT name FROM events ORDER BY name"
+    )
+    assert query.returncode == 0, query.stderr
+    for output in (result.stdout, result.stderr, query.stdout, query.stderr):
+        assert not any(c in output for c in "\x1b\r\u202e"), output
+    assert "\\x1b[2J" in result.stdout  # the top operators table
+    assert "\\x1b[2J" in query.stdout and "[/oops]" in query.stdout and "\\u202e" in query.stdout
+    # the stored names are the trace's own, unchanged
+    stored = perfledger(
+        "query", tmp_path / "prof", "SELECT DISTINCT name FROM events", "--format", "json"
+    )
+    names = {row["name"] for row in json.loads(stored.stdout)}
+    assert set(HOSTILE) <= names
+
+
+def test_an_error_naming_a_hostile_file_stays_one_escaped_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad\x1b[2J\nname.json"
+    bad.write_text("{ not json")
+    error = one_line_error(perfledger("analyze", bad, "-o", tmp_path / "prof"))
+    assert "\x1b" not in error and "\\x1b[2J\\x0aname.json" in error

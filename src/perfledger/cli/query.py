@@ -15,6 +15,7 @@ from rich.table import Table
 
 from perfledger.errors import PerfledgerError
 from perfledger.profiledir import load_profile
+from perfledger.render.shown import shown
 
 
 def add_parser(subparsers: Any) -> None:
@@ -85,7 +86,9 @@ def _print(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
         records = [dict(zip(names, row, strict=True)) for row in rows]
         print(json.dumps(records, indent=2, default=str))
     else:
-        table = Table(*names, show_lines=False)
+        table = Table(show_lines=False)
+        for name in names:
+            table.add_column(shown(name))
         for row in rows:
-            table.add_row(*("" if v is None else str(v) for v in row))
+            table.add_row(*(shown("" if v is None else v) for v in row))
         Console().print(table)

@@ -21,6 +21,7 @@ from perfledger.cli import terminal_console
 from perfledger.errors import EXIT_OK, PerfledgerError
 from perfledger.files import write_text
 from perfledger.ledger import table as baseline
+from perfledger.render.shown import escaped_lines, shown
 
 FORMATS: Final = ("table", "markdown", "csv")
 TREND_HTML: Final = "trend.html"
@@ -147,7 +148,7 @@ def _list(path: Path, args: argparse.Namespace) -> int:
         return EXIT_OK
     text = baseline.markdown(rows) if fmt == "markdown" else baseline.csv_text(rows)
     if output is None:
-        print(text, end="")
+        print(escaped_lines(text), end="")
     else:
         _write_text(output, text)
         print(f"wrote {output}")
@@ -163,7 +164,7 @@ def _print_table(console: Console, rows: tuple[baseline.BaselineRow, ...], path:
         right = index in (0, 3, 4, 5)
         table.add_column(header, justify="right" if right else "left", overflow="fold")
     for row in rows:
-        cells = [Text(c) for c in baseline.text_cells(row)]
+        cells = [shown(c) for c in baseline.text_cells(row)]
         if row.is_baseline:
             cells[4].stylize("bold")
         table.add_row(*cells)

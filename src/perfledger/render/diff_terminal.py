@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from perfledger.render.shown import escaped, shown
+
 
 def _num(value: Any, decimals: int = 3, sign: bool = False) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
@@ -46,15 +48,15 @@ def print_diff(console: Console, document: Mapping[str, Any]) -> None:
     console.print(
         Text.assemble(
             ("perfledger diff ", "bold"),
-            str(base["label"]),
+            escaped(base["label"]),
             (" -> ", "bold"),
-            str(current["label"]),
+            escaped(current["label"]),
         )
     )
     warning = document.get("quality_warning")
     if warning:
-        console.print(Text(f"warning: {warning}", style="bold yellow"))
-    console.print(Text(str(document["verdict"]), style="bold"))
+        console.print(shown(f"warning: {warning}", style="bold yellow"))
+    console.print(shown(document["verdict"], style="bold"))
     width = console.width
     step = document["step_time_ms"]
     steps = _table("step time, ms", ["", "base", "current", "change"], width)
@@ -128,7 +130,7 @@ def print_diff(console: Console, document: Mapping[str, Any]) -> None:
         )
         for row in rows:
             table.add_row(
-                Text(_short(str(row["name"]))),
+                Text(_short(escaped(row["name"]))),
                 row["class"],
                 _num(row["base_ms"], 4),
                 _num(row["current_ms"], 4),
@@ -201,7 +203,7 @@ def _print_findings(console: Console, findings: Mapping[str, Any]) -> None:
         *(
             Text.assemble(
                 ("   changed ", "yellow"),
-                f"{f['id']}: {f['title']} ({_num(f['base_severity_ms'])} ms -> "
+                f"{f['id']}: {escaped(f['title'])} ({_num(f['base_severity_ms'])} ms -> "
                 f"{_num(f['current_severity_ms'])} ms)",
             )
             for f in findings["changed"]
@@ -214,7 +216,7 @@ def _print_findings(console: Console, findings: Mapping[str, Any]) -> None:
 
 
 def _finding_text(finding: Mapping[str, Any]) -> str:
-    return f"{finding['id']}: {finding['title']} ({_num(finding['severity_ms'])} ms)"
+    return f"{finding['id']}: {escaped(finding['title'])} ({_num(finding['severity_ms'])} ms)"
 
 
 def _short(name: str, limit: int = 60) -> str:

@@ -21,6 +21,7 @@ from rich.text import Text
 from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
 from perfledger.model.gaps import GapReport
 from perfledger.model.schema import SPAN_STEP
+from perfledger.render.shown import escaped, shown
 
 TOP_OPERATORS: Final = 10
 _CAUSE_TITLES: Final = {
@@ -82,11 +83,11 @@ def print_summary(
         console.print(_findings_table(findings[:top_findings]))
     loss = summary.get("loss")
     if loss:
-        console.print(Text.assemble(("trace incomplete: ", "bold yellow"), str(loss)))
+        console.print(Text.assemble(("trace incomplete: ", "bold yellow"), escaped(loss)))
     if paths:
         console.print(Text("wrote:", style="bold"))
         for path in paths:
-            console.print(Text(f"  {path}"))
+            console.print(shown(f"  {path}"))
 
 
 # Checks listed under the quality line; the rest are counted (summary.json has them all).
@@ -107,7 +108,7 @@ def _quality_lines(quality: Mapping[str, Any]) -> Text:
     for check in checks[:TOP_CHECKS]:
         mark = "repaired" if check.get("repaired") else "doubtful"
         affects = ", ".join(check.get("affects") or ()) or "nothing headline"
-        lines.append(f"\n  {mark}: {check.get('message')} [affects {affects}]")
+        lines.append(f"\n  {mark}: {escaped(check.get('message'))} [affects {affects}]")
     if len(checks) > TOP_CHECKS:
         lines.append(f"\n  ... and {len(checks) - TOP_CHECKS} more checks in summary.json")
     return lines
@@ -130,12 +131,12 @@ def _findings_table(findings: Sequence[Mapping[str, Any]]) -> Table:
     table.add_column("step", justify="right", no_wrap=True)
     table.add_column("evidence and what to do", ratio=1, overflow="fold")
     for finding in findings:
-        suggestion = str(finding.get("suggestion") or "").split(". ")[0]
+        suggestion = escaped(finding.get("suggestion") or "").split(". ")[0]
         table.add_row(
-            Text(str(finding.get("id")), style="bold"),
+            shown(finding.get("id"), style="bold"),
             f"{float(finding.get('severity_ms') or 0.0):.3f}",
             f"{float(finding.get('severity_pct') or 0.0):.1f}%",
-            Text.assemble(str(finding.get("title")), "\n", ("→ " + suggestion, "dim")),
+            Text.assemble(escaped(finding.get("title")), "\n", ("→ " + suggestion, "dim")),
         )
     return table
 
@@ -235,7 +236,7 @@ def _headline(summary: Mapping[str, Any]) -> Text:
     compute = summary.get("device_compute_pct")
     overhead = summary.get("profiler_overhead_pct")
     parts = [
-        f"source {source.get('kind', 'unknown')}",
+        f"source {escaped(source.get('kind', 'unknown'))}",
         f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''}",
         f"{summary.get('step_count', 0)} steps",
         f"step time {step_time:.3f} ms (median)" if step_time is not None else "no step marks",
@@ -341,8 +342,8 @@ def _host_table(rank: int, accounts: Sequence[HostWindowAccount], width: int) ->
 def _operator_table(statistic: pa.Table, limit: int, width: int) -> Table:
     rows: list[list[Cell]] = [
         [
-            Text(str(row["name"])),
-            Text(str(row["kind"])),
+            shown(row["name"]),
+            shown(row["kind"]),
             str(row["count"]),
             _ms(row["total_ns"]),
             f"{row['avg_ns'] / 1e3:.3f}",
@@ -365,7 +366,7 @@ def _transfer_table(transfers: pa.Table, width: int) -> Table:
         gbps = row["gbps"]
         rows.append(
             [
-                str(row["direction"]),
+                shown(row["direction"]),
                 str(row["count"]),
                 _bytes(row["bytes"]),
                 _ms(row["time_ns"]),
