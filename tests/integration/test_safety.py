@@ -254,3 +254,38 @@ def test_an_error_naming_a_hostile_file_stays_one_escaped_line(tmp_path: Path) -
     bad.write_text("{ not json")
     error = one_line_error(perfledger("analyze", bad, "-o", tmp_path / "prof"))
     assert "\x1b" not in error and "\\x1b[2J\\x0aname.json" in error
+
+
+# --- query limits --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    profile = tmp_path_factory.mktemp("query") / "prof"
+    assert perfledger("analyze", data_file(TRACE), "-o", profile).returncode == 0
+    return profile
+
+
+def test_query_that_runs_too_long_is_stopped_and_says_so(small_profile: Path) -> None:
+    result = perfledger(
+        "query", small_profile, "SELECT count(*) FROM range(10000000000000)", "--timeout", "2"
+    )
+    error = one_line_error(result)
+    assert "time limit" in error and "2 s" in error and "--timeout" in error
+
+
+def test_query_that_needs_too_much_memory_is_stopped_and_says_so(small_profile: Path) -> None:
+    sql = "SELECT string_agg(repeat('x', 100), ',') FROM range(100000000)"
+    result = perfledger("query", small_profile, sql, "--memory-limit", "100MB")
+    error = one_line_error(result)
+    assert "memory limit" in error and "100MB" in error and "--memory-limit" in error
+
+
+def test_query_prints_at_most_max_rows_and_says_there_are_more(small_profile: Path) -> None:
+    sql = "SELECT range AS n FROM range(1000000)"
+    result = perfledger("query", small_profile, sql, "--format", "csv", "--max-rows", "5")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["n", "0", "1", "2", "3", "4"]
+    assert "first 5 rows" in result.stderr and "--max-rows" in result.stderr
+    every = perfledger("query", small_profile, "SELECT * FROM range(3)", "--max-rows", "0")
+    assert every.returncode == 0 and every.stderr == ""
