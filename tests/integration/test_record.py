@@ -22,6 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "programs" / "tiny_train.py"
+HEARTBEAT = ROOT / "tests" / "programs" / "heartbeat.py"
 EXAMPLES = ROOT / "examples"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 RECORD = [sys.executable, "-m", "perfledger", "record"]
@@ -130,7 +131,13 @@ def test_the_example_is_recorded_and_explained_step_by_step(tmp_path: Path) -> N
     assert info["label"] == "bs=16"
     assert info["command"][1:] == [str(EXAMPLES / "train_cnn.py"), "--epochs", "1",
                                    "--steps-per-epoch", "6", "--batch-size", "16"]  # fmt: skip
-    assert info["options"] == {"skip": 2, "steps": 3, "level": "default", "host_interval_s": 0.05}
+    assert info["options"] == {
+        "skip": 2,
+        "steps": 3,
+        "level": "default",
+        "flush_steps": 1,
+        "host_interval_s": 0.05,
+    }
     assert info["torch"]["torch"].startswith("2.")
     assert info["distributed"]["ranks"] == [0]
     assert info["git"]["commit"]  # the example lives in this repository
@@ -239,7 +246,9 @@ def test_an_inference_script_is_cut_at_its_batches(tmp_path: Path) -> None:
 
 def test_explicit_marks_and_force_replace_a_profile(tmp_path: Path) -> None:
     profile = tmp_path / "prof"
-    profile.mkdir()
+    profile.mkdir()  # an older profile: --force replaces only a folder perfledger wrote
+    (profile / "meta.json").write_text('{"format_version": 1, "tool_version": "0.1.0"}')
+    (profile / "summary.json").write_text("{}")
     (profile / "old.txt").write_text("an older profile")
     args = ["-o", "prof", "--skip", "1", "--steps", "2", "--",
             sys.executable, str(TINY), "--mode", "mark", "--batches", "6"]  # fmt: skip
@@ -340,15 +349,137 @@ def test_a_killed_torchrun_rank_leaves_the_other_ranks_trace(tmp_path: Path) -> 
     )  # fmt: skip
     assert done.returncode != 0
     profile = tmp_path / "prof"
-    assert sorted(p.name for p in (profile / "raw").iterdir()) == ["rank0.json.gz"]
+    assert sorted(p.name for p in (profile / "raw").iterdir()) == ["rank0.json.gz", "rank1.json.gz"]
     trace = raw_trace(profile)
     assert annotations(trace, "ProfilerStep#")[:3] == [f"ProfilerStep#{n}" for n in (1, 2, 3)]
-    # Rank 1 died by SIGKILL in step 4: its step log still has steps 0-3.
+    # Rank 1 died by SIGKILL in step 4: its step log still has steps 0-3, and its trace the
+    # recorded steps 1-3, each written out as it ended.
     assert all_steps(profile, rank=1) == [0, 1, 2, 3]
+    rank1 = raw_trace(profile, "rank1.json.gz")
+    assert annotations(rank1, "ProfilerStep#") == [f"ProfilerStep#{n}" for n in (1, 2, 3)]
     assert all_steps(profile, rank=0)[:4] == [0, 1, 2, 3]
     ends = {p["rank"]: p["end"] for p in meta(profile)["record"]["processes"]}
     assert ends[1] == "killed"
     assert_nothing_half_written(tmp_path, profile)
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "ending"),
+    [
+        (["--exit-at", "5"], 3, "program exited with code 3"),
+        (["--kill-rank", "0", "--kill-at", "5"], 137, "program killed by SIGKILL (exit code 137)"),
+    ],
+)
+def test_a_program_that_ends_abruptly_keeps_its_written_steps(
+    tmp_path: Path, fault: list[str], code: int, ending: str
+) -> None:
+    # os._exit and SIGKILL run no exit handler: the trace exists only because every recorded
+    # step was written out as it ended.
+    done = run_record(
+        tmp_path, "-o", "prof", "--skip", "1", "--steps", "0", "--",
+        sys.executable, str(TINY), "--batches", "12", *fault,
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert f"{ending}: 5 steps, 4 profiled, 4 kept (rank 0: killed or os._exit)" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    profile = tmp_path / "prof"
+    assert all_steps(profile) == [0, 1, 2, 3, 4]
+    assert profiled_steps(profile) == [1, 2, 3, 4]
+    trace = raw_trace(profile)
+    assert annotations(trace, "ProfilerStep#") == [f"ProfilerStep#{n}" for n in range(1, 5)]
+    summary = json.loads((profile / "summary.json").read_text())
+    assert summary["step_count"] == 4
+    info = meta(profile)
+    assert info["record"]["exit_code"] == code
+    assert info["record"]["processes"][0]["end"] == "killed"
+    assert info["record"]["processes"][0]["traces"] == ["rank0.json.gz"]
+    assert_nothing_half_written(tmp_path, profile)
+
+
+def test_the_trace_written_once_at_the_end_of_the_window_is_lost_to_sigkill(
+    tmp_path: Path,
+) -> None:
+    # --flush-steps 0: one trace for the whole window, written when it ends (or at exit).
+    done = run_record(
+        tmp_path, "-o", "prof", "--skip", "1", "--steps", "0", "--flush-steps", "0", "--",
+        sys.executable, str(TINY), "--batches", "12", "--kill-rank", "0", "--kill-at", "5",
+    )  # fmt: skip
+    assert done.returncode == 137
+    assert "5 steps, 4 profiled, 0 kept" in done.stdout
+    assert "no trace was written" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def wait_for(condition: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_program_dies_with_a_killed_launcher_and_its_staging_goes_next_time(
+    tmp_path: Path,
+) -> None:
+    beat = tmp_path / "program.pid"
+    launcher = subprocess.Popen(
+        [*RECORD, "-o", "prof", "--", sys.executable, str(HEARTBEAT), str(beat), "--child"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    child_beat = beat.with_name(beat.name + ".child")
+    try:
+        assert wait_for(lambda: beat.exists() and child_beat.exists(), 120), launcher.stderr
+        program, grandchild = int(beat.read_text()), int(child_beat.read_text())
+        assert running(program) and running(grandchild)
+        launcher.kill()
+        launcher.wait(timeout=30)
+        # The program by the kernel's parent-death signal, its own child by its watch.
+        assert wait_for(lambda: not running(program), 5)
+        assert wait_for(lambda: not running(grandchild), 5)
+    finally:
+        for pid_file in (beat, child_beat):
+            if pid_file.exists() and running(int(pid_file.read_text())):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    staging = tmp_path / f".prof.record-{launcher.pid}"
+    assert staging.is_dir()  # left behind by the killed launcher
+
+    done = run_record(tmp_path, "-o", "prof", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    assert f"removed the staging folders of recordings that died: {staging.name}" in done.stdout
+    assert not staging.exists()
+
+
+def test_only_dead_recordings_staging_folders_are_removed(tmp_path: Path) -> None:
+    dead = tmp_path / ".prof.record-99999999"  # beyond any pid: no such process
+    dead.mkdir()
+    (dead / "steps-4242.jsonl").write_text('{"event":"start","pid":4242}\n')
+    (dead / "trace-4242-00000.json").write_text('{"traceEvents": []}')
+    live = tmp_path / f".prof.record-{os.getpid()}"  # this test's own process runs
+    live.mkdir()
+    (live / "steps-4242.jsonl").write_text("")
+    foreign = tmp_path / ".notes.record-99999999"  # named like ours, holding something else
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    (tmp_path / ".file.record-99999999").write_text("a file, not a staging folder")
+    (tmp_path / "data").mkdir()
+    done = run_record(tmp_path, "-o", "prof", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 0, done.stderr
+    assert not dead.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [live.name, foreign.name, ".file.record-99999999", "data"]
+    )
+    assert (foreign / "notes.txt").read_text() == "mine"
 
 
 def test_exit_codes_pass_through_and_no_step_means_no_profile(tmp_path: Path) -> None:

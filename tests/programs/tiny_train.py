@@ -3,7 +3,8 @@
 Modes: ``train`` (DataLoader + SGD), ``infer`` (DataLoader, no optimizer), ``mark`` (a plain
 loop with perfledger.mark_step()), ``ddp`` (gloo data parallel under torchrun). Faults:
 ``--raise-at K`` raises in step K, ``--hang-at K`` stops in step K until killed,
-``--kill-rank R --kill-at K`` kills rank R with SIGKILL in step K. ``--announce`` prints
+``--kill-rank R --kill-at K`` kills rank R with SIGKILL in step K, ``--exit-at K`` leaves by
+``os._exit(3)`` in step K (no exit handler runs). ``--announce`` prints
 ``STEP k`` as each step begins, for tests that must act at a given step.
 """
 
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--hang-at", type=int, default=-1)
     parser.add_argument("--kill-rank", type=int, default=-1)
     parser.add_argument("--kill-at", type=int, default=-1)
+    parser.add_argument("--exit-at", type=int, default=-1)
     parser.add_argument("--announce", action="store_true")
     args = parser.parse_args()
 
@@ -64,6 +66,8 @@ def main() -> None:
             raise RuntimeError(f"failure in step {step}")
         if step == args.kill_at and rank == args.kill_rank:
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == args.exit_at:
+            os._exit(3)
         if step == args.hang_at:
             while True:
                 time.sleep(0.05)

@@ -7,6 +7,7 @@ sequences of step signals are checked exactly and fast.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,11 @@ class FakeProfiler:
         self.step_num = 0
         self.calls: list[tuple[str, int]] = []
         self.exports = 0
+        self.exported_steps: list[int] = []
 
     def _action(self, step: int) -> str:
-        return planned_action(step, self.options.skip, self.options.steps)
+        options = self.options
+        return planned_action(step, options.skip, options.steps, options.flush_steps)
 
     def start(self) -> None:
         self.calls.append(("start", self.step_num))
@@ -46,6 +49,7 @@ class FakeProfiler:
         self.calls.append(("step", self.step_num))
         if ending == ACTION_SAVE:
             self.on_trace_ready(self)
+            self.exported_steps.append(self.step_num - 1)
 
     def stop(self) -> None:
         self.calls.append(("stop", self.step_num))
@@ -57,16 +61,17 @@ class FakeProfiler:
         Path(path).write_text('{"traceEvents": []}')
 
 
-def make_driver(tmp_path: Path, skip: int = 1, steps: int = 2, manual: bool = False) -> Any:
+def make_driver(
+    tmp_path: Path, skip: int = 1, steps: int = 2, manual: bool = False, flush_steps: int = 0
+) -> Any:
     fakes: list[FakeProfiler] = []
 
     def factory(options: DriverOptions, ready: Any) -> FakeProfiler:
         fakes.append(FakeProfiler(options, ready))
         return fakes[-1]
 
-    driver = StepDriver(
-        tmp_path, DriverOptions(skip=skip, steps=steps), manual=manual, profiler_factory=factory
-    )
+    options = DriverOptions(skip=skip, steps=steps, flush_steps=flush_steps)
+    driver = StepDriver(tmp_path, options, manual=manual, profiler_factory=factory)
     return driver, fakes
 
 
@@ -77,6 +82,11 @@ def logged(tmp_path: Path) -> list[dict[str, Any]]:
 
 def logged_steps(tmp_path: Path) -> list[tuple[int, str]]:
     return [(r["step"], r["action"]) for r in logged(tmp_path) if r["event"] == "step"]
+
+
+def chunk(n: int) -> str:
+    """The name of this process's n-th trace chunk."""
+    return f"trace-{os.getpid()}-{n:05d}.json"
 
 
 @pytest.fixture(autouse=True)
@@ -114,9 +124,26 @@ def test_planned_action_skips_warms_up_records_then_stops() -> None:
     ]
 
 
+def test_planned_action_saves_a_chunk_every_flush_steps_and_at_the_windows_end() -> None:
+    # --skip 1 --steps 5 --flush-steps 2: recorded steps 1-5, saved after 2, 4 and 5 (the end).
+    assert [planned_action(s, 1, 5, 2) for s in range(7)] == [
+        ACTION_WARMUP,
+        ACTION_RECORD,
+        ACTION_SAVE,
+        ACTION_RECORD,
+        ACTION_SAVE,
+        ACTION_SAVE,
+        ACTION_NONE,
+    ]
+    # every step, to the end of the run
+    assert [planned_action(s, 0, 0, 1) for s in range(3)] == [ACTION_SAVE] * 3
+
+
 def test_options_round_trip_through_the_environment_and_reject_bad_values() -> None:
-    options = DriverOptions(skip=4, steps=0, level="full")
+    options = DriverOptions(skip=4, steps=0, level="full", flush_steps=3)
     assert DriverOptions.from_json(options.to_json()) == options
+    with pytest.raises(ValueError, match="--flush-steps"):
+        DriverOptions(flush_steps=-1)
     with pytest.raises(ValueError, match="--steps"):
         DriverOptions(steps=-1)
     with pytest.raises(ValueError, match="level"):
@@ -146,8 +173,8 @@ def test_training_steps_end_when_the_optimizer_step_returns(tmp_path: Path) -> N
     assert profiler.calls == [("start", 0), ("step", 1), ("step", 2), ("step", 3), ("stop", 3)]
     assert profiler.exports == 1
     records = logged(tmp_path)
-    assert [r["file"] for r in records if r["event"] == "trace"] == ["rank0.json"]
-    assert (tmp_path / "rank0.json").is_file()
+    assert [r["file"] for r in records if r["event"] == "trace"] == [chunk(0)]
+    assert (tmp_path / chunk(0)).is_file()
     end = records[-1]
     assert (end["event"], end["step"], end["reason"]) == ("end", 5, "exit")
 
@@ -243,7 +270,26 @@ def test_ending_inside_a_recorded_step_writes_the_trace_and_marks_it_incomplete(
     assert process.end_reason == "exception RuntimeError: boom"
     assert [(s.step, s.action) for s in process.steps] == [(0, "warmup"), (1, "record")]
     assert incomplete_recorded_step(process) == 2
-    assert process.traces == (tmp_path / "rank0.json",)
+    assert process.traces == (tmp_path / chunk(0),)
+
+
+def test_each_chunk_is_written_as_it_ends_so_a_killed_process_keeps_it(tmp_path: Path) -> None:
+    driver, fakes = make_driver(tmp_path, skip=1, steps=0, flush_steps=2)
+    for _ in range(7):  # begins step 0, ends steps 0-5; step 6 runs
+        driver.mark_step()
+    # No finish(): the process is killed (or calls os._exit) inside step 6.
+    (profiler,) = fakes
+    assert profiler.exported_steps == [2, 4]  # recorded steps 1-2 and 3-4
+    assert profiler.calls[-1] == ("step", 6)  # one profiler, never stopped between chunks
+    assert sorted(p.name for p in tmp_path.glob("trace-*")) == [chunk(0), chunk(1)]
+    process = read_step_log(next(tmp_path.glob("steps-*.jsonl")))
+    assert process.end_reason == "killed"
+    assert process.traces == (tmp_path / chunk(0), tmp_path / chunk(1))
+    assert process.traced_through == 4
+    # steps 1-5 were recorded; step 5's chunk was not written yet
+    assert sum(s.profiled for s in process.steps) == 5
+    assert process.kept_steps == 4
+    driver.finish()
 
 
 def test_nothing_is_written_before_the_first_step(tmp_path: Path) -> None:

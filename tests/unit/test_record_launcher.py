@@ -62,6 +62,17 @@ def test_an_existing_profile_is_refused_before_the_program_runs(tmp_path: Path) 
     assert not marker.exists()
 
 
+def test_force_never_replaces_a_folder_that_is_not_a_profile(tmp_path: Path) -> None:
+    (tmp_path / "prof").mkdir()
+    (tmp_path / "prof" / "notes.txt").write_text("the user's")
+    marker = tmp_path / "ran"
+    options = RecordOptions(output=Path("prof"), force=True)
+    with pytest.raises(PerfledgerError, match="not a perfledger profile"):
+        record(["touch", str(marker)], options, cwd=tmp_path)
+    assert not marker.exists()
+    assert (tmp_path / "prof" / "notes.txt").read_text() == "the user's"
+
+
 def test_environment_summary_keeps_tuning_variables_and_drops_secrets() -> None:
     summary = environment_summary(
         {

@@ -17,6 +17,7 @@ from perfledger.record.staging import (
     STEP_TIMES_SCHEMA,
     StepRecord,
     finish_trace,
+    finish_traces,
     profiler_overhead,
     read_staging,
     read_step_log,
@@ -172,3 +173,63 @@ def test_renaming_is_the_same_whatever_the_chunk_size(
     finished = finish_trace(trace, incomplete_step=3, chunk_bytes=chunk)
     expected = text.replace('"ProfilerStep#3"', f'"{INCOMPLETE_STEP_PREFIX}3"')
     assert gzip.decompress(finished.read_bytes()).decode() == expected
+
+
+def kineto_chunk(events: list[str], *, base: int = 1790857026000000000, rank: int = 0) -> str:
+    """A chunk as torch writes it: keys before the events and after them, events indented."""
+    joined = ",\n  ".join(events)
+    return (
+        '{\n  "schemaVersion": 1,\n'
+        f'  "distributedInfo": {{"rank": {rank}}},\n'
+        f'  "baseTimeNanoseconds": {base},\n  "traceEvents": [\n  {joined}\n  ],\n'
+        '  "deviceProperties": [{"id": 0, "name": "[dev]"}],\n  "traceName": "chunk"\n}'
+    )
+
+
+def step_event(n: int, ts: str) -> str:
+    return f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{n}", "ts": {ts}}}'
+
+
+def test_chunks_join_into_one_trace_keeping_every_digit_of_the_events(tmp_path: Path) -> None:
+    # µs timestamps with ns digits that a float cannot hold: they must be copied as text.
+    chunks = [
+        tmp_path / "trace-7-00000.json",
+        tmp_path / "trace-7-00001.json",
+        tmp_path / "trace-7-00002.json",
+    ]
+    chunks[0].write_text(kineto_chunk([step_event(1, "5281460335101.491")]))
+    chunks[1].write_text(kineto_chunk([]))  # a chunk without events
+    chunks[2].write_text(
+        kineto_chunk([step_event(2, "5281460343953.503"), step_event(3, "5281460354798.777")],
+                     rank=3)
+    )  # fmt: skip
+    target = finish_traces(chunks, tmp_path / "rank3.json.gz", incomplete_step=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank3.json.gz"]
+    text = gzip.decompress(target.read_bytes()).decode()
+    document = json.loads(text)
+    names = [e["name"] for e in document["traceEvents"]]
+    assert names == ["ProfilerStep#1", "ProfilerStep#2", f"{INCOMPLETE_STEP_PREFIX}3"]
+    for ts in ("5281460335101.491", "5281460343953.503", "5281460354798.777"):
+        assert f'"ts": {ts}' in text
+    # the last chunk's keys: it knows the rank torch.distributed gave later
+    assert document["distributedInfo"] == {"rank": 3}
+    assert document["deviceProperties"] == [{"id": 0, "name": "[dev]"}]
+
+
+def test_chunks_of_different_base_times_are_joined_on_one_time_base(tmp_path: Path) -> None:
+    first, second = tmp_path / "trace-7-00000.json", tmp_path / "trace-7-00001.json"
+    first.write_text(kineto_chunk([step_event(1, "1000.5")], base=2_000_000_000))
+    second.write_text(kineto_chunk([step_event(2, "10.25")], base=3_000_000_000))
+    target = finish_traces([first, second], tmp_path / "rank0.json.gz")
+    document = json.loads(gzip.decompress(target.read_bytes()))
+    assert document["baseTimeNanoseconds"] == 3_000_000_000
+    assert [e["ts"] for e in document["traceEvents"]] == [1000.5 - 1_000_000.0, 10.25]
+
+
+def test_a_chunk_that_is_not_a_kineto_trace_is_an_error_naming_it(tmp_path: Path) -> None:
+    good, bad = tmp_path / "trace-7-00000.json", tmp_path / "trace-7-00001.json"
+    good.write_text(kineto_chunk([]))
+    bad.write_text('{"traceEvents": [')
+    with pytest.raises(PerfledgerError, match="trace-7-00001.json"):
+        finish_traces([good, bad], tmp_path / "rank0.json.gz")
+    assert good.exists() and bad.exists()

@@ -49,6 +49,15 @@ def add_parser(subparsers: Any) -> None:
         help=f"steps profiled after the skipped ones, 0 for all (default {defaults.steps})",
     )
     parser.add_argument(
+        "--flush-steps",
+        type=int,
+        default=defaults.flush_steps,
+        metavar="K",
+        help=f"write the trace out every K recorded steps, so that a program killed meanwhile "
+        f"keeps the steps already written; 0: once, when the window ends (default "
+        f"{defaults.flush_steps})",
+    )
+    parser.add_argument(
         "--level",
         choices=LEVELS,
         default=defaults.level,
@@ -81,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         level=args.level,
         host_interval_s=args.host_interval / 1000.0,
         force=args.force,
+        flush_steps=args.flush_steps,
     )
     result = record(command, options, console=terminal_console())
     if result.stored is not None:

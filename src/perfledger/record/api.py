@@ -68,7 +68,10 @@ class Profile:
             raise PerfledgerError(
                 f"{self.output} already exists: choose another output, or pass force=True"
             )
-        self._staging = self.output.with_name(f".{self.output.name}.record-{os.getpid()}")
+        from perfledger.record.leftovers import claim, remove_dead_recordings, staging_name
+
+        remove_dead_recordings(self.output.parent)
+        self._staging = staging_name(self.output, os.getpid())
         self._driver = inprocess.StepDriver(
             self._staging, self.options.driver_options(), manual=True
         )
@@ -79,6 +82,7 @@ class Profile:
         self._sampler.start()
         self._started_ns = time.time_ns()
         self._driver.start()
+        claim(self._staging)
         return self
 
     def step(self) -> None:

@@ -10,6 +10,10 @@ is fetched from an iterator that already gave one in the current step and no bac
 Every step's wall time is appended to a JSON-lines step log as it ends, whether it is profiled or
 not; the profiler itself runs only over the ``--skip``/``--steps`` window, through torch's own
 schedule, so the trace carries torch's ``ProfilerStep#N`` annotations (N counts from 0).
+
+The trace is written as the window goes, a chunk of ``flush_steps`` recorded steps at a time, to
+its own file (``trace-<pid>-<n>.json``, through a partial name): a program that is killed or
+calls ``os._exit`` keeps every chunk it finished. The launcher joins the chunks into one trace.
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ import sys
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from perfledger.record import lifeline
 
 ENV_STAGING: Final = "PERFLEDGER_STAGING"
 ENV_OPTIONS: Final = "PERFLEDGER_OPTIONS"
@@ -43,18 +50,20 @@ LEVELS: Final = ("light", "default", "full")
 ACTION_NONE: Final = "none"
 ACTION_WARMUP: Final = "warmup"
 ACTION_RECORD: Final = "record"
-ACTION_SAVE: Final = "save"  # the last recorded step: the trace is written when it ends
+ACTION_SAVE: Final = "save"  # the last step of a chunk: its trace is written when it ends
 RECORDED_ACTIONS: Final = (ACTION_RECORD, ACTION_SAVE)
 
 STEP_LOG_PREFIX: Final = "steps-"
 STEP_LOG_SUFFIX: Final = ".jsonl"
 TRACE_PREFIX: Final = "rank"
 TRACE_SUFFIX: Final = ".json"
+CHUNK_PREFIX: Final = "trace-"  # trace-<pid>-<n>.json: the n-th chunk of a process's trace
 
 
 @dataclass(frozen=True)
 class DriverOptions:
-    """What to profile: skip the first ``skip`` steps, then record ``steps`` (0: all the rest).
+    """What to profile: skip the first ``skip`` steps, then record ``steps`` (0: all the rest),
+    writing the trace every ``flush_steps`` recorded steps (0: once, when the window ends).
 
     Raises:
         ValueError: a negative count or an unknown level.
@@ -63,12 +72,15 @@ class DriverOptions:
     skip: int = 1
     steps: int = 10
     level: str = "default"
+    flush_steps: int = 1
 
     def __post_init__(self) -> None:
         if self.skip < 0:
             raise ValueError(f"--skip must be >= 0 (got {self.skip})")
         if self.steps < 0:
             raise ValueError(f"--steps must be >= 0, 0 for all (got {self.steps})")
+        if self.flush_steps < 0:
+            raise ValueError(f"--flush-steps must be >= 0, 0 for once (got {self.flush_steps})")
         if self.level not in LEVELS:
             raise ValueError(f"level must be one of {', '.join(LEVELS)} (got {self.level!r})")
 
@@ -81,29 +93,39 @@ class DriverOptions:
         """Options read back from :meth:`to_json`; ValueError when malformed."""
         try:
             fields = json.loads(text)
-            return cls(skip=int(fields["skip"]), steps=int(fields["steps"]), level=fields["level"])
+            return cls(
+                skip=int(fields["skip"]),
+                steps=int(fields["steps"]),
+                level=fields["level"],
+                flush_steps=int(fields.get("flush_steps", 0)),
+            )
         except (TypeError, KeyError, json.JSONDecodeError) as error:
             raise ValueError(f"malformed {ENV_OPTIONS}: {text!r}") from error
 
 
-def planned_action(step: int, skip: int, steps: int) -> str:
+def planned_action(step: int, skip: int, steps: int, flush_steps: int = 0) -> str:
     """What the profiler does during ``step`` (0-based) with ``--skip skip --steps steps``.
 
     The last skipped step warms the profiler up, so that the first recorded step does not pay
-    for the profiler's start; ``steps == 0`` records every step after the skipped ones.
+    for the profiler's start; ``steps == 0`` records every step after the skipped ones. The
+    trace is saved after every ``flush_steps``-th recorded step (0: never before the window's
+    last) and after the window's last.
     """
     if step < skip - 1:
         return ACTION_NONE
     if step == skip - 1:
         return ACTION_WARMUP
-    if steps == 0:
-        return ACTION_RECORD
     last = skip + steps - 1
-    if step < last:
-        return ACTION_RECORD
-    if step == last:
+    if steps and step > last:
+        return ACTION_NONE
+    if step == last or (flush_steps and (step - skip + 1) % flush_steps == 0):
         return ACTION_SAVE
-    return ACTION_NONE
+    return ACTION_RECORD
+
+
+def window_ends(step: int, skip: int, steps: int) -> bool:
+    """Whether ``step`` is the last recorded one: the profiler is stopped for good after it."""
+    return steps > 0 and step == skip + steps - 1
 
 
 class StepLog:
@@ -351,7 +373,8 @@ class StepDriver:
     def _planned(self, step: int) -> str:
         if self._profiler is None:
             return ACTION_NONE
-        return planned_action(step, self.options.skip, self.options.steps)
+        options = self.options
+        return planned_action(step, options.skip, options.steps, options.flush_steps)
 
     def _cut(self) -> None:
         # The step ends before the profiler's bookkeeping and the next begins after it, so a
@@ -370,7 +393,7 @@ class StepDriver:
         profiler = self._profiler
         if profiler is not None:
             self._call_profiler(profiler.step)
-            if self._action == ACTION_SAVE:
+            if window_ends(self._step, self.options.skip, self.options.steps):
                 # The window is over and the trace written: close the step annotation torch
                 # opened and stop driving the profiler at all.
                 self._call_profiler(profiler.stop)
@@ -418,7 +441,10 @@ class StepDriver:
         global _USER_SCOPE_ONLY
         _USER_SCOPE_ONLY = self.options.level == "light"
         try:
-            action()
+            with warnings.catch_warnings():
+                # Each chunk is a profiling cycle of its own, which is what torch warns about.
+                warnings.filterwarnings("ignore", "Warning: Profiler clears events", UserWarning)
+                action()
         except Exception as error:
             if self._log is not None:
                 self._log.append({"event": "profiler_error", "error": repr(error)[:2000]})
@@ -428,9 +454,7 @@ class StepDriver:
 
     def _export_trace(self, profiler: Any) -> None:
         rank = distributed_info().get("rank") or 0
-        name = f"{TRACE_PREFIX}{rank}{TRACE_SUFFIX}"
-        if (self.staging / name).exists():  # two processes claim the same rank
-            name = f"{TRACE_PREFIX}{rank}-{self._pid}{TRACE_SUFFIX}"
+        name = f"{CHUNK_PREFIX}{self._pid}-{len(self.trace_files):05d}{TRACE_SUFFIX}"
         target = self.staging / name
         partial = self.staging / f".{name}.partial"
         started = time.time_ns()
@@ -442,6 +466,8 @@ class StepDriver:
                 {
                     "event": "trace",
                     "file": name,
+                    # The chunk holds the steps up to this one (the open one at the end).
+                    "last_step": self._step,
                     "rank": rank,
                     "export_ns": time.time_ns() - started,
                     "torch": torch_info(),
@@ -527,7 +553,7 @@ _USER_SCOPE_ONLY = False
 def _torch_schedule(options: DriverOptions, step: int) -> Any:
     from torch.profiler import ProfilerAction
 
-    action = planned_action(step, options.skip, options.steps)
+    action = planned_action(step, options.skip, options.steps, options.flush_steps)
     return {
         ACTION_NONE: ProfilerAction.NONE,
         ACTION_WARMUP: ProfilerAction.WARMUP,
@@ -753,6 +779,9 @@ def configure_from_env(environ: dict[str, str] | None = None) -> bool:
     text = env.get(ENV_OPTIONS)
     options = DriverOptions.from_json(text) if text else DriverOptions()
     _CONFIG = (Path(staging), options)
+    launcher = env.get(lifeline.ENV_LAUNCHER)
+    if launcher:
+        lifeline.watch_launcher(launcher)
     os.register_at_fork(after_in_child=_forget_in_child)
     torch = sys.modules.get("torch")
     if torch is not None:

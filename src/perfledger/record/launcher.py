@@ -6,6 +6,10 @@ when it imports torch. The child stays in our process group, so a Ctrl-C at the 
 it exactly as it would without us; signals sent to the launcher alone (``kill``) are forwarded.
 When the program ends, in any way, the staged traces are analysed into the profile directory
 and the program's own exit code is returned.
+
+The program does not outlive the launcher (see :mod:`perfledger.record.lifeline`): a launcher
+killed with ``kill -9`` takes the program with it, and the staging folder it leaves is removed
+by the next recording into the same folder.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,13 +31,17 @@ from rich.markup import escape
 
 from perfledger.errors import PerfledgerError
 from perfledger.profiledir import StoredProfile
+from perfledger.profiledir.writer import check_target
 from perfledger.record import inprocess
 from perfledger.record.bootstrap import BOOTSTRAP_DIR
 from perfledger.record.counters import HostSampler, HostSamples, counters_table
+from perfledger.record.inprocess import TRACE_PREFIX, TRACE_SUFFIX
+from perfledger.record.leftovers import claim, keep, remove_dead_recordings, staging_name
+from perfledger.record.lifeline import ENV_LAUNCHER, identity, parent_death_signal
 from perfledger.record.metadata import run_meta
 from perfledger.record.staging import (
     ProcessRecord,
-    finish_trace,
+    finish_traces,
     incomplete_recorded_step,
     read_staging,
     step_times_table,
@@ -63,11 +71,14 @@ class RecordOptions:
     level: str = "default"
     host_interval_s: float = 0.05
     force: bool = False
+    flush_steps: int = 1
 
     def driver_options(self) -> inprocess.DriverOptions:
         """The in-process part; PerfledgerError for bad values."""
         try:
-            return inprocess.DriverOptions(skip=self.skip, steps=self.steps, level=self.level)
+            return inprocess.DriverOptions(
+                skip=self.skip, steps=self.steps, level=self.level, flush_steps=self.flush_steps
+            )
         except ValueError as error:
             raise PerfledgerError(f"record: {error}") from error
 
@@ -94,19 +105,34 @@ class RecordResult:
 def child_environment(
     environ: Mapping[str, str], staging: Path, options: inprocess.DriverOptions
 ) -> dict[str, str]:
-    """The program's environment: ours plus the bootstrap and the driver's settings."""
+    """The program's environment: ours plus the bootstrap, the driver's settings and who the
+    launcher is (the program's processes end when it does)."""
     env = dict(environ)
     python_path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOTSTRAP_DIR), python_path) if p)
     env[inprocess.ENV_STAGING] = str(staging)
     env[inprocess.ENV_OPTIONS] = options.to_json()
     env["PERFLEDGER_HOME"] = str(Path(__file__).resolve().parents[2])
+    launcher = identity(os.getpid())
+    if launcher is not None:
+        env[ENV_LAUNCHER] = launcher
     return env
 
 
 def exit_code_of(returncode: int) -> int:
     """A shell's exit code for a child's return code (death by signal N gives 128 + N)."""
     return returncode if returncode >= 0 else 128 - returncode
+
+
+def program_ending(returncode: int) -> str:
+    """How the program ended, in words: its exit code, or the signal that killed it."""
+    if returncode >= 0:
+        return f"program exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"program killed by {name} (exit code {exit_code_of(returncode)})"
 
 
 def record(
@@ -140,14 +166,16 @@ def record(
     output = options.output or Path(time.strftime("prof_%Y%m%d_%H%M%S"))
     output = output if output.is_absolute() else cwd / output
     # Refused before the program runs, not after an hour of training.
-    if output.exists() and not options.force:
-        raise PerfledgerError(
-            f"{output} already exists: choose another output with -o, or pass --force to replace it"
-        )
-    staging = output.with_name(f".{output.name}.record-{os.getpid()}")
-    if staging.exists():
+    check_target(output, force=options.force)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    dead = remove_dead_recordings(output.parent)
+    if dead:
+        _say(console, f"removed the staging folders of recordings that died: {_names(dead)}")
+    staging = staging_name(output, os.getpid())
+    if staging.exists():  # an older process of our pid left it
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
+    claim(staging)
 
     _say(
         console,
@@ -180,6 +208,7 @@ def record(
         ended_ns=ended_ns,
         samples=samples,
         console=console,
+        ending=program_ending(returncode),
     )
 
 
@@ -197,28 +226,34 @@ def analyse_staging(
     samples: HostSamples,
     console: Console,
     program_ended: bool = True,
+    ending: str | None = None,
 ) -> RecordResult:
     """Turn a staging directory into the profile ``output``; remove it unless analysis failed.
 
-    Used by the launcher after the program ended, and by the Python API at the end of its block
-    (``program_ended=False``).
+    Used by the launcher after the program ended (``ending``: how, in words), and by the Python
+    API at the end of its block (``program_ended=False``).
     """
     processes = read_staging(staging)
     steps = sum(len(p.steps) for p in processes)
     profiled = sum(s.profiled for p in processes for s in p.steps)
-    ended = ", ".join(sorted({f"rank {p.rank}: {_shorten(p.end_reason)}" for p in processes}))
+    kept = sum(p.kept_steps for p in processes)
+    abrupt = any(p.end is None for p in processes)
+    ended = ", ".join(sorted({f"rank {p.rank}: {_end_in_words(p)}" for p in processes}))
     _say(
         console,
-        (f"program exited with code {exit_code}: " if program_ended else "")
+        (f"{ending or f'program exited with code {exit_code}'}: " if program_ended else "")
         + f"{steps} steps, {profiled} profiled"
+        + (f", {kept} kept" if kept != profiled or abrupt else "")
         + (f" ({ended})" if ended and program_ended else ""),
     )
-    traces = [
-        finish_trace(trace, incomplete_step=incomplete_recorded_step(process))
-        for process in processes
-        for trace in process.traces
-        if trace.exists()
-    ]
+    try:
+        processes = _finish_traces(processes)
+    except PerfledgerError as error:
+        _say(console, str(error), "[red]analysis failed[/]: ")
+        _keep(staging)
+        _say(console, f"raw traces and step logs kept in {staging}")
+        return RecordResult(exit_code or error.exit_code, None, staging, processes)
+    traces = [trace for process in processes for trace in process.traces]
     if not traces:
         shutil.rmtree(staging, ignore_errors=True)
         if not processes:
@@ -226,8 +261,11 @@ def analyse_staging(
                 "no step was detected (steps come from Optimizer.step, DataLoader batches or "
                 "perfledger.mark_step(), in a Python process that imports torch)"
             )
-        elif any(s.profiled for p in processes for s in p.steps):
-            why = "steps were recorded but no trace was written (the program was killed first)"
+        elif profiled:
+            why = (
+                "steps were recorded but no trace was written (the program was killed before "
+                "its first profiled steps were written out)"
+            )
         else:
             why = "the program ended before the first profiled step"
         _say(console, f"{why}; nothing written", "[yellow]no step was profiled[/]: ")
@@ -266,12 +304,15 @@ def analyse_staging(
         )
     except PerfledgerError as error:
         _say(console, str(error), "[red]analysis failed[/]: ")
+        _keep(staging)
         _say(console, f"raw traces and step logs kept in {staging}")
         return RecordResult(exit_code or error.exit_code, None, staging, processes)
     except KeyboardInterrupt:
+        _keep(staging)
         _say(console, f"analysis interrupted: raw traces kept in {staging}")
         return RecordResult(exit_code or 130, None, staging, processes)
     except Exception:
+        _keep(staging)
         _say(console, f"raw traces kept in {staging}", "[red]analysis failed[/]: ")
         raise
     shutil.rmtree(staging, ignore_errors=True)
@@ -283,6 +324,44 @@ def _say(console: Console, text: str, styled_prefix: str = "") -> None:
     """Print one status line: ``text`` comes from the program (paths, exception messages) and
     is never read as markup, nor wrapped (paths stay copyable)."""
     console.print(styled_prefix + escape(text), highlight=False, soft_wrap=True)
+
+
+def _finish_traces(processes: Sequence[ProcessRecord]) -> tuple[ProcessRecord, ...]:
+    """Join each process's trace chunks into ``rank<R>.json.gz`` (``rank<R>-<pid>.json.gz``
+    when an earlier process took that rank); the processes with their finished traces."""
+    finished: list[ProcessRecord] = []
+    taken: set[str] = set()
+    for process in processes:
+        chunks = [chunk for chunk in process.traces if chunk.exists()]
+        if not chunks:
+            finished.append(replace(process, traces=()))
+            continue
+        name = f"{TRACE_PREFIX}{process.rank}{TRACE_SUFFIX}.gz"
+        if name in taken:  # two processes claim the same rank
+            name = f"{TRACE_PREFIX}{process.rank}-{process.pid}{TRACE_SUFFIX}.gz"
+        taken.add(name)
+        trace = finish_traces(
+            chunks,
+            process.log.with_name(name),
+            incomplete_step=incomplete_recorded_step(process),
+        )
+        finished.append(replace(process, traces=(trace,)))
+    return tuple(finished)
+
+
+def _keep(staging: Path) -> None:
+    # Left for the user to look into: the next recording must not take it for a dead one's.
+    with suppress(OSError):
+        keep(staging)
+
+
+def _end_in_words(process: ProcessRecord) -> str:
+    # No end record: the process ran no exit handler at all.
+    return _shorten(process.end_reason) if process.end else "killed or os._exit"
+
+
+def _names(paths: Sequence[Path]) -> str:
+    return ", ".join(path.name for path in paths)
 
 
 def _shorten(text: str, limit: int = 100) -> str:
@@ -303,11 +382,17 @@ def _run_program(
 ) -> tuple[int, HostSamples]:
     """Start the program, sample its host and pass signals on until it ends."""
     waiter = _SignalWaiter()
+    # The kernel kills the program when the launcher dies; armed from this (the main) thread,
+    # which lives as long as the launcher.
+    die_with_launcher = parent_death_signal()
+
+    def in_child() -> None:
+        waiter.unblock_in_child()
+        die_with_launcher()
+
     with waiter.blocking():
         try:
-            child = subprocess.Popen(
-                list(command), env=dict(env), cwd=cwd, preexec_fn=waiter.unblock_in_child
-            )
+            child = subprocess.Popen(list(command), env=dict(env), cwd=cwd, preexec_fn=in_child)
         except FileNotFoundError as error:
             raise PerfledgerError(
                 f"record: cannot run {command[0]!r}: command not found", EXIT_COMMAND_NOT_FOUND

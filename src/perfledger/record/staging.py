@@ -1,15 +1,17 @@
 """What the workers of a recorded program left in the staging directory, read back.
 
 Each profiled process writes ``steps-<pid>.jsonl`` (its step log, see
-:class:`perfledger.record.inprocess.StepLog`) and, when it recorded steps, ``rank<R>.json`` (its
-Kineto trace). This module turns them into the inputs of the pipeline: trace files, the
-``step_times`` table, the profiler overhead estimate and per-process facts for meta.json.
+:class:`perfledger.record.inprocess.StepLog`) and, when it recorded steps, its Kineto trace in
+chunks, ``trace-<pid>-<n>.json``. This module turns them into the inputs of the pipeline: one
+trace file per process, the ``step_times`` table, the profiler overhead estimate and
+per-process facts for meta.json.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,9 +25,11 @@ from perfledger.files import replacing
 from perfledger.model.schema import STEP_TIMES_SCHEMA
 from perfledger.record.inprocess import (
     ACTION_NONE,
+    CHUNK_PREFIX,
     RECORDED_ACTIONS,
     STEP_LOG_PREFIX,
     STEP_LOG_SUFFIX,
+    TRACE_SUFFIX,
 )
 
 # The name an incomplete recorded step's annotation is given in the trace: the program ended
@@ -56,7 +60,8 @@ class ProcessRecord:
     """One profiled process, from its step log.
 
     ``open_step`` is the step running when the process ended (None when the log was cut before
-    its end record: the process was killed); ``traces`` the trace files it wrote.
+    its end record: the process was killed or called ``os._exit``); ``traces`` the trace files
+    it wrote (the chunks of its trace, in order); ``traced_through`` the last step they hold.
     """
 
     pid: int
@@ -69,6 +74,7 @@ class ProcessRecord:
     traces: tuple[Path, ...]
     errors: tuple[str, ...]
     facts: dict[str, Any]
+    traced_through: int | None = None
 
     def fact(self, key: str) -> Any:
         """The last known value of a fact the process logged (rank, world_size, backend, torch)."""
@@ -76,8 +82,16 @@ class ProcessRecord:
 
     @property
     def end_reason(self) -> str:
-        """How the process ended: ``exit``, ``exception ...``, ``signal ...`` or ``killed``."""
+        """How the process ended: ``exit``, ``exception ...``, ``signal ...`` or ``killed``
+        (no end record: SIGKILL, or ``os._exit`` which runs no exit handler)."""
         return str(self.end["reason"]) if self.end else "killed"
+
+    @property
+    def kept_steps(self) -> int:
+        """The complete profiled steps whose trace was written."""
+        if self.traced_through is None or not self.traces:
+            return 0
+        return sum(s.profiled and s.step <= self.traced_through for s in self.steps)
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,11 @@ def read_step_log(path: Path) -> ProcessRecord:
     facts: dict[str, Any] = {}
     for record in (start, *traces, *([end] if end else [])):
         facts.update({k: v for k, v in record.items() if v not in (None, {}, [])})
+    facts["export_ns"] = sum(int(r.get("export_ns") or 0) for r in traces) or None
+    # A chunk renamed into place just before the process was killed has no log record yet.
+    named = [path.parent / str(r["file"]) for r in traces]
+    pid = int(start["pid"])
+    on_disk = sorted(path.parent.glob(f"{CHUNK_PREFIX}{pid}-*{TRACE_SUFFIX}"))
     return ProcessRecord(
         pid=int(start["pid"]),
         rank=int(rank),
@@ -148,9 +167,10 @@ def read_step_log(path: Path) -> ProcessRecord:
         end=end,
         steps=steps,
         open_step=open_step,
-        traces=tuple(path.parent / str(r["file"]) for r in traces),
+        traces=(*named, *(p for p in on_disk if p not in named)),
         errors=tuple(str(r["error"]) for r in records if r.get("event") == "profiler_error"),
         facts=facts,
+        traced_through=max((int(r["last_step"]) for r in traces if "last_step" in r), default=None),
     )
 
 
@@ -210,30 +230,155 @@ def incomplete_recorded_step(process: ProcessRecord) -> int | None:
 def finish_trace(
     trace: Path, *, incomplete_step: int | None = None, chunk_bytes: int = 1 << 22
 ) -> Path:
-    """Gzip a staged trace, renaming an incomplete step's annotation; returns the new path.
-
-    The file is streamed (bounded memory whatever its size) to ``<name>.gz`` through a partial
-    name and renamed at the end, then the plain file is removed.
-    """
+    """Gzip a staged trace, renaming an incomplete step's annotation; returns the new path."""
     target = trace.with_name(trace.name + ".gz")
+    return finish_traces([trace], target, incomplete_step=incomplete_step, chunk_bytes=chunk_bytes)
+
+
+def finish_traces(
+    chunks: Sequence[Path],
+    target: Path,
+    *,
+    incomplete_step: int | None = None,
+    chunk_bytes: int = 1 << 22,
+) -> Path:
+    """Join the chunks of one process's trace into the gzipped trace ``target``; returns it.
+
+    One chunk is streamed (bounded memory whatever its size); several are joined into one
+    Kineto document: the events of every chunk in order, the other keys of the last chunk (it
+    knows the most: ranks and devices initialised late). The events' text is copied as it is,
+    so timestamps keep every digit. An incomplete step's annotation is renamed (see
+    :data:`INCOMPLETE_STEP_PREFIX`). Written through a temporary name; the chunks are removed.
+
+    Raises:
+        PerfledgerError: a chunk that is not a Kineto trace.
+    """
     old = new = b""
     if incomplete_step is not None:
         old = f'"ProfilerStep#{incomplete_step}"'.encode()
         new = f'"{INCOMPLETE_STEP_PREFIX}{incomplete_step}"'.encode()
-    with (
-        replacing(target) as partial,
-        trace.open("rb") as source,
-        gzip.open(partial, "wb", compresslevel=1) as sink,
-    ):
-        carry = b""
-        while chunk := source.read(chunk_bytes):
-            if old:
-                carry = _replace_complete(carry + chunk, old, new, sink.write)
-            else:
-                sink.write(chunk)
-        sink.write(carry)
-    trace.unlink()
+    with replacing(target) as partial, gzip.open(partial, "wb", compresslevel=1) as sink:
+        write = _Renamer(old, new, sink.write)
+        if len(chunks) == 1:
+            with chunks[0].open("rb") as source:
+                while block := source.read(chunk_bytes):
+                    write(block)
+        else:
+            _join_chunks(chunks, write)
+        write.close()
+    for chunk in chunks:
+        chunk.unlink()
     return target
+
+
+class _Renamer:
+    """Writes text with ``old`` replaced by ``new``, across the pieces it is given."""
+
+    def __init__(self, old: bytes, new: bytes, write: Callable[[bytes], object]) -> None:
+        self._old, self._new, self._write = old, new, write
+        self._carry = b""
+
+    def __call__(self, text: bytes) -> None:
+        if not self._old:
+            self._write(text)
+            return
+        self._carry = _replace_complete(self._carry + text, self._old, self._new, self._write)
+
+    def close(self) -> None:
+        self._write(self._carry)
+        self._carry = b""
+
+
+# Where a Kineto document's event array opens.
+_EVENTS_OPEN: Final = re.compile(rb'"traceEvents"\s*:\s*\[')
+# How far from its end a document's event array may close (the keys written after it).
+_TAIL_LIMIT: Final = 1 << 20
+
+
+def _events_span(path: Path) -> tuple[tuple[int, int] | None, dict[str, Any]]:
+    """Where the text of the document's events lies, ``[start, end)`` between its array's
+    brackets (None where it cannot be told), and the document itself.
+
+    Raises:
+        PerfledgerError: not a Kineto document.
+    """
+    text = path.read_bytes()
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise PerfledgerError(f"{path}: not a JSON trace ({error})") from error
+    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+        raise PerfledgerError(f"{path}: not a Kineto trace (no traceEvents array)")
+    opened = _EVENTS_OPEN.search(text)
+    if opened is None:
+        return None, document
+    head = text[: opened.end()]
+    rest = {**document, "traceEvents": []}
+    close = len(text)
+    floor = max(opened.end(), len(text) - _TAIL_LIMIT)
+    # The array closes at the last "]" whose cut leaves the rest of the document intact.
+    while (close := text.rfind(b"]", floor, close)) != -1:
+        if _parses_to(head + text[close:], rest):
+            return (opened.end(), close), document
+    return None, document
+
+
+def _parses_to(text: bytes, expected: dict[str, Any]) -> bool:
+    try:
+        return bool(json.loads(text) == expected)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _join_chunks(chunks: Sequence[Path], write: Callable[[bytes], object]) -> None:
+    """Write the joined document: the last chunk's head, every chunk's events, its tail.
+
+    One chunk is read at a time (twice: once to find its events, once to copy them).
+    """
+    spans: list[tuple[int, int]] = []
+    bases: set[Any] = set()
+    for chunk in chunks:
+        span, document = _events_span(chunk)
+        if span is None:
+            _join_documents(chunks, write)
+            return
+        spans.append(span)
+        bases.add(document.get("baseTimeNanoseconds"))
+    if len(bases) > 1:
+        _join_documents(chunks, write)
+        return
+    last = chunks[-1].read_bytes()
+    write(last[: spans[-1][0]])
+    first = True
+    for chunk, (start, end) in zip(chunks, spans, strict=True):
+        events = chunk.read_bytes()[start:end]
+        if not events.strip():
+            continue
+        if not first:
+            write(b",")
+        write(events)
+        first = False
+    write(last[spans[-1][1] :])
+
+
+def _join_documents(chunks: Sequence[Path], write: Callable[[bytes], object]) -> None:
+    """Join chunks whose text cannot be cut, or whose base times differ, as parsed documents.
+
+    Only a fallback: numbers are printed again by Python, so the nanosecond digits of large
+    microsecond timestamps may round.
+    """
+    documents = [_events_span(chunk)[1] for chunk in chunks]
+    base = documents[-1].get("baseTimeNanoseconds")
+    events: list[Any] = []
+    for document in documents:
+        shift_us = 0.0
+        if isinstance(base, int) and isinstance(document.get("baseTimeNanoseconds"), int):
+            shift_us = (document["baseTimeNanoseconds"] - base) / 1e3
+        for event in document["traceEvents"]:
+            if shift_us and isinstance(event, dict) and isinstance(event.get("ts"), int | float):
+                event["ts"] += shift_us
+            events.append(event)
+    write(json.dumps({**documents[-1], "traceEvents": events}).encode())
 
 
 def _replace_complete(
