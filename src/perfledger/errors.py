@@ -25,4 +25,20 @@ class PerfledgerError(Exception):
 
 
 class TraceFormatError(PerfledgerError):
-    """A trace file that cannot be read: corrupt, foreign or empty."""
+    """A trace file that cannot be read: corrupt, foreign or empty.
+
+    The message is kept to one line whatever it quotes (line breaks become spaces).
+    """
+
+    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT) -> None:
+        super().__init__(
+            " ".join(message.split()) if "\n" in message or "\r" in message else message, exit_code
+        )
+
+
+def reason(error: BaseException, limit: int = 200) -> str:
+    """A library's exception as a phrase for a one-line message: its first line of text, cut
+    at ``limit`` characters (a parser's error can quote many lines of its input)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

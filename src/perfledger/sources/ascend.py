@@ -281,7 +281,7 @@ def is_ascend(path: Path) -> bool:
 def _read_json(path: Path) -> Any:
     try:
         return msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise TraceFormatError(f"{path}: not valid JSON ({exc})") from exc
 
 

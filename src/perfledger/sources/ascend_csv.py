@@ -10,6 +10,7 @@ read as text and converted after trimming.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import re
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from perfledger.errors import TraceFormatError
+from perfledger.errors import TraceFormatError, reason
 from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
 
@@ -49,13 +50,29 @@ KERNEL_SCHEMA: Final = pa.schema(
 def header(path: Path) -> list[str]:
     """The column names of a CSV file (its first record), trimmed."""
     try:
-        with path.open(newline="", encoding="utf-8-sig") as stream:
+        with path.open(newline="", encoding="utf-8-sig", errors="replace") as stream:
             first = next(csv.reader(stream), None)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise TraceFormatError(f"{path}: cannot read as CSV ({exc})") from exc
+    except (OSError, csv.Error) as exc:
+        raise TraceFormatError(f"{path}: cannot read as CSV ({reason(exc)})") from exc
     if not first:
         raise TraceFormatError(f"{path}: empty file")
     return [name.strip(_TRIM) for name in first]
+
+
+def column_names(names: Sequence[str]) -> list[str]:
+    """Header names every query can use: an empty one named after its place (``column_3``),
+    a repeated one numbered (``Name_2``), so that no two columns share a name."""
+    used: set[str] = set()
+    unique = []
+    for place, name in enumerate(names, start=1):
+        candidate = name or f"column_{place}"
+        number = 1
+        while candidate in used:
+            number += 1
+            candidate = f"{name or f'column_{place}'}_{number}"
+        used.add(candidate)
+        unique.append(candidate)
+    return unique
 
 
 @dataclass(frozen=True)
@@ -63,15 +80,46 @@ class CsvText:
     """A CSV file read as text, and what had to be skipped."""
 
     table: pa.Table
-    loss: str | None  # one line naming the file and the skipped rows, or None
+    losses: tuple[str, ...]  # what was skipped or replaced: one line each, naming the file
+
+
+_UTF8_CHUNK: Final = 1 << 24
+
+
+def _is_utf8(path: Path) -> bool:
+    """Whether the file is UTF-8 throughout (read piece by piece: a kernel table can be large)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with path.open("rb") as stream:
+            while chunk := stream.read(_UTF8_CHUNK):
+                decoder.decode(chunk)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read ({exc.strerror})") from exc
+    return True
+
+
+def _as_utf8(path: Path) -> tuple[pa.BufferReader, int]:
+    """The file with every byte sequence that is not UTF-8 replaced by U+FFFD, and how many
+    were replaced."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read ({exc.strerror})") from exc
+    text = raw.decode("utf-8", errors="replace")
+    replaced = text.count("\ufffd") - raw.count("\ufffd".encode())
+    return pa.BufferReader(text.encode("utf-8")), replaced
 
 
 def read_strings(path: Path) -> CsvText:
     """A CSV file with every column as trimmed text (null for N/A and empty cells).
 
-    Rows with a wrong number of cells (a damaged file) are skipped and reported in ``loss``.
+    Rows with a wrong number of cells (a damaged file) are skipped, and bytes that are not
+    UTF-8 read as U+FFFD; both are reported in ``loss``.
     """
-    names = header(path)
+    names = column_names(header(path))
     skipped: list[str] = []
 
     def skip(row: pacsv.InvalidRow) -> str:
@@ -79,9 +127,13 @@ def read_strings(path: Path) -> CsvText:
         skipped.append(f"{where} has {row.actual_columns} of {row.expected_columns} cells")
         return "skip"
 
+    replaced = 0
+    source: Path | pa.BufferReader = path
+    if not _is_utf8(path):
+        source, replaced = _as_utf8(path)
     try:
         table = pacsv.read_csv(
-            path,
+            source,
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
             parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=skip),
             convert_options=pacsv.ConvertOptions(
@@ -91,16 +143,18 @@ def read_strings(path: Path) -> CsvText:
             ),
         )
     except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(f"{path}: malformed CSV ({exc})") from exc
+        raise TraceFormatError(f"{path}: malformed CSV ({reason(exc)})") from exc
     trimmed = [pc.utf8_trim(column, characters=_TRIM) for column in table.columns]
     # a cell that was only a TAB or a quoted N/A is missing too
     cleaned = [
         pc.if_else(pc.is_in(column, value_set=pa.array(_NULLS)), None, column) for column in trimmed
     ]
-    loss = None
+    losses = []
     if skipped:
-        loss = f"{path}: skipped {len(skipped)} malformed rows ({'; '.join(skipped[:3])})"
-    return CsvText(pa.table(cleaned, names=names), loss)
+        losses.append(f"{path}: skipped {len(skipped)} malformed rows ({', '.join(skipped[:3])})")
+    if replaced:
+        losses.append(f"{path}: {replaced} bytes that are not UTF-8 read as U+FFFD")
+    return CsvText(pa.table(cleaned, names=names), tuple(losses))
 
 
 def find_columns(names: Sequence[str], wanted: dict[str, tuple[str, ...]]) -> dict[str, str]:
@@ -176,11 +230,11 @@ def read_kernels(paths: Sequence[Path], default_device: int) -> tuple[pa.Table, 
     """
     parts = [_read_kernel_file(path, default_device) for path in paths]
     tables = [table for table, _ in parts]
-    losses = tuple(loss for _, loss in parts if loss is not None)
+    losses = tuple(loss for _, file_losses in parts for loss in file_losses)
     return (pa.concat_tables(tables) if len(tables) > 1 else tables[0]), losses
 
 
-def _read_kernel_file(path: Path, default_device: int) -> tuple[pa.Table, str | None]:
+def _read_kernel_file(path: Path, default_device: int) -> tuple[pa.Table, tuple[str, ...]]:
     text = read_strings(path)
     table = text.table
     found = find_columns(table.column_names, vendors_ascend.KERNEL_COLUMNS)
@@ -217,23 +271,31 @@ def _read_kernel_file(path: Path, default_device: int) -> tuple[pa.Table, str | 
             {args_sql}::VARCHAR AS args
         FROM kernel_csv
     """
-    con = duckdb.connect()
+    con = build.duck()
     try:
         con.register("kernel_csv", table)
         rows = con.sql(sql).to_arrow_table()
     except duckdb.Error as exc:
-        raise TraceFormatError(f"{path}: unexpected content ({exc})") from exc
+        raise TraceFormatError(f"{path}: unexpected content ({reason(exc)})") from exc
     finally:
         con.close()
-    bad = pc.sum(pc.is_null(rows.column("start_ns"))).as_py() or 0
-    if bad:
-        raise TraceFormatError(f"{path}: {bad} rows without a readable start time")
-    return rows.cast(KERNEL_SCHEMA), text.loss
+    # a row is a kernel only with a name and a start time: others are skipped and counted
+    readable = pc.and_(pc.is_valid(rows.column("start_ns")), pc.is_valid(rows.column("name")))
+    skipped = rows.num_rows - (pc.sum(readable).as_py() or 0)
+    losses = text.losses
+    if skipped:
+        if skipped == rows.num_rows:
+            raise TraceFormatError(f"{path}: no row with a name and a readable start time")
+        rows = rows.filter(readable)
+        losses += (f"{path}: skipped {skipped} rows without a name or a readable start time",)
+    return rows.cast(KERNEL_SCHEMA), losses
 
 
-def read_memory_counters(path: Path) -> pa.Table:
-    """Memory counters of ``memory_record.csv`` (torch_npu: MB; msprof npu_mem: KB) in bytes."""
-    table = read_strings(path).table
+def read_memory_counters(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
+    """Memory counters of ``memory_record.csv`` (torch_npu: MB; msprof npu_mem: KB) in bytes,
+    and what was skipped."""
+    text = read_strings(path)
+    table = text.table
     names = table.column_names
     time_column = next((c for c in vendors_ascend.MEMORY_TIME_COLUMNS if c in names), None)
     if time_column is None:
@@ -265,14 +327,16 @@ def read_memory_counters(path: Path) -> pa.Table:
             f"TRY_CAST({_quote_ident(column)} AS DOUBLE) * {unit} AS value FROM memory_csv"
         )
     if not selects:
-        return build.STAGED_COUNTER_SCHEMA.empty_table()
-    con = duckdb.connect()
+        return build.STAGED_COUNTER_SCHEMA.empty_table(), text.losses
+    con = build.duck()
     try:
         con.register("memory_csv", table)
         rows = con.sql(" UNION ALL ".join(selects)).to_arrow_table()
+    except duckdb.Error as exc:
+        raise TraceFormatError(f"{path}: unexpected content ({reason(exc)})") from exc
     finally:
         con.close()
-    return rows.cast(build.STAGED_COUNTER_SCHEMA)
+    return rows.cast(build.STAGED_COUNTER_SCHEMA), text.losses
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

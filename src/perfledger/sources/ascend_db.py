@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -406,7 +407,7 @@ def _read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
             )
         raw = {name: _fetch(con, path, name, tables) for name in _RAW}
         facts = _facts(con, tables)
-    duck = duckdb.connect()
+    duck = build.duck()
     try:
         for name, table in raw.items():
             duck.register(name.lower(), table)
@@ -434,6 +435,10 @@ def _read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
         )
     finally:
         duck.close()
+    unplaced = build.unplaced_rows(staged)
+    if unplaced:
+        note = f"{path}: skipped {unplaced} rows without a name or a start time"
+        staged = replace(staged, losses=(*staged.losses, note))
     return staged, facts
 
 

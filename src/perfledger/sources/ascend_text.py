@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import msgspec
 import pyarrow as pa
 
@@ -99,7 +98,7 @@ FROM comm c LEFT JOIN types t USING (name)
 
 def enrich(staged: build.Staged, kernels: pa.Table) -> build.Staged:
     """Join the kernel table onto the timeline's hardware tasks (start time and name)."""
-    con = duckdb.connect()
+    con = build.duck()
     try:
         con.register("tasks", staged.tasks)
         con.register("kernels", kernels)
@@ -142,7 +141,7 @@ def _json_object(path: Path, what: str) -> dict[str, Any]:
     """The JSON object in ``path``; TraceFormatError("not a JSON <what>") otherwise."""
     try:
         document = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise TraceFormatError(f"{path}: not a JSON {what} ({exc})") from exc
     if not isinstance(document, dict):
         raise TraceFormatError(f"{path}: not a JSON {what}")
@@ -255,7 +254,7 @@ def with_communication_info(comm: pa.Table, info: dict[str, dict[str, Any]]) -> 
         return comm
     names = comm.column("name").to_pylist()
     extra = [msgspec.json.encode({"hccl": info[n]}).decode() if n in info else None for n in names]
-    con = duckdb.connect()
+    con = build.duck()
     try:
         con.register("comm", comm.append_column("extra", pa.array(extra, pa.string())))
         merged = con.sql(
@@ -288,7 +287,9 @@ def read_text(files: TextFiles, default_device: int) -> build.Staged:
     extras: list[str] = []
     if files.memory is not None:
         try:
-            counters.append(ascend_csv.read_memory_counters(files.memory))
+            memory, memory_losses = ascend_csv.read_memory_counters(files.memory)
+            counters.append(memory)
+            extras.extend(memory_losses)
         except TraceFormatError as exc:
             extras.append(str(exc))
     if files.communication is not None:

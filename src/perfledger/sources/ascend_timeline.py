@@ -12,6 +12,7 @@ import mmap
 import os
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -19,7 +20,7 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from perfledger.errors import TraceFormatError
+from perfledger.errors import TraceFormatError, reason
 from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
 
@@ -64,15 +65,26 @@ _BETWEEN_EVENTS: Final = re.compile(rb"\}\s*,\s*\{")
 CHUNK_BYTES: Final = 4 << 20
 
 
-def _event_runs(data: mmap.mmap, size: int) -> Iterator[tuple[int, int]]:
-    """Spans of about ``size`` bytes of a JSON array's body, cut between two events.
+def _array_end(data: mmap.mmap) -> tuple[int, bool]:
+    """Where the array's body ends, and whether the array is closed (``]`` then nothing).
+
+    A file cut short has no closing bracket: its body runs to the end of the data.
+    """
+    last = data.rfind(b"]")
+    if last >= 0 and not data[last + 1 :].strip():
+        return last, True
+    return len(data), False
+
+
+def _event_runs(data: mmap.mmap, size: int, end: int) -> Iterator[tuple[int, int]]:
+    """Spans of about ``size`` bytes of a JSON array's body (up to ``end``), cut between two
+    events.
 
     ``data[start:end]`` holds whole events (``{...}, {...}``). A cut is made at the first
     ``}, {`` after ``size`` bytes; should that text lie inside a string, the span does not decode
     and the caller joins it with the next one.
     """
     start = data.find(b"[") + 1
-    end = data.rfind(b"]")
     while start < end:
         cut = _BETWEEN_EVENTS.search(data, start + size, end) if start + size < end else None
         if cut is None:
@@ -82,7 +94,72 @@ def _event_runs(data: mmap.mmap, size: int) -> Iterator[tuple[int, int]]:
         start = cut.end() - 1
 
 
-def _raw_columns(events: list[_Event], path: Path) -> pa.Table:
+_UNREADABLE: Final = (msgspec.ValidationError, UnicodeDecodeError, RecursionError)
+_EVENT_DECODER: Final = msgspec.json.Decoder(_Event)
+_EVENTS_DECODER: Final = msgspec.json.Decoder(list[_Event])
+
+
+@dataclass
+class _Damage:
+    """What decoding one timeline skipped."""
+
+    malformed: int = 0  # events that are not JSON objects of the expected types
+    ended_early: bool = False  # the file ends inside an event
+    events: int = 0  # events read
+
+    def notes(self, path: Path) -> list[str]:
+        notes = []
+        if self.malformed:
+            notes.append(f"{path}: {self.malformed:,} malformed events were skipped")
+        if self.ended_early:
+            notes.append(
+                f"{path}: the file ends early after {self.events:,} events: the rest of the "
+                "timeline is lost"
+            )
+        return notes
+
+
+def _decode_events_one_by_one(body: bytes, last: bool, damage: _Damage) -> list[_Event]:
+    """The events of a span that did not decode whole, each on its own: what does not decode
+    is counted (``damage``) and skipped; ``last``: the span ends the file's data."""
+    bounds = [0, *(m.start() + 1 for m in _BETWEEN_EVENTS.finditer(body)), len(body)]
+    events: list[_Event] = []
+    pending: int | None = None
+    for index in range(len(bounds) - 1):
+        begin = bounds[index] if pending is None else pending
+        piece = body[begin : bounds[index + 1]].strip().removeprefix(b",").strip()
+        is_last = index == len(bounds) - 2
+        try:
+            events.append(_EVENT_DECODER.decode(piece))
+        except msgspec.DecodeError as exc:
+            if "truncated" in str(exc) and not is_last:
+                pending = begin  # "}, {" inside a string: join the next piece
+                continue
+            if is_last and last and "truncated" in str(exc):
+                damage.ended_early = True
+            else:
+                damage.malformed += 1
+        except _UNREADABLE:
+            damage.malformed += 1
+        pending = None
+    return events
+
+
+def _utf8_events(events: list[_Event], damage: _Damage) -> list[_Event]:
+    """The events whose raw fields are UTF-8 text (msgspec does not check raw JSON)."""
+    kept = []
+    for event in events:
+        try:
+            for column in _RAW_COLUMNS:
+                bytes(getattr(event, column)).decode("utf-8")
+        except UnicodeDecodeError:
+            damage.malformed += 1
+            continue
+        kept.append(event)
+    return kept
+
+
+def _raw_columns(events: list[_Event], damage: _Damage) -> pa.Table:
     columns: dict[str, pa.Array] = {
         "ph": pa.array([e.ph for e in events], pa.string()),
         "name": pa.array([e.name for e in events], pa.string()),
@@ -92,8 +169,8 @@ def _raw_columns(events: list[_Event], path: Path) -> pa.Table:
         for column in _RAW_COLUMNS:
             raw = pa.array([bytes(getattr(e, column)) for e in events], pa.binary())
             columns[column] = raw.cast(pa.string())
-    except pa.ArrowInvalid as exc:
-        raise TraceFormatError(f"{path}: text that is not UTF-8 ({exc})") from exc
+    except pa.ArrowInvalid:
+        return _raw_columns(_utf8_events(events, damage), damage)
     return pa.table(columns)
 
 
@@ -102,7 +179,13 @@ def decode_timeline(path: Path, chunk_bytes: int = CHUNK_BYTES) -> pa.Table:
 
     Decoding a few MB at a time keeps one piece's Python objects alive instead of the whole
     file's (a 100 MB timeline is about 500 000 events); what stays is their Arrow columns.
+    Malformed events are skipped, and a file cut short is read up to where it ends
+    (:func:`read_timeline` reports both).
     """
+    return _decode_timeline(path, chunk_bytes)[0]
+
+
+def _decode_timeline(path: Path, chunk_bytes: int) -> tuple[pa.Table, list[str]]:
     try:
         with path.open("rb") as stream:
             if os.fstat(stream.fileno()).st_size == 0:
@@ -117,35 +200,37 @@ def decode_timeline(path: Path, chunk_bytes: int = CHUNK_BYTES) -> pa.Table:
         data.close()
 
 
-def _decode_mapped(data: mmap.mmap, path: Path, chunk_bytes: int) -> pa.Table:
+def _decode_mapped(data: mmap.mmap, path: Path, chunk_bytes: int) -> tuple[pa.Table, list[str]]:
     first_char = re.compile(rb"\S").search(data)
-    last = data.rfind(b"]")
     if first_char is None:
         raise TraceFormatError(f"{path}: empty file")
-    if first_char.group() != b"[" or last < 0 or data[last + 1 :].strip():
+    if first_char.group() != b"[":
         raise TraceFormatError(f"{path}: not a JSON array of trace events")
+    end, closed = _array_end(data)
+    damage = _Damage()
     tables: list[pa.Table] = []
     pending: int | None = None  # start of a span that did not decode alone
-    error: Exception | None = None
-    for start, end in _event_runs(data, chunk_bytes):
+    for start, stop in _event_runs(data, chunk_bytes, end):
         first = start if pending is None else pending
+        last = stop == end
         try:
-            events = msgspec.json.decode(b"[" + data[first:end] + b"]", type=list[_Event])
+            events = _EVENTS_DECODER.decode(b"[" + data[first:stop] + b"]")
         except msgspec.DecodeError as exc:
-            if "truncated" not in str(exc):
-                raise TraceFormatError(f"{path}: not a JSON array of trace events ({exc})") from exc
-            # the cut fell inside a string (or a string never ends): join the next span
-            pending, error = first, exc
-            continue
-        except (msgspec.ValidationError, UnicodeDecodeError) as exc:
-            raise TraceFormatError(f"{path}: not a JSON array of trace events ({exc})") from exc
+            if "truncated" in str(exc) and not last:
+                # the cut fell inside a string (or a string never ends): join the next span
+                pending = first
+                continue
+            events = _decode_events_one_by_one(data[first:stop], not closed and last, damage)
+        except _UNREADABLE:
+            events = _decode_events_one_by_one(data[first:stop], not closed and last, damage)
         pending = None
-        tables.append(_raw_columns(events, path))
-    if pending is not None:
-        raise TraceFormatError(f"{path}: not a JSON array of trace events ({error})")
+        damage.events += len(events)
+        if events:
+            tables.append(_raw_columns(events, damage))
     if not tables:
-        raise TraceFormatError(f"{path}: no timeline events")
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        notes = "; ".join(note.removeprefix(f"{path}: ") for note in damage.notes(path))
+        raise TraceFormatError(f"{path}: no timeline events" + (f" ({notes})" if notes else ""))
+    return (pa.concat_tables(tables) if len(tables) > 1 else tables[0]), damage.notes(path)
 
 
 def _roles_sql() -> str:
@@ -306,6 +391,10 @@ WHERE NOT ends_with(lower(key), 'id')
 """
 
 
+# Spans left out for want of a time to place them at ("ts": "x", null, missing).
+_UNTIMED_SQL = "SELECT count(*) FROM ev WHERE ph = 'X' AND ts_ns IS NULL"
+
+
 def _query(con: duckdb.DuckDBPyConnection, sql: str, target: pa.Schema, device: int) -> pa.Table:
     sql = sql.replace("$device", str(int(device)))
     table = con.sql(sql).to_arrow_table()
@@ -319,10 +408,11 @@ def read_timeline(paths: Sequence[Path], default_device: int) -> build.Staged:
         paths: the timeline files of one rank.
         default_device: the device index when the timeline does not name one.
     """
-    tables = [decode_timeline(path) for path in paths]
-    raw = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    del tables
-    con = duckdb.connect()
+    decoded = [_decode_timeline(path, CHUNK_BYTES) for path in paths]
+    losses = tuple(note for _, notes in decoded for note in notes)
+    raw = pa.concat_tables([t for t, _ in decoded]) if len(decoded) > 1 else decoded[0][0]
+    del decoded
+    con = build.duck()
     try:
         con.register("raw", raw)
         con.execute(
@@ -345,12 +435,21 @@ def read_timeline(paths: Sequence[Path], default_device: int) -> build.Staged:
         )
         links = _query(con, _LINKS_SQL, build.LINK_SCHEMA, default_device)
         counters = _query(con, _COUNTERS_SQL, build.STAGED_COUNTER_SCHEMA, default_device)
+        untimed = con.sql(_UNTIMED_SQL).fetchall()[0][0]
     except duckdb.Error as exc:
-        raise TraceFormatError(f"{paths[0]}: unexpected timeline content ({exc})") from exc
+        raise TraceFormatError(f"{paths[0]}: unexpected timeline content ({reason(exc)})") from exc
     finally:
         con.close()
     if host.num_rows + cann.num_rows + tasks.num_rows + comm.num_rows == 0:
         raise TraceFormatError(f"{paths[0]}: no timeline events")
+    if untimed:
+        losses += (f"{paths[0]}: skipped {untimed} events without a readable start time",)
     return build.Staged(
-        host=host, cann=cann, tasks=tasks, comm=comm, links=links, counters=counters
+        host=host,
+        cann=cann,
+        tasks=tasks,
+        comm=comm,
+        links=links,
+        counters=counters,
+        losses=losses,
     )
