@@ -285,10 +285,23 @@ def _read_json(path: Path) -> Any:
         raise TraceFormatError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def _rank_from_info(source: RankSource) -> int | None:
+def _side_documents(source: RankSource, loss: list[str]) -> tuple[Any, Any]:
+    """profiler_info and profiler_metadata decoded (None when absent); a damaged one is left
+    out and said in ``loss``: the traces do not depend on them."""
+
+    def read(path: Path | None) -> Any:
+        try:
+            return None if path is None else _read_json(path)
+        except TraceFormatError as exc:
+            loss.append(f"{exc}, left out")
+            return None
+
+    return read(source.info), read(source.metadata)
+
+
+def _rank_from_info(source: RankSource, info: Any) -> int | None:
     if source.info is None:
         return None
-    info = _read_json(source.info)
     rank = info.get("rank_id") if isinstance(info, dict) else None
     if isinstance(rank, int) and rank >= 0:
         return rank
@@ -313,27 +326,23 @@ def _default_device(source: RankSource) -> int:
     return 0
 
 
-def _base_meta(source: RankSource) -> dict[str, Any]:
+def _base_meta(info: Any, metadata: Any) -> dict[str, Any]:
     meta: dict[str, Any] = {"vendor": "ascend", "clock": "epoch_ns"}
-    if source.info is not None:
-        info = _read_json(source.info)
-        if isinstance(info, dict):
-            config = info.get("config", {})
-            meta["profiler_config"] = config
-            experimental = config.get("experimental_config", {}) if isinstance(config, dict) else {}
-            if isinstance(experimental, dict) and "_profiler_level" in experimental:
-                meta["profiler_level"] = experimental["_profiler_level"]
-            for key in ("start_info", "end_info", "torch_npu_version", "cann_version"):
-                if key in info:
-                    meta[key] = info[key]
-    if source.metadata is not None:
-        metadata = _read_json(source.metadata)
-        if isinstance(metadata, dict):
-            meta["profiler_metadata"] = metadata
-            for key, value in metadata.items():
-                lowered = key.lower()
-                if "cann" in lowered or "driver" in lowered or "version" in lowered:
-                    meta.setdefault("versions", {})[key] = value
+    if isinstance(info, dict):
+        config = info.get("config", {})
+        meta["profiler_config"] = config
+        experimental = config.get("experimental_config", {}) if isinstance(config, dict) else {}
+        if isinstance(experimental, dict) and "_profiler_level" in experimental:
+            meta["profiler_level"] = experimental["_profiler_level"]
+        for key in ("start_info", "end_info", "torch_npu_version", "cann_version"):
+            if key in info:
+                meta[key] = info[key]
+    if isinstance(metadata, dict):
+        meta["profiler_metadata"] = metadata
+        for key, value in metadata.items():
+            lowered = key.lower()
+            if "cann" in lowered or "driver" in lowered or "version" in lowered:
+                meta.setdefault("versions", {})[key] = value
     return meta
 
 
@@ -351,10 +360,11 @@ class _Loaded:
 
 
 def _load_source(source: RankSource) -> _Loaded:
-    meta = _base_meta(source)
-    meta["source_kind"] = source.kind
-    rank = _rank_from_info(source)
     loss: list[str] = []
+    info, metadata = _side_documents(source, loss)
+    meta = _base_meta(info, metadata)
+    meta["source_kind"] = source.kind
+    rank = _rank_from_info(source, info)
     if source.db is not None:
         staged, facts = ascend_db.read_db(source.db)
         files: tuple[Path, ...] = (source.db,)

@@ -10,6 +10,7 @@ DuckDB pass, and the shared :func:`perfledger.sources.ascend_build.build_events`
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -442,33 +443,49 @@ def _read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
     return staged, facts
 
 
+def _plain(value: Any) -> Any:
+    """A database value as meta.json can hold it: a blob or a non-finite number is no value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value if isinstance(value, int | float | str) or value is None else None
+
+
 def _facts(con: sqlite3.Connection, tables: dict[str, set[str]]) -> dict[str, Any]:
     facts: dict[str, Any] = {}
+
+    def rows(sql: str) -> list[list[Any]]:
+        return [[_plain(v) for v in row] for row in con.execute(sql)]
+
     if "RANK_DEVICE_MAP" in tables:
-        row = con.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP LIMIT 1").fetchone()
-        if row is not None:
-            facts["rank"], facts["device"] = row
+        found = rows("SELECT rankId, deviceId FROM RANK_DEVICE_MAP LIMIT 1")
+        if found:
+            facts["rank"], facts["device"] = found[0]
     if "NPU_INFO" in tables:
-        facts["npu"] = {str(i): name for i, name in con.execute("SELECT id, name FROM NPU_INFO")}
+        facts["npu"] = {
+            str(i): str(name)
+            for i, name in rows("SELECT id, name FROM NPU_INFO")
+            if name is not None
+        }
     if "HOST_INFO" in tables:
-        row = con.execute("SELECT hostUid, hostName FROM HOST_INFO LIMIT 1").fetchone()
-        if row is not None:
-            facts["host"] = {"uid": row[0], "name": row[1]}
+        found = rows("SELECT hostUid, hostName FROM HOST_INFO LIMIT 1")
+        if found:
+            facts["host"] = {"uid": found[0][0], "name": found[0][1]}
     if "META_DATA" in tables:
-        facts["db_meta"] = dict(con.execute("SELECT name, value FROM META_DATA"))
+        facts["db_meta"] = {str(k): v for k, v in rows("SELECT name, value FROM META_DATA")}
     if "SESSION_TIME_INFO" in tables:
-        row = con.execute("SELECT * FROM SESSION_TIME_INFO LIMIT 1").fetchone()
-        if row is not None:
-            facts["session_ns"] = list(row)
+        found = rows("SELECT * FROM SESSION_TIME_INFO LIMIT 1")
+        if found:
+            facts["session_ns"] = found[0]
     if "COMMUNICATION_TASK_INFO" in tables and "dstRank" in tables["COMMUNICATION_TASK_INFO"]:
-        row = con.execute(
+        found = rows(
             "SELECT max(r) FROM (SELECT srcRank AS r FROM COMMUNICATION_TASK_INFO "
-            "UNION ALL SELECT dstRank FROM COMMUNICATION_TASK_INFO) WHERE r < 65536"
-        ).fetchone()
-        if row is not None and row[0] is not None:
-            facts["hccl_ranks"] = int(row[0]) + 1
+            "UNION ALL SELECT dstRank FROM COMMUNICATION_TASK_INFO) "
+            "WHERE typeof(r) = 'integer' AND r >= 0 AND r < 65536"
+        )
+        if found and found[0][0] is not None:
+            facts["hccl_ranks"] = int(found[0][0]) + 1
     if "STEP_TIME" in tables:
-        facts["step_time_ns"] = [list(r) for r in con.execute("SELECT * FROM STEP_TIME")]
+        facts["step_time_ns"] = rows("SELECT * FROM STEP_TIME")
     return facts
 
 
