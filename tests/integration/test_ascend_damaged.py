@@ -238,3 +238,36 @@ def test_database_rows_without_a_thread_or_a_start_are_handled(tmp_path: Path) -
     assert "aten::copy_" in names(trace)  # its thread unknown, still an operator
     assert "aten::conv2d" not in names(trace)
     assert notes(trace) == [f"{path}: skipped 1 rows without a name or a start time"]
+
+
+def test_a_kernel_table_without_its_columns_leaves_the_timeline_read(tmp_path: Path) -> None:
+    rank = gen.write_text(tmp_path)
+    kernels = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    _rewrite_csv(kernels, lambda rows: rows[0].__setitem__(rows[0].index("Name"), "Nom"))
+    trace = only(load_ascend(rank))
+    assert {"aten::add", "Conv2D1", "Add1"} <= names(trace)  # the timeline's kernels
+    (note,) = notes(trace)
+    assert note.startswith(f"{kernels}: missing required columns ")
+    assert note.endswith(", left out")
+
+
+def test_a_timeline_that_is_not_json_leaves_the_kernel_table_read(tmp_path: Path) -> None:
+    rank = gen.write_text(tmp_path)
+    timeline = rank / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    timeline.write_bytes(b"\x00\x01 not json")
+    trace = only(load_ascend(rank))
+    assert names(trace) >= {"Conv2D1", "Add1", "hcom_allReduce__1_0_1"}
+    (note,) = notes(trace)
+    assert note == f"{timeline}: not a JSON array of trace events, left out"
+
+
+def test_neither_timeline_nor_kernel_table_readable_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    rank = gen.write_text(tmp_path)
+    (rank / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_bytes(b"{}")
+    kernels = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    kernels.write_text("a,b\n1,2\n")
+    with pytest.raises(TraceFormatError) as raised:
+        load_ascend(rank)
+    assert str(raised.value).startswith(f"{kernels}: missing required columns ")

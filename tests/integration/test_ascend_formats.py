@@ -368,6 +368,8 @@ def test_unreadable_timeline_names_the_file(tmp_path: Path, content: bytes) -> N
     rank_dir = gen.write_text(tmp_path)
     timeline = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
     timeline.write_bytes(content)
+    # without a kernel table to read instead (test_ascend_damaged: the table is read then)
+    (timeline.parent / "kernel_details.csv").unlink()
     with pytest.raises(PerfledgerError) as error:
         load_ascend(rank_dir)
     assert str(timeline) in str(error.value)

@@ -267,20 +267,34 @@ def with_communication_info(comm: pa.Table, info: dict[str, dict[str, Any]]) -> 
 
 
 def read_text(files: TextFiles, default_device: int) -> build.Staged:
-    """One rank's text export in staging form."""
-    if files.timeline:
-        staged = ascend_timeline.read_timeline(files.timeline, default_device)
-    elif files.kernels:
-        staged = build.Staged()
-    else:
+    """One rank's text export in staging form.
+
+    The timeline and the kernel table each stand alone: when one of them cannot be read, the
+    other is, and the damaged one is said in the losses; the rank is refused when neither can.
+    """
+    if not files.timeline and not files.kernels:
         raise TraceFormatError(
             f"{files.all_files[0] if files.all_files else 'input'}: "
             "no timeline and no kernel table to read"
         )
+    staged = build.Staged()
+    left_out: list[str] = []
+    if files.timeline:
+        try:
+            staged = ascend_timeline.read_timeline(files.timeline, default_device)
+        except TraceFormatError as exc:
+            if not files.kernels:
+                raise
+            left_out.append(f"{exc}, left out")
     losses: tuple[str, ...] = ()
     if files.kernels:
-        kernels, losses = ascend_csv.read_kernels(files.kernels, default_device)
-        staged = enrich(staged, kernels)
+        try:
+            kernels, losses = ascend_csv.read_kernels(files.kernels, default_device)
+            staged = enrich(staged, kernels)
+        except TraceFormatError as exc:
+            if left_out or not files.timeline:
+                raise
+            left_out.append(f"{exc}, left out")
     counters = [staged.counters]
     comm = staged.comm
     # memory and communication summaries are extras: a damaged one is reported, not fatal
@@ -304,7 +318,7 @@ def read_text(files: TextFiles, default_device: int) -> build.Staged:
         comm=comm,
         links=staged.links,
         counters=pa.concat_tables(counters),
-        losses=staged.losses + losses + tuple(extras),
+        losses=(*staged.losses, *left_out, *losses, *extras),
     )
 
 
