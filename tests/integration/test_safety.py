@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from perfledger.sources.names import NAME_LIMIT
 from tests.cli import perfledger
 from tests.kineto_gen import write_kineto
+from tests.odd_traces import clean_run
 from tests.paths import data_file
 
 TRACE = "kineto/a100_triton.json.gz"
@@ -223,8 +225,6 @@ HOSTILE = [
 
 
 def test_control_characters_in_names_are_shown_escaped(tmp_path: Path) -> None:
-    from tests.odd_traces import clean_run
-
     events = clean_run()
     kernels = [e for e in events if e.get("cat") == "kernel"]
     ops = [e for e in events if e.get("cat") == "cpu_op"]
@@ -233,9 +233,7 @@ def test_control_characters_in_names_are_shown_escaped(tmp_path: Path) -> None:
     trace = write_kineto(tmp_path / "hostile.json", events)
     result = perfledger("analyze", trace, "-o", tmp_path / "prof")
     assert result.returncode == 0, result.stderr
-    query = perfledger(
-        "query", tmp_path / "prof", "SELECT DISTINCT name FROM events ORDER BY name"
-    )
+    query = perfledger("query", tmp_path / "prof", "SELECT DISTINCT name FROM events ORDER BY name")
     assert query.returncode == 0, query.stderr
     for output in (result.stdout, result.stderr, query.stdout, query.stderr):
         assert not any(c in output for c in "\x1b\r\u202e"), output
@@ -253,7 +251,7 @@ def test_an_error_naming_a_hostile_file_stays_one_escaped_line(tmp_path: Path) -
     bad = tmp_path / "bad\x1b[2J\nname.json"
     bad.write_text("{ not json")
     error = one_line_error(perfledger("analyze", bad, "-o", tmp_path / "prof"))
-    assert "\x1b" not in error and "\\x1b[2J\\x0aname.json" in error
+    assert "\x1b" not in error and "\\x1b[2J" in error and "name.json" in error
 
 
 # --- query limits --------------------------------------------------------------------------------
@@ -289,3 +287,50 @@ def test_query_prints_at_most_max_rows_and_says_there_are_more(small_profile: Pa
     assert "first 5 rows" in result.stderr and "--max-rows" in result.stderr
     every = perfledger("query", small_profile, "SELECT * FROM range(3)", "--max-rows", "0")
     assert every.returncode == 0 and every.stderr == ""
+
+
+# --- name bombs ----------------------------------------------------------------------------------
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_huge_name_is_cut_and_the_output_stays_small(tmp_path: Path) -> None:
+    events = clean_run()
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    kernels[0]["name"] = "k" * (16 << 20)  # 16 MiB, every copy of it in the output would show
+    for index, kernel in enumerate(kernels[1:4]):  # long names that share their beginning
+        kernel["name"] = "t" * 20_000 + str(index)
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    ops[0]["args"]["blob"] = "x" * 200_000
+    trace = write_kineto(tmp_path / "bomb.json.gz", events)
+    profile = tmp_path / "prof"
+    result = perfledger("analyze", trace, "-o", profile)
+    assert result.returncode == 0, result.stderr
+    assert _size(profile) - _size(profile / "raw") < 4 << 20
+    stored = perfledger(
+        "query",
+        profile,
+        "SELECT DISTINCT name FROM events WHERE length(name) > 1000",
+        "--format",
+        "json",
+    )
+    names = [row["name"] for row in json.loads(stored.stdout)]
+    assert len(names) == 4  # the three that share their beginning are still told apart
+    for name in names:
+        assert name[NAME_LIMIT:].startswith("…[cut: ") and len(name) < NAME_LIMIT + 60
+    assert any("16,777,216 chars" in n for n in names)
+    checks = json.loads((profile / "summary.json").read_text())["quality"]["checks"]
+    (long_names,) = [c for c in checks if c["id"] == "long_names"]
+    assert long_names["repaired"] and long_names["count"] == 5
+    assert "4 names over 16,384 characters cut" in long_names["message"]
+    cut_args = perfledger(
+        "query",
+        profile,
+        "SELECT args FROM events WHERE args LIKE '%perfledger_cut_args_bytes%'",
+        "--format",
+        "json",
+    )
+    (row,) = json.loads(cut_args.stdout)
+    assert json.loads(row["args"])["perfledger_cut_args_bytes"] > 200_000

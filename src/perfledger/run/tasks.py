@@ -357,6 +357,13 @@ def flag_copies(results: Sequence[RankResult]) -> list[RankResult]:
 
 
 def _load(task: RankTask, progress: TaskProgress | None) -> Trace:
+    """One rank's trace, its names and args within the limits (:mod:`perfledger.sources.names`)."""
+    from perfledger.sources.names import bounded
+
+    return bounded(_import(task, progress))
+
+
+def _import(task: RankTask, progress: TaskProgress | None) -> Trace:
     report = progress.imported if progress is not None else None
     if task.fmt == KINETO:
         from perfledger.sources.kineto import load_kineto

@@ -147,7 +147,9 @@ def load_traces(
             else:
                 files = ", ".join(_name_of(t) for t in traces)
                 raise PerfledgerError(f"several traces claim the same rank: {files}")
-    return sorted(traces, key=lambda t: _trace_rank(t) or 0)
+    from perfledger.sources.names import bounded
+
+    return sorted((bounded(t) for t in traces), key=lambda t: _trace_rank(t) or 0)
 
 
 def _name_of(trace: Trace) -> str:

@@ -61,6 +61,7 @@ from perfledger.sources.kineto_columns import (
     chunk_columns,
 )
 from perfledger.sources.kineto_stream import ReadResult, read_events
+from perfledger.sources.names import NAME_LIMIT
 
 SOURCE_KIND = "kineto"
 _SUFFIXES = (".json", ".json.gz")
@@ -440,7 +441,8 @@ def _name_rules(names: list[str]) -> dict[str, npt.NDArray[np.bool_]]:
         key: np.zeros(len(names), np.bool_)
         for key in ("sync", "comm", "step", "loader", "loader_py", "mtia_copy", "mtia_mark")
     }
-    for i, name in enumerate(names):
+    for i, full in enumerate(names):
+        name = full[:NAME_LIMIT]  # the name as stored (sources.names): rules read no further
         rules["sync"][i] = vendors.SYNC_RUNTIME.match(name) is not None
         rules["comm"][i] = vendors.COMM_KERNEL.search(name) is not None
         rules["step"][i] = vendors.STEP_ANNOTATION.match(name) is not None
