@@ -487,7 +487,19 @@ def test_exit_codes_pass_through_and_no_step_means_no_profile(tmp_path: Path) ->
         tmp_path, "-o", "prof", "--", sys.executable, "-c", "import torch, sys; sys.exit(3)"
     )
     assert done.returncode == 3
-    assert "no step was detected" in done.stdout
+    assert "the program failed before its first step (exit code 3" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+    quiet = run_record(tmp_path, "-o", "prof", "--", sys.executable, "-c", "import torch")
+    assert quiet.returncode == 0
+    assert "no step was detected" in quiet.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_program_that_cannot_start_is_said_so(tmp_path: Path) -> None:
+    done = run_record(tmp_path, "-o", "prof", "--", sys.executable, "nosuch.py")
+    assert done.returncode == 2
+    assert "the program failed before its first step (exit code 2" in done.stdout
+    assert "no step was detected" not in done.stdout
     assert list(tmp_path.iterdir()) == []
 
 

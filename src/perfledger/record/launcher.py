@@ -256,7 +256,12 @@ def analyse_staging(
     traces = [trace for process in processes for trace in process.traces]
     if not traces:
         shutil.rmtree(staging, ignore_errors=True)
-        if not processes:
+        if not processes and program_ended and exit_code:
+            why = (
+                f"the program failed before its first step (exit code {exit_code}; its own "
+                "messages say why)"
+            )
+        elif not processes:
             why = (
                 "no step was detected (steps come from Optimizer.step, DataLoader batches or "
                 "perfledger.mark_step(), in a Python process that imports torch)"
