@@ -1,4 +1,8 @@
-"""Damaged Kineto traces: only PerfledgerError ever escapes, or a valid Trace comes back."""
+"""Damaged Kineto traces: only PerfledgerError ever escapes, or a valid Trace comes back.
+
+The targeted cases (truncation, flipped bytes, retyped keys) call the reader itself; the
+family-wide case imports and analyses a mutated trace as ``analyze`` does.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ import copy
 import gzip
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from perfledger.errors import PerfledgerError
@@ -18,7 +23,11 @@ from perfledger.model import schema
 from perfledger.sources import kineto_stream
 from perfledger.sources.kineto import load_kineto
 from tests import kineto_gen as gen
+from tests.fuzz import harness
+from tests.fuzz.seeds import Seed
 from tests.paths import DATA
+
+pytestmark = pytest.mark.fuzz
 
 SMALL_REAL = [
     "old_pt18_inference_rank1.json.gz",
@@ -75,9 +84,7 @@ def _check(data: bytes, suffix: str) -> None:
     assert trace.loss is None or (trace.loss and "\n" not in trace.loss)
 
 
-SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+SETTINGS = harness.budget(quick=40, long=300)
 
 
 @SETTINGS
@@ -152,9 +159,7 @@ def test_dropped_or_retyped_keys(
     _check(json.dumps(doc).encode(), ".json")
 
 
-@settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@harness.budget(quick=15, long=100)
 @given(which=st.integers(0, len(SMALL_REAL)), chunk=st.integers(16, 4096))
 def test_chunk_size_never_changes_the_events(
     documents: list[bytes], which: int, chunk: int
@@ -172,3 +177,11 @@ def test_chunk_size_never_changes_the_events(
     columns = [c for c in schema.EVENTS_SCHEMA.names if c != "flops"]
     assert whole.events.select(columns).equals(pieces.events.select(columns))
     assert whole.meta == pieces.meta
+
+
+@harness.budget(quick=60)
+@given(data=st.data())
+def test_damaged_kineto_traces_are_read_or_refused(
+    seeds: Callable[[str], list[Seed]], data: st.DataObject
+) -> None:
+    harness.fuzz_case("kineto", seeds("kineto"), data)
