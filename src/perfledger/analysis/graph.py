@@ -1,0 +1,684 @@
+"""The step graph of one rank: what had to happen before each piece of work could start.
+
+Nodes (docs/whatif.md, "The graph"):
+
+- on each host thread that issued device work, its launch calls and synchronisation calls in
+  order; the time between two of them is *host work*, a fixed delay on the thread's chain (the
+  data loader's when the loader covers most of it). A synchronisation call is two nodes: the
+  call (where the host arrives, and issues its copy if it is a blocking copy) and the wait's
+  end, which comes after the tasks it waited for;
+- on each device stream, its tasks in the order they ran; a task starts after its predecessor
+  on the stream and after its launch call began plus the launch latency;
+- a host-only run (no device task): the outermost operators and data-loader slices of each
+  thread.
+
+Every start of the trace is explained by one binding edge with its observed delay, so the
+graph replays the trace as measured; the edges that did not bind carry typical delays (the
+median launch latency, the median gap between queued tasks), which bind only once a change
+moves the binding edge away.
+
+Pure functions over the canonical events table; vectorised with numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from perfledger.analysis import columns, opclass
+from perfledger.analysis.intervals import Int64Array, union
+from perfledger.model import schema, vendors
+
+# Node kinds.
+HOST_OP: Final = 0  # an outermost host slice of a host-only run
+LAUNCH: Final = 1  # a host call that issued a device task
+SYNC_CALL: Final = 2  # a synchronisation call where the host reaches it
+SYNC_WAIT: Final = 3  # the end of its wait, after the tasks it waited for
+TASK: Final = 4  # a device task
+
+# What a node's time, or the delay of the edge that started it, is spent on (``bound_by``).
+HOST: Final = "host"
+DATALOADER: Final = "dataloader"
+LAUNCH_OVERHEAD: Final = "launch"
+SYNC: Final = "sync"
+COMMUNICATION: Final = "communication"
+COPIES: Final = "copies"
+OTHER: Final = "other"
+COMPUTE_CLASSES: Final = tuple(
+    c
+    for c in opclass.OP_CLASSES
+    if c not in (opclass.COMMUNICATION, opclass.MEMCPY, opclass.MEMSET)
+)
+CLASSES: Final = (
+    HOST,
+    DATALOADER,
+    LAUNCH_OVERHEAD,
+    SYNC,
+    COMMUNICATION,
+    COPIES,
+    OTHER,
+    *(f"compute:{c}" for c in COMPUTE_CLASSES),
+)
+CLASS_CODE: Final = {name: code for code, name in enumerate(CLASSES)}
+
+# A task that starts within this of its stream predecessor's end was queued behind it.
+QUEUED_GAP_NS: Final = 2_000
+# A synchronisation call waited for a task that ended at most this after the call returned
+# (clock jitter between the host and the device).
+SYNC_END_TOLERANCE_NS: Final = 1_000
+# No earliest start: the node starts when its predecessors let it.
+FREE: Final = np.iinfo(np.int64).min // 4
+
+_BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class StepGraph:
+    """The dependency graph of one rank's events, nodes in a topological order.
+
+    Attributes:
+        kind: node kind (:data:`HOST_OP` ... :data:`TASK`).
+        row: the events row of each node.
+        start, dur: the observed start and duration.
+        chain_pred, chain_delay: the node before it on its thread or stream (-1 none) and the
+            delay from that node's end (host work on a thread, the gap on a stream).
+        chain_class: what the chain delay is spent on (code into :data:`CLASSES`).
+        lane_pred, lane_delay: as chain_pred/delay, but communication tasks and the other
+            tasks of a stream in two lanes of their own (``--overlap-comm``).
+        launch_src, launch_delay: the launch call of a task (-1 none) and the latency from
+            the call's start to the task's start.
+        release: the earliest possible start (:data:`FREE` when none): the first node of a
+            thread, a task without a launch that did not queue.
+        wait_src, wait_dst: synchronisation edges, task -> :data:`SYNC_WAIT` node.
+        node_class: what the node's own time is spent on (code into :data:`CLASSES`).
+        is_kernel, is_comm, is_copy: device task masks (compute kernels, communication,
+            copies and sets).
+        name, host_name: the node's name and, for a task, the host operator that launched it.
+        thread: the host chain of a host node (-1 for tasks); ``thread_keys[thread]`` is its
+            (pid, thread id).
+        dropped_edges: dependencies left out because the trace's times contradict them.
+    """
+
+    kind: npt.NDArray[np.int8]
+    row: Int64Array
+    start: Int64Array
+    dur: Int64Array
+    chain_pred: Int64Array
+    chain_delay: Int64Array
+    chain_class: Int64Array
+    lane_pred: Int64Array
+    lane_delay: Int64Array
+    launch_src: Int64Array
+    launch_delay: Int64Array
+    release: Int64Array
+    wait_src: Int64Array
+    wait_dst: Int64Array
+    node_class: Int64Array
+    is_kernel: _BoolArray
+    is_comm: _BoolArray
+    is_copy: _BoolArray
+    name: npt.NDArray[np.object_]
+    host_name: npt.NDArray[np.object_]
+    thread: Int64Array
+    thread_keys: tuple[tuple[int, int], ...]
+    dropped_edges: int = 0
+
+    @property
+    def size(self) -> int:
+        return int(self.kind.size)
+
+    @property
+    def end(self) -> Int64Array:
+        return self.start + self.dur
+
+
+@dataclass
+class _Nodes:
+    """Nodes under construction (unordered), as parallel lists of arrays."""
+
+    parts: dict[str, list[np.ndarray]]
+
+    def add(self, **arrays: np.ndarray) -> int:
+        """Append a block of nodes; return the index of its first node."""
+        first = sum(a.size for a in self.parts.get("kind", []))
+        for key, value in arrays.items():
+            self.parts.setdefault(key, []).append(value)
+        return first
+
+    def column(self, key: str) -> np.ndarray:
+        return np.concatenate(self.parts[key])
+
+
+def build_graph(events: pa.Table) -> StepGraph:
+    """The step graph of one rank's canonical events (any order)."""
+    n = events.num_rows
+    kinds = columns.strings(events, "kind") if n else np.zeros(0, dtype=object)
+    device = columns.int64(events, "device")
+    start = columns.int64(events, "start_ns")
+    dur = np.maximum(columns.int64(events, "dur_ns"), 0)
+    end = start + dur
+    correlation = columns.int64(events, "correlation")
+    is_task = np.isin(kinds, schema.DEVICE_TASK_KINDS)
+    host = device < 0
+    names = columns.strings(events, "name") if n else np.zeros(0, dtype=object)
+
+    task_rows = np.flatnonzero(is_task)
+    launch_of_task = _launch_rows(events, kinds, host, correlation, start, names, task_rows)
+    if task_rows.size:
+        is_sync = host & (kinds == schema.SYNC)
+        host_rows = np.union1d(launch_of_task[launch_of_task >= 0], np.flatnonzero(is_sync))
+    else:
+        is_sync = np.zeros(n, dtype=bool)
+        host_rows = _outermost_slices(events, kinds, host, start, end)
+    pid = columns.int64(events, "pid")
+    thread_id = columns.int64(events, "stream")
+    pairs = np.stack([pid[host_rows], thread_id[host_rows]], axis=1)
+    thread_keys_arr, thread_of = (
+        np.unique(pairs, axis=0, return_inverse=True)
+        if host_rows.size
+        else (np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))
+    )
+    thread_of = thread_of.reshape(-1)
+    order = np.lexsort((host_rows, start[host_rows], thread_of))
+    host_rows, thread_of = host_rows[order], thread_of[order]
+
+    waits_task_row, waits_sync_row = _sync_waits(
+        events,
+        kinds,
+        device,
+        start,
+        end,
+        correlation,
+        task_rows,
+        launch_of_task,
+        host_rows,
+        is_sync,
+    )
+    # the wait of a synchronisation call ends `ret` after the last task it waited for
+    waited_end = np.full(n, FREE, dtype=np.int64)
+    np.maximum.at(waited_end, waits_sync_row, end[waits_task_row])
+    sync_rows = host_rows[is_sync[host_rows]]
+    ret = end[sync_rows] - np.clip(waited_end[sync_rows], start[sync_rows], end[sync_rows])
+
+    nodes = _Nodes({})
+    # host nodes: a synchronisation row becomes its call and its wait, in that order
+    sync_here = is_sync[host_rows]
+    copies = np.where(sync_here, 2, 1)
+    host_row_of = np.repeat(host_rows, copies)
+    thread_node = np.repeat(thread_of, copies)
+    second = np.zeros(host_row_of.size, dtype=bool)
+    second[np.cumsum(copies) - 1] = sync_here  # the wait part of each synchronisation row
+    first_of_sync = np.zeros(host_row_of.size, dtype=bool)
+    first_of_sync[(np.cumsum(copies) - copies)[sync_here]] = True
+    ret_by_row = np.zeros(n, dtype=np.int64)
+    ret_by_row[sync_rows] = ret
+    h_kind = np.where(
+        second,
+        SYNC_WAIT,
+        np.where(first_of_sync, SYNC_CALL, HOST_OP if not task_rows.size else LAUNCH),
+    ).astype(np.int8)
+    h_start = np.where(second, end[host_row_of] - ret_by_row[host_row_of], start[host_row_of])
+    h_dur = np.where(second, ret_by_row[host_row_of], np.where(first_of_sync, 0, dur[host_row_of]))
+    h_pred, h_delay, h_release = _chain(thread_node, h_start, h_dur, pin_first=True)
+    # the wait of a synchronisation call starts when its tasks end, not after host work
+    h_delay[second] = 0
+    dataloader = union(
+        start[host & (kinds == schema.DATALOADER)], end[host & (kinds == schema.DATALOADER)]
+    )
+    gap_start = np.where(h_pred >= 0, h_start - h_delay, h_start)
+    loader_share = dataloader.covered(gap_start, h_start)
+    gap_class = np.where(
+        2 * loader_share >= np.maximum(h_delay, 1), CLASS_CODE[DATALOADER], CLASS_CODE[HOST]
+    )
+    h_class = np.select(
+        [h_kind == LAUNCH, (h_kind == SYNC_CALL) | (h_kind == SYNC_WAIT)],
+        [CLASS_CODE[LAUNCH_OVERHEAD], CLASS_CODE[SYNC]],
+        np.where(kinds[host_row_of] == schema.DATALOADER, CLASS_CODE[DATALOADER], CLASS_CODE[HOST]),
+    )
+    n_host = host_row_of.size
+    nodes.add(
+        kind=h_kind,
+        row=host_row_of,
+        start=h_start,
+        dur=h_dur,
+        chain_pred=h_pred,
+        chain_delay=h_delay,
+        chain_class=gap_class,
+        lane_pred=h_pred,
+        lane_delay=h_delay,
+        release=h_release,
+        thread=thread_node,
+    )
+    host_node_of_row = np.full(n, -1, dtype=np.int64)
+    host_node_of_row[host_row_of[~second]] = np.flatnonzero(~second)
+    wait_node_of_row = np.full(n, -1, dtype=np.int64)
+    wait_node_of_row[host_row_of[second]] = np.flatnonzero(second)
+
+    task_block = _task_nodes(
+        events, kinds, names, device, start, dur, task_rows, launch_of_task, host_node_of_row
+    )
+    task_node_of_row = np.full(n, -1, dtype=np.int64)
+    task_node_of_row[task_rows] = n_host + np.arange(task_rows.size)
+    nodes.add(
+        kind=np.full(task_rows.size, TASK, dtype=np.int8),
+        row=task_rows,
+        start=start[task_rows],
+        dur=dur[task_rows],
+        chain_pred=np.where(task_block["chain_pred"] >= 0, task_block["chain_pred"] + n_host, -1),
+        chain_delay=task_block["chain_delay"],
+        chain_class=np.full(task_rows.size, CLASS_CODE[LAUNCH_OVERHEAD]),
+        lane_pred=np.where(task_block["lane_pred"] >= 0, task_block["lane_pred"] + n_host, -1),
+        lane_delay=task_block["lane_delay"],
+        release=task_block["release"],
+        thread=np.full(task_rows.size, -1, dtype=np.int64),
+    )
+    size = n_host + task_rows.size
+    kind = nodes.column("kind") if size else np.zeros(0, dtype=np.int8)
+    row = nodes.column("row") if size else np.zeros(0, dtype=np.int64)
+
+    def col(key: str) -> Int64Array:
+        return np.asarray(nodes.column(key), dtype=np.int64) if size else np.zeros(0, np.int64)
+
+    launch_src = np.full(size, -1, dtype=np.int64)
+    launch_src[n_host:] = task_block["launch_src"]
+    launch_delay = np.zeros(size, dtype=np.int64)
+    launch_delay[n_host:] = task_block["launch_delay"]
+    node_class = np.zeros(size, dtype=np.int64)
+    node_class[:n_host] = h_class
+    node_class[n_host:] = task_block["node_class"]
+    wait_src = task_node_of_row[waits_task_row]
+    wait_dst = wait_node_of_row[waits_sync_row]
+    keep = (wait_src >= 0) & (wait_dst >= 0)
+    wait_src, wait_dst = wait_src[keep], wait_dst[keep]
+    flags = {key: np.zeros(size, dtype=bool) for key in ("is_kernel", "is_comm", "is_copy")}
+    for key in flags:
+        flags[key][n_host:] = task_block[key]
+    name = np.asarray(names[row], dtype=object) if size else np.zeros(0, dtype=object)
+    host_name = np.full(size, None, dtype=object)
+    host_name[n_host:] = task_block["host_name"]
+
+    graph = StepGraph(
+        kind=kind.astype(np.int8),
+        row=row,
+        start=col("start"),
+        dur=col("dur"),
+        chain_pred=col("chain_pred"),
+        chain_delay=col("chain_delay"),
+        chain_class=col("chain_class"),
+        lane_pred=col("lane_pred"),
+        lane_delay=col("lane_delay"),
+        launch_src=launch_src,
+        launch_delay=launch_delay,
+        release=col("release"),
+        wait_src=wait_src,
+        wait_dst=wait_dst,
+        node_class=node_class,
+        is_kernel=flags["is_kernel"],
+        is_comm=flags["is_comm"],
+        is_copy=flags["is_copy"],
+        name=name,
+        host_name=host_name,
+        thread=col("thread"),
+        thread_keys=tuple((int(p), int(t)) for p, t in thread_keys_arr.tolist()),
+    )
+    return _topological(graph)
+
+
+def _launch_rows(
+    events: pa.Table,
+    kinds: npt.NDArray[np.object_],
+    host: _BoolArray,
+    correlation: Int64Array,
+    start: Int64Array,
+    names: npt.NDArray[np.object_],
+    task_rows: Int64Array,
+) -> Int64Array:
+    """For each task row, the row of the host call that launched it (-1 when none is known).
+
+    As :func:`perfledger.analysis.steps.launch_starts`: the earliest call carrying the task's
+    correlation id, none when calls of one name share it.
+    """
+    result = np.full(task_rows.size, -1, dtype=np.int64)
+    launches = np.flatnonzero(np.isin(kinds, schema.LAUNCH_KINDS) & host & (correlation >= 0))
+    if launches.size == 0 or task_rows.size == 0:
+        return result
+    keys = correlation[launches]
+    name_codes = columns.dictionary_codes(events, "name")[0][launches]
+    by_name = np.lexsort((name_codes, keys))
+    k_sorted, n_sorted = keys[by_name], name_codes.reshape(-1)[by_name]
+    ambiguous = np.unique(
+        k_sorted[1:][(k_sorted[1:] == k_sorted[:-1]) & (n_sorted[1:] == n_sorted[:-1])]
+    )
+    order = np.lexsort((start[launches], keys))
+    k_sorted = keys[order]
+    first = np.ones(k_sorted.size, dtype=bool)
+    first[1:] = k_sorted[1:] != k_sorted[:-1]
+    first &= ~np.isin(k_sorted, ambiguous)
+    unique_keys, unique_rows = k_sorted[first], launches[order][first]
+    if unique_keys.size == 0:
+        return result
+    task_keys = correlation[task_rows]
+    pos = np.clip(np.searchsorted(unique_keys, task_keys), 0, unique_keys.size - 1)
+    found = (unique_keys[pos] == task_keys) & (task_keys >= 0)
+    result[found] = unique_rows[pos[found]]
+    return result
+
+
+def _outermost_slices(
+    events: pa.Table,
+    kinds: npt.NDArray[np.object_],
+    host: _BoolArray,
+    start: Int64Array,
+    end: Int64Array,
+) -> Int64Array:
+    """The operator and data-loader slices of each host thread that no other one encloses."""
+    rows = np.flatnonzero(host & np.isin(kinds, [schema.CPU_OP, schema.DATALOADER]))
+    if rows.size == 0:
+        return rows
+    pid = columns.int64(events, "pid")[rows]
+    thread = columns.int64(events, "stream")[rows]
+    order = np.lexsort((-(end[rows] - start[rows]), start[rows], thread, pid))
+    rows, pid, thread = rows[order], pid[order], thread[order]
+    same = np.zeros(rows.size, dtype=bool)
+    same[1:] = (pid[1:] == pid[:-1]) & (thread[1:] == thread[:-1])
+    reach = _running_max(end[rows], same)
+    outer = np.ones(rows.size, dtype=bool)
+    outer[1:] = ~same[1:] | (start[rows][1:] >= reach[:-1])
+    return np.sort(rows[outer])
+
+
+def _running_max(values: Int64Array, same_as_previous: _BoolArray) -> Int64Array:
+    """The running maximum of ``values``, restarted where a row starts a new group."""
+    if values.size == 0:
+        return values
+    group = np.cumsum(~same_as_previous)
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    shifted = (values - low) + group * span
+    return np.asarray(np.maximum.accumulate(shifted) - group * span + low, dtype=np.int64)
+
+
+def _chain(
+    chain: Int64Array, start: Int64Array, dur: Int64Array, *, pin_first: bool
+) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """For nodes sorted by (chain, start): each one's predecessor, the delay from its end, and
+    the release (the observed start for the first node of a chain when ``pin_first``)."""
+    size = chain.size
+    pred = np.full(size, -1, dtype=np.int64)
+    delay = np.zeros(size, dtype=np.int64)
+    release = np.full(size, FREE, dtype=np.int64)
+    if size == 0:
+        return pred, delay, release
+    same = np.zeros(size, dtype=bool)
+    same[1:] = chain[1:] == chain[:-1]
+    index = np.arange(size)
+    pred[same] = index[same] - 1
+    delay[same] = start[same] - (start + dur)[index[same] - 1]
+    if pin_first:
+        release[~same] = start[~same]
+    return pred, delay, release
+
+
+def _sync_waits(
+    events: pa.Table,
+    kinds: npt.NDArray[np.object_],
+    device: Int64Array,
+    start: Int64Array,
+    end: Int64Array,
+    correlation: Int64Array,
+    task_rows: Int64Array,
+    launch_of_task: Int64Array,
+    host_rows: Int64Array,
+    is_sync: _BoolArray,
+) -> tuple[Int64Array, Int64Array]:
+    """(task row, sync row) of every wait: on each stream the call synchronised, the last
+    task issued by the time the call began that ended before the call returned.
+
+    The stream comes from the device-side mark of the call (Kineto's "Stream Sync", same
+    correlation id); a device-wide mark ("Context Sync") or none means every stream of its
+    device, or of the rank when the device is unknown. A blocking copy waits for its own copy.
+    """
+    syncs = host_rows[is_sync[host_rows]]
+    empty = np.zeros(0, dtype=np.int64)
+    if syncs.size == 0 or task_rows.size == 0:
+        return empty, empty
+    stream = columns.int64(events, "stream")
+    names = columns.strings(events, "name")
+    marks = np.flatnonzero((kinds == schema.DEVICE_ANNOTATION) & (correlation >= 0))
+    mark_by_corr = dict(zip(correlation[marks].tolist(), marks.tolist(), strict=False))
+    scope_device = np.full(syncs.size, -1, dtype=np.int64)
+    scope_stream = np.full(syncs.size, -1, dtype=np.int64)
+    for i, corr in enumerate(correlation[syncs].tolist()):  # a loop over sync calls
+        mark = mark_by_corr.get(corr) if corr >= 0 else None
+        if mark is None:
+            continue
+        scope_device[i] = device[mark]
+        if "stream" in str(names[mark]).lower():
+            scope_stream[i] = stream[mark]
+    issued = np.where(launch_of_task >= 0, start[np.maximum(launch_of_task, 0)], start[task_rows])
+    t_device, t_stream = device[task_rows], stream[task_rows]
+    lanes = np.unique(np.stack([t_device, t_stream], axis=1), axis=0)
+    src: list[Int64Array] = []
+    dst: list[Int64Array] = []
+    s_start, s_end = start[syncs], end[syncs]
+    for d, st in lanes.tolist():  # a loop over streams
+        mine = np.flatnonzero((t_device == d) & (t_stream == st))
+        mine = mine[np.lexsort((issued[mine], start[task_rows[mine]]))]
+        lane_issued = np.maximum.accumulate(issued[mine])
+        lane_end = np.maximum.accumulate(end[task_rows[mine]])
+        in_scope = ((scope_device < 0) | (scope_device == d)) & (
+            (scope_stream < 0) | (scope_stream == st)
+        )
+        k_issued = np.searchsorted(lane_issued, s_start, side="right")
+        k_ended = np.searchsorted(lane_end, s_end + SYNC_END_TOLERANCE_NS, side="right")
+        k = np.minimum(k_issued, k_ended) - 1
+        ok = in_scope & (k >= 0)
+        src.append(task_rows[mine[k[ok]]])
+        dst.append(syncs[ok])
+    return np.concatenate(src), np.concatenate(dst)
+
+
+def _task_nodes(
+    events: pa.Table,
+    kinds: npt.NDArray[np.object_],
+    names: npt.NDArray[np.object_],
+    device: Int64Array,
+    start: Int64Array,
+    dur: Int64Array,
+    task_rows: Int64Array,
+    launch_of_task: Int64Array,
+    host_node_of_row: Int64Array,
+) -> dict[str, np.ndarray]:
+    """The task nodes (in ``task_rows`` order): stream chains, launch edges, classes."""
+    size = task_rows.size
+    stream = columns.int64(events, "stream")[task_rows]
+    t_start, t_dur = start[task_rows], dur[task_rows]
+    t_kind = kinds[task_rows]
+    t_name = names[task_rows]
+    comm_named = columns.matches(events, "name", lambda x: bool(vendors.COMM_KERNEL.search(x)))
+    is_comm = (t_kind == schema.COMM) | comm_named[task_rows]
+    is_copy = np.isin(t_kind, [schema.MEMCPY, schema.MEMSET])
+    is_kernel = (t_kind == schema.KERNEL) & ~is_comm
+    lane_key = (
+        np.unique(np.stack([device[task_rows], stream], axis=1), axis=0, return_inverse=True)[
+            1
+        ].reshape(-1)
+        if size
+        else np.zeros(0, dtype=np.int64)
+    )
+    order = np.lexsort((task_rows, t_start, lane_key))
+    pred_sorted, _, _ = _chain(lane_key[order], t_start[order], t_dur[order], pin_first=False)
+    chain_pred = np.full(size, -1, dtype=np.int64)
+    chain_pred[order] = np.where(pred_sorted >= 0, order[np.maximum(pred_sorted, 0)], -1)
+    has_pred = chain_pred >= 0
+    pred_end = np.where(has_pred, (t_start + t_dur)[np.maximum(chain_pred, 0)], FREE)
+    stream_gap = np.where(has_pred, t_start - pred_end, 0)
+    has_launch = launch_of_task >= 0
+    launch_latency = np.where(has_launch, t_start - start[np.maximum(launch_of_task, 0)], 0)
+    queued = has_pred & (stream_gap <= QUEUED_GAP_NS)
+    bound = has_launch & ~queued
+    typical_latency = (
+        int(np.median(launch_latency[bound]))
+        if bound.any()
+        else (int(np.median(launch_latency[has_launch])) if has_launch.any() else 0)
+    )
+    typical_gap = int(np.median(np.maximum(stream_gap[queued], 0))) if queued.any() else 0
+    launch_delay = np.where(queued, np.minimum(launch_latency, typical_latency), launch_latency)
+    chain_delay = np.where(queued, stream_gap, np.minimum(stream_gap, typical_gap))
+    release = np.where(~has_launch & ~queued, t_start, FREE)
+
+    # lanes for --overlap-comm: communication beside the rest of its stream
+    split_key = lane_key * 2 + is_comm
+    order2 = np.lexsort((task_rows, t_start, split_key))
+    pred2_sorted, _, _ = _chain(split_key[order2], t_start[order2], t_dur[order2], pin_first=False)
+    lane_pred = np.full(size, -1, dtype=np.int64)
+    lane_pred[order2] = np.where(pred2_sorted >= 0, order2[np.maximum(pred2_sorted, 0)], -1)
+    lane_delay = np.where(lane_pred == chain_pred, chain_delay, np.maximum(chain_delay, 0))
+
+    host_name = _host_names(events, kinds, task_rows)
+    codes = np.full(size, CLASS_CODE[OTHER], dtype=np.int64)
+    codes[is_copy] = CLASS_CODE[COPIES]
+    codes[is_comm] = CLASS_CODE[COMMUNICATION]
+    rest = np.flatnonzero(~is_copy & ~is_comm)
+    if rest.size:
+        triples = list(
+            zip(t_name[rest].tolist(), t_kind[rest].tolist(), host_name[rest].tolist(), strict=True)
+        )
+        distinct: dict[tuple[object, object, object], int] = {}
+        for triple in dict.fromkeys(triples):
+            c = opclass.op_class(str(triple[0]), str(triple[1]), _text(triple[2]))
+            distinct[triple] = (
+                CLASS_CODE[COMMUNICATION]
+                if c == opclass.COMMUNICATION
+                else CLASS_CODE[COPIES]
+                if c in (opclass.MEMCPY, opclass.MEMSET)
+                else CLASS_CODE[f"compute:{c}"]
+            )
+        codes[rest] = [distinct[t] for t in triples]
+    launch_src = np.where(has_launch, host_node_of_row[np.maximum(launch_of_task, 0)], -1)
+    return {
+        "chain_pred": chain_pred,
+        "chain_delay": chain_delay,
+        "lane_pred": lane_pred,
+        "lane_delay": lane_delay,
+        "release": release,
+        "launch_src": launch_src,
+        "launch_delay": np.where(launch_src >= 0, launch_delay, 0),
+        "node_class": codes,
+        "is_kernel": is_kernel,
+        "is_comm": is_comm,
+        "is_copy": is_copy,
+        "host_name": host_name,
+    }
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _host_names(
+    events: pa.Table, kinds: npt.NDArray[np.object_], task_rows: Int64Array
+) -> npt.NDArray[np.object_]:
+    """The host operator each task's external id names (None when none does)."""
+    result = np.full(task_rows.size, None, dtype=object)
+    external = columns.int64(events, "external_id")
+    ops = np.flatnonzero((kinds == schema.CPU_OP) & (external >= 0))
+    if ops.size == 0 or task_rows.size == 0:
+        return result
+    keys, first = np.unique(external[ops], return_index=True)
+    wanted = external[task_rows]
+    pos = np.clip(np.searchsorted(keys, wanted), 0, keys.size - 1)
+    found = (keys[pos] == wanted) & (wanted >= 0)
+    names = columns.strings(events, "name")
+    result[found] = names[ops[first[pos[found]]]]
+    return result
+
+
+def _topological(graph: StepGraph) -> StepGraph:
+    """The graph with its nodes sorted so that every edge points forward; the few
+    dependencies the trace's times contradict (a cycle through clock skew) are dropped."""
+    size = graph.size
+    if size == 0:
+        return graph
+    key = graph.start.copy()
+    roots, depth = _chain_positions(graph)
+    chain_order = np.lexsort((depth, roots))
+    chain_ids = roots[chain_order]
+    same = np.zeros(size, dtype=bool)
+    same[1:] = chain_ids[1:] == chain_ids[:-1]
+    position = np.arange(size)
+    has_launch = graph.launch_src >= 0
+    for _ in range(4):
+        before = key.copy()
+        key[has_launch] = np.maximum(key[has_launch], key[graph.launch_src[has_launch]] + 1)
+        np.maximum.at(key, graph.wait_dst, key[graph.wait_src] + 1)
+        # strictly increasing along each chain
+        ordered = key[chain_order] - position
+        key[chain_order] = _running_max(ordered, same) + position
+        if np.array_equal(before, key):
+            break
+    order = np.lexsort((graph.kind, key))
+    rank = np.empty(size, dtype=np.int64)
+    rank[order] = np.arange(size)
+
+    def moved(pointers: Int64Array) -> Int64Array:
+        return np.where(pointers >= 0, rank[np.maximum(pointers, 0)], -1)[order]
+
+    chain_pred, lane_pred, launch_src = (
+        moved(graph.chain_pred),
+        moved(graph.lane_pred),
+        moved(graph.launch_src),
+    )
+    wait_src, wait_dst = rank[graph.wait_src], rank[graph.wait_dst]
+    here = np.arange(size)
+    dropped = 0
+    for pointers in (chain_pred, lane_pred, launch_src):
+        backward = pointers >= here
+        dropped += int(backward.sum())
+        pointers[backward] = -1
+    forward = wait_src < wait_dst
+    dropped += int((~forward).sum())
+    return StepGraph(
+        kind=graph.kind[order],
+        row=graph.row[order],
+        start=graph.start[order],
+        dur=graph.dur[order],
+        chain_pred=chain_pred,
+        chain_delay=graph.chain_delay[order],
+        chain_class=graph.chain_class[order],
+        lane_pred=lane_pred,
+        lane_delay=graph.lane_delay[order],
+        launch_src=launch_src,
+        launch_delay=graph.launch_delay[order],
+        release=graph.release[order],
+        wait_src=wait_src[forward],
+        wait_dst=wait_dst[forward],
+        node_class=graph.node_class[order],
+        is_kernel=graph.is_kernel[order],
+        is_comm=graph.is_comm[order],
+        is_copy=graph.is_copy[order],
+        name=graph.name[order],
+        host_name=graph.host_name[order],
+        thread=graph.thread[order],
+        thread_keys=graph.thread_keys,
+        dropped_edges=dropped,
+    )
+
+
+def _chain_positions(graph: StepGraph) -> tuple[Int64Array, Int64Array]:
+    """Each node's chain (the id of its first node) and its place along the chain, by
+    pointer jumping: log2(chain length) vectorised passes."""
+    index = np.arange(graph.size)
+    has_pred = graph.chain_pred >= 0
+    parent = np.where(has_pred, graph.chain_pred, index)
+    depth = has_pred.astype(np.int64)
+    while True:
+        grand = parent[parent]
+        if np.array_equal(grand, parent):
+            return parent, depth
+        depth = depth + depth[parent]
+        parent = grand

@@ -1,0 +1,294 @@
+"""Replay a step graph: the earliest-start schedule of its nodes with their durations.
+
+Each node starts at the latest of its predecessors' ends plus the edge's delay (a launch edge
+counts from the call's start) and its own earliest start; a change (:class:`WhatIf`) scales
+durations, drops the synchronisation waits, or moves collectives into lanes of their own before
+the replay. The schedule keeps, for each node, the predecessor that set its start: the critical
+path follows those links back (:mod:`perfledger.analysis.critical_path`).
+
+The schedule is one pass over the nodes in topological order (a longest-path recursion is
+sequential); everything around it is vectorised. docs/whatif.md gives the measured speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from perfledger.analysis import columns
+from perfledger.analysis.graph import (
+    FREE,
+    HOST_OP,
+    LAUNCH,
+    SYNC_CALL,
+    SYNC_WAIT,
+    TASK,
+    StepGraph,
+)
+from perfledger.analysis.intervals import Int64Array
+from perfledger.errors import PerfledgerError
+from perfledger.model import whatif
+from perfledger.model.whatif import NO_CHANGE, WhatIf
+
+# How a node's start was set.
+RELEASE: Final = 0  # its own earliest start (or, with nothing to go by, its observed start)
+CHAIN: Final = 1  # its predecessor on its thread or stream
+LAUNCHED: Final = 2  # its launch call
+WAITED: Final = 3  # a task a synchronisation waited for
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Replayed times of every node of a graph, and what set each start.
+
+    Attributes:
+        start, end: replayed times.
+        chain_delay: the chain delays after the change (host work scaled with ``host``).
+        via: the node whose time set the start (-1: its release).
+        how: :data:`RELEASE`, :data:`CHAIN`, :data:`LAUNCHED` or :data:`WAITED`.
+        chain_pred: the chain predecessors used (lanes with ``overlap_comm``).
+    """
+
+    start: Int64Array
+    end: Int64Array
+    chain_delay: Int64Array
+    via: Int64Array
+    how: npt.NDArray[np.int8]
+    chain_pred: Int64Array
+
+
+def node_factors(graph: StepGraph, change: WhatIf) -> tuple[npt.NDArray[np.float64], float]:
+    """Per node, the factor its duration is multiplied by; and the factor of host work."""
+    factor = np.ones(graph.size, dtype=np.float64)
+    host_factor = 1.0
+    is_host_work = (graph.kind == LAUNCH) | (graph.kind == HOST_OP)
+    for scale in change.scales:
+        if scale.factor <= 0 or not np.isfinite(scale.factor):
+            raise PerfledgerError(
+                f"--scale {scale.selector}={scale.factor}: the factor must be a number above 0"
+            )
+        selector = scale.selector
+        if selector == whatif.COMPUTE:
+            chosen = graph.is_kernel
+        elif selector == whatif.COMMUNICATION:
+            chosen = graph.is_comm
+        elif selector == whatif.MEMCPY:
+            chosen = graph.is_copy
+        elif selector == whatif.HOST:
+            chosen = is_host_work
+            host_factor *= scale.factor
+        elif selector.startswith(whatif.KERNEL_PREFIX) and selector[len(whatif.KERNEL_PREFIX) :]:
+            chosen = name_matches(graph, selector[len(whatif.KERNEL_PREFIX) :])
+        else:
+            raise PerfledgerError(
+                f"--scale {selector}=...: unknown selector (one of "
+                f"{', '.join(whatif.SELECTORS)}, kernel:GLOB)"
+            )
+        factor[chosen] *= scale.factor
+    return factor, host_factor
+
+
+def name_matches(graph: StepGraph, pattern: str) -> npt.NDArray[np.bool_]:
+    """Device tasks (and operators of a host-only run) whose name, or the name of the host
+    operator that launched them, matches the glob ``pattern`` (case-sensitive)."""
+    work = (graph.kind == TASK) | (graph.kind == HOST_OP)
+    chosen = np.zeros(graph.size, dtype=bool)
+    for names in (graph.name, graph.host_name):
+        distinct = {str(n) for n in names[work].tolist() if n is not None}
+        hits = {n for n in distinct if fnmatchcase(n, pattern)}
+        if hits:
+            chosen |= work & np.fromiter(
+                (n is not None and str(n) in hits for n in names.tolist()), bool, graph.size
+            )
+    return chosen
+
+
+def replay(graph: StepGraph, change: WhatIf = NO_CHANGE) -> Schedule:
+    """The earliest-start schedule of ``graph`` under ``change``."""
+    factor, host_factor = node_factors(graph, change)
+    dur = np.rint(graph.dur * factor).astype(np.int64)
+    host_gap = (graph.kind != TASK) & (graph.chain_delay > 0)
+    delay = np.where(
+        host_gap, np.rint(graph.chain_delay * host_factor).astype(np.int64), graph.chain_delay
+    )
+    if change.overlap_comm:
+        pred = graph.lane_pred
+        delay = np.where(graph.kind == TASK, graph.lane_delay, delay)
+    else:
+        pred = graph.chain_pred
+    waits: dict[int, list[int]] = {}
+    if not change.no_sync:
+        for src, dst in zip(graph.wait_src.tolist(), graph.wait_dst.tolist(), strict=True):
+            waits.setdefault(dst, []).append(src)
+    start, end, via, how = _schedule(
+        pred.tolist(),
+        delay.tolist(),
+        graph.launch_src.tolist(),
+        graph.launch_delay.tolist(),
+        graph.release.tolist(),
+        dur.tolist(),
+        graph.start.tolist(),
+        waits,
+    )
+    return Schedule(
+        start=np.asarray(start, dtype=np.int64),
+        end=np.asarray(end, dtype=np.int64),
+        chain_delay=delay,
+        via=np.asarray(via, dtype=np.int64),
+        how=np.asarray(how, dtype=np.int8),
+        chain_pred=pred,
+    )
+
+
+def _schedule(
+    pred: list[int],
+    delay: list[int],
+    launch_src: list[int],
+    launch_delay: list[int],
+    release: list[int],
+    dur: list[int],
+    observed: list[int],
+    waits: dict[int, list[int]],
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The longest-path recursion over plain lists (nodes in topological order)."""
+    n = len(dur)
+    start = [0] * n
+    end = [0] * n
+    via = [-1] * n
+    how = [RELEASE] * n
+    for v in range(n):
+        s = release[v]
+        by, kind = -1, RELEASE
+        p = pred[v]
+        if p >= 0:
+            t = end[p] + delay[v]
+            if t > s:
+                s, by, kind = t, p, CHAIN
+        q = launch_src[v]
+        if q >= 0:
+            t = start[q] + launch_delay[v]
+            if t > s:
+                s, by, kind = t, q, LAUNCHED
+        waited = waits.get(v)
+        if waited is not None:
+            for w in waited:
+                if end[w] > s:
+                    s, by, kind = end[w], w, WAITED
+        if s == FREE:
+            s = observed[v]  # nothing to go by: where it was
+        start[v] = s
+        end[v] = s + dur[v]
+        via[v] = by
+        how[v] = kind
+    return start, end, via, how
+
+
+def replayed_events(events: pa.Table, graph: StepGraph, schedule: Schedule) -> pa.Table:
+    """The events with their times replayed: nodes take their scheduled times; other host
+    events move with the nodes of their thread (the busiest thread's when theirs has none);
+    other device events with the task that starts last before them."""
+    n = events.num_rows
+    start = columns.int64(events, "start_ns")
+    end = start + np.maximum(columns.int64(events, "dur_ns"), 0)
+    new_start = start.copy()
+    new_end = end.copy()
+    device = columns.int64(events, "device")
+    host = device < 0
+    is_node = np.zeros(n, dtype=bool)
+    is_node[graph.row] = True
+    if graph.thread_keys:
+        pid = columns.int64(events, "pid")
+        thread_id = columns.int64(events, "stream")
+        host_nodes = graph.thread >= 0
+        counts = np.bincount(graph.thread[host_nodes], minlength=len(graph.thread_keys))
+        busiest = int(np.argmax(counts))
+        known = np.asarray(graph.thread_keys, dtype=np.int64).reshape(-1, 2)
+        distinct, inverse = np.unique(
+            np.stack([pid, thread_id], axis=1), axis=0, return_inverse=True
+        )
+        of_distinct = np.full(distinct.shape[0], busiest, dtype=np.int64)
+        for i, (p, t) in enumerate(known.tolist()):  # a loop over threads
+            of_distinct[(distinct[:, 0] == p) & (distinct[:, 1] == t)] = i
+        row_thread = of_distinct[inverse.reshape(-1)]
+        others = np.flatnonzero(host & ~is_node)
+        for thread in range(len(graph.thread_keys)):  # a loop over threads
+            mine = np.flatnonzero(graph.thread == thread)
+            rows = others[row_thread[others] == thread]
+            if rows.size == 0 or mine.size == 0:
+                continue
+            mapping = _ThreadMap(graph.start[mine], graph.end[mine], schedule, mine)
+            new_start[rows] = mapping(start[rows])
+            new_end[rows] = np.maximum(mapping(end[rows]), new_start[rows])
+    tasks = np.flatnonzero(graph.kind == TASK)
+    if tasks.size:
+        rows = np.flatnonzero(~host & ~is_node)
+        order = np.argsort(graph.start[tasks], kind="stable")
+        t_start = graph.start[tasks][order]
+        shift = (schedule.start - graph.start)[tasks][order]
+        for times, out in ((start, new_start), (end, new_end)):
+            nearest = np.clip(np.searchsorted(t_start, times[rows], side="right") - 1, 0, None)
+            out[rows] = times[rows] + shift[nearest]
+        new_end[rows] = np.maximum(new_end[rows], new_start[rows])
+    # the nodes: a synchronisation row spans its call and the end of its wait
+    kind = graph.kind
+    single = (kind == LAUNCH) | (kind == HOST_OP) | (kind == TASK)
+    new_start[graph.row[single]] = schedule.start[single]
+    new_end[graph.row[single]] = schedule.end[single]
+    calls, waits = kind == SYNC_CALL, kind == SYNC_WAIT
+    new_start[graph.row[calls]] = schedule.start[calls]
+    new_end[graph.row[waits]] = schedule.end[waits]
+    index = events.schema.get_field_index
+    table = events.set_column(
+        index("start_ns"), events.schema.field("start_ns"), pa.array(new_start, pa.int64())
+    )
+    return table.set_column(
+        index("dur_ns"),
+        events.schema.field("dur_ns"),
+        pa.array(np.maximum(new_end - new_start, 0), pa.int64()),
+    )
+
+
+class _ThreadMap:
+    """Observed time on a host thread -> replayed time, piecewise between its nodes: inside a
+    node in proportion to its replayed length, between two in proportion to the replayed gap."""
+
+    def __init__(
+        self, obs_start: Int64Array, obs_end: Int64Array, schedule: Schedule, nodes: Int64Array
+    ) -> None:
+        self.obs_start = obs_start
+        self.obs_end = obs_end
+        self.rep_start = schedule.start[nodes]
+        self.rep_end = schedule.end[nodes]
+
+    def __call__(self, times: Int64Array) -> Int64Array:
+        i = np.searchsorted(self.obs_start, times, side="right") - 1
+        before = i < 0
+        i = np.clip(i, 0, None)
+        last = self.obs_start.size - 1
+        nxt = np.minimum(i + 1, last)
+        inside = times <= self.obs_end[i]
+        obs_len = self.obs_end[i] - self.obs_start[i]
+        rep_len = self.rep_end[i] - self.rep_start[i]
+        within = self.rep_start[i] + _scaled(times - self.obs_start[i], rep_len, obs_len)
+        gap_obs = self.obs_start[nxt] - self.obs_end[i]
+        gap_rep = self.rep_start[nxt] - self.rep_end[i]
+        has_next = (i < last) & (gap_obs > 0)
+        after = self.rep_end[i] + np.where(
+            has_next,
+            _scaled(times - self.obs_end[i], gap_rep, gap_obs),
+            times - self.obs_end[i],
+        )
+        mapped = np.where(inside, within, after)
+        first = self.rep_start[0] + (times - self.obs_start[0])
+        return np.asarray(np.where(before, first, mapped), dtype=np.int64)
+
+
+def _scaled(offset: Int64Array, new_len: Int64Array, old_len: Int64Array) -> Int64Array:
+    """``offset`` scaled by new_len / old_len (offset kept where old_len is 0)."""
+    ratio = np.where(old_len > 0, new_len / np.maximum(old_len, 1), 1.0)
+    return np.asarray(np.rint(np.minimum(offset, np.maximum(old_len, offset)) * ratio), np.int64)

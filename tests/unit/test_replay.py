@@ -1,0 +1,165 @@
+"""The step graph, its replay and what-if predictions on hand-built traces of known answers.
+
+Every expected figure is derived by hand in the test from the trace it builds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from perfledger.analysis.critical_path import replay_rank
+from perfledger.errors import PerfledgerError
+from perfledger.model.whatif import Scale, WhatIf
+from tests.synth import EventsBuilder
+
+US = 1_000
+
+
+def _one_step(report_steps):  # type: ignore[no-untyped-def]
+    assert len(report_steps) == 1
+    return report_steps[0]
+
+
+def device_bound() -> EventsBuilder:
+    """The host issues 10 kernels of 1 ms in 100 µs; they run back to back."""
+    b = EventsBuilder().step_mark(0, 200 * US, 1)
+    for i in range(10):
+        host = 10 * US + i * 10 * US
+        b.launch(host, 5 * US, 30 * US + i * 1_000 * US, 1_000 * US, f"gemm_{i}")
+    return b
+
+
+def test_device_bound_step_shrinks_by_half_its_compute_when_compute_is_twice_as_fast() -> None:
+    events = device_bound().table()
+    measured = 30 * US + 10 * 1_000 * US  # from the step's start to the last kernel's end
+    step = _one_step(replay_rank(events, WhatIf((Scale("compute", 0.5),))).steps)
+    assert step.measured_ns == measured
+    assert step.baseline_ns == measured
+    assert step.predicted_ns == measured - 10 * 500 * US
+
+
+def test_device_bound_step_does_not_shrink_when_the_host_is_twice_as_fast() -> None:
+    events = device_bound().table()
+    step = _one_step(replay_rank(events, WhatIf((Scale("host", 0.5),))).steps)
+    assert step.predicted_ns == step.measured_ns
+    # the critical path is the kernels: 10 ms of compute
+    assert step.bound_by_ns["compute:matmul"] == 10 * 1_000 * US
+
+
+def test_kernel_glob_scales_only_the_kernels_it_names() -> None:
+    events = device_bound().table()
+    step = _one_step(replay_rank(events, WhatIf((Scale("kernel:gemm_[0-4]", 0.5),))).steps)
+    assert step.predicted_ns == step.measured_ns - 5 * 500 * US
+
+
+def host_bound() -> EventsBuilder:
+    """20 kernels of 2 µs, each launched 50 µs after the previous one (45 µs of host work
+    between 5 µs launch calls); each starts 10 µs after its launch call began."""
+    b = EventsBuilder().step_mark(0, 965 * US, 1)
+    for i in range(20):
+        host = 10 * US + i * 50 * US
+        b.launch(host, 5 * US, host + 10 * US, 2 * US, "elementwise_add")
+    return b
+
+
+def test_host_bound_step_of_tiny_kernels_does_not_shrink_when_kernels_get_faster() -> None:
+    events = host_bound().table()
+    measured = 10 * US + 19 * 50 * US + 10 * US + 2 * US  # the last kernel's end: 972 µs
+    step = _one_step(replay_rank(events, WhatIf((Scale("compute", 0.5),))).steps)
+    assert step.measured_ns == step.baseline_ns == measured
+    # only the last kernel's own microsecond comes off
+    assert step.predicted_ns == measured - 1 * US
+
+
+def test_host_bound_step_shrinks_with_the_host() -> None:
+    events = host_bound().table()
+    step = _one_step(replay_rank(events, WhatIf((Scale("host", 0.5),))).steps)
+    # host work 22.5 µs and calls 2.5 µs: the last launch at 10 + 19 * 25 µs, its kernel
+    # 10 µs later for 2 µs
+    assert step.predicted_ns == 10 * US + 19 * 25 * US + 10 * US + 2 * US
+
+
+def test_host_bound_critical_path_is_the_host() -> None:
+    step = _one_step(replay_rank(host_bound().table()).steps)
+    assert step.bound_by_ns["compute:elementwise"] == 2 * US
+    assert step.bound_by_ns["launch"] == 10 * US + 19 * 5 * US  # latency + 19 calls
+    assert step.bound_by_ns["host"] == 19 * 45 * US
+    assert step.bound_by_ns["other"] == 10 * US  # before the first call
+    assert sum(step.bound_by_ns.values()) == step.predicted_ns
+
+
+def sync_bound() -> EventsBuilder:
+    """5 times: launch a 10 µs kernel, synchronise (the call returns 2 µs after the kernel
+    ends), 20 µs of host work."""
+    b = EventsBuilder()
+    for i in range(5):
+        t = 10 * US + i * 42 * US
+        b.launch(t, 5 * US, t + 10 * US, 10 * US, "relu")
+        b.sync(t + 5 * US, 17 * US, "cudaStreamSynchronize")
+    b.step_mark(0, 10 * US + 5 * 42 * US, 1)
+    return b
+
+
+def test_removing_syncs_predicts_the_step_the_host_alone_takes() -> None:
+    events = sync_bound().table()
+    report = replay_rank(events, WhatIf(no_sync=True))
+    step = _one_step(report.steps)
+    assert step.measured_ns == step.baseline_ns == 220 * US
+    # the host alone: per iteration a 5 µs call, the sync's 2 µs return, 20 µs of work
+    assert step.predicted_ns == 10 * US + 5 * 27 * US
+
+
+def test_sync_bound_critical_path_counts_the_waits_as_device_time() -> None:
+    step = _one_step(replay_rank(sync_bound().table()).steps)
+    assert step.bound_by_ns["sync"] == 5 * 2 * US
+    assert step.bound_by_ns["compute:elementwise"] == 5 * 10 * US
+    assert sum(step.bound_by_ns.values()) == step.measured_ns
+
+
+def exposed_collective() -> EventsBuilder:
+    """A 1 ms kernel, a 0.5 ms all-reduce and a 1 ms kernel queued on one stream."""
+    b = EventsBuilder().step_mark(0, 100 * US, 1)
+    b.launch(10 * US, 5 * US, 20 * US, 1_000 * US, "gemm")
+    b.launch(20 * US, 5 * US, 1_020 * US, 500 * US, "ncclKernel_AllReduce", kind="comm")
+    b.launch(30 * US, 5 * US, 1_520 * US, 1_000 * US, "gemm")
+    return b
+
+
+def test_overlapping_an_exposed_collective_shrinks_the_step_by_the_overlap() -> None:
+    events = exposed_collective().table()
+    step = _one_step(replay_rank(events, WhatIf(overlap_comm=True)).steps)
+    assert step.measured_ns == step.baseline_ns == 2_520 * US
+    assert step.predicted_ns == 2_520 * US - 500 * US
+
+
+def test_changes_combine() -> None:
+    events = exposed_collective().table()
+    change = WhatIf((Scale("compute", 0.5), Scale("communication", 0.5)))
+    step = _one_step(replay_rank(events, change).steps)
+    assert step.predicted_ns == 20 * US + 500 * US + 250 * US + 500 * US
+
+
+def test_host_only_run_replays_its_operators() -> None:
+    b = EventsBuilder().step_mark(0, 1_000 * US, 1)
+    b.dataloader(0, 300 * US).cpu_op(300 * US, 600 * US, "aten::conv2d")
+    b.cpu_op(350 * US, 100 * US, "aten::add")  # nested: not a node of its own
+    step = _one_step(replay_rank(b.table(), WhatIf((Scale("host", 0.5),))).steps)
+    assert step.baseline_ns == step.measured_ns == 1_000 * US
+    # data loader and operator halve; the 100 µs after them is the annotation's own tail
+    assert step.predicted_ns == 150 * US + 300 * US + 100 * US
+    base = _one_step(replay_rank(b.table()).steps)
+    assert base.bound_by_ns["dataloader"] == 300 * US
+
+
+@pytest.mark.parametrize(
+    ("scale", "message"),
+    [
+        (Scale("gpu", 0.5), "unknown selector"),
+        (Scale("compute", 0.0), "above 0"),
+        (Scale("compute", -2.0), "above 0"),
+        (Scale("kernel:", 0.5), "unknown selector"),
+    ],
+)
+def test_bad_changes_are_refused(scale: Scale, message: str) -> None:
+    with pytest.raises(PerfledgerError, match=message):
+        replay_rank(device_bound().table(), WhatIf((scale,)))
