@@ -16,7 +16,7 @@ from perfledger.version import __version__
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
-    from perfledger.cli import analyze, diff, query, record, runs, timeline
+    from perfledger.cli import analyze, diff, query, record, runs, timeline, whatif
 
     parser = argparse.ArgumentParser(
         prog="perfledger",
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"perfledger {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (record, analyze, query, timeline, diff, runs):
+    for module in (record, analyze, query, timeline, diff, runs, whatif):
         module.add_parser(subparsers)
     return parser
 

@@ -119,6 +119,7 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         "top_operators",
         "transfers",
         "gap_histogram",
+        "critical_path",
     ]
     assert doc["format_version"] == 1
     assert doc["tool_version"] == __version__

@@ -10,7 +10,8 @@ The critical path of a step is followed back from the node that ends last before
 end, through the predecessor that set each start, until the step's start. ``bound_by`` adds
 its time up by class: host work, data loader, launch overhead (launch calls, launch latency,
 the gaps between queued tasks), synchronisation, communication, copies, compute by op class,
-and ``other`` (before a node that nothing explains); it sums to the step exactly.
+host time also before the first node of a thread and after the last node up to the step's
+end, and ``other`` before a task that nothing explains; it sums to the step exactly.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from perfledger.analysis import columns
 from perfledger.analysis.graph import (
     CLASS_CODE,
     CLASSES,
+    HOST,
     LAUNCH_OVERHEAD,
     OTHER,
     SYNC,
@@ -130,7 +132,8 @@ def _critical_path(
         tasks = last[graph.kind[last] == TASK]
         v = int(tasks[-1] if tasks.size else last[-1])
         point = max(int(end[v]), lo)
-        by_class[CLASS_CODE[OTHER]] += cursor - point  # the window's end beyond every node
+        # the window's end beyond every node: the host's step annotation ends it
+        by_class[CLASS_CODE[HOST]] += cursor - point
         cursor = point
         launched = False  # reached at a launch call's start: its own time is not on the path
         while cursor > lo:  # a walk along the path, not over every event
@@ -144,6 +147,10 @@ def _critical_path(
                     tops[key] = tops.get(key, 0) + cursor - point
                 cursor = point
             if cursor <= lo or how[v] == RELEASE:
+                # before the first node of a host thread the thread ran something else
+                if graph.kind[v] != TASK:
+                    by_class[CLASS_CODE[HOST]] += cursor - lo
+                    cursor = lo
                 break
             u = int(via[v])
             if how[v] == CHAIN:

@@ -51,14 +51,17 @@ from perfledger.model.quality import (
     OPERATORS,
     OVERLAPPING_STREAM_TASKS,
     RELINKED_TASKS,
+    REPLAY_ERROR,
     SHARED_CORRELATION,
     STEP_TIME,
     TASKLESS_LAUNCHES,
     TIME_ACCOUNT,
     UTILIZATION,
+    WHATIF,
     ZERO_LENGTH_TASKS,
     QualityCheck,
 )
+from perfledger.model.whatif import REPLAY_MEDIAN_ERROR_PCT, REPLAY_WORST_ERROR_PCT, ReplayReport
 
 # Overlaps up to this on one stream are the jitter of old CUPTI clocks (µs timestamps, seen
 # up to 13 µs on a V100 trace), not a fault.
@@ -315,5 +318,28 @@ def relinked_tasks(links: pa.Table, *, where: str | None = None) -> tuple[Qualit
             "call does not lie in; each is owned by the operator enclosing its launch instead",
             (OPERATORS,),
             repaired=True,
+        ),
+    )
+
+
+def replay_error(report: ReplayReport) -> tuple[QualityCheck, ...]:
+    """``replay_error``: the step graph replayed unchanged misses the measured steps by more
+    than 3 % at the median or 10 % at worst — the critical path and what-if predictions rest
+    on a graph that does not explain the trace (docs/whatif.md)."""
+    median, worst = report.median_error_pct, report.worst_error_pct
+    if median is None or worst is None:
+        return ()
+    if median <= REPLAY_MEDIAN_ERROR_PCT and worst <= REPLAY_WORST_ERROR_PCT:
+        return ()
+    off = [s for s in report.steps if s.error_pct > REPLAY_WORST_ERROR_PCT] or list(report.steps)
+    return (
+        QualityCheck(
+            REPLAY_ERROR,
+            len(off),
+            f"the step graph replays the measured steps with a median error of {median:.1f} % "
+            f"(worst {worst:.1f} %, rank {off[0].rank} step {off[0].step}); the critical path "
+            "and what-if predictions are doubtful",
+            (WHATIF,),
+            repaired=False,
         ),
     )

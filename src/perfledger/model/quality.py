@@ -20,6 +20,7 @@ TIME_ACCOUNT: Final = "time_account"  # the categories and idle causes of step_t
 OPERATORS: Final = "operators"
 COMMUNICATION: Final = "communication"
 TIMELINE: Final = "timeline"
+WHATIF: Final = "whatif"  # the replayed steps, critical paths and what-if predictions
 HEADLINE_FIGURES: Final = frozenset({STEP_TIME, UTILIZATION, TIME_ACCOUNT})
 
 # The checks (docs/accounting.md, "Trace quality", says what each finds and does).
@@ -41,6 +42,7 @@ ZERO_LENGTH_TASKS: Final = "zero_length_tasks"
 SKIPPED_RANKS: Final = "skipped_ranks"
 RELINKED_TASKS: Final = "relinked_tasks"
 INVARIANTS: Final = "invariants"
+REPLAY_ERROR: Final = "replay_error"
 
 HIGH: Final = "high"
 MEDIUM: Final = "medium"

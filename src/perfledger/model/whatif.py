@@ -102,6 +102,15 @@ class ReplayReport:
                 total[key] = total.get(key, 0) + value
         return total
 
+    def mean_bound_by_ns(self) -> dict[str, int]:
+        """The critical path's time by class, averaged over the steps (classes never on a
+        path left out), largest first."""
+        if not self.steps:
+            return {}
+        total = self.bound_by_ns()
+        mean = {k: round(v / len(self.steps)) for k, v in total.items() if v > 0}
+        return dict(sorted(mean.items(), key=lambda item: (-item[1], item[0])))
+
     def to_dict(self) -> dict[str, Any]:
         """The plain-data form (ns; the CLI's ``--json`` and summary.json lay it out)."""
         return {

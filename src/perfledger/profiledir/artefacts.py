@@ -16,7 +16,9 @@ import pyarrow as pa
 from rich.console import Console
 
 from perfledger.analysis import figures
+from perfledger.analysis.critical_path import replay_profile
 from perfledger.analysis.profile import step_trace
+from perfledger.analysis.quality import replay_error
 from perfledger.profiledir.layout import REPORT_HTML, SUMMARY_JSON
 from perfledger.render import timeline
 from perfledger.render.cluster import write_cluster_outputs
@@ -115,6 +117,7 @@ def write_artefacts(
     timeline_done = time.perf_counter()
     on_phase(PHASE_REPORT)
     account_table = step_trace(analysis)
+    replay = replay_profile(analysis.events)
     document = summary_render.summary_document(
         source_kind=analysis.source_kind,
         source_files=analysis.source_files,
@@ -131,8 +134,9 @@ def write_artefacts(
         findings=[f.to_dict() for f in advice.findings] if advice else (),
         skipped_rules=[(s.rule, s.reason) for s in advice.skipped] if advice else (),
         loss=analysis.loss,
-        quality=analysis.quality,
+        quality=(*analysis.quality, *replay_error(replay)),
         profiler_overhead_pct=overhead_pct,
+        replay=replay,
     )
     summary_render.write_summary(document, directory / SUMMARY_JSON)
     if analysis.cluster is not None:

@@ -18,7 +18,11 @@ Keys, in this order (DESIGN.md's fixed keys first; add keys, never rename):
                  max_us, ratio_pct,
     transfers -- per copy direction: count, bytes, time_ms, gbps, pageable, small and
                  unknown-size counts,
-    gap_histogram -- count, total_ms and per duration bucket count, total_ms and by cause.
+    gap_histogram -- count, total_ms and per duration bucket count, total_ms and by cause,
+    critical_path -- the steps' replay (docs/whatif.md): replay_error_pct {median, worst},
+                 bound_by_ms (the critical path's time per step by class, mean over the steps,
+                 largest first), top_tasks (name, class, ms on the paths), and per step rank,
+                 step, measured_ms, replayed_ms; null when nothing was replayed.
 Times are ms rounded to µs (3 decimals), percentages to 2 decimals; NaN is written as null.
 The file is written under a temporary name and renamed.
 """
@@ -40,6 +44,7 @@ from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAcco
 from perfledger.model.gaps import GapReport
 from perfledger.model.quality import QualityCheck, quality_document
 from perfledger.model.schema import SPAN_STEP
+from perfledger.model.whatif import ReplayReport
 from perfledger.version import __version__
 
 MS_DECIMALS: Final = 3
@@ -76,6 +81,7 @@ def summary_document(
     quality: Sequence[QualityCheck] = (),
     profiler_overhead_pct: float | None = None,
     top_operators: int = TOP_OPERATORS,
+    replay: ReplayReport | None = None,
 ) -> dict[str, Any]:
     """The summary.json document of one profile, keys in their fixed order.
 
@@ -99,6 +105,7 @@ def summary_document(
         quality: the profile's quality checks (:mod:`perfledger.analysis.quality`).
         profiler_overhead_pct: measured profiler overhead, or None when unknown.
         top_operators: how many op_statistic rows to keep.
+        replay: the steps replayed (:func:`perfledger.analysis.critical_path.replay_profile`).
     """
     return {
         "format_version": schema.FORMAT_VERSION,
@@ -119,6 +126,7 @@ def summary_document(
         "top_operators": _top_operators(op_statistic, top_operators),
         "transfers": _transfers(transfers),
         "gap_histogram": _gap_histogram(gaps),
+        "critical_path": _critical_path(replay),
     }
 
 
@@ -239,6 +247,31 @@ def _gap_histogram(report: GapReport | None) -> dict[str, Any] | None:
                 },
             }
             for bucket in report.buckets
+        ],
+    }
+
+
+def _critical_path(report: ReplayReport | None) -> dict[str, Any] | None:
+    if report is None or not report.steps:
+        return None
+    return {
+        "replay_error_pct": {
+            "median": _round(report.median_error_pct, PCT_DECIMALS),
+            "worst": _round(report.worst_error_pct, PCT_DECIMALS),
+        },
+        "bound_by_ms": {k: _ms(v) for k, v in report.mean_bound_by_ns().items()},
+        "top_tasks": [
+            {"name": name, "class": klass, "ms": _ms(ns)}
+            for name, klass, ns in report.top_path_tasks
+        ],
+        "steps": [
+            {
+                "rank": s.rank,
+                "step": s.step,
+                "measured_ms": _ms(s.measured_ns),
+                "replayed_ms": _ms(s.baseline_ns),
+            }
+            for s in report.steps
         ],
     }
 

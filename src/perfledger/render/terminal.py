@@ -78,6 +78,9 @@ def print_summary(
         console.print(_transfer_table(transfers, console.width))
     if gaps is not None and gaps.count:
         console.print(_gap_table(gaps, console.width))
+    path_line = _critical_path_line(summary.get("critical_path"))
+    if path_line is not None:
+        console.print(path_line)
     findings = summary.get("findings") or []
     if findings:
         console.print(_findings_table(findings[:top_findings]))
@@ -401,3 +404,16 @@ def _gap_table(report: GapReport, width: int) -> Table:
         rows,
         width=width,
     )
+
+
+def _critical_path_line(critical_path: Any) -> Text | None:
+    """One line: what the steps' critical paths are spent on (summary.json's
+    critical_path.bound_by_ms), largest first."""
+    if not isinstance(critical_path, Mapping):
+        return None
+    bound = critical_path.get("bound_by_ms") or {}
+    total = sum(v for v in bound.values() if isinstance(v, int | float))
+    if not bound or total <= 0:
+        return None
+    parts = ", ".join(f"{name} {100.0 * ms / total:.0f}%" for name, ms in list(bound.items())[:4])
+    return Text.assemble(("critical path: ", "bold"), escaped(parts), " (perfledger whatif)")
