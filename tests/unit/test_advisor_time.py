@@ -289,6 +289,17 @@ def test_host_cpu_saturated_silent_and_skipped() -> None:
     assert isinstance(skipped, Skipped) and "counters" in skipped.reason
 
 
+
+def test_host_cpu_saturated_is_silent_on_a_host_only_run() -> None:
+    b = EventsBuilder()
+    for s in range(2):
+        b.step_mark(s * STEP, STEP, s + 1)
+        b.cpu_op(s * STEP, 900 * US, "aten::mm")
+    saturated = counters_table(cpu_counters([98.0] * 10))
+    skipped = outcome(analyse(b, counters=saturated), "host_cpu_saturated")
+    assert isinstance(skipped, Skipped) and "host-only" in skipped.reason
+
+
 # --- profiler_overhead_high --------------------------------------------------------------------
 
 

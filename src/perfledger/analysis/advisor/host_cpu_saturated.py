@@ -39,6 +39,10 @@ HOST_WORK_KINDS: Final = (
 
 def check(ctx: AdvisorContext, p: Params) -> Outcome:
     """The process CPU >= busy_pct of a core in >= samples_pct of the samples."""
+    if not ctx.has_device_tasks:
+        # the process is the whole run: there is no device waiting on it, and its advice
+        # (CUDA Graphs, a core of its own for dispatch) does not apply
+        return Skipped(ID, "no device activity: host-only profile")
     counters = ctx.analysis.counters
     is_cpu = pc.and_(
         pc.equal(counters["name"], CPU_PERCENT),
@@ -103,7 +107,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         ),
         estimate=(
             "Device idle time attributed to host_dispatch, per step: the time a faster host "
-            "would give back (0 on host-only profiles, where the finding is informational)."
+            "would give back."
         ),
     )
 
