@@ -699,6 +699,15 @@ def test_truncated_gzip_stream_keeps_the_complete_events(tmp_path: Path) -> None
     assert trace.loss is not None and "compressed stream ends early" in trace.loss
 
 
+@pytest.mark.parametrize("base", [10**30, -(10**30), "1736412474704643000", 1.5])
+def test_a_base_time_that_is_not_a_time_is_ignored_and_said(tmp_path: Path, base: Any) -> None:
+    path = write(tmp_path, _many_ops(3), baseTimeNanoseconds=base)
+    trace = load_kineto(path)
+    assert trace.events["start_ns"].to_pylist() == [1_000_000, 1_010_000, 1_020_000]
+    assert trace.loss == f"{path.name}: baseTimeNanoseconds is not a time in ns: ignored"
+    assert trace.meta["time_base"] == "epoch ns: ts"
+
+
 def test_a_damaged_event_is_skipped_and_reported(tmp_path: Path) -> None:
     events = _many_ops(20)
     events[5]["ts"] = "not a number"

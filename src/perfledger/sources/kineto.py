@@ -158,6 +158,10 @@ def load_kineto(
     found_rank = _distributed_rank(meta)
     trace_rank = rank if rank is not None else (found_rank if found_rank is not None else 0)
     base_ns = _base_time_ns(meta)
+    if base_ns is None:
+        losses.append("baseTimeNanoseconds is not a time in ns: ignored")
+        meta["time_base"] = "epoch ns: ts"
+        base_ns = 0
     events = _events_table(blocks, side, trace_rank, base_ns, meta)
     # None tells a caller holding several traces that this one does not know its rank.
     meta["rank"] = rank if rank is not None else found_rank
@@ -233,9 +237,19 @@ def _distributed_rank(meta: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _base_time_ns(meta: dict[str, Any]) -> int:
+# Beyond this a base time is damage, not a clock reading (2**62 ns is 146 years), and adding it
+# to every timestamp would overflow 64 bits.
+_BASE_TIME_LIMIT_NS = 1 << 62
+
+
+def _base_time_ns(meta: dict[str, Any]) -> int | None:
+    """The trace's baseTimeNanoseconds (0 when absent); None when it is not a usable time."""
     value = meta.get("base_time_ns")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if abs(value) < _BASE_TIME_LIMIT_NS else None
+    return None
 
 
 _META_KEYS = {
@@ -294,7 +308,7 @@ def _meta(result: ReadResult, side: Side) -> dict[str, Any]:
         elif name == "thread_sort_index" and "sort_index" in args:
             names["thread_sort_index"][f"{pid}:{tid}"] = args["sort_index"]
     meta.update({key: value for key, value in names.items() if value})
-    base = _base_time_ns(meta)
+    base = _base_time_ns(meta) or 0
     if side.spans:
         name, start, dur = side.spans[0]
         meta["profiler_span"] = {"name": name, "start_ns": base + start, "dur_ns": dur}
