@@ -492,8 +492,8 @@ def _flag_copies(
         if key in seen:
             other_rank, other = seen[key]
             note = (
-                f"{path}: same content as rank {other_rank}'s {other}; "
-                "one rank's output was probably copied over another's"
+                f"{path}: same content as rank {other_rank}'s {other}, "
+                "one rank's output probably copied over another's"
             )
             item = replace(item, loss="; ".join(x for x in (item.loss, note) if x))
         else:
