@@ -271,3 +271,43 @@ def test_neither_timeline_nor_kernel_table_readable_is_refused_in_one_line(
     with pytest.raises(TraceFormatError) as raised:
         load_ascend(rank)
     assert str(raised.value).startswith(f"{kernels}: missing required columns ")
+
+
+# --- summaries kept in meta ----------------------------------------------------------------------
+
+
+def test_figures_that_are_not_finite_numbers_stay_out_of_the_figures(tmp_path: Path) -> None:
+    rank = gen.write_text(tmp_path)
+    output = rank / "ASCEND_PROFILER_OUTPUT"
+    real = data_file("ascend/torch_npu_text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT")
+    shutil.copy(real / "api_statistic.csv", output / "api_statistic.csv")
+    _rewrite_csv(output / "api_statistic.csv", lambda rows: rows[1].__setitem__(2, "-inf"))
+    communication = json.loads((real / "communication.json").read_text())
+    step = next(iter(communication.values()))
+    op = next(iter(step["collective"].values()))
+    op["Communication Time Info"]["Elapse Time(ms)"] = 1e305  # beyond int64 once in ns
+    op["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] = "x"
+    (output / "communication.json").write_text(json.dumps(communication))
+    trace = only(load_ascend(rank))
+    json.dumps(trace.meta, allow_nan=False)  # meta.json can hold every figure
+    (first, *_) = trace.meta["profiler_summaries"]["api_statistic"]
+    assert first[list(first)[2]] == "-inf"
+    assert trace.loss is None
+
+
+def test_analysis_database_figures_that_are_not_numbers_are_left_out(tmp_path: Path) -> None:
+    rank = gen.write_db(tmp_path)
+    analysis = rank / "ASCEND_PROFILER_OUTPUT" / "analysis.db"
+    con = sqlite3.connect(analysis)
+    con.execute("CREATE TABLE StepTraceTime (step TEXT, computing REAL)")
+    con.execute("INSERT INTO StepTraceTime VALUES ('7', 1e999), (x'ff', 12.5)")
+    con.execute("CREATE TABLE CommAnalyzerTime (hccl_op_name TEXT, elapse_time REAL)")
+    con.execute("INSERT INTO CommAnalyzerTime VALUES ('hcom_allReduce__1_0_1@g', 1e999)")
+    con.commit()
+    con.close()
+    trace = only(load_ascend(rank))
+    json.dumps(trace.meta, allow_nan=False)
+    assert trace.meta["profiler_summaries"]["step_trace_time"] == [
+        {"step": "7", "computing": None},
+        {"step": None, "computing": 12.5},
+    ]

@@ -7,10 +7,11 @@ one place, so that the text and the database export of a run give the same canon
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import duckdb
 import pyarrow as pa
@@ -122,6 +123,24 @@ def duck() -> duckdb.DuckDBPyConnection:
         if _database is None or _database[0] != os.getpid():
             _database = (os.getpid(), duckdb.connect())
         return _database[1].cursor()
+
+
+def finite(value: Any) -> float | None:
+    """A number read from a profiler's JSON or database, None when it is not a finite one
+    (text, a blob, a boolean, NaN or an infinity, which ``1e400`` in JSON decodes to)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value) if isinstance(value, float) or abs(value) < 1 << 1000 else math.inf
+    return number if math.isfinite(number) else None
+
+
+def scaled(value: Any, factor: float) -> int | None:
+    """``value`` times ``factor`` rounded to an integer (ms to ns ...), None when it is not a
+    finite number or the result does not fit 64 bits (damage, not a duration or a size)."""
+    number = finite(value)
+    if number is None or not abs(number * factor) < 2.0**63:
+        return None
+    return round(number * factor)
 
 
 def unplaced_rows(staged: Staged) -> int:

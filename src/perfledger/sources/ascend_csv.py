@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -352,6 +353,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             try:
                 number = float(value)
             except ValueError:
+                number = math.nan
+            if not math.isfinite(number):  # text, or nan / inf: kept as written
                 record[key] = value
             else:
                 record[key] = int(number) if number.is_integer() and "." not in value else number

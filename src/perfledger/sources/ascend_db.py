@@ -505,7 +505,10 @@ def _analysis_summaries(path: Path) -> dict[str, list[dict[str, Any]]]:
             if table in tables:
                 cursor = con.execute(f'SELECT * FROM "{table}"')
                 names = [d[0] for d in cursor.description]
-                result[key] = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+                result[key] = [
+                    {name: _plain(value) for name, value in zip(names, row, strict=True)}
+                    for row in cursor.fetchall()
+                ]
     return result
 
 
@@ -536,10 +539,9 @@ def communication_info(path: Path) -> dict[str, dict[str, Any]]:
         name = row.get("hccl_op_name")
         if not isinstance(name, str):
             continue
-        record = {
-            key: round(float(row[column]) * 1e6)
-            for column, key in _COMM_TIME_COLUMNS.items()
-            if isinstance(row.get(column), int | float) and not isinstance(row[column], bool)
+        scaled = {
+            key: build.scaled(row.get(column), 1e6) for column, key in _COMM_TIME_COLUMNS.items()
         }
+        record = {key: ns for key, ns in scaled.items() if ns is not None}
         info.setdefault(name.split("@")[0], record)
     return info

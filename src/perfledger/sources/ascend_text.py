@@ -168,23 +168,27 @@ def communication_info(path: Path) -> dict[str, dict[str, Any]]:
 def _op_info(op: dict[str, Any]) -> dict[str, Any]:
     time_info = op.get("Communication Time Info", {})
     record: dict[str, Any] = {}
+    # a figure that is not a finite number is left out (a damaged file)
     if isinstance(time_info, dict):
         for key, canonical in _TIME_INFO_KEYS.items():
-            if isinstance(time_info.get(key), (int, float)):
-                record[canonical] = round(time_info[key] * 1e6)
+            if (ns := build.scaled(time_info.get(key), 1e6)) is not None:
+                record[canonical] = ns
         for key, canonical in _RATIO_KEYS.items():
-            if isinstance(time_info.get(key), (int, float)):
+            if build.finite(time_info.get(key)) is not None:
                 record[canonical] = time_info[key]
     links: dict[str, Any] = {}
     bandwidth = op.get("Communication Bandwidth Info", {})
     if isinstance(bandwidth, dict):
         for link, figures in bandwidth.items():
-            if not isinstance(figures, dict) or not figures.get("Transit Size(MB)"):
+            if not isinstance(figures, dict):
                 continue
-            links[link] = {
-                "transit_bytes": round(float(figures.get("Transit Size(MB)", 0)) * 1e6),
-                "transit_ns": round(float(figures.get("Transit Time(ms)", 0)) * 1e6),
-                "bandwidth_gb_s": float(figures.get("Bandwidth(GB/s)", 0)),
+            transit_bytes = build.scaled(figures.get("Transit Size(MB)"), 1e6)
+            if not transit_bytes:
+                continue
+            links[str(link)] = {
+                "transit_bytes": transit_bytes,
+                "transit_ns": build.scaled(figures.get("Transit Time(ms)", 0), 1e6) or 0,
+                "bandwidth_gb_s": build.finite(figures.get("Bandwidth(GB/s)", 0)) or 0.0,
             }
     if links:
         record["links"] = links
@@ -229,9 +233,9 @@ def _matrix_rows(step: str, ops: dict[str, Any]) -> list[dict[str, Any]]:
             ends = _PAIR.match(str(pair))
             if ends is None or not isinstance(figures, dict):
                 continue
-            size_mb = figures.get("Transit Size(MB)")
-            time_ms = figures.get("Transit Time(ms)")
-            if not isinstance(size_mb, (int, float)) or not isinstance(time_ms, (int, float)):
+            transit_bytes = build.scaled(figures.get("Transit Size(MB)"), 1e6)
+            transit_ns = build.scaled(figures.get("Transit Time(ms)"), 1e6)
+            if transit_bytes is None or transit_ns is None:
                 continue
             rows.append(
                 {
@@ -241,8 +245,8 @@ def _matrix_rows(step: str, ops: dict[str, Any]) -> list[dict[str, Any]]:
                     "src_rank": int(ends[1]),
                     "dst_rank": int(ends[2]),
                     "transport": str(figures.get("Transport Type") or "unknown"),
-                    "transit_bytes": round(size_mb * 1e6),
-                    "transit_ns": round(time_ms * 1e6),
+                    "transit_bytes": transit_bytes,
+                    "transit_ns": transit_ns,
                 }
             )
     return rows
