@@ -3,7 +3,8 @@ file. Anything else — another exception, a multi-line message, a warning or an
 ignored" printed by a library — fails the test.
 
 The budget of examples comes from the conftest: a quick one in the default run, a long one
-(at least 1,000 cases per input family) when the run selects ``-m fuzz``.
+(at least 1,000 cases per input family) when the run selects ``-m fuzz``. Each run ends with a
+tally per family (the conftest prints it); ``FUZZ_SURVEY=path`` records failures and goes on.
 """
 
 from __future__ import annotations

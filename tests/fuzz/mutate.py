@@ -229,7 +229,7 @@ def mutate_csv(data: st.DataObject, path: Path) -> str:
 def _walk_to(data: st.DataObject, document: Any) -> tuple[Any, Any] | None:
     """A random (container, key) inside ``document``: descend a few levels at random."""
     node, place = document, None
-    for _ in range(data.draw(st.integers(1, 5), label="depth")):
+    for _ in range(data.draw(st.integers(1, 7), label="depth")):
         if isinstance(node, dict) and node:
             key = data.draw(st.sampled_from(sorted(node, key=str)), label="key")
         elif isinstance(node, list) and node:
