@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from perfledger.cli import terminal_console
+from perfledger.cli import count_argument, terminal_console
 from perfledger.cli.advisor_options import add_advisor_arguments, config_from_args
 from perfledger.cli.ledger_options import add_ledger_arguments, register_from_args
 from perfledger.profiledir.layout import default_profile_name
@@ -52,7 +52,7 @@ def add_parser(subparsers: Any) -> None:
     ranks = parser.add_argument_group("many ranks, large traces")
     ranks.add_argument(
         "--workers",
-        type=_worker_count,
+        type=count_argument,
         metavar="N",
         help=(
             "analyse the ranks in N local processes, one rank per task; a single trace of "
@@ -72,16 +72,6 @@ def add_parser(subparsers: Any) -> None:
     add_ledger_arguments(parser)
     add_advisor_arguments(parser)
     parser.set_defaults(run=run)
-
-
-def _worker_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

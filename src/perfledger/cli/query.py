@@ -15,6 +15,7 @@ import duckdb
 from rich.console import Console
 from rich.table import Table
 
+from perfledger.cli import count_argument
 from perfledger.errors import PerfledgerError
 from perfledger.profiledir import load_profile
 from perfledger.render.shown import shown
@@ -55,7 +56,7 @@ def add_parser(subparsers: Any) -> None:
     )
     limits.add_argument(
         "--max-rows",
-        type=_row_count,
+        type=count_argument,
         default=DEFAULT_MAX_ROWS,
         metavar="N",
         help=f"rows printed at most (default: {DEFAULT_MAX_ROWS:,}; 0: every row)",
@@ -84,16 +85,6 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be 0 or more seconds: {text!r}")
-    return value
-
-
-def _row_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: {value}")
     return value
 
 
