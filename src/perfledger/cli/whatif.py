@@ -101,14 +101,8 @@ def whatif_document(report: ReplayReport) -> dict[str, Any]:
     """The ``--json`` document: every step in ns, and the predicted critical path."""
     return {
         "steps": [
-            {
-                "rank": s.rank,
-                "step": s.step,
-                "measured_ns": s.measured_ns,
-                "baseline_ns": s.baseline_ns,
-                "predicted_ns": s.predicted_ns,
-            }
-            for s in report.steps
+            {key: value for key, value in step.items() if key != "bound_by_ns"}
+            for step in report.to_dict()["steps"]
         ],
         "critical_path": {
             "bound_by_ms": {k: round(v / 1e6, 3) for k, v in report.mean_bound_by_ns().items()},
