@@ -304,6 +304,9 @@ def test_a_huge_name_is_cut_and_the_output_stays_small(tmp_path: Path) -> None:
         kernel["name"] = "t" * 20_000 + str(index)
     ops = [e for e in events if e.get("cat") == "cpu_op"]
     ops[0]["args"]["blob"] = "x" * 200_000
+    thread = {"ph": "M", "name": "thread_name", "pid": 100, "tid": 100, "ts": 0, "args": {}}
+    thread["args"]["name"] = "T" * 1_000_000
+    events.append(thread)
     trace = write_kineto(tmp_path / "bomb.json.gz", events)
     profile = tmp_path / "prof"
     result = perfledger("analyze", trace, "-o", profile)
@@ -323,8 +326,11 @@ def test_a_huge_name_is_cut_and_the_output_stays_small(tmp_path: Path) -> None:
     assert any("16,777,216 chars" in n for n in names)
     checks = json.loads((profile / "summary.json").read_text())["quality"]["checks"]
     (long_names,) = [c for c in checks if c["id"] == "long_names"]
-    assert long_names["repaired"] and long_names["count"] == 5
-    assert "4 names over 16,384 characters cut" in long_names["message"]
+    assert long_names["repaired"] and long_names["count"] == 6
+    assert "5 names over 16,384 characters cut" in long_names["message"]
+    meta = json.loads((profile / "meta.json").read_text())
+    (thread_name,) = meta["ranks"]["0"]["thread_names"].values()
+    assert thread_name.startswith("T" * NAME_LIMIT + "…[cut: 1,000,000 chars")
     cut_args = perfledger(
         "query",
         profile,

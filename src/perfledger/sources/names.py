@@ -4,7 +4,8 @@ A trace is the traced program's text; one kernel name of 300 MiB, or thousands o
 100 kB, would otherwise land in every table, CSV, summary.json and the report. Every importer's
 trace goes through :func:`bounded` (docs/formats.md, "Names and sizes"):
 
-- a name (operator, kernel, annotation, counter, track) longer than :data:`NAME_LIMIT`
+- a name (operator, kernel, annotation, counter, track; a thread or process name or any
+  other text of the trace's metadata) longer than :data:`NAME_LIMIT`
   characters keeps its first :data:`NAME_LIMIT` and gets a mark ``…[cut: <length> chars
   <digest>]``; the digest keeps two long names that share their beginning apart;
 - an event's ``args`` JSON longer than :data:`ARGS_LIMIT` bytes becomes
@@ -21,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import replace
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -50,7 +51,9 @@ def bounded(trace: Trace) -> Trace:
     """``trace`` with its names and args within the limits, and what was cut counted."""
     events, cut_events = _bounded_table(trace.events, _EVENT_NAMES, ("args", "shapes", "dtypes"))
     counters, cut_counters = _bounded_table(trace.counters, _COUNTER_NAMES, ())
-    names, values = cut_events[0] + cut_counters[0], cut_events[1] + cut_counters[1]
+    meta, cut_meta = _bounded_meta(trace.meta)
+    names = cut_events[0] + cut_counters[0] + cut_meta
+    values = cut_events[1] + cut_counters[1]
     if not names and not values:
         return trace
     where = trace.source_files[0].name if trace.source_files else f"rank {trace.rank}"
@@ -64,7 +67,29 @@ def bounded(trace: Trace) -> Trace:
         (OPERATORS, TIMELINE),
         repaired=True,
     )
-    return replace(trace, events=events, counters=counters, quality=(*trace.quality, check))
+    return replace(
+        trace, events=events, counters=counters, meta=meta, quality=(*trace.quality, check)
+    )
+
+
+def _bounded_meta(value: Any) -> tuple[Any, int]:
+    """The trace's metadata (thread and process names, the trace's own keys) with every
+    string and key over the limit cut; how many were."""
+    if isinstance(value, str):
+        return (cut_name(value), 1) if len(value) > NAME_LIMIT else (value, 0)
+    if isinstance(value, dict):
+        count = 0
+        bounded_dict = {}
+        for key, item in value.items():
+            new_key, cut_key = _bounded_meta(key) if isinstance(key, str) else (key, 0)
+            new_item, cut_item = _bounded_meta(item)
+            bounded_dict[new_key] = new_item
+            count += cut_key + cut_item
+        return bounded_dict, count
+    if isinstance(value, list | tuple):
+        items = [_bounded_meta(item) for item in value]
+        return type(value)(i for i, _ in items), sum(c for _, c in items)
+    return value, 0
 
 
 def _bounded_table(
