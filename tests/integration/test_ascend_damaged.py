@@ -311,3 +311,16 @@ def test_analysis_database_figures_that_are_not_numbers_are_left_out(tmp_path: P
         {"step": "7", "computing": None},
         {"step": None, "computing": 12.5},
     ]
+
+
+@pytest.mark.parametrize("rank_id", [10**30, 2**31, -3, "0", True])
+def test_a_rank_id_that_is_not_a_rank_gives_way_to_the_file_name(
+    tmp_path: Path, rank_id: Any
+) -> None:
+    rank = gen.write_text(tmp_path)
+    info = rank / "profiler_info_0.json"
+    document = json.loads(info.read_text())
+    document["rank_id"] = rank_id
+    info.write_text(json.dumps(document))
+    trace = only(load_ascend(rank))
+    assert trace.rank == 0 and trace.meta["rank"] == 0

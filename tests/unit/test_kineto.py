@@ -708,6 +708,14 @@ def test_a_base_time_that_is_not_a_time_is_ignored_and_said(tmp_path: Path, base
     assert trace.meta["time_base"] == "epoch ns: ts"
 
 
+@pytest.mark.parametrize("rank", [10**30, 2**31, -5, "1", True])
+def test_a_distributed_rank_that_is_not_a_rank_reads_as_unknown(tmp_path: Path, rank: Any) -> None:
+    path = write(tmp_path, _many_ops(3), distributedInfo={"rank": rank, "world_size": 2})
+    trace = load_kineto(path)
+    assert trace.meta["rank"] is None
+    assert trace.events["rank"].to_pylist() == [0, 0, 0]
+
+
 def test_a_damaged_event_is_skipped_and_reported(tmp_path: Path) -> None:
     events = _many_ops(20)
     events[5]["ts"] = "not a number"

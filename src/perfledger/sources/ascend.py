@@ -303,12 +303,17 @@ def _rank_from_info(source: RankSource, info: Any) -> int | None:
     if source.info is None:
         return None
     rank = info.get("rank_id") if isinstance(info, dict) else None
-    if isinstance(rank, int) and rank >= 0:
+    if isinstance(rank, int) and _is_rank(rank):
         return rank
     match = _PROFILER_INFO.match(source.info.name)
-    if match and match.group(2) is not None and int(match.group(2)) >= 0:
+    if match and match.group(2) is not None and _is_rank(int(match.group(2))):
         return int(match.group(2))
     return None
+
+
+def _is_rank(value: Any) -> bool:
+    """A rank as every table holds it (32 bits); anything else is damage, read as no rank."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31
 
 
 def _default_device(source: RankSource) -> int:
@@ -368,7 +373,7 @@ def _load_source(source: RankSource) -> _Loaded:
     if source.db is not None:
         staged, facts = ascend_db.read_db(source.db)
         files: tuple[Path, ...] = (source.db,)
-        if rank is None and isinstance(facts.get("rank"), int) and facts["rank"] >= 0:
+        if rank is None and _is_rank(facts.get("rank")):
             rank = int(facts["rank"])
         npu = facts.get("npu", {})
         if npu:

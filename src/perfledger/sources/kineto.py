@@ -231,10 +231,17 @@ def _read_blocks(
 # --- meta -----------------------------------------------------------------------------------
 
 
+# Ranks are 32-bit in every table: a larger "rank" is damage, read as no rank at all (the
+# rank then comes from the file name or the order of the files).
+_RANK_LIMIT = 1 << 31
+
+
 def _distributed_rank(meta: dict[str, Any]) -> int | None:
     info = meta.get("distributed_info")
     value = info.get("rank") if isinstance(info, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _RANK_LIMIT:
+        return value
+    return None
 
 
 # Beyond this a base time is damage, not a clock reading (2**62 ns is 146 years), and adding it
