@@ -289,7 +289,6 @@ def test_host_cpu_saturated_silent_and_skipped() -> None:
     assert isinstance(skipped, Skipped) and "counters" in skipped.reason
 
 
-
 def test_host_cpu_saturated_is_silent_on_a_host_only_run() -> None:
     b = EventsBuilder()
     for s in range(2):

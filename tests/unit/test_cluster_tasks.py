@@ -104,8 +104,8 @@ def test_a_rank_whose_output_repeats_another_ranks_is_flagged() -> None:
     flagged = flag_copies(results)
     assert flagged[0].loss is None and flagged[2].loss is None
     assert flagged[1].loss == (
-        "/run/r1.db: same content as rank 0's /run/r0.db; "
-        "one rank's output was probably copied over another's"
+        "/run/r1.db: same content as rank 0's /run/r0.db, "
+        "one rank's output probably copied over another's"
     )
 
 

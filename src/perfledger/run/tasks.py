@@ -348,8 +348,8 @@ def flag_copies(results: Sequence[RankResult]) -> list[RankResult]:
         first = seen.setdefault(key, result)
         if first is not result:
             note = (
-                f"{result.main_file}: same content as rank {first.rank}'s {first.main_file}; "
-                "one rank's output was probably copied over another's"
+                f"{result.main_file}: same content as rank {first.rank}'s {first.main_file}, "
+                "one rank's output probably copied over another's"
             )
             result = replace(result, loss="; ".join(x for x in (result.loss, note) if x))
         flagged.append(result)
