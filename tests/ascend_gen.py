@@ -581,3 +581,23 @@ def write_db(root: Path, run: Run | None = None, *, swap_shapes_and_types: bool 
     con.commit()
     con.close()
     return rank_dir
+
+
+# msprof op_summary slices (renamed columns, N/A cells): the sample both the format tests and
+# the fuzzer's msprof CSV seeds read.
+MSPROF_SLICE_HEADER = [
+    "Device_id",
+    "Op Name",
+    "OP Type",
+    "Task Type",
+    "Start Time(us)",
+    "Task Duration(us)",
+    "Block Num",
+    "aiv_vec_ratio",
+]
+MSPROF_SLICE_ROWS = [
+    ["3", "Cast", "Cast", "AI_VECTOR_CORE", "1000.5", "2.25", "8", "0.5"],
+    ["3", "MatMul", "MatMul", "AI_CORE", "1010", "40", "24", "N/A"],
+    ["3", "hcom_allGather__1", "hcom_allGather_", "HCCL", "1100", "50", "0", "N/A"],
+    ["3", "Transdata_AICPU", "TransData", "AI_CPU", "1200.125", "7.5", "1", "N/A"],
+]

@@ -158,24 +158,6 @@ def torch_npu_db_seeds(base: Path) -> list[Seed]:
     ]
 
 
-_MSPROF_HEADER = [
-    "Device_id",
-    "Op Name",
-    "OP Type",
-    "Task Type",
-    "Start Time(us)",
-    "Task Duration(us)",
-    "Block Num",
-    "aiv_vec_ratio",
-]
-_MSPROF_ROWS = [
-    ["3", "Cast", "Cast", "AI_VECTOR_CORE", "1000.5", "2.25", "8", "0.5"],
-    ["3", "MatMul", "MatMul", "AI_CORE", "1010", "40", "24", "N/A"],
-    ["3", "hcom_allGather__1", "hcom_allGather_", "HCCL", "1100", "50", "0", "N/A"],
-    ["3", "Transdata_AICPU", "TransData", "AI_CPU", "1200.125", "7.5", "1", "N/A"],
-]
-
-
 def msprof_csv_seeds(base: Path) -> list[Seed]:
     real = base / "msprof-real" / "PROF_000001_20250101000000_ABCDEFGH"
     output = real / "mindstudio_profiler_output"
@@ -184,8 +166,10 @@ def msprof_csv_seeds(base: Path) -> list[Seed]:
     sliced = base / "msprof-slices" / "PROF_000002_20250101000000_ABCDEFGH"
     output = sliced / "mindstudio_profiler_output"
     output.mkdir(parents=True)
-    for index, rows in enumerate((_MSPROF_ROWS[:2], _MSPROF_ROWS[2:])):
-        lines = [",".join(_MSPROF_HEADER)] + [",".join(cells) for cells in rows]
+    for index, rows in enumerate(
+        (ascend_gen.MSPROF_SLICE_ROWS[:2], ascend_gen.MSPROF_SLICE_ROWS[2:])
+    ):
+        lines = [",".join(ascend_gen.MSPROF_SLICE_HEADER)] + [",".join(cells) for cells in rows]
         (output / f"op_summary_slice_{index}_20250101000000.csv").write_text("\n".join(lines))
     # a timeline beside the kernel table, as msprof writes it
     text = ascend_gen.write_text(base / "msprof-timeline-source")

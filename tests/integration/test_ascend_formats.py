@@ -231,26 +231,9 @@ def _write_msprof(root: Path, kernel_lines: list[list[str]], header: list[str]) 
     return prof
 
 
-MSPROF_HEADER = [
-    "Device_id",
-    "Op Name",
-    "OP Type",
-    "Task Type",
-    "Start Time(us)",
-    "Task Duration(us)",
-    "Block Num",
-    "aiv_vec_ratio",
-]
-
-
 def test_msprof_op_summary_slices_with_renamed_columns(tmp_path: Path) -> None:
-    rows = [
-        ["3", "Cast", "Cast", "AI_VECTOR_CORE", "1000.5", "2.25", "8", "0.5"],
-        ["3", "MatMul", "MatMul", "AI_CORE", "1010", "40", "24", "N/A"],
-        ["3", "hcom_allGather__1", "hcom_allGather_", "HCCL", "1100", "50", "0", "N/A"],
-        ["3", "Transdata_AICPU", "TransData", "AI_CPU", "1200.125", "7.5", "1", "N/A"],
-    ]
-    prof = _write_msprof(tmp_path, rows, MSPROF_HEADER)
+    rows = gen.MSPROF_SLICE_ROWS
+    prof = _write_msprof(tmp_path, rows, gen.MSPROF_SLICE_HEADER)
     assert is_ascend(prof)
     trace = only(load_ascend(prof))
     assert trace.source_kind == "msprof_cli"
@@ -295,7 +278,9 @@ def test_memory_units_by_header(tmp_path: Path) -> None:
         "PTA,1736400000000010.000\t,1.5,2,N/A,,NPU:0\n"
     )
     prof = _write_msprof(
-        tmp_path / "m", [["0", "Cast", "Cast", "AI_CORE", "1", "1", "1", "0"]] * 2, MSPROF_HEADER
+        tmp_path / "m",
+        [["0", "Cast", "Cast", "AI_CORE", "1", "1", "1", "0"]] * 2,
+        gen.MSPROF_SLICE_HEADER,
     )
     (prof / "mindstudio_profiler_output" / "npu_mem_20250101.csv").write_text(
         "Device_id,Component,Timestamp(us),Total Reserved(KB)\n0,APP,1000,4\n"
