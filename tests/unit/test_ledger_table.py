@@ -69,11 +69,13 @@ def test_text_cells() -> None:
 def test_markdown_escapes_pipes() -> None:
     text = markdown(baseline_table(RUNS, RUNS[1]))
     lines = text.splitlines()
-    assert lines[0] == "| id | time | label | step ms | Δ vs baseline | utilisation | note |"
+    assert lines[0] == (
+        "| id | time | label | step ms | Δ vs baseline | utilisation | note | workload |"
+    )
     assert len(lines) == 2 + len(RUNS)
-    assert lines[4].endswith("| -20.00% | - | bucket_cap_mb=50 \\| fused adam |")
+    assert lines[4].endswith("| -20.00% | - | bucket_cap_mb=50 \\| fused adam | trace |")
     # every row has the header's column count once escaped pipes are set aside
-    assert {line.replace("\\|", "").count("|") for line in lines} == {8}
+    assert {line.replace("\\|", "").count("|") for line in lines} == {9}
 
 
 def test_csv_plain_numbers() -> None:

@@ -18,7 +18,8 @@ def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
         "--ledger",
         type=Path,
         metavar="PATH",
-        help="ledger file to register the run in (default: .perfledger/ledger.db here)",
+        help="ledger file to register the run in (default: $PERFLEDGER_LEDGER, else "
+        ".perfledger/ledger.db at the root of the current git repository, else here)",
     )
     if not any("--label" in action.option_strings for action in parser._actions):
         group.add_argument("--label", help="name of the run in the ledger (default: the profile's)")

@@ -1,13 +1,19 @@
 """``perfledger runs``: the baseline table of the experiments ledger, notes and the trend page.
 
-perfledger runs [--baseline ID] [--since WHEN] [--format table|markdown|csv] [-o FILE]
+perfledger runs [--baseline ID [--across-workloads]] [--since WHEN] [--format table|markdown|csv]
+                [-o FILE]
 perfledger runs note ID "what changed"
 perfledger runs trend [-o trend.html] [--since WHEN]
+perfledger runs import OLD_LEDGER
+
+The ledger is the project's (:func:`perfledger.ledger.find_ledger`); Δ compares runs of one
+workload only.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,7 +40,8 @@ def _ledger_option(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="PATH",
         default=argparse.SUPPRESS,
-        help="ledger file (default: .perfledger/ledger.db in the current folder)",
+        help="ledger file (default: $PERFLEDGER_LEDGER, else .perfledger/ledger.db at the "
+        "root of the current git repository, else in the current folder)",
     )
 
 
@@ -45,7 +52,14 @@ def _list_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="ID",
         default=argparse.SUPPRESS,
-        help="run the Δ column compares against (default: the oldest run listed)",
+        help="run the Δ column of its workload compares against (default: the oldest run "
+        "listed of each workload)",
+    )
+    parser.add_argument(
+        "--across-workloads",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="with --baseline: compare every run with it, runs of other workloads too",
     )
     parser.add_argument(
         "--since",
@@ -100,18 +114,55 @@ def add_parser(subparsers: Any) -> None:
         help=f"page to write (default: {TREND_HTML})",
     )
     trend.add_argument("--since", metavar="WHEN", default=argparse.SUPPRESS)
+    copy = actions.add_parser(
+        "import",
+        help="copy the runs of another ledger (an older per-folder one) into this one",
+    )
+    _ledger_option(copy)
+    copy.add_argument("source", type=Path, metavar="OLD_LEDGER", help="the ledger to copy from")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the action; exit code 0 on success."""
     action = getattr(args, "runs_action", None) or "list"
-    path: Path = getattr(args, "ledger", None) or ledger.default_ledger_path()
+    location = ledger.find_ledger(getattr(args, "ledger", None))
+    path = location.path
     if action == "note":
         return _note(path, args.id, args.text)
+    if action == "import":
+        return _import(path, args.source)
+    _point_at_folder_ledgers(location)
     if action == "trend":
         return _trend(path, args)
     return _list(path, args)
+
+
+def _point_at_folder_ledgers(location: ledger.LedgerLocation) -> None:
+    """Say where the ledgers of single folders written before the project's ledger are."""
+    if location.explicit:
+        return
+    for older in ledger.folder_ledgers(location):
+        print(
+            f"perfledger: note: {older} holds runs of this project registered before its "
+            f"ledger moved to {location.path}: read it with --ledger {older}, or copy its "
+            f"runs with: perfledger runs import {older}",
+            file=sys.stderr,
+        )
+
+
+def _import(path: Path, source: Path) -> int:
+    if not source.is_file():
+        raise PerfledgerError(f"{source}: no such ledger")
+    if source.resolve() == path.resolve():
+        raise PerfledgerError(f"{source}: this is the ledger the runs would be copied into")
+    with ledger.connect(source, create=False) as connection:
+        runs = ledger.list_runs(connection)
+    with ledger.connect(path) as connection:
+        copied, skipped = ledger.import_runs(connection, runs)
+    already = f", {skipped} already there" if skipped else ""
+    print(f"{path}: {copied} runs copied from {source}{already} ({source} is left as it was)")
+    return EXIT_OK
 
 
 def _since(args: argparse.Namespace) -> int | None:
@@ -123,15 +174,18 @@ def _rows(path: Path, args: argparse.Namespace) -> tuple[baseline.BaselineRow, .
     with ledger.connect(path, create=False) as connection:
         runs = ledger.list_runs(connection, since_ns=_since(args))
         baseline_id = getattr(args, "baseline", None)
+        across = bool(getattr(args, "across_workloads", False))
+        chosen = None
         if baseline_id is None:
-            chosen = baseline.choose_baseline(runs)
+            if across:
+                raise PerfledgerError("--across-workloads compares with --baseline ID: name one")
         else:
             chosen = ledger.get_run(connection, baseline_id)
             if chosen is None:
                 raise PerfledgerError(f"{path}: no run with id {baseline_id}")
             if chosen.step_median_ms is None:
                 raise PerfledgerError(f"run {baseline_id} has no step time to compare against")
-    return baseline.baseline_table(runs, chosen)
+    return baseline.baseline_table(runs, chosen, across_workloads=across)
 
 
 def _list(path: Path, args: argparse.Namespace) -> int:
@@ -194,10 +248,12 @@ def _trend(path: Path, args: argparse.Namespace) -> int:
     if not runs:
         raise PerfledgerError(f"{path}: no run to draw")
     output: Path = getattr(args, "output", None) or Path(TREND_HTML)
-    rows = baseline.baseline_table(runs, baseline.choose_baseline(runs))
+    rows = baseline.baseline_table(runs)
     documents = [
         {
             **row.run.as_dict(),
+            "workload": row.workload,
+            "baseline_id": row.baseline_id,
             "time": baseline.format_time(row.run.registered_ns),
             "delta_pct": None if row.delta_pct is None else round(row.delta_pct, 2),
             "is_baseline": row.is_baseline,

@@ -1,8 +1,10 @@
 """The experiments ledger: every analysed or recorded profile, registered in SQLite.
 
 ``perfledger analyze`` and ``perfledger record`` call :func:`register_profile` when a profile
-is written; ``perfledger runs`` reads the ledger back as the baseline table. The ledger is
-``.perfledger/ledger.db`` in the working directory unless ``--ledger PATH`` says otherwise.
+is written; ``perfledger runs`` reads the ledger back as the baseline table. There is one ledger per
+project: ``.perfledger/ledger.db`` at the root of the git repository holding the working
+directory (the working directory itself outside a repository), unless ``--ledger PATH`` or the
+``PERFLEDGER_LEDGER`` environment variable names another file (:mod:`perfledger.ledger.locate`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from pathlib import Path
 from typing import Final
 
 from perfledger.errors import PerfledgerError
-from perfledger.ledger.record import run_record
+from perfledger.ledger.locate import LEDGER_ENV, LedgerLocation, find_ledger, folder_ledgers
+from perfledger.ledger.record import profile_workload, run_record
 from perfledger.ledger.store import (
     LedgerCorrupt,
     LedgerUnavailable,
@@ -20,6 +23,7 @@ from perfledger.ledger.store import (
     connect,
     default_ledger_path,
     get_run,
+    import_runs,
     insert_run,
     list_runs,
     set_note,
@@ -29,14 +33,20 @@ from perfledger.profiledir import StoredProfile
 NOT_REGISTERED: Final = -1
 
 __all__ = [
+    "LEDGER_ENV",
     "NOT_REGISTERED",
     "LedgerCorrupt",
+    "LedgerLocation",
     "LedgerUnavailable",
     "RunRecord",
     "connect",
     "default_ledger_path",
+    "find_ledger",
+    "folder_ledgers",
     "get_run",
+    "import_runs",
     "list_runs",
+    "profile_workload",
     "register_profile",
     "run_record",
     "set_note",
@@ -58,16 +68,17 @@ def register_profile(
     already written and must not be lost to bookkeeping.
 
     Raises:
-        PerfledgerError: ``ledger_path`` was given explicitly and is not a ledger (a corrupt
-            or foreign file): the user named it, so the mistake is theirs to see.
+        PerfledgerError: the ledger was named (``ledger_path``, or the ``PERFLEDGER_LEDGER``
+            environment variable) and is not a ledger (a corrupt or foreign file): the user
+            named it, so the mistake is theirs to see.
     """
-    path = ledger_path if ledger_path is not None else default_ledger_path()
+    location = find_ledger(ledger_path)
     try:
         record = run_record(profile, label=label, note=note)
-        with connect(path) as connection:
+        with connect(location.path) as connection:
             return insert_run(connection, record)
     except LedgerCorrupt as error:
-        if ledger_path is not None:
+        if location.explicit:
             raise
         _warn(f"run not registered: {error}")
     except LedgerUnavailable as error:

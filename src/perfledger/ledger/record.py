@@ -14,9 +14,11 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import figures
+from perfledger.analysis.diff.workload import Workload, device_of, operator_digests, program_of
+from perfledger.ledger.locate import git_root
 from perfledger.ledger.store import RunRecord
 from perfledger.profiledir import StoredProfile, load_profile
-from perfledger.profiledir.layout import STEP_TRACE_CSV
+from perfledger.profiledir.layout import OP_STATISTIC_CSV, STEP_TRACE_CSV
 from perfledger.vcs import git_revision
 
 DEVICE_SHARES: Final = (
@@ -81,7 +83,7 @@ def run_record(
         git_commit=_str(git.get("commit")) if git else None,
         git_branch=_str(git.get("branch")) if git else None,
         git_dirty=bool(git.get("dirty")) if git and git.get("dirty") is not None else None,
-        device=_device(meta, summary),
+        device=device_of(meta, summary),
         source_kind=_source_kind(summary),
         profile_path=os.fspath(stored.path.resolve()),
         ranks=len(summary["ranks"]) if isinstance(summary.get("ranks"), list) else None,
@@ -93,7 +95,34 @@ def run_record(
         top_finding=_str(top.get("id")),
         top_finding_title=_str(top.get("title")),
         top_finding_ms=_float(top.get("severity_ms")),
+        workload=profile_workload(stored).as_dict(),
     )
+
+
+def profile_workload(stored: StoredProfile) -> Workload:
+    """The workload of a profile: the recorded program (record runs), the devices, and the
+    op types of op_statistic.csv (host operators that launched the device tasks, else the
+    tasks' names; the host operators of a CPU run)."""
+    meta = stored.meta
+    program = None
+    command = meta.get("command")
+    if "recorder" in meta and isinstance(command, list):
+        working = meta.get("working_dir")
+        working_dir = Path(str(working)) if working else None
+        root = git_root(working_dir) if working_dir is not None and working_dir.is_dir() else None
+        program = program_of([str(word) for word in command], working_dir, root)
+    return Workload(
+        program=program,
+        device=device_of(meta, stored.summary),
+        operators=operator_digests(_op_types(stored)),
+    )
+
+
+def _op_types(stored: StoredProfile) -> list[str | None]:
+    if not (stored.path / OP_STATISTIC_CSV).is_file():
+        return []
+    table = stored.read_csv(OP_STATISTIC_CSV, pa.schema([("name", pa.string())]), ["name"])
+    return [str(name) for name in table.column("name").to_pylist() if name]
 
 
 def _category_shares(step_trace: pa.Table) -> dict[str, float]:
@@ -108,29 +137,6 @@ def _key_options(meta: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(options, Mapping):
         return {}
     return {k: options[k] for k in _KEY_OPTIONS if k in options and options[k] is not None}
-
-
-def _device(meta: Mapping[str, Any], summary: Mapping[str, Any]) -> str | None:
-    names: list[str] = []
-    devices = meta.get("devices")
-    if isinstance(devices, list):
-        names += [str(d["name"]) for d in devices if isinstance(d, Mapping) and d.get("name")]
-    ranks = meta.get("ranks")
-    if isinstance(ranks, Mapping):
-        for rank in ranks.values():
-            properties = rank.get("device_properties") if isinstance(rank, Mapping) else None
-            if isinstance(properties, Mapping) and properties.get("name"):
-                names.append(str(properties["name"]))
-            elif isinstance(properties, list):
-                names += [
-                    str(d["name"]) for d in properties if isinstance(d, Mapping) and d.get("name")
-                ]
-    distinct = sorted(set(names))
-    if distinct:
-        return ", ".join(distinct)
-    if summary.get("host") and not summary.get("devices"):
-        return "cpu"
-    return None
 
 
 def _utilization(summary: Mapping[str, Any], step_trace: pa.Table) -> float | None:

@@ -10,7 +10,11 @@ Table ``runs`` (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_ver
     list), options (JSON object), git_commit, git_branch, git_dirty, device, source_kind,
     profile_path, ranks, step_count, step_median_ms, step_p90_ms, utilization_pct,
     accounting (JSON: category -> share of the step in %), top_finding, top_finding_title,
-    top_finding_ms.
+    top_finding_ms, workload (JSON: program, device and operator digests, see
+    :mod:`perfledger.analysis.diff.workload`; added in version 2, NULL in older rows).
+
+A ledger of an older schema is brought up to date when first opened for writing; one that
+cannot be written (a read-only copy) is still read, its missing columns as NULL.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from perfledger.errors import PerfledgerError
+from perfledger.ledger.locate import LEDGER_DIR, LEDGER_FILE, find_ledger
 
-SCHEMA_VERSION: Final = 1
+__all__ = ["LEDGER_DIR", "LEDGER_FILE"]
+
+SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_S: Final = 60.0
-LEDGER_DIR: Final = ".perfledger"
-LEDGER_FILE: Final = "ledger.db"
 
 _SCHEMA: Final = (
     """
@@ -55,11 +60,14 @@ _SCHEMA: Final = (
         accounting TEXT,
         top_finding TEXT,
         top_finding_title TEXT,
-        top_finding_ms REAL
+        top_finding_ms REAL,
+        workload TEXT
     )
     """,
     "CREATE INDEX IF NOT EXISTS runs_registered ON runs (registered_ns)",
 )
+# Columns added after version 1: (name, SQL type), added to older tables by ALTER TABLE.
+_ADDED_COLUMNS: Final = (("workload", "TEXT"),)
 
 
 class LedgerUnavailable(Exception):
@@ -97,6 +105,7 @@ class RunRecord:
     top_finding: str | None = None
     top_finding_title: str | None = None
     top_finding_ms: float | None = None
+    workload: Mapping[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields."""
@@ -104,16 +113,18 @@ class RunRecord:
         document["command"] = list(self.command)
         document["options"] = dict(self.options)
         document["accounting"] = dict(self.accounting)
+        document["workload"] = None if self.workload is None else dict(self.workload)
         return document
 
 
 _COLUMNS: Final = tuple(f.name for f in fields(RunRecord))
-_JSON_COLUMNS: Final = frozenset({"command", "options", "accounting"})
+_JSON_COLUMNS: Final = frozenset({"command", "options", "accounting", "workload"})
 
 
 def default_ledger_path(cwd: Path | None = None) -> Path:
-    """``.perfledger/ledger.db`` in the working directory."""
-    return (cwd or Path.cwd()) / LEDGER_DIR / LEDGER_FILE
+    """The project's ledger for a command run in ``cwd``
+    (:func:`perfledger.ledger.locate.find_ledger`)."""
+    return find_ledger(cwd=cwd).path
 
 
 @contextmanager
@@ -156,12 +167,12 @@ def _prepare(connection: sqlite3.Connection, path: Path) -> None:
         if tables and "runs" not in tables:
             raise LedgerCorrupt(f"{path}: an SQLite file, but not a perfledger ledger")
         if version < SCHEMA_VERSION:
-            # WAL lets readers run while one process writes; set once, kept in the file.
-            connection.execute("PRAGMA journal_mode = WAL")
-            with transaction(connection):
-                for statement in _SCHEMA:
-                    connection.execute(statement)
-                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            try:
+                _upgrade(connection)
+            except sqlite3.OperationalError as error:
+                if not tables or "readonly" not in str(error):
+                    raise
+                # A ledger that cannot be written is still read, as it is.
     except LedgerCorrupt:
         raise
     except sqlite3.OperationalError as error:
@@ -170,6 +181,24 @@ def _prepare(connection: sqlite3.Connection, path: Path) -> None:
         raise LedgerUnavailable(f"{path}: {error}") from error
     except sqlite3.DatabaseError as error:
         raise LedgerCorrupt(f"{path}: not a perfledger ledger ({error})") from error
+
+
+def _upgrade(connection: sqlite3.Connection) -> None:
+    # WAL lets readers run while one process writes; set once, kept in the file.
+    connection.execute("PRAGMA journal_mode = WAL")
+    with transaction(connection):
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        # Checked inside the transaction: another process may have upgraded the file first.
+        present = _present_columns(connection)
+        for name, kind in _ADDED_COLUMNS:
+            if name not in present:
+                connection.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _present_columns(connection: sqlite3.Connection) -> set[str]:
+    return {str(row[1]) for row in connection.execute("PRAGMA table_info(runs)")}
 
 
 @contextmanager
@@ -188,7 +217,9 @@ def _to_row(record: RunRecord) -> dict[str, Any]:
     row = {}
     for name in _COLUMNS:
         value = getattr(record, name)
-        if name in _JSON_COLUMNS:
+        if name == "workload" and value is None:
+            pass
+        elif name in _JSON_COLUMNS:
             value = json.dumps(list(value) if name == "command" else dict(value), sort_keys=True)
         elif isinstance(value, bool):
             value = int(value)
@@ -203,6 +234,8 @@ def _from_row(row: sqlite3.Row | Sequence[Any], names: Sequence[str]) -> RunReco
             decoded = json.loads(value) if value else None
             if name == "command":
                 value = tuple(str(x) for x in decoded or ())
+            elif name == "workload":
+                value = decoded if isinstance(decoded, dict) else None
             else:
                 value = dict(decoded or {})
         elif name == "git_dirty" and value is not None:
@@ -239,10 +272,12 @@ def list_runs(
         clauses.append(f"id IN ({', '.join('?' for _ in ids)})")
         parameters.extend(ids)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    present = _present_columns(connection)
+    names = [name for name in _COLUMNS if name in present]
     cursor = connection.execute(
-        f"SELECT {', '.join(_COLUMNS)} FROM runs {where} ORDER BY registered_ns, id", parameters
+        f"SELECT {', '.join(names)} FROM runs {where} ORDER BY registered_ns, id", parameters
     )
-    return [_from_row(row, _COLUMNS) for row in cursor.fetchall()]
+    return [_from_row(row, names) for row in cursor.fetchall()]
 
 
 def get_run(connection: sqlite3.Connection, run_id: int) -> RunRecord | None:
@@ -256,3 +291,25 @@ def set_note(connection: sqlite3.Connection, run_id: int, note: str) -> bool:
     with transaction(connection):
         cursor = connection.execute("UPDATE runs SET note = ? WHERE id = ?", (note, run_id))
     return cursor.rowcount == 1
+
+
+def import_runs(connection: sqlite3.Connection, runs: Sequence[RunRecord]) -> tuple[int, int]:
+    """Copy runs of another ledger into this one, under new ids; a run already here (the same
+    registration time, label and profile) is skipped. Returns (copied, skipped)."""
+    copied = skipped = 0
+    with transaction(connection):
+        for run in runs:
+            duplicate = connection.execute(
+                "SELECT 1 FROM runs WHERE registered_ns = ? AND label = ? AND profile_path IS ?",
+                (run.registered_ns, run.label, run.profile_path),
+            ).fetchone()
+            if duplicate:
+                skipped += 1
+                continue
+            row = _to_row(run)
+            row.pop("id")
+            names = ", ".join(row)
+            marks = ", ".join(f":{name}" for name in row)
+            connection.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", row)
+            copied += 1
+    return copied, skipped

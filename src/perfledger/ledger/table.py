@@ -1,8 +1,11 @@
-"""The baseline table: label | step ms | Δ vs baseline | utilisation | note, and its exports.
+"""The baseline table: label | step ms | Δ vs baseline | utilisation | note | workload, and its
+exports.
 
 ``baseline_table`` is pure (runs in, rows out); the formatters lay the rows out as text cells,
 Markdown or CSV. Δ is 100 x (step - baseline step) / baseline step, from the medians the ledger
-holds.
+holds, and only between runs of the same workload
+(:func:`perfledger.analysis.diff.workload.same_workload`): every workload has its own
+baseline, the oldest run of it with a step time, unless a baseline is named.
 """
 
 from __future__ import annotations
@@ -16,10 +19,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from perfledger.analysis.diff.workload import Workload, program_of, same_workload
 from perfledger.errors import PerfledgerError
 from perfledger.ledger.store import RunRecord
 
-HEADERS: Final = ("id", "time", "label", "step ms", "Δ vs baseline", "utilisation", "note")
+HEADERS: Final = (
+    "id",
+    "time",
+    "label",
+    "step ms",
+    "Δ vs baseline",
+    "utilisation",
+    "note",
+    "workload",
+)
 CSV_HEADERS: Final = (
     "id",
     "time",
@@ -32,6 +45,8 @@ CSV_HEADERS: Final = (
     "git_commit",
     "top_finding",
     "note",
+    "workload",
+    "baseline_id",
 )
 _RELATIVE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*$")
 _UNIT_S: Final = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -39,30 +54,108 @@ _UNIT_S: Final = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 @dataclass(frozen=True)
 class BaselineRow:
-    """One run of the table and its step time change against the baseline."""
+    """One run of the table and its step time change against its baseline.
+
+    Attributes:
+        delta_pct: None for a baseline itself, when a step time is unknown, or when no run
+            of the workload has one.
+        workload: the name of the run's workload (program and device; ``#2``, ``#3`` for
+            other workloads of the same name).
+        baseline_id: the run Δ compares against (None: none).
+        other_workload: the row is compared, on request, with a baseline of another workload.
+    """
 
     run: RunRecord
-    delta_pct: float | None  # None for the baseline itself, or when a step time is unknown
+    delta_pct: float | None
     is_baseline: bool
+    workload: str = ""
+    baseline_id: int | None = None
+    other_workload: bool = False
 
 
 def choose_baseline(runs: Sequence[RunRecord]) -> RunRecord | None:
-    """The default baseline: the oldest run with a step time."""
+    """The oldest run with a step time (the default baseline of the runs of one workload)."""
     return next((r for r in runs if r.step_median_ms is not None), None)
 
 
-def baseline_table(
-    runs: Sequence[RunRecord], baseline: RunRecord | None
-) -> tuple[BaselineRow, ...]:
-    """Every run with its change of median step time against ``baseline``, in %."""
-    base_ms = baseline.step_median_ms if baseline is not None else None
-    rows = []
+def workload_of(run: RunRecord) -> Workload:
+    """The run's workload; rows registered before the ledger kept one have the recorded
+    command as typed (record runs) and the device."""
+    if run.workload is not None:
+        return Workload.from_dict(run.workload)
+    program = program_of(run.command) if run.kind == "record" else None
+    return Workload(program=program, device=run.device, program_as_typed=program is not None)
+
+
+def workload_groups(
+    runs: Sequence[RunRecord], first: RunRecord | None = None
+) -> tuple[list[int], list[Workload]]:
+    """The workload of every run, as an index into the workloads found (in order of first
+    appearance, ``first``'s workload first when given). A run joins the first workload whose
+    first run it matches: runs are compared with that run, never chained."""
+    founders: list[Workload] = [workload_of(first)] if first is not None else []
+    groups = []
     for run in runs:
-        is_baseline = baseline is not None and run.id == baseline.id
+        workload = workload_of(run)
+        index = next((i for i, f in enumerate(founders) if same_workload(f, workload)), None)
+        if index is None:
+            founders.append(workload)
+            index = len(founders) - 1
+        groups.append(index)
+    return groups, founders
+
+
+def _names(founders: Sequence[Workload]) -> list[str]:
+    names: list[str] = []
+    for founder in founders:
+        name = founder.describe()
+        repeats = sum(1 for n in names if n == name or n.startswith(f"{name} #"))
+        names.append(f"{name} #{repeats + 1}" if repeats else name)
+    return names
+
+
+def baseline_table(
+    runs: Sequence[RunRecord],
+    baseline: RunRecord | None = None,
+    *,
+    across_workloads: bool = False,
+) -> tuple[BaselineRow, ...]:
+    """Every run with its change of median step time against its workload's baseline, in %.
+
+    Args:
+        runs: the runs, oldest first.
+        baseline: the named baseline of its workload (other workloads keep their own), or
+            None for the oldest run with a step time of each workload.
+        across_workloads: compare every run with ``baseline``, whatever its workload (the
+            rows of other workloads say so).
+    """
+    groups, founders = workload_groups(runs, baseline)
+    names = _names(founders)
+    chosen: dict[int, RunRecord | None] = {}
+    for index in range(len(founders)):
+        members = [run for run, group in zip(runs, groups, strict=True) if group == index]
+        chosen[index] = choose_baseline(members)
+    if baseline is not None:
+        chosen[0] = baseline
+    rows = []
+    for run, group in zip(runs, groups, strict=True):
+        other = across_workloads and baseline is not None and group != 0
+        reference = baseline if other else chosen[group]
+        is_baseline = reference is not None and run.id == reference.id
+        base_ms = reference.step_median_ms if reference is not None else None
         delta = None
         if not is_baseline and base_ms and run.step_median_ms is not None:
             delta = 100.0 * (run.step_median_ms - base_ms) / base_ms
-        rows.append(BaselineRow(run=run, delta_pct=delta, is_baseline=is_baseline))
+        rows.append(
+            BaselineRow(
+                run=run,
+                delta_pct=delta,
+                is_baseline=is_baseline,
+                workload=names[group],
+                baseline_id=reference.id if reference is not None else None,
+                other_workload=other,
+            )
+        )
     return tuple(rows)
 
 
@@ -74,7 +167,11 @@ def format_time(ns: int) -> str:
 def _delta(row: BaselineRow) -> str:
     if row.is_baseline:
         return "baseline"
-    return "-" if row.delta_pct is None else f"{row.delta_pct:+.2f}%"
+    if row.delta_pct is None:
+        return "-"
+    delta = f"{row.delta_pct:+.2f}%"
+    # compared on request with another workload's baseline: the cell itself says so
+    return f"{delta} (other workload)" if row.other_workload else delta
 
 
 def text_cells(row: BaselineRow) -> tuple[str, ...]:
@@ -88,6 +185,7 @@ def text_cells(row: BaselineRow) -> tuple[str, ...]:
         _delta(row),
         "-" if run.utilization_pct is None else f"{run.utilization_pct:.1f}%",
         run.note or "",
+        row.workload,
     )
 
 
@@ -99,7 +197,7 @@ def markdown(rows: Sequence[BaselineRow]) -> str:
 
     lines = [
         "| " + " | ".join(HEADERS) + " |",
-        "|" + "|".join(["---:", "---", "---", "---:", "---:", "---:", "---"]) + "|",
+        "|" + "|".join(["---:", "---", "---", "---:", "---:", "---:", "---", "---"]) + "|",
     ]
     lines += ["| " + " | ".join(cell(c) for c in text_cells(r)) + " |" for r in rows]
     return "\n".join(lines) + "\n"
@@ -125,6 +223,8 @@ def csv_text(rows: Sequence[BaselineRow]) -> str:
                 run.git_commit or "",
                 run.top_finding or "",
                 run.note or "",
+                row.workload,
+                "" if row.baseline_id is None else row.baseline_id,
             ]
         )
     return out.getvalue()

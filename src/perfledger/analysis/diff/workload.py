@@ -1,0 +1,309 @@
+"""What a run computes (its workload), whether two runs compute the same thing, and how many
+samples one step processes.
+
+A run's workload is the program it ran, the device it ran on and the operators it executed.
+Two runs are the *same workload* when none of the parts known on both sides differ:
+
+- **program** — the script of a recorded command (``python train.py --lr 0.1`` is
+  ``train.py``), ``-m MODULE``, else the command's executable. The program's *arguments are not
+  part of the workload*: changing them is the experiment the baseline table measures (more
+  data-loader workers, another bucket size, a larger batch — step times of different batch
+  sizes are compared per sample by ``perfledger diff --per-sample``). ``analyze`` runs have no
+  program.
+- **device** — the device names of the trace (``cpu`` for host-only runs): a step time on
+  another device is another workload.
+- **operators** — the distinct operator names (device tasks, or host operators of a CPU run):
+  at least :data:`SAME_OPERATORS` of the names of both runs together in common (Jaccard). A
+  data-loader fix, a fused optimizer or another batch size keep most names; another model keeps
+  few. Names are kept as short digests, so that the ledger stays small.
+
+The batch size is the first dimension of the batch input of the first model layer (convolution,
+linear, matrix product, embedding, normalisation) of each step, read from the operators' recorded
+input shapes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+SAME_OPERATORS: Final = 0.5
+DIGEST_BYTES: Final = 6
+
+# Model layers whose input holds the batch in its first dimension: op name -> (index of that
+# input among the op's inputs, least number of dimensions it must have to be a batch).
+BATCH_INPUTS: Final[Mapping[str, tuple[int, int]]] = {
+    **{
+        f"aten::{name}": (0, 3)
+        for name in (
+            "conv1d",
+            "conv2d",
+            "conv3d",
+            "convolution",
+            "_convolution",
+            "cudnn_convolution",
+            "mkldnn_convolution",
+            "miopen_convolution",
+        )
+    },
+    "aten::linear": (0, 2),
+    "aten::matmul": (0, 2),
+    "aten::bmm": (0, 3),
+    "aten::addmm": (1, 2),  # addmm(bias, input, weight)
+    "aten::embedding": (1, 1),  # embedding(weight, indices)
+    "aten::layer_norm": (0, 2),
+    "aten::batch_norm": (0, 2),
+    "aten::group_norm": (0, 2),
+}
+_PYTHON: Final = ("python", "pypy")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The workload of one run; a part that is unknown is None (or no operators).
+
+    Attributes:
+        program: the script relative to the project's root (absolute outside it),
+            ``-m MODULE``, or the executable's name.
+        device: the device names, comma-separated; ``cpu`` for a host-only run.
+        operators: digests of the distinct operator names (:func:`operator_digests`).
+        program_as_typed: the program is the script as the command typed it (not resolved
+            against the working folder: a record kept before the ledger resolved it).
+    """
+
+    program: str | None = None
+    device: str | None = None
+    operators: frozenset[str] = frozenset()
+    program_as_typed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form the ledger keeps."""
+        return {
+            "program": self.program,
+            "device": self.device,
+            "operators": sorted(self.operators),
+        }
+
+    @staticmethod
+    def from_dict(document: Mapping[str, Any]) -> Workload:
+        """Read :meth:`as_dict`'s form back (unknown keys ignored)."""
+        program, device = document.get("program"), document.get("device")
+        operators = document.get("operators")
+        digests = frozenset(map(str, operators)) if isinstance(operators, list) else frozenset()
+        return Workload(
+            program=str(program) if program is not None else None,
+            device=str(device) if device is not None else None,
+            operators=digests,
+        )
+
+    def describe(self) -> str:
+        """A short name for tables: program and device."""
+        program = PurePath(self.program).name if self.program else "trace"
+        if self.program and self.program.startswith("-m "):
+            program = self.program
+        return f"{program} · {self.device}" if self.device else program
+
+
+def operator_digests(names: Iterable[str | None]) -> frozenset[str]:
+    """Short digests of distinct operator names (empty names left out)."""
+    return frozenset(
+        hashlib.blake2b(name.encode(), digest_size=DIGEST_BYTES).hexdigest()
+        for name in set(names)
+        if name
+    )
+
+
+def program_of(
+    command: Sequence[str], working_dir: Path | None = None, root: Path | None = None
+) -> str | None:
+    """The program of a recorded command: its first ``.py`` word, ``-m MODULE`` after a
+    Python interpreter, else the executable's name (None for an empty command).
+
+    With ``working_dir`` the script is resolved against it and written relative to ``root``
+    (the project's root) when inside it, so that runs launched from different folders of a
+    project name their script alike.
+    """
+    words = [str(word) for word in command]
+    if not words:
+        return None
+    for word in words:
+        if word.endswith(".py"):
+            return _script(word, working_dir, root)
+    for index, word in enumerate(words[:-1]):
+        if word == "-m" and _is_python(words[0]):
+            return f"-m {words[index + 1]}"
+    return PurePath(words[0]).name
+
+
+def _is_python(executable: str) -> bool:
+    return PurePath(executable).name.startswith(_PYTHON)
+
+
+def _script(word: str, working_dir: Path | None, root: Path | None) -> str:
+    if working_dir is None:
+        return os.path.normpath(word)
+    path = Path(os.path.normpath(working_dir / word))
+    if root is not None:
+        try:
+            return path.relative_to(root).as_posix()
+        except ValueError:
+            pass
+    return path.as_posix()
+
+
+def device_of(meta: Mapping[str, Any], summary: Mapping[str, Any]) -> str | None:
+    """The device names of a profile (meta.json's recorder devices and ranks' properties),
+    ``cpu`` for a host-only profile, None when unknown."""
+    names: list[str] = []
+    devices = meta.get("devices")
+    if isinstance(devices, list):
+        names += [str(d["name"]) for d in devices if isinstance(d, Mapping) and d.get("name")]
+    ranks = meta.get("ranks")
+    if isinstance(ranks, Mapping):
+        for rank in ranks.values():
+            properties = rank.get("device_properties") if isinstance(rank, Mapping) else None
+            if isinstance(properties, Mapping) and properties.get("name"):
+                names.append(str(properties["name"]))
+            elif isinstance(properties, list):
+                names += [
+                    str(d["name"]) for d in properties if isinstance(d, Mapping) and d.get("name")
+                ]
+    distinct = sorted(set(names))
+    if distinct:
+        return ", ".join(distinct)
+    if summary.get("host") and not summary.get("devices"):
+        return "cpu"
+    return None
+
+
+def operator_overlap(a: Workload, b: Workload) -> float | None:
+    """Operator names in common over the names of both (Jaccard); None when either is unknown."""
+    if not a.operators or not b.operators:
+        return None
+    return len(a.operators & b.operators) / len(a.operators | b.operators)
+
+
+def _same_program(a: Workload, b: Workload) -> bool:
+    assert a.program is not None and b.program is not None
+    if a.program == b.program:
+        return True
+    if not (a.program_as_typed or b.program_as_typed) or a.program.startswith("-m "):
+        return False
+    # A script as typed ("train.py", "../x/train.py") matches a resolved path ending alike.
+    parts_a = [p for p in PurePath(a.program).parts if p not in (".", "..")]
+    parts_b = [p for p in PurePath(b.program).parts if p not in (".", "..")]
+    shorter, longer = sorted((parts_a, parts_b), key=len)
+    return bool(shorter) and longer[len(longer) - len(shorter) :] == shorter
+
+
+def workload_differences(a: Workload, b: Workload) -> tuple[str, ...]:
+    """Why two runs are different workloads, one phrase per part; () when they are the same
+    (as far as both runs tell)."""
+    reasons = []
+    if a.program is not None and b.program is not None and not _same_program(a, b):
+        reasons.append(f"different programs ({a.program} vs {b.program})")
+    if a.device is not None and b.device is not None and a.device != b.device:
+        reasons.append(f"different devices ({a.device} vs {b.device})")
+    overlap = operator_overlap(a, b)
+    if overlap is not None and overlap < SAME_OPERATORS:
+        reasons.append(f"different operators ({100 * overlap:.0f}% of their names in common)")
+    return tuple(reasons)
+
+
+def same_workload(a: Workload, b: Workload) -> bool:
+    """Whether nothing known of both runs tells them apart."""
+    return not workload_differences(a, b)
+
+
+# --- batch size ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchSize:
+    """Samples per step, read from the recorded shapes of the first model layer of each step.
+
+    Attributes:
+        samples: the batch size (the most common value over the steps).
+        operator: the layer it was read from (e.g. ``aten::conv2d``).
+        steps: steps whose first layer gave ``samples``.
+        of_steps: steps that had a model layer with recorded shapes.
+    """
+
+    samples: int
+    operator: str
+    steps: int
+    of_steps: int
+
+
+def batch_size(op_summary: pa.Table) -> BatchSize | None:
+    """The batch size of a run from op_summary's ``shapes`` (None: no layer with shapes).
+
+    ``op_summary`` needs ``step``, ``start_ns``, ``name`` and ``shapes``; with a ``host_op``
+    column (device tasks) the layer is the task's host operator.
+    """
+    needed = {"step", "start_ns", "name", "shapes"}
+    if op_summary.num_rows == 0 or not needed <= set(op_summary.column_names):
+        return None
+    shapes = op_summary.column("shapes")
+    if not pa.types.is_string(shapes.type) and not pa.types.is_large_string(shapes.type):
+        return None  # no shapes recorded (a column of nulls)
+    names = op_summary.column("name")
+    if "host_op" in op_summary.column_names:
+        names = pc.coalesce(op_summary.column("host_op"), names)
+    mask = pc.and_(
+        pc.fill_null(pc.is_in(names, value_set=pa.array(list(BATCH_INPUTS))), False),
+        pc.fill_null(pc.greater(pc.utf8_length(shapes), 2), False),
+    )
+    candidates = pa.table(
+        {
+            "step": op_summary.column("step"),
+            "start_ns": op_summary.column("start_ns"),
+            "layer": names,
+            "shapes": shapes,
+        }
+    ).filter(mask)
+    candidates = candidates.filter(pc.fill_null(pc.greater_equal(candidates["step"], 0), False))
+    if candidates.num_rows == 0:
+        return None
+    ordered = candidates.sort_by([("step", "ascending"), ("start_ns", "ascending")])
+    steps = ordered["step"].to_numpy(zero_copy_only=False)
+    _, first_rows = np.unique(steps, return_index=True)  # the first layer of every step
+    firsts = ordered.take(pa.array(first_rows))
+    per_step = [
+        (samples, str(layer))
+        for layer, shapes in zip(
+            firsts["layer"].to_pylist(), firsts["shapes"].to_pylist(), strict=True
+        )
+        if (samples := _batch_dimension(str(layer), str(shapes))) is not None
+    ]
+    if not per_step:
+        return None
+    counts = Counter(samples for samples, _ in per_step)
+    samples, agreeing = max(counts.items(), key=lambda item: (item[1], item[0]))
+    operator = next(layer for s, layer in per_step if s == samples)
+    return BatchSize(samples=samples, operator=operator, steps=agreeing, of_steps=len(per_step))
+
+
+def _batch_dimension(layer: str, shapes: str) -> int | None:
+    index, least_dims = BATCH_INPUTS[layer]
+    try:
+        inputs = json.loads(shapes)
+    except ValueError:
+        return None
+    if not isinstance(inputs, list) or len(inputs) <= index:
+        return None
+    shape = inputs[index]
+    if not isinstance(shape, list) or len(shape) < least_dims:
+        return None
+    first = shape[0]
+    return first if isinstance(first, int) and not isinstance(first, bool) and first > 0 else None
