@@ -142,6 +142,52 @@ def test_overhead_compares_recorded_steps_with_plain_ones() -> None:
     assert profiler_overhead(steps[:5]) is None  # no plain step after the window
 
 
+def test_overhead_compares_the_window_with_its_neighbouring_plain_steps() -> None:
+    # Steps 2-4 recorded; 5-9 plain under the same conditions; from step 10 the machine got
+    # busy and every step took 200 ms. Only the five plain steps nearest the window compare.
+    walls = [(0, 500, "none"), (1, 140, "warmup")]
+    walls += [(2, 110, "record"), (3, 130, "record"), (4, 120, "save")]
+    walls += [(5, 98, "none"), (6, 100, "none"), (7, 102, "none"), (8, 100, "none")]
+    walls += [(9, 104, "none")] + [(n, 200, "none") for n in range(10, 40)]
+    steps = [StepRecord(n, 0, ms * MS, action) for n, ms, action in walls]
+    estimate = profiler_overhead(steps)
+    assert estimate is not None
+    assert (estimate.profiled_ms, estimate.unprofiled_ms) == (120.0, 100.0)
+    assert (estimate.profiled_steps, estimate.unprofiled_steps) == (3, 5)
+    assert estimate.overhead_pct == pytest.approx(20.0)
+    # Noise, by hand: recorded 110/120/130 have MAD 10 ms, plain 98/100/102/100/104 MAD 2 ms;
+    # sigma = 1.4826 MAD, a median's standard error 1.2533 sigma / sqrt(n), 95 %: 1.96.
+    se_recorded = 1.2533 * 1.4826 * 10 / 3**0.5
+    se_plain = 1.2533 * 1.4826 * 2 / 5**0.5
+    expected = 100 * 1.96 * (se_recorded**2 + se_plain**2) ** 0.5 / 100.0
+    assert estimate.noise_pct == pytest.approx(expected, rel=1e-6)
+    assert 21.0 < expected < 21.5
+
+
+def test_overhead_neighbours_come_from_both_sides_of_the_window() -> None:
+    # --skip 6: plain steps 1-4 before the window (5 warms up), 8-9 after; the steps far
+    # after it (10-19) are not compared.
+    walls = [(0, 900, "none")] + [(n, 100, "none") for n in range(1, 5)]
+    walls += [(5, 300, "warmup"), (6, 150, "record"), (7, 150, "save")]
+    walls += [(8, 100, "none"), (9, 100, "none")] + [(n, 50, "none") for n in range(10, 20)]
+    steps = [StepRecord(n, 0, ms * MS, action) for n, ms, action in walls]
+    estimate = profiler_overhead(steps)
+    assert estimate is not None
+    assert estimate.unprofiled_ms == 100.0
+    assert estimate.unprofiled_steps == 5  # 4 and 8 (distance 1 and 1), 3, 9, 2
+    assert estimate.overhead_pct == pytest.approx(50.0)
+    assert estimate.noise_pct is not None and estimate.noise_pct >= 0.0
+
+
+def test_overhead_noise_is_unknown_with_a_single_step_on_either_side() -> None:
+    walls = [(0, 500, "none"), (1, 140, "warmup"), (2, 120, "save"), (3, 100, "none")]
+    steps = [StepRecord(n, 0, ms * MS, action) for n, ms, action in walls]
+    estimate = profiler_overhead(steps)
+    assert estimate is not None
+    assert estimate.overhead_pct == pytest.approx(20.0)
+    assert estimate.noise_pct is None
+
+
 def test_finishing_a_trace_gzips_it_and_renames_only_the_incomplete_step(tmp_path: Path) -> None:
     text = (
         '{"traceEvents": [{"name": "ProfilerStep#6", "ts": 1},'

@@ -58,6 +58,10 @@ STEP_LOG_SUFFIX: Final = ".jsonl"
 TRACE_PREFIX: Final = "rank"
 TRACE_SUFFIX: Final = ".json"
 CHUNK_PREFIX: Final = "trace-"  # trace-<pid>-<n>.json: the n-th chunk of a process's trace
+# profiler-<pid>.log: what the profiler library printed during its transitions (Kineto's
+# "USDT: profiler_start" and "STAGE:" lines), kept out of the program's terminal.
+PROFILER_LOG_PREFIX: Final = "profiler-"
+PROFILER_LOG_SUFFIX: Final = ".log"
 
 
 @dataclass(frozen=True)
@@ -441,7 +445,7 @@ class StepDriver:
         global _USER_SCOPE_ONLY
         _USER_SCOPE_ONLY = self.options.level == "light"
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _stderr_into(self._profiler_log()):
                 # Each chunk is a profiling cycle of its own, which is what torch warns about.
                 warnings.filterwarnings("ignore", "Warning: Profiler clears events", UserWarning)
                 action()
@@ -451,6 +455,9 @@ class StepDriver:
             self._profiler = None
         finally:
             _USER_SCOPE_ONLY = False
+
+    def _profiler_log(self) -> Path:
+        return self.staging / f"{PROFILER_LOG_PREFIX}{self._pid}{PROFILER_LOG_SUFFIX}"
 
     def _export_trace(self, profiler: Any) -> None:
         rank = distributed_info().get("rank") or 0
@@ -522,6 +529,38 @@ class StepDriver:
             self.finish(f"signal {signal.Signals(signum).name}")
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+
+
+@contextmanager
+def _stderr_into(log: Path) -> Iterator[None]:
+    """Send what is written to file descriptor 2 to ``log`` (appended) for the block.
+
+    The profiler library (Kineto) prints a line or more at every start and stop, from C++,
+    straight to the process's stderr; the program's terminal is not the place for them. A
+    Python-level error raised in the block is still reported by the caller, on stderr.
+    """
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    try:
+        os.dup2(target, 2)
+        os.close(target)
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 # -- torch glue -------------------------------------------------------------------------------

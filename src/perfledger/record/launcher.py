@@ -43,6 +43,7 @@ from perfledger.record.staging import (
     ProcessRecord,
     finish_traces,
     incomplete_recorded_step,
+    keep_profiler_log,
     read_staging,
     step_times_table,
 )
@@ -258,12 +259,14 @@ def analyse_staging(
         shutil.rmtree(staging, ignore_errors=True)
         if not processes and program_ended and exit_code:
             why = (
-                f"the program failed before its first step (exit code {exit_code}; its own "
-                "messages say why)"
+                f"the program failed to start or exited before its first step (exit code "
+                f"{exit_code}; its own messages above say why)"
             )
         elif not processes:
             why = (
-                "no step was detected (steps come from Optimizer.step, DataLoader batches or "
+                "no step mark was found: the program "
+                + (f"ended (exit code {exit_code}) " if program_ended else "block ended ")
+                + "without a step (steps come from Optimizer.step, DataLoader batches or "
                 "perfledger.mark_step(), in a Python process that imports torch)"
             )
         elif profiled:
@@ -272,7 +275,11 @@ def analyse_staging(
                 "its first profiled steps were written out)"
             )
         else:
-            why = "the program ended before the first profiled step"
+            why = (
+                f"the program ended after {steps} step{'s' if steps != 1 else ''}, before the "
+                f"first profiled one (--skip {options.skip})"
+                + (f"; exit code {exit_code}" if program_ended and exit_code else "")
+            )
         _say(console, f"{why}; nothing written", "[yellow]no step was profiled[/]: ")
         return RecordResult(exit_code, None, None, processes)
 
@@ -320,6 +327,7 @@ def analyse_staging(
         _keep(staging)
         _say(console, f"raw traces kept in {staging}", "[red]analysis failed[/]: ")
         raise
+    keep_profiler_log(staging, stored.path)
     shutil.rmtree(staging, ignore_errors=True)
     _say(console, f"profile: {stored.path}")
     return RecordResult(exit_code, stored.path, None, processes, stored)

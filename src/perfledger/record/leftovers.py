@@ -21,6 +21,8 @@ from typing import Any, Final
 from perfledger.files import STAGING_NAME, write_json
 from perfledger.record.inprocess import (
     CHUNK_PREFIX,
+    PROFILER_LOG_PREFIX,
+    PROFILER_LOG_SUFFIX,
     STEP_LOG_PREFIX,
     STEP_LOG_SUFFIX,
     TRACE_PREFIX,
@@ -39,6 +41,7 @@ _STAGED_NAME: Final = re.compile(
             rf"{re.escape(STEP_LOG_PREFIX)}\d+{re.escape(STEP_LOG_SUFFIX)}",
             rf"{re.escape(CHUNK_PREFIX)}[\d-]+{re.escape(TRACE_SUFFIX)}",
             rf"{re.escape(TRACE_PREFIX)}[\d-]+{re.escape(TRACE_SUFFIX)}(\.gz)?",
+            rf"{re.escape(PROFILER_LOG_PREFIX)}\d+{re.escape(PROFILER_LOG_SUFFIX)}",
             r"\..+\.partial",  # a trace being exported
             r"\..+\.tmp",  # a file being written through a temporary name
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
@@ -21,11 +22,13 @@ from typing import Any, Final
 import pyarrow as pa
 
 from perfledger.errors import PerfledgerError
-from perfledger.files import replacing
+from perfledger.files import replacing, write_bytes
 from perfledger.model.schema import STEP_TIMES_SCHEMA
 from perfledger.record.inprocess import (
     ACTION_NONE,
     CHUNK_PREFIX,
+    PROFILER_LOG_PREFIX,
+    PROFILER_LOG_SUFFIX,
     RECORDED_ACTIONS,
     STEP_LOG_PREFIX,
     STEP_LOG_SUFFIX,
@@ -96,16 +99,34 @@ class ProcessRecord:
 
 @dataclass(frozen=True)
 class OverheadEstimate:
-    """Median step time with the profiler recording against without it."""
+    """Median step time with the profiler recording against without it, on neighbouring steps.
+
+    ``noise_pct`` is the half-width, in % of the unprofiled median, of an approximate 95 %
+    interval of the difference of the two medians (from each group's spread); None when a
+    group has a single step. An overhead within ``noise_pct`` of zero cannot be told from the
+    run's own step-to-step variation.
+    """
 
     profiled_ms: float
     unprofiled_ms: float
     profiled_steps: int
     unprofiled_steps: int
+    noise_pct: float | None = None
 
     @property
     def overhead_pct(self) -> float:
         return 100.0 * (self.profiled_ms / self.unprofiled_ms - 1.0)
+
+
+# Unprofiled steps compared with the profiled ones: the ones nearest the profiled window, at
+# least this many (or as many as were profiled), so that both groups ran under the same
+# conditions (machine load, caches, learning-rate schedule) rather than minutes apart.
+MIN_NEIGHBOURS: Final = 5
+# Robust spread: MAD x 1.4826 estimates a normal sample's standard deviation; a median's
+# standard error is about 1.2533 sigma / sqrt(n); 1.96 of those make a 95 % half-width.
+_MAD_TO_SIGMA: Final = 1.4826
+_MEDIAN_SE: Final = 1.2533
+_Z95: Final = 1.96
 
 
 def read_step_log(path: Path) -> ProcessRecord:
@@ -200,23 +221,74 @@ def step_times_table(processes: Iterable[ProcessRecord]) -> pa.Table:
 
 
 def profiler_overhead(steps: Sequence[StepRecord]) -> OverheadEstimate | None:
-    """Median profiled step time against median unprofiled step time; None without both.
+    """Median profiled step time against the median of the unprofiled steps around them;
+    None without both.
 
     Step 0 (first-call initialisation everywhere) and the warm-up step (the profiler is already
-    armed) are not counted as unprofiled.
+    armed) are not counted as unprofiled. Of the other unprofiled steps, the ones nearest the
+    profiled window (by step number, before or after it) are compared: at least
+    :data:`MIN_NEIGHBOURS` step numbers, or as many as were profiled, every process's steps of
+    those numbers.
     """
-    profiled = [s.wall_ns for s in steps if s.profiled]
-    unprofiled = [
-        s.wall_ns for s in steps if s.action == ACTION_NONE and s.step > 0 and s.wall_ns > 0
-    ]
-    if not profiled or not unprofiled:
+    profiled = [s for s in steps if s.profiled]
+    plain = [s for s in steps if s.action == ACTION_NONE and s.step > 0 and s.wall_ns > 0]
+    if not profiled or not plain:
         return None
+    first = min(s.step for s in profiled)
+    last = max(s.step for s in profiled)
+
+    def distance(step: int) -> int:
+        return first - step if step < first else step - last
+
+    wanted = max(MIN_NEIGHBOURS, len({s.step for s in profiled}))
+    nearest = set(sorted({s.step for s in plain}, key=lambda n: (distance(n), n))[:wanted])
+    profiled_walls = [s.wall_ns / 1e6 for s in profiled]
+    plain_walls = [s.wall_ns / 1e6 for s in plain if s.step in nearest]
+    unprofiled_ms = statistics.median(plain_walls)
     return OverheadEstimate(
-        profiled_ms=statistics.median(profiled) / 1e6,
-        unprofiled_ms=statistics.median(unprofiled) / 1e6,
-        profiled_steps=len(profiled),
-        unprofiled_steps=len(unprofiled),
+        profiled_ms=statistics.median(profiled_walls),
+        unprofiled_ms=unprofiled_ms,
+        profiled_steps=len(profiled_walls),
+        unprofiled_steps=len(plain_walls),
+        noise_pct=_noise_pct(profiled_walls, plain_walls, unprofiled_ms),
     )
+
+
+def _noise_pct(
+    profiled_ms: Sequence[float], plain_ms: Sequence[float], unprofiled_ms: float
+) -> float | None:
+    """The half-width of the difference of the two medians, in % of ``unprofiled_ms``."""
+    if len(profiled_ms) < 2 or len(plain_ms) < 2 or unprofiled_ms <= 0:
+        return None
+
+    def median_se(walls: Sequence[float]) -> float:
+        centre = statistics.median(walls)
+        sigma = _MAD_TO_SIGMA * statistics.median(abs(w - centre) for w in walls)
+        return float(_MEDIAN_SE * sigma / math.sqrt(len(walls)))
+
+    spread = math.hypot(median_se(profiled_ms), median_se(plain_ms))
+    return float(100.0 * _Z95 * spread / unprofiled_ms)
+
+
+# Where the profiler's own messages of a recording are kept in its profile directory.
+PROFILER_LOG: Final = "raw/profiler.log"
+
+
+def keep_profiler_log(staging: Path, profile: Path) -> Path | None:
+    """Join what the profiler library printed in each process (``profiler-<pid>.log``, in pid
+    order) into the profile's :data:`PROFILER_LOG`; the file written, None when nothing was
+    printed."""
+    logs = sorted(
+        staging.glob(f"{PROFILER_LOG_PREFIX}*{PROFILER_LOG_SUFFIX}"),
+        key=lambda path: (len(path.name), path.name),
+    )
+    text = b"".join(path.read_bytes() for path in logs)
+    if not text:
+        return None
+    target = profile / PROFILER_LOG
+    target.parent.mkdir(exist_ok=True)
+    write_bytes(target, text)
+    return target
 
 
 def incomplete_recorded_step(process: ProcessRecord) -> int | None:
