@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from perfledger.record import lifeline
+from perfledger.record.stderr import stderr_into
 
 ENV_STAGING: Final = "PERFLEDGER_STAGING"
 ENV_OPTIONS: Final = "PERFLEDGER_OPTIONS"
@@ -445,7 +446,7 @@ class StepDriver:
         global _USER_SCOPE_ONLY
         _USER_SCOPE_ONLY = self.options.level == "light"
         try:
-            with warnings.catch_warnings(), _stderr_into(self._profiler_log()):
+            with warnings.catch_warnings(), stderr_into(self._profiler_log()):
                 # Each chunk is a profiling cycle of its own, which is what torch warns about.
                 warnings.filterwarnings("ignore", "Warning: Profiler clears events", UserWarning)
                 action()
@@ -529,38 +530,6 @@ class StepDriver:
             self.finish(f"signal {signal.Signals(signum).name}")
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
-
-
-@contextmanager
-def _stderr_into(log: Path) -> Iterator[None]:
-    """Send what is written to file descriptor 2 to ``log`` (appended) for the block.
-
-    The profiler library (Kineto) prints a line or more at every start and stop, from C++,
-    straight to the process's stderr; the program's terminal is not the place for them. A
-    Python-level error raised in the block is still reported by the caller, on stderr.
-    """
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        sys.stderr.flush()
-    try:
-        saved = os.dup(2)
-    except OSError:
-        yield
-        return
-    try:
-        target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-    except OSError:
-        os.close(saved)
-        yield
-        return
-    try:
-        os.dup2(target, 2)
-        os.close(target)
-        yield
-    finally:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 # -- torch glue -------------------------------------------------------------------------------
