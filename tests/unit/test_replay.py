@@ -9,7 +9,7 @@ import pytest
 
 from perfledger.analysis.critical_path import replay_rank
 from perfledger.errors import PerfledgerError
-from perfledger.model.whatif import Scale, WhatIf
+from perfledger.model.whatif import MAX_PATH_SPANS, Scale, WhatIf
 from tests.synth import EventsBuilder
 
 US = 1_000
@@ -163,3 +163,31 @@ def test_host_only_run_replays_its_operators() -> None:
 def test_bad_changes_are_refused(scale: Scale, message: str) -> None:
     with pytest.raises(PerfledgerError, match=message):
         replay_rank(device_bound().table(), WhatIf((scale,)))
+
+
+def test_critical_path_spans_lay_the_path_on_the_measured_step() -> None:
+    step = _one_step(replay_rank(device_bound().table()).steps)
+    spans = step.path_spans
+    # the host until the first launch (10 µs), its launch latency (20 µs), then the kernels
+    assert [(s.start_ns, s.end_ns, s.category) for s in spans[:2]] == [
+        (0, 10 * US, "host"),
+        (10 * US, 30 * US, "launch"),
+    ]
+    kernels = spans[2:]
+    assert [s.label for s in kernels] == [f"gemm_{i}" for i in range(10)]
+    assert all(s.category == "compute:matmul" and s.lane.startswith("stream ") for s in kernels)
+    assert [s.start_ns for s in kernels] == [30 * US + i * 1_000 * US for i in range(10)]
+    assert spans[-1].end_ns == step.measured_ns
+
+
+def test_long_critical_paths_are_capped_without_holes() -> None:
+    b = EventsBuilder().step_mark(0, 100 * US + 400 * 50 * US, 1)
+    for i in range(400):  # 400 launches: about 1,200 pieces on the path
+        host = 10 * US + i * 50 * US
+        b.launch(host, 5 * US, host + 10 * US, 2 * US, "elementwise_add")
+    step = _one_step(replay_rank(b.table()).steps)
+    spans = step.path_spans
+    assert len(spans) <= MAX_PATH_SPANS
+    assert spans[0].start_ns == 0 and spans[-1].end_ns == step.measured_ns
+    assert all(a.end_ns == b.start_ns for a, b in zip(spans, spans[1:], strict=False))
+    assert any(s.label.endswith("pieces: host work") for s in spans)

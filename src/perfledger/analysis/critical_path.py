@@ -17,6 +17,7 @@ end, and ``other`` before a task that nothing explains; it sums to the step exac
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,7 @@ from perfledger.analysis import columns
 from perfledger.analysis.graph import (
     CLASS_CODE,
     CLASSES,
+    DATALOADER,
     HOST,
     LAUNCH_OVERHEAD,
     OTHER,
@@ -37,7 +39,14 @@ from perfledger.analysis.graph import (
 from perfledger.analysis.replay import CHAIN, LAUNCHED, RELEASE, Schedule, replay, replayed_events
 from perfledger.analysis.steps import step_plan
 from perfledger.model.accounts import StepWindow
-from perfledger.model.whatif import NO_CHANGE, ReplayReport, StepReplay, WhatIf
+from perfledger.model.whatif import (
+    MAX_PATH_SPANS,
+    NO_CHANGE,
+    PathSpan,
+    ReplayReport,
+    StepReplay,
+    WhatIf,
+)
 
 # How many critical-path tasks a report names.
 TOP_PATH_TASKS = 5
@@ -55,6 +64,11 @@ def replay_profile(events: pa.Table, change: WhatIf = NO_CHANGE) -> ReplayReport
         )
         for r in ranks.tolist()  # a loop over ranks
     ]
+    return combined_report(reports, change)
+
+
+def combined_report(reports: Sequence[ReplayReport], change: WhatIf = NO_CHANGE) -> ReplayReport:
+    """The replays of several ranks (in rank order) as the profile's one report."""
     tops: dict[tuple[str, str], int] = {}
     for report in reports:
         for name, klass, ns in report.top_path_tasks:
@@ -67,6 +81,41 @@ def replay_profile(events: pa.Table, change: WhatIf = NO_CHANGE) -> ReplayReport
     )
 
 
+@dataclass(frozen=True)
+class RankReplay:
+    """One rank's step graph and its replay unchanged: what every change to that rank is
+    replayed against (:func:`prepare_rank`).
+
+    Attributes:
+        rank: the rank.
+        events: its canonical events.
+        graph: its step graph.
+        baseline: the graph replayed unchanged.
+        baseline_windows: the step windows of the baseline replay, by step.
+        measured: the step windows of the trace.
+    """
+
+    rank: int
+    events: pa.Table
+    graph: StepGraph
+    baseline: Schedule
+    baseline_windows: dict[int, StepWindow]
+    measured: tuple[StepWindow, ...]
+
+
+def prepare_rank(events: pa.Table, measured: Sequence[StepWindow] | None = None) -> RankReplay:
+    """The step graph of one rank's events (not empty) and its baseline replay
+    (``measured``: the rank's step windows, if known)."""
+    rank = int(events.column("rank")[0].as_py())
+    if measured is None:
+        measured = step_plan(events).windows
+    graph = build_graph(events)
+    baseline = replay(graph)
+    return RankReplay(
+        rank, events, graph, baseline, _windows(events, graph, baseline), tuple(measured)
+    )
+
+
 def replay_rank(
     events: pa.Table,
     change: WhatIf = NO_CHANGE,
@@ -75,37 +124,55 @@ def replay_rank(
     """The steps of one rank's events replayed (``measured``: its step windows, if known)."""
     if events.num_rows == 0:
         return ReplayReport((), change)
-    rank = int(events.column("rank")[0].as_py())
-    if measured is None:
-        measured = step_plan(events).windows
-    graph = build_graph(events)
-    baseline = replay(graph)
-    base_windows = _windows(events, graph, baseline)
+    return rank_report(prepare_rank(events, measured), change)
+
+
+def rank_report(prepared: RankReplay, change: WhatIf = NO_CHANGE) -> ReplayReport:
+    """A prepared rank's steps replayed under ``change``, with their critical paths."""
+    graph, baseline, base_windows = prepared.graph, prepared.baseline, prepared.baseline_windows
     if change.unchanged:
         predicted, pred_windows = baseline, base_windows
     else:
         predicted = replay(graph, change)
-        pred_windows = _windows(events, graph, predicted)
+        pred_windows = _windows(prepared.events, graph, predicted)
     tops: dict[tuple[str, str], int] = {}
     steps = []
-    for window in measured:  # a loop over steps
+    lanes = _Lanes(prepared.events, graph, predicted)
+    for window in prepared.measured:  # a loop over steps
         base = base_windows.get(window.step)
         pred = pred_windows.get(window.step)
         if base is None or pred is None:
             continue
-        bound_by, path_nodes = _critical_path(graph, predicted, pred, tops)
+        bound_by, path_nodes, spans = _critical_path(graph, predicted, pred, tops, lanes, window)
         steps.append(
             StepReplay(
-                rank=rank,
+                rank=prepared.rank,
                 step=window.step,
                 measured_ns=window.wall_ns,
                 baseline_ns=base.wall_ns,
                 predicted_ns=pred.wall_ns,
                 bound_by_ns=bound_by,
                 path_nodes=path_nodes,
+                path_spans=spans,
             )
         )
     return ReplayReport(tuple(steps), change, graph.dropped_edges, _top(tops))
+
+
+def predicted_steps(prepared: RankReplay, change: WhatIf) -> dict[int, tuple[int, int]]:
+    """Per step of a prepared rank: (baseline ns, predicted ns) under ``change``, without
+    critical paths (what the advisor's gains need)."""
+    if change.unchanged:
+        pred_windows = prepared.baseline_windows
+    else:
+        pred_windows = _windows(prepared.events, prepared.graph, replay(prepared.graph, change))
+    steps = {}
+    for window in prepared.measured:  # a loop over steps
+        base = prepared.baseline_windows.get(window.step)
+        pred = pred_windows.get(window.step)
+        if base is not None and pred is not None:
+            steps[window.step] = (base.wall_ns, pred.wall_ns)
+    return steps
 
 
 def _windows(events: pa.Table, graph: StepGraph, schedule: Schedule) -> dict[int, StepWindow]:
@@ -118,11 +185,22 @@ def _critical_path(
     schedule: Schedule,
     window: StepWindow,
     tops: dict[tuple[str, str], int],
-) -> tuple[dict[str, int], int]:
-    """The time of the step's critical path by class, and how many nodes it holds."""
+    lanes: _Lanes,
+    measured: StepWindow,
+) -> tuple[dict[str, int], int, tuple[PathSpan, ...]]:
+    """The time of the step's critical path by class, how many nodes it holds, and its
+    pieces laid on the measured trace (:class:`PathSpan`)."""
     lo, hi = window.start_ns, window.end_ns
     by_class = np.zeros(len(CLASSES), dtype=np.int64)
     start, end, via, how = schedule.start, schedule.end, schedule.via, schedule.how
+    # each piece: replayed [point, cursor), class, label, lane, its shift to measured time
+    pieces: list[tuple[int, int, int, str, str, int]] = []
+
+    def add(point: int, klass: int, label: str, lane: str, shift: int) -> None:
+        by_class[klass] += cursor - point
+        if cursor > point:
+            pieces.append((point, cursor, klass, label, lane, shift))
+
     candidates = np.flatnonzero(end <= hi)
     cursor = hi
     nodes = 0
@@ -133,7 +211,7 @@ def _critical_path(
         v = int(tasks[-1] if tasks.size else last[-1])
         point = max(int(end[v]), lo)
         # the window's end beyond every node: the host's step annotation ends it
-        by_class[CLASS_CODE[HOST]] += cursor - point
+        add(point, CLASS_CODE[HOST], "host work", lanes.host_lane(v), lanes.shift_end(v))
         cursor = point
         launched = False  # reached at a launch call's start: its own time is not on the path
         while cursor > lo:  # a walk along the path, not over every event
@@ -141,31 +219,157 @@ def _critical_path(
             if not launched:
                 point = max(min(int(start[v]), cursor), lo)
                 klass = int(graph.node_class[v])
-                by_class[klass] += cursor - point
                 if graph.kind[v] == TASK:
                     key = (str(graph.name[v]), CLASSES[klass])
                     tops[key] = tops.get(key, 0) + cursor - point
+                add(point, klass, str(graph.name[v]), lanes.lane(v), lanes.shift(v))
                 cursor = point
             if cursor <= lo or how[v] == RELEASE:
                 # before the first node of a host thread the thread ran something else
                 if graph.kind[v] != TASK:
-                    by_class[CLASS_CODE[HOST]] += cursor - lo
+                    point = lo
+                    add(point, CLASS_CODE[HOST], "host work", lanes.lane(v), lanes.shift(v))
                     cursor = lo
                 break
             u = int(via[v])
             if how[v] == CHAIN:
                 point, klass = int(end[u]), int(graph.chain_class[v])
+                label = (
+                    "stream gap"
+                    if graph.kind[v] == TASK
+                    else "data loader"
+                    if klass == CLASS_CODE[DATALOADER]
+                    else "host work"
+                )
+                lane = lanes.lane(v)
             elif how[v] == LAUNCHED:
-                point, klass = int(start[u]), CLASS_CODE[LAUNCH_OVERHEAD]
+                point, klass, label, lane = (
+                    int(start[u]),
+                    CLASS_CODE[LAUNCH_OVERHEAD],
+                    "launch latency",
+                    "",
+                )
             else:
-                point, klass = int(end[u]), CLASS_CODE[SYNC]
+                point, klass, label, lane = int(end[u]), CLASS_CODE[SYNC], "sync return", ""
             point = max(min(point, cursor), lo)
-            by_class[klass] += cursor - point
+            add(point, klass, label, lane, lanes.shift(v))
             cursor = point
             launched = how[v] == LAUNCHED
             v = u
-    by_class[CLASS_CODE[OTHER]] += max(cursor - lo, 0)
-    return {name: int(by_class[code]) for code, name in enumerate(CLASSES)}, nodes
+    if cursor > lo:  # before a task that nothing explains
+        add(lo, CLASS_CODE[OTHER], "unexplained", "", 0)
+    bound_by = {name: int(by_class[code]) for code, name in enumerate(CLASSES)}
+    return bound_by, nodes, _measured_spans(pieces, measured)
+
+
+class _Lanes:
+    """Where each node of a graph ran, and its shift from replayed to measured time."""
+
+    def __init__(self, events: pa.Table, graph: StepGraph, schedule: Schedule) -> None:
+        self.graph = graph
+        self.schedule = schedule
+        rows = graph.row
+        self.device = columns.int64(events, "device")[rows]
+        self.stream = columns.int64(events, "stream")[rows]
+        task_devices = np.unique(self.device[graph.kind == TASK])
+        self.one_device = task_devices.size <= 1
+
+    def lane(self, v: int) -> str:
+        if self.graph.kind[v] == TASK:
+            if self.one_device:
+                return f"stream {int(self.stream[v])}"
+            return f"device {int(self.device[v])} stream {int(self.stream[v])}"
+        return self.host_lane(v)
+
+    def host_lane(self, v: int) -> str:
+        thread = int(self.graph.thread[v])
+        if thread < 0:
+            return ""
+        return f"thread {self.graph.thread_keys[thread][1]}"
+
+    def shift(self, v: int) -> int:
+        return int(self.graph.start[v] - self.schedule.start[v])
+
+    def shift_end(self, v: int) -> int:
+        return int(self.graph.end[v] - self.schedule.end[v])
+
+
+def _measured_spans(
+    pieces: list[tuple[int, int, int, str, str, int]], measured: StepWindow
+) -> tuple[PathSpan, ...]:
+    """The path's pieces (walked backwards, in replayed time) in measured time: each moved
+    by its node's shift, clipped to the measured step window, in time order without overlap,
+    touching pieces of the same work merged, at most :data:`MAX_PATH_SPANS`."""
+    spans: list[PathSpan] = []
+    floor = measured.start_ns
+    for lo, hi, klass, label, lane, shift in reversed(pieces):
+        a = max(lo + shift, floor)
+        b = min(hi + shift, measured.end_ns)
+        if b <= a:
+            continue
+        name = CLASSES[klass]
+        if spans and spans[-1].end_ns == a and spans[-1][2:] == (name, label, lane):
+            spans[-1] = spans[-1]._replace(end_ns=b)
+        else:
+            spans.append(PathSpan(a, b, name, label, lane))
+        floor = b
+    return _capped(spans, MAX_PATH_SPANS)
+
+
+def _capped(spans: list[PathSpan], cap: int) -> tuple[PathSpan, ...]:
+    """At most ``cap`` spans: the pieces shorter than the smallest length that gets there are
+    merged with their short neighbours, each run named by its class with the most time and
+    its longest piece; the longer pieces stay as they are."""
+    if len(spans) <= cap:
+        return tuple(spans)
+    length = np.array([s.end_ns - s.start_ns for s in spans], dtype=np.int64)
+
+    def count(threshold: int) -> int:
+        short = length < threshold
+        runs = int(short[0]) + int((short[1:] & ~short[:-1]).sum())
+        return int((~short).sum()) + runs
+
+    candidates = np.unique(length)
+    low, high = 0, candidates.size - 1  # the smallest threshold whose count fits
+    while low < high:
+        middle = (low + high) // 2
+        if count(int(candidates[middle])) <= cap:
+            high = middle
+        else:
+            low = middle + 1
+    short = length < int(candidates[low])
+    merged: list[PathSpan] = []
+    run: list[PathSpan] = []
+    for span, is_short in zip(spans, short.tolist(), strict=True):  # the path's pieces
+        if is_short:
+            run.append(span)
+            continue
+        if run:
+            merged.append(_merged(run))
+            run = []
+        merged.append(span)
+    if run:
+        merged.append(_merged(run))
+    return tuple(merged)
+
+
+def _merged(run: list[PathSpan]) -> PathSpan:
+    """One span for adjacent pieces of a path."""
+    if len(run) == 1:
+        return run[0]
+    by_class: dict[str, int] = {}
+    for m in run:
+        by_class[m.category] = by_class.get(m.category, 0) + m.end_ns - m.start_ns
+    category = max(by_class.items(), key=lambda item: (item[1], item[0]))[0]
+    longest = max(run, key=lambda m: m.end_ns - m.start_ns)
+    lanes = {m.lane for m in run}
+    return PathSpan(
+        run[0].start_ns,
+        run[-1].end_ns,
+        category,
+        f"{len(run)} pieces: {longest.label}",
+        lanes.pop() if len(lanes) == 1 else "",
+    )
 
 
 def _top(tops: dict[tuple[str, str], int]) -> tuple[tuple[str, str, int], ...]:

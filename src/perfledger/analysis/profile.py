@@ -31,6 +31,7 @@ from perfledger.analysis.comm_split import (
     comm_split,
 )
 from perfledger.analysis.communication import communication
+from perfledger.analysis.critical_path import combined_report
 from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.quality import rank_checks, relinked_tasks
 from perfledger.analysis.repair import repair_trace
@@ -48,6 +49,7 @@ from perfledger.model.devices import device_from_meta, peer_link_gbps
 from perfledger.model.profile import ProfileAnalysis, RankAnalysis
 from perfledger.model.schema import HOST_WIDE_TRACKS
 from perfledger.model.trace import Trace
+from perfledger.model.whatif import ReplayReport
 
 
 def analyze_rank(trace: Trace) -> RankAnalysis:
@@ -281,7 +283,16 @@ def profile_of(
             slow_rank_excess_pct,
             arrivals.offsets_ns,
         ),
+        replay=ranks_replay(ranks),
     )
+
+
+def ranks_replay(ranks: Sequence[RankAnalysis]) -> ReplayReport | None:
+    """The ranks' replays as the profile's (None unless every rank has one)."""
+    reports = [r.replay for r in ranks]
+    if not reports or any(r is None for r in reports):
+        return None
+    return combined_report([r for r in reports if r is not None])
 
 
 def cluster_pass(

@@ -15,6 +15,7 @@ from perfledger.model.gaps import GapReport
 from perfledger.model.quality import QualityCheck, merge_checks
 from perfledger.model.schema import SPAN_STEP
 from perfledger.model.trace import Trace
+from perfledger.model.whatif import ReplayReport
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class RankAnalysis:
     device_links: pa.Table | None = None
     # its communication tasks split into waiting for peers and transfer
     comm: CommSplit | None = None
+    # its steps replayed unchanged, with their critical paths (analysis.critical_path;
+    # made by the rank task, None where not made)
+    replay: ReplayReport | None = None
 
     @property
     def rank(self) -> int:
@@ -68,6 +72,9 @@ class ProfileAnalysis:
     rank_advice: tuple[RankAdvice, ...] | None = None
     # ranks whose trace could not be read, left out (one quality check each)
     skipped_ranks: tuple[QualityCheck, ...] = ()
+    # every rank's steps replayed unchanged, with their critical paths (docs/whatif.md):
+    # the ranks' replays in rank order; None when a rank's was not made
+    replay: ReplayReport | None = None
 
     @property
     def host_only(self) -> bool:

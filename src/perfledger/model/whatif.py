@@ -8,7 +8,7 @@ stream; the step graph is then replayed. Results are per rank and step, in integ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 # What a scale applies to.
 COMPUTE: Final = "compute"  # compute kernels (not communication, not copies)
@@ -49,10 +49,38 @@ class WhatIf:
 NO_CHANGE: Final = WhatIf()
 
 
+# A step's critical path keeps at most this many spans (adjacent pieces merged beyond it).
+MAX_PATH_SPANS: Final = 256
+
+
+class PathSpan(NamedTuple):
+    """One piece of a step's critical path, in the trace's own (measured) time.
+
+    Attributes:
+        start_ns, end_ns: absolute ns, the events' time base; the spans of a step are in time
+            order, do not overlap and lie inside the measured step window.
+        category: what the time is spent on, a ``bound_by`` class (``host``, ``launch``,
+            ``compute:matmul`` ...; docs/whatif.md).
+        label: the work: a task's or host call's name, ``host work``, ``launch latency``,
+            ``stream gap``, ``sync wait``, or ``N pieces: <longest>`` where pieces were merged.
+        lane: where it ran: ``thread <tid>`` (host), ``stream <id>`` or ``device <d> stream
+            <id>`` (device), ``""`` for the time between two pieces of work (a latency, host
+            work before a thread's first node).
+    """
+
+    start_ns: int
+    end_ns: int
+    category: str
+    label: str
+    lane: str
+
+
 @dataclass(frozen=True)
 class StepReplay:
     """One step of one rank: measured, replayed unchanged (baseline) and predicted, in ns;
-    ``bound_by_ns``: the predicted critical path's time by class (sums to predicted_ns)."""
+    ``bound_by_ns``: the predicted critical path's time by class (sums to predicted_ns);
+    ``path_spans``: that path laid on the measured trace (:class:`PathSpan`, at most
+    :data:`MAX_PATH_SPANS`)."""
 
     rank: int
     step: int
@@ -61,6 +89,7 @@ class StepReplay:
     predicted_ns: int
     bound_by_ns: dict[str, int] = field(default_factory=dict)
     path_nodes: int = 0
+    path_spans: tuple[PathSpan, ...] = ()
 
     @property
     def error_pct(self) -> float:

@@ -7,8 +7,8 @@ CSVs, summary.json, the timeline and the report agree to the nanosecond.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -19,11 +19,12 @@ from perfledger.analysis import figures
 from perfledger.analysis.critical_path import replay_profile
 from perfledger.analysis.profile import step_trace
 from perfledger.analysis.quality import replay_error
-from perfledger.profiledir.layout import REPORT_HTML, SUMMARY_JSON
+from perfledger.profiledir.layout import REPORT_HTML, SUMMARY_JSON, TIMELINE
 from perfledger.render import timeline
 from perfledger.render.cluster import write_cluster_outputs
 from perfledger.render.report.data import report_data_from_profile
 from perfledger.render.report.page import write_report
+from perfledger.render.timeline.records import RankPathSpan
 
 if TYPE_CHECKING:
     from perfledger.model.findings import AdvisorReport
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
 # The whole-profile timeline stops after this many events (about 150 MB of JSON, what
 # Perfetto opens comfortably); the per-step slices under timeline/ always hold their step.
 FULL_TIMELINE_MAX_EVENTS = 1_000_000
+# A profile of more events than this (the cap above) gets no timeline.json.gz from analyze:
+# it is written on demand (see whole_timeline_note).
+WHOLE_TIMELINE_ON_DEMAND_ABOVE: Final = 1_000_000
+# meta.json's list of the artefacts a documented rule left out, each with how to get it.
+OMITTED_KEY: Final = "omitted"
 # A step slice stops after this many events, so that one step always opens fast.
 STEP_MAX_EVENTS = timeline.STEP_MAX_EVENTS
 
@@ -50,6 +56,28 @@ def csv_tables(analysis: ProfileAnalysis) -> dict[str, pa.Table]:
     }
 
 
+def event_count(analysis: ProfileAnalysis) -> int:
+    """The events of every rank of the profile."""
+    return sum(r.events.num_rows for r in analysis.ranks) or analysis.events.num_rows
+
+
+def whole_timeline_note(events: int) -> str | None:
+    """Why analyze writes no timeline.json.gz for a profile of ``events`` events (None: it
+    does).
+
+    Above the whole timeline's cap the file would hold only the trace's beginning, which the
+    step slices show as well, while formatting it costs as much as a fifth of the analysis
+    of a gigabyte trace: the whole timeline is then written on demand.
+    """
+    if events <= WHOLE_TIMELINE_ON_DEMAND_ABOVE:
+        return None
+    return (
+        f"timeline.json.gz not written: {events:,} events, more than the "
+        f"{WHOLE_TIMELINE_ON_DEMAND_ABOVE:,} it holds; the step slices are in timeline/, and "
+        "`perfledger timeline PROFILE` writes the whole timeline (`--window A:B`, a part)"
+    )
+
+
 def write_timelines(
     directory: Path, analysis: ProfileAnalysis, findings: list[dict[str, Any]] | None = None
 ) -> list[Path]:
@@ -57,13 +85,16 @@ def write_timelines(
 
     Written one rank at a time (each rank's events, gaps and counters, then the next), so
     memory is that of one rank whatever the number of ranks; each rank keeps its earliest
-    ``ceil(cap / ranks)`` events of a file's cap.
+    ``ceil(cap / ranks)`` events of a file's cap. No timeline.json.gz above
+    :data:`WHOLE_TIMELINE_ON_DEMAND_ABOVE` events (:func:`whole_timeline_note`).
     """
     ranks = sorted(analysis.ranks, key=lambda r: r.rank)
-    parts = [timeline.TimelinePart(r.rank, r.events, r.accounting.gaps) for r in ranks] or [
-        timeline.TimelinePart(0, analysis.events, analysis.gaps)
-    ]
-    whole = directory / "timeline.json.gz"
+    paths = _path_spans(analysis)
+    parts = [
+        timeline.TimelinePart(r.rank, r.events, r.accounting.gaps, paths.get(r.rank, ()))
+        for r in ranks
+    ] or [timeline.TimelinePart(0, analysis.events, analysis.gaps)]
+    whole = None if whole_timeline_note(event_count(analysis)) else directory / TIMELINE
     _, slices = timeline.write_profile_timelines(
         whole,
         directory / "timeline",
@@ -74,7 +105,15 @@ def write_timelines(
         max_events=FULL_TIMELINE_MAX_EVENTS,
         step_max_events=STEP_MAX_EVENTS,
     )
-    return [whole, *slices]
+    return [whole, *slices] if whole is not None else slices
+
+
+def _path_spans(analysis: ProfileAnalysis) -> dict[int, tuple[RankPathSpan, ...]]:
+    """Per rank, the pieces of its steps' critical paths (the timeline's critical-path track)."""
+    spans: dict[int, list[RankPathSpan]] = {}
+    for step in analysis.replay.steps if analysis.replay is not None else ():
+        spans.setdefault(step.rank, []).extend((step.rank, step.step, p) for p in step.path_spans)
+    return {rank: tuple(pieces) for rank, pieces in spans.items()}
 
 
 # The phases of :func:`write_artefacts`, as a status line names them.
@@ -89,6 +128,8 @@ class Written:
 
     summary: dict[str, Any]
     timings: dict[str, float]
+    # artefacts left out by a documented rule, each with why and how to get it
+    omitted: tuple[str, ...] = ()
 
 
 def write_artefacts(
@@ -96,6 +137,9 @@ def write_artefacts(
     analysis: ProfileAnalysis,
     *,
     overhead_pct: float | None,
+    overhead_noise_pct: float | None = None,
+    unprofiled_step_ms: float | None = None,
+    source_files: Sequence[str] | None = None,
     advice: AdvisorReport | None = None,
     title: str = "profile",
     meta: dict[str, Any] | None = None,
@@ -106,10 +150,15 @@ def write_artefacts(
 
     Profiles of several ranks also get cluster_summary.json and cluster_step_trace.csv.
     ``on_phase`` is told the name of each phase (timelines, report) as it starts.
+    ``source_files``: the names summary.json gives the sources (their copies in raw/).
     """
     from perfledger.render import summary as summary_render
 
     on_phase = on_phase or (lambda phase: None)
+    replay = analysis.replay
+    if replay is None:  # made by the rank tasks; else replayed here
+        replay = replay_profile(analysis.events)
+        analysis = replace(analysis, replay=replay)
     findings = [f.to_dict() for f in advice.findings] if advice else []
     on_phase(PHASE_TIMELINES)
     tables_done = time.perf_counter()
@@ -117,10 +166,9 @@ def write_artefacts(
     timeline_done = time.perf_counter()
     on_phase(PHASE_REPORT)
     account_table = step_trace(analysis)
-    replay = replay_profile(analysis.events)
     document = summary_render.summary_document(
         source_kind=analysis.source_kind,
-        source_files=analysis.source_files,
+        source_files=analysis.source_files if source_files is None else source_files,
         ranks=[r.rank for r in analysis.ranks],
         step_count=analysis.step_count,
         step_time_ms=figures.step_time_ms(account_table, analysis.step_count),
@@ -136,6 +184,8 @@ def write_artefacts(
         loss=analysis.loss,
         quality=(*analysis.quality, *replay_error(replay)),
         profiler_overhead_pct=overhead_pct,
+        profiler_overhead_noise_pct=overhead_noise_pct,
+        unprofiled_step_ms=unprofiled_step_ms,
         replay=replay,
     )
     summary_render.write_summary(document, directory / SUMMARY_JSON)
@@ -150,13 +200,19 @@ def write_artefacts(
         "timeline_s": timeline_done - tables_done,
         "report_s": time.perf_counter() - reported,
     }
-    return Written(summary=document, timings=timings)
+    note = whole_timeline_note(event_count(analysis))
+    return Written(summary=document, timings=timings, omitted=(note,) if note else ())
 
 
 def print_profile(
-    console: Console, analysis: ProfileAnalysis, document: dict[str, Any], directory: Path
+    console: Console,
+    analysis: ProfileAnalysis,
+    document: dict[str, Any],
+    directory: Path,
+    omitted: tuple[str, ...] = (),
 ) -> None:
-    """The terminal summary of a written profile."""
+    """The terminal summary of a written profile; ``omitted``: the artefacts a rule left out
+    (:attr:`Written.omitted`), one line each."""
     from perfledger.render import terminal
 
     terminal.print_summary(
@@ -174,3 +230,5 @@ def print_profile(
             *([directory / "cluster_summary.json"] if analysis.cluster is not None else []),
         ],
     )
+    for note in omitted:
+        console.print(note, markup=False, highlight=False)

@@ -18,6 +18,7 @@ from perfledger.analysis.profile import (
     cluster_pass,
     profile_communication,
     profile_gaps,
+    ranks_replay,
     steps_table,
 )
 from perfledger.analysis.transfers import transfers_from_spellings
@@ -77,6 +78,7 @@ def analysis_from_results(
                 annotated_steps=result.annotated_steps,
                 quality=result.quality,
                 comm=result.comm,
+                replay=result.replay,
             )
         )
         summaries.append(tables["op_summary"])
@@ -114,6 +116,7 @@ def analysis_from_results(
         cluster=cluster_pass(ranks, collectives, links, slow_rank_excess_pct, arrivals.offsets_ns),
         rank_advice=_advice_of(results),
         skipped_ranks=tuple(_skipped(f) for f in failures),
+        replay=ranks_replay(ranks),
     )
     if arrivals.matched:  # the split changed after the rank tasks diagnosed their ranks
         analysis = replace(analysis, rank_advice=realigned_advice(analysis))

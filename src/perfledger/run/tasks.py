@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from perfledger.analysis.advisor import AdvisorConfig, RankAdvice, diagnose_rank
 from perfledger.analysis.cluster.collectives import collective_tasks, link_usage
+from perfledger.analysis.critical_path import prepare_rank, rank_report
 from perfledger.analysis.profile import analyze_rank, profile_of_rank, rank_counters
 from perfledger.analysis.steps import mark_steps
 from perfledger.analysis.transfers import copy_spellings
@@ -44,6 +45,7 @@ from perfledger.model.comm import CommSplit
 from perfledger.model.gaps import GapReport
 from perfledger.model.quality import QualityCheck
 from perfledger.model.trace import Trace
+from perfledger.model.whatif import ReplayReport
 from perfledger.profiledir.writer import copy_source
 from perfledger.run.progress import PHASE_ADVISOR, PHASE_ANALYSIS
 from perfledger.sources import discover
@@ -128,6 +130,7 @@ class RankResult:
     advice: RankAdvice | None = None
     quality: tuple[QualityCheck, ...] = ()
     comm: CommSplit | None = None  # the rank's communication split
+    replay: ReplayReport | None = None  # the rank's steps replayed, with their critical paths
     timings: dict[str, float] = field(default_factory=dict)
     peak_rss_bytes: int = 0
     worker: str = ""
@@ -220,13 +223,22 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     if progress is not None:
         progress.phase(PHASE_ADVISOR)
     task.work_dir.mkdir(parents=True, exist_ok=True)
-    # the files do not depend on the findings: written beside the advisor (Parquet encoding,
-    # compression and copying run mostly outside the GIL)
+    # the files do not depend on the replay nor the findings: written beside them (Parquet
+    # encoding, compression and copying run mostly outside the GIL)
     stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="rank-writer") as writer:
         written = writer.submit(_write_files, task, tables, trace.source_files, stop)
         try:
-            advice = diagnose_rank(profile, task.advisor_config)
+            # the steps replayed here, in parallel over ranks, before the advisor reads them
+            prepared = prepare_rank(events) if events.num_rows else None
+            replay = rank_report(prepared) if prepared is not None else ReplayReport(())
+            rank_analysis = replace(rank_analysis, replay=replay)
+            profile = replace(profile, ranks=(rank_analysis,), replay=replay)
+            replayed = time.perf_counter()
+            advice = diagnose_rank(
+                profile, task.advisor_config, replays=(prepared,) if prepared else ()
+            )
+            del prepared
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
             raise
@@ -261,10 +273,12 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         advice=advice,
         quality=rank_analysis.quality,
         comm=rank_analysis.comm,
+        replay=rank_analysis.replay,
         timings={
             "import_s": imported - started,
             "analysis_s": analysed - imported,
-            "advisor_s": advised - analysed,
+            "replay_s": replayed - analysed,
+            "advisor_s": advised - replayed,
             **write_timings,
         },
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -314,9 +328,8 @@ def _copy_sources(sources: Sequence[Path], directory: Path) -> dict[Path, Path]:
         shutil.rmtree(directory)
     copies = {}
     for index, source in enumerate(sources):
-        target = directory / f"{index}_{source.name}"
-        copy_source(source, target)
-        copies[source] = target
+        # a copy, a hard link or a record of a large source (copy_source says which)
+        copies[source] = copy_source(source, directory / f"{index}_{source.name}")
     return copies
 
 

@@ -45,6 +45,7 @@ from perfledger.model.findings import (
 )
 
 if TYPE_CHECKING:
+    from perfledger.analysis.critical_path import RankReplay
     from perfledger.model.profile import ProfileAnalysis
 
 __all__ = [
@@ -94,17 +95,22 @@ def diagnose(
     config: AdvisorConfig | None = None,
     *,
     overhead_pct: float | None = None,
+    overhead_noise_pct: float | None = None,
     rules: Sequence[Rule] = RULES,
+    replays: Sequence[RankReplay] = (),
 ) -> AdvisorReport:
     """Run every enabled rule once: findings (sorted by severity) and skipped rules.
 
     On a profile of several ranks the rank rules diagnose each rank alone and their findings
     are merged (:mod:`perfledger.analysis.advisor.ranks`); the ranks' advice computed by the
     rank tasks (``analysis.rank_advice``, one rank or several) is used when it was made with
-    the same rules and configuration.
+    the same rules and configuration. ``overhead_pct`` and ``overhead_noise_pct``: the
+    recorder's profiler overhead and its noise (None when unknown).
     """
     config = config or AdvisorConfig()
-    context = AdvisorContext(analysis, config, overhead_pct)
+    context = AdvisorContext(
+        analysis, config, overhead_pct, replays, overhead_noise_pct=overhead_noise_pct
+    )
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     made = _made_advice(analysis, config, rules)
@@ -129,12 +135,17 @@ def diagnose(
 
 
 def diagnose_rank(
-    analysis: ProfileAnalysis, config: AdvisorConfig | None = None, *, rules: Sequence[Rule] = RULES
+    analysis: ProfileAnalysis,
+    config: AdvisorConfig | None = None,
+    *,
+    rules: Sequence[Rule] = RULES,
+    replays: Sequence[RankReplay] = (),
 ) -> RankAdvice:
-    """The rank rules on a profile of one rank: what its rank task sends back."""
+    """The rank rules on a profile of one rank: what its rank task sends back (``replays``:
+    the rank's step graph, already built by the task)."""
     config = config or AdvisorConfig()
     rank_rules = [r for r in rules if r.id not in PROFILE_RULES]
-    report = diagnose(analysis, config, rules=rank_rules)
+    report = diagnose(analysis, config, rules=rank_rules, replays=replays)
     context = AdvisorContext(analysis, config)
     return RankAdvice(
         rank=analysis.ranks[0].rank if analysis.ranks else 0,

@@ -9,6 +9,7 @@ more for the rules that read the whole run); every derived table is computed on 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Final
 
@@ -25,6 +26,7 @@ from perfledger.model.findings import AdvisorConfig, StepBasis
 from perfledger.model.schema import SPAN_STEP
 
 if TYPE_CHECKING:
+    from perfledger.analysis.critical_path import RankReplay
     from perfledger.model.profile import ProfileAnalysis
 
 IntArray = npt.NDArray[np.int64]
@@ -65,10 +67,16 @@ class AdvisorContext:
         analysis: ProfileAnalysis,
         config: AdvisorConfig,
         overhead_pct: float | None = None,
+        replays: Sequence[RankReplay] = (),
+        *,
+        overhead_noise_pct: float | None = None,
     ) -> None:
         self.analysis = analysis
         self.config = config
         self.overhead_pct = overhead_pct
+        # the half-width of overhead_pct's interval from the steps' own variation
+        self.overhead_noise_pct = overhead_noise_pct
+        self._replays = {r.rank: r for r in replays}
 
     # --- windows ---------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from perfledger.analysis.columns import dictionary_codes
 from perfledger.errors import PerfledgerError
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA
+from perfledger.model.whatif import PathSpan
 from perfledger.render.timeline.grouping import (
     BoolArray,
     Int64Array,
@@ -67,6 +68,11 @@ _KIND_NESTING_ORDER: Final[Mapping[str, int]] = {
     schema.MEMSET: 11,
     schema.INSTANT: 12,
 }
+
+# A piece of a step's critical path with its rank and step (the critical-path track).
+RankPathSpan = tuple[int, int, PathSpan]
+# The critical-path lanes sort after the findings' lanes of a rank's analysis process.
+CRITICAL_PATH_LANE: Final = 2
 
 PidMap = Mapping[ProcessKey, int]
 TidMap = Mapping[ThreadKey, int]
@@ -364,6 +370,80 @@ def finding_spans(
     return build
 
 
+def critical_path_slices(
+    spans: Sequence[RankPathSpan], layout: TrackLayout
+) -> Callable[[PidMap, TidMap], Slices] | None:
+    """Register the ``critical path`` lanes of each rank (an overflow lane where the paths
+    of two steps cross); the builder of the path's slices (None without spans)."""
+    if not spans:
+        return None
+    rank = np.array([r for r, _, _ in spans], dtype=np.int64)
+    step = np.array([st for _, st, _ in spans], dtype=np.int64)
+    start = np.array([p.start_ns for _, _, p in spans], dtype=np.int64)
+    end = np.array([p.end_ns for _, _, p in spans], dtype=np.int64)
+    lane = np.zeros(len(spans), dtype=np.int64)
+    for r in np.unique(rank).tolist():  # a loop over ranks
+        sel = np.flatnonzero(rank == r)
+        lane[sel] = track_lanes(start[sel], end[sel])
+        process = layout.process(int(r), ANALYSIS, 0)
+        for k in np.unique(lane[sel]).tolist():
+            if k >= 0:
+                suffix = f" (overlap {k})" if k else ""
+                layout.thread(process, (CRITICAL_PATH_LANE, int(k)), f"critical path{suffix}")
+    label_codes, labels = _text_codes([p.label for _, _, p in spans])
+    class_codes, classes = _text_codes([p.category for _, _, p in spans])
+    lane_codes, lane_names = _text_codes([p.lane for _, _, p in spans])
+
+    def build(pids: PidMap, tids: TidMap) -> Slices:
+        pid = np.full(len(spans), -1, dtype=np.int64)
+        tid = np.zeros(len(spans), dtype=np.int64)
+        for r in np.unique(rank).tolist():  # a loop over ranks and lanes
+            process = (int(r), ANALYSIS, 0)
+            for k in np.unique(lane[rank == r]).tolist():
+                if k >= 0:
+                    sel = (rank == r) & (lane == k)
+                    pid[sel] = pids[process]
+                    tid[sel] = tids[(process, (CRITICAL_PATH_LANE, int(k)))]
+        keep = np.flatnonzero(pid >= 0)
+        class_json = json_strings(classes)
+        lane_json = json_strings(lane_names)
+
+        def args(rows: Int64Array) -> pa.Array:
+            at = keep[rows]
+            return join(
+                '{"step":',
+                ints(step[at]),
+                ',"class":',
+                class_json.take(pa.array(class_codes[at])),
+                ',"lane":',
+                lane_json.take(pa.array(lane_codes[at])),
+                "}",
+            )
+
+        return Slices(
+            start=start[keep],
+            dur=(end - start)[keep],
+            pid=pid[keep],
+            tid=tid[keep],
+            instant=np.zeros(keep.size, dtype=bool),
+            nesting=np.zeros(keep.size, dtype=np.int64),
+            name_index=label_codes[keep],
+            names=json_strings(labels),
+            cat_index=np.zeros(keep.size, dtype=np.int64),
+            cats=json_strings(["critical_path"]),
+            args=args,
+        )
+
+    return build
+
+
+def _text_codes(values: Sequence[str]) -> tuple[Int64Array, list[str]]:
+    """Each value's index among the distinct values (in first-seen order), and those."""
+    distinct = list(dict.fromkeys(values))
+    index = {value: i for i, value in enumerate(distinct)}
+    return np.array([index[v] for v in values], dtype=np.int64), distinct
+
+
 def counter_series(
     counters: pa.Table, layout: TrackLayout, origin: int
 ) -> Callable[[PidMap], CounterSeries]:
@@ -460,6 +540,7 @@ def prepare_timeline(
     device_busy: bool = True,
     first_pid: int = 1,
     first_tid: int = 1,
+    critical_path: Sequence[RankPathSpan] = (),
 ) -> PreparedTimeline:
     """Place every record of a profile on its track, once for all the files written from it.
 
@@ -474,6 +555,8 @@ def prepare_timeline(
             of the device tasks as counters.
         first_pid, first_tid: the first synthetic pid and tid, so that the ranks of one file
             prepared one by one keep numbers unique across it.
+        critical_path: (rank, step, span) of the steps' critical paths, shown on a
+            ``critical path`` track of each rank's analysis process.
     """
     check_events(events)
     origin = profile_origin_ns(events, counters) if origin_ns is None else origin_ns
@@ -481,6 +564,7 @@ def prepare_timeline(
     row_thread, thread_keys, overlapping = event_tracks(events, layout)
     gap_build = gap_slices(gaps, layout) if gaps is not None and gaps.num_rows else None
     finding_build = finding_spans(findings or (), layout)
+    path_build = critical_path_slices(critical_path, layout)
     all_counters = [c for c in (counters,) if c is not None and c.num_rows]
     if device_busy:
         busy_counters = device_busy_counters(busy.device_busy(events, origin_ns=origin))
@@ -499,7 +583,7 @@ def prepare_timeline(
     counter_build = counter_series(counter_table, layout, origin)
     pids, tids, metadata = layout.assign(first_pid, first_tid)
     slices = event_slices(events, row_thread, thread_keys, pids, tids)
-    analysis = [b(pids, tids) for b in (gap_build, finding_build) if b is not None]
+    analysis = [b(pids, tids) for b in (gap_build, finding_build, path_build) if b is not None]
     flow_from, flow_to = flows(events)
     out_ts, in_ts, placeable = flow_points(slices, flow_from, flow_to)
     kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0) & placeable

@@ -25,10 +25,12 @@ from perfledger.render.timeline.file import TimelineFile, TimelineStats
 from perfledger.render.timeline.grouping import distinct, int64
 from perfledger.render.timeline.records import (
     PreparedTimeline,
+    RankPathSpan,
     check_events,
     prepare_timeline,
     profile_origin_ns,
 )
+from perfledger.render.timeline.windows import WindowIndex
 
 # A step slice holds at most this many trace events, so one step always opens fast.
 STEP_MAX_EVENTS: Final = 200_000
@@ -169,15 +171,18 @@ class TimelinePart:
         rank: the rank; the profile's counters and findings' spans of this rank go with it.
         events: the rank's canonical events (:data:`perfledger.model.schema.EVENTS_SCHEMA`).
         gaps: the rank's idle gaps (:data:`perfledger.model.accounts.GAPS_SCHEMA`).
+        critical_path: the rank's steps' critical paths: (rank, step, span), shown on its
+            ``critical path`` track.
     """
 
     rank: int
     events: pa.Table
     gaps: pa.Table | None = None
+    critical_path: tuple[RankPathSpan, ...] = ()
 
 
 def write_profile_timelines(
-    path: Path,
+    path: Path | None,
     step_dir: Path,
     parts: Sequence[TimelinePart],
     windows: Sequence[StepWindow],
@@ -187,7 +192,7 @@ def write_profile_timelines(
     process_names: Mapping[int, str] | None = None,
     max_events: int | None = None,
     step_max_events: int | None = STEP_MAX_EVENTS,
-) -> tuple[TimelineStats, list[Path]]:
+) -> tuple[TimelineStats | None, list[Path]]:
     """Write the whole timeline and one ``step_<n>.json.gz`` per step, one rank at a time.
 
     Each part (rank) is prepared once, written into every file, and let go before the next:
@@ -200,18 +205,25 @@ def write_profile_timelines(
     package doc). Counters and findings' spans go with the part of their rank; those of a
     rank no part has go with the last part.
 
+    ``path`` None: the step files only.
+
     Returns:
-        the whole timeline's figures and the step files written, in step order.
+        the whole timeline's figures (None without it) and the step files written, in step
+        order.
     """
     for part in parts:
         check_events(part.events)
     origin = _parts_origin(parts, counters)
     hulls = _step_hulls(windows)
     steps = sorted(hulls)
-    whole = TimelineFile(
-        Path(path), origin=origin, window=None, max_events=_share(max_events, len(parts))
+    whole = (
+        TimelineFile(
+            Path(path), origin=origin, window=None, max_events=_share(max_events, len(parts))
+        )
+        if path is not None
+        else None
     )
-    files = [whole]
+    files = [whole] if whole is not None else []
     try:
         if steps:
             Path(step_dir).mkdir(parents=True, exist_ok=True)
@@ -235,15 +247,16 @@ def write_profile_timelines(
             process_names=process_names,
             origin=origin,
         )
-        stats = whole.close()
-        for f in files[1:]:
+        stats = whole.close() if whole is not None else None
+        slices = files[1:] if whole is not None else files
+        for f in slices:
             f.close()
         release_freed_memory()
     except BaseException:
         for f in files:
             f.abort()
         raise
-    return stats, [f.path for f in files[1:]]
+    return stats, [f.path for f in slices]
 
 
 def write_ranks_timeline(
@@ -323,15 +336,28 @@ def _write_parts(
                 device_busy=True,
                 first_pid=first_pid,
                 first_tid=first_tid,
+                critical_path=part.critical_path,
             )
             first_pid += sum(1 for m in prepared.metadata if m[4] == "process")
             first_tid += sum(1 for m in prepared.metadata if m[4] == "thread")
+            index = _window_index(prepared, files)
             # the whole timeline's part (the largest) first, the step slices beside it
-            done = [pool.submit(f.add, prepared, rank=part.rank, last=last) for f in files]
+            done = [
+                pool.submit(f.add, prepared, rank=part.rank, last=last, index=index) for f in files
+            ]
             for future in done:
                 future.result()
-            del prepared, done, part
+            del prepared, done, part, index
             release_freed_memory()
+
+
+def _window_index(prepared: PreparedTimeline, files: Sequence[TimelineFile]) -> WindowIndex | None:
+    """The preparation indexed for the files' windows, when several files have one (step
+    slices): each then tests only the records near its window, not every record."""
+    windows = [f.window for f in files if f.window is not None]
+    if len(windows) < 2:
+        return None
+    return WindowIndex.of(prepared, reach=max(hi - lo for lo, hi in windows))
 
 
 def _step_hulls(windows: Sequence[StepWindow]) -> dict[int, tuple[int, int]]:
