@@ -9,6 +9,7 @@ run-to-run noise; diff.json is written either way.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -74,7 +75,45 @@ def add_parser(subparsers: Any) -> None:
         "--top", type=int, default=diffing.DiffOptions.top_movers, help="rows per op table"
     )
     parser.add_argument("--no-html", action="store_true", help="do not write diff.html")
+    parser.add_argument(
+        "--per-sample",
+        action="store_true",
+        help="also compare step time per sample (step time over the batch size), and give "
+        "the verdict on it: for runs of different batch sizes",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_batch_sizes,
+        metavar="BASE,CURRENT",
+        help="samples per step of each run, when the trace does not tell (implies --per-sample)",
+    )
     parser.set_defaults(run=run)
+
+
+def _batch_sizes(text: str) -> tuple[int, int]:
+    parts = text.split(",")
+    try:
+        values = tuple(int(part) for part in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 2 or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected two batch sizes >= 1, BASE,CURRENT (e.g. 64,32)"
+        )
+    return values[0], values[1]
+
+
+def _with_batch(run: diffing.RunTables, given: int | None) -> diffing.RunTables:
+    """The run with its batch size from --batch-size, else the trace's; an error when
+    neither knows it."""
+    if given is not None:
+        return replace(run, batch=diffing.BatchSize(given, "--batch-size", 0, 0))
+    if run.batch is None:
+        raise PerfledgerError(
+            f"{run.path}: the batch size is unknown (no model layer with recorded input "
+            "shapes): give it with --batch-size BASE,CURRENT"
+        )
+    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,8 +124,12 @@ def run(args: argparse.Namespace) -> int:
     console = terminal_console()
     base = load_run(args.base)
     current = load_run(args.current)
+    per_sample = args.per_sample or args.batch_size is not None
+    if per_sample:
+        given: tuple[int | None, int | None] = args.batch_size or (None, None)
+        base, current = _with_batch(base, given[0]), _with_batch(current, given[1])
     options = diffing.DiffOptions(noise_floor_pct=args.noise_floor, top_movers=args.top)
-    result = diffing.diff_runs(base, current, options)
+    result = diffing.diff_runs(base, current, options, per_sample=per_sample)
     checks = diffing.evaluate_gates(result, thresholds, ignore_noise=args.ignore_noise)
     document = diff_document(result, checks)
     out: Path = args.output

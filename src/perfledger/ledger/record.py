@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -14,7 +14,13 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import figures
-from perfledger.analysis.diff.workload import Workload, device_of, operator_digests, program_of
+from perfledger.analysis.diff.workload import (
+    Workload,
+    device_of,
+    operator_digests,
+    program_of,
+    vendor_of,
+)
 from perfledger.ledger.locate import git_root
 from perfledger.ledger.store import RunRecord
 from perfledger.profiledir import StoredProfile, load_profile
@@ -83,7 +89,7 @@ def run_record(
         git_commit=_str(git.get("commit")) if git else None,
         git_branch=_str(git.get("branch")) if git else None,
         git_dirty=bool(git.get("dirty")) if git and git.get("dirty") is not None else None,
-        device=device_of(meta, summary),
+        device=device_of(meta, host_only=figures.is_host_only(step_trace)),
         source_kind=_source_kind(summary),
         profile_path=os.fspath(stored.path.resolve()),
         ranks=len(summary["ranks"]) if isinstance(summary.get("ranks"), list) else None,
@@ -95,26 +101,38 @@ def run_record(
         top_finding=_str(top.get("id")),
         top_finding_title=_str(top.get("title")),
         top_finding_ms=_float(top.get("severity_ms")),
-        workload=profile_workload(stored).as_dict(),
+        workload=profile_workload(stored, step_trace).as_dict(),
     )
 
 
-def profile_workload(stored: StoredProfile) -> Workload:
+def profile_workload(
+    stored: StoredProfile,
+    step_trace: pa.Table | None = None,
+    operators: Sequence[str] | None = None,
+) -> Workload:
     """The workload of a profile: the recorded program (record runs), the devices, and the
     op types of op_statistic.csv (host operators that launched the device tasks, else the
-    tasks' names; the host operators of a CPU run)."""
+    tasks' names; the host operators of a CPU run) unless ``operators`` gives them."""
     meta = stored.meta
     program = None
     command = meta.get("command")
     if "recorder" in meta and isinstance(command, list):
         working = meta.get("working_dir")
-        working_dir = Path(str(working)) if working else None
-        root = git_root(working_dir) if working_dir is not None and working_dir.is_dir() else None
-        program = program_of([str(word) for word in command], working_dir, root)
+        program = program_of([str(word) for word in command], Path(str(working or ".")))
+        # A script is named relative to the root of the repository holding it: the same
+        # script launched from any folder (or by another path) is one program.
+        script = Path(program) if program and program.endswith(".py") else None
+        root = git_root(script.parent) if script and script.parent.is_dir() else None
+        if script is not None and root is not None:
+            program = script.resolve().relative_to(root).as_posix()
+    if step_trace is None:
+        step_trace = stored.read_csv(STEP_TRACE_CSV)
+    host_only = figures.is_host_only(step_trace)
     return Workload(
         program=program,
-        device=device_of(meta, stored.summary),
-        operators=operator_digests(_op_types(stored)),
+        vendor=vendor_of(meta, host_only=host_only),
+        device=device_of(meta, host_only=host_only),
+        operators=operator_digests(_op_types(stored) if operators is None else operators),
     )
 
 

@@ -14,14 +14,20 @@ from pathlib import Path
 from typing import Any, Final
 
 from perfledger.analysis.diff import (
+    BatchSize,
     Change,
     Distribution,
     GateCheck,
     OpRow,
+    PerSampleDiff,
     RunDiff,
     RunInfo,
+    Workload,
+    WorkloadComparison,
+    batch_note,
     finding_severity,
     quality_warning,
+    workload_warning,
 )
 from perfledger.files import write_json
 from perfledger.version import __version__
@@ -98,6 +104,46 @@ def _run_json(info: RunInfo) -> dict[str, Any]:
     }
 
 
+def _side_json(workload: Workload, batch: BatchSize | None) -> dict[str, Any]:
+    return {
+        "program": workload.program,
+        "vendor": workload.vendor,
+        "device": workload.device,
+        "op_types": len(workload.operators),
+        "batch_size": None if batch is None else batch.samples,
+        "batch_size_source": None
+        if batch is None
+        else f"{batch.operator} ({batch.steps} of {batch.of_steps} steps)",
+    }
+
+
+def _workload_json(comparison: WorkloadComparison | None, per_sample: bool) -> dict[str, Any]:
+    if comparison is None:
+        return {}
+    return {
+        "same": comparison.same,
+        "differences": list(comparison.differences),
+        "op_types_in_common_pct": None
+        if comparison.operator_overlap is None
+        else _r(100.0 * comparison.operator_overlap, 1),
+        "batch_sizes_differ": comparison.batches_differ,
+        "batch_note": batch_note(comparison, per_sample),
+        "base": _side_json(comparison.base, comparison.base_batch),
+        "current": _side_json(comparison.current, comparison.current_batch),
+    }
+
+
+def _per_sample_json(change: PerSampleDiff | None) -> dict[str, Any] | None:
+    if change is None:
+        return None
+    return {
+        "base_batch_size": change.base_samples,
+        "current_batch_size": change.current_samples,
+        "time_ms": _change(change.time_ms, "ms", 5),
+        "throughput_samples_per_s": _change(change.throughput, "per_s", 2),
+    }
+
+
 def check_json(check: GateCheck) -> dict[str, Any]:
     """One evaluated threshold as diff.json writes it."""
     return {
@@ -162,6 +208,9 @@ def diff_document(diff: RunDiff, checks: Sequence[GateCheck] = ()) -> dict[str, 
         "categories": categories,
         "failed": [check_json(c) for c in checks if c.crossed],
         "checks": [check_json(c) for c in checks],
+        "workload_warning": None if diff.workload is None else workload_warning(diff.workload),
+        "workload": _workload_json(diff.workload, diff.per_sample is not None),
+        "per_sample": _per_sample_json(diff.per_sample),
         "gaps": {
             "median_us": _change(gaps.duration_us, "us"),
             "mean_us": _change(gaps.mean_us, "us"),

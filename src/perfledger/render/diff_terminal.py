@@ -53,11 +53,18 @@ def print_diff(console: Console, document: Mapping[str, Any]) -> None:
             escaped(current["label"]),
         )
     )
-    warning = document.get("quality_warning")
-    if warning:
-        console.print(shown(f"warning: {warning}", style="bold yellow"))
+    for key in ("workload_warning", "quality_warning"):
+        warning = document.get(key)
+        if warning:
+            console.print(shown(f"warning: {warning}", style="bold yellow"))
+    note = (document.get("workload") or {}).get("batch_note")
+    if note:
+        console.print(shown(f"note: {note}", style="yellow"))
     console.print(shown(document["verdict"], style="bold"))
     width = console.width
+    per_sample = document.get("per_sample")
+    if per_sample:
+        console.print(_per_sample_table(per_sample, width))
     step = document["step_time_ms"]
     steps = _table("step time, ms", ["", "base", "current", "change"], width)
     steps.add_row("median", _num(step["base"]), _num(step["current"]), _pct(step["change_pct"]))
@@ -178,6 +185,34 @@ def print_diff(console: Console, document: Mapping[str, Any]) -> None:
                 f"{_unit(check['unit'])} (noise ±{_num(check['noise'], 2)}{_unit(check['unit'])})",
             )
         )
+
+
+def _per_sample_table(per_sample: Mapping[str, Any], width: int) -> Table:
+    table = _table("per sample", ["", "base", "current", "change", ""], width)
+    table.add_row(
+        "samples per step",
+        str(per_sample["base_batch_size"]),
+        str(per_sample["current_batch_size"]),
+        "",
+        "",
+    )
+    time = per_sample["time_ms"]
+    table.add_row(
+        "time per sample, ms",
+        _num(time["base"], 4),
+        _num(time["current"], 4),
+        _pct(time["change_pct"]),
+        _noise_cell(time["within_noise"]),
+    )
+    rate = per_sample["throughput_samples_per_s"]
+    table.add_row(
+        "samples per second",
+        _num(rate["base"], 1),
+        _num(rate["current"], 1),
+        _pct(rate["change_pct"]),
+        _noise_cell(rate["within_noise"]),
+    )
+    return table
 
 
 def _gap_table(gaps: Mapping[str, Any], width: int) -> Table:

@@ -1,7 +1,9 @@
 """The runs ``perfledger diff`` compares: a profile directory's tables, or traces in memory.
 
 Either way the comparison gets the same tables (:class:`perfledger.analysis.diff.RunTables`):
-a profile directory's files hold what an in-memory analysis returns.
+a profile directory's files hold what an in-memory analysis returns. The run's workload
+(program, device, op types) and batch size are read here too, from meta.json (or the traces'
+metadata) and the shapes of op_summary.
 """
 
 from __future__ import annotations
@@ -12,8 +14,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
-from perfledger.analysis.diff import RunTables
+from perfledger.analysis import figures
+from perfledger.analysis.diff import RunTables, Workload
+from perfledger.analysis.diff.workload import (
+    batch_size,
+    device_of,
+    op_types,
+    operator_digests,
+    vendor_of,
+)
 from perfledger.errors import PerfledgerError
+from perfledger.ledger import profile_workload
 from perfledger.model.accounts import GAPS_SCHEMA
 from perfledger.model.quality import confidence
 from perfledger.model.tables import (
@@ -35,6 +46,8 @@ if TYPE_CHECKING:
     from perfledger.model.profile import ProfileAnalysis
 
 _OP_SUMMARY_COLUMNS: Final = ("step", "kind", "name", "host_op", "dur_ns", "self_ns")
+# read for the batch size only, then dropped
+_SHAPE_COLUMNS: Final = ("start_ns", "shapes")
 
 
 def load_run(path: Path) -> RunTables:
@@ -57,7 +70,8 @@ def analyze_run(path: Path) -> RunTables:
         raise PerfledgerError(f"{path}: no trace found")
     analysis = analyze_traces(traces)
     findings = [f.to_dict() for f in advise(analysis)]
-    return run_tables(analysis, label=path.name, path=str(path), findings=findings)
+    meta = {"ranks": {str(t.rank): t.meta for t in traces}}
+    return run_tables(analysis, label=path.name, path=str(path), findings=findings, meta=meta)
 
 
 def run_tables(
@@ -66,22 +80,33 @@ def run_tables(
     label: str,
     path: str,
     findings: Sequence[Mapping[str, Any]] = (),
+    meta: Mapping[str, Any] | None = None,
 ) -> RunTables:
-    """The compared tables of an in-memory analysis (the same tables a profile's files hold)."""
+    """The compared tables of an in-memory analysis (the same tables a profile's files hold);
+    ``meta`` as meta.json has it (the traces' metadata under ``ranks``) names the devices."""
     from perfledger.analysis.profile import step_trace
 
+    steps = step_trace(analysis)
+    host_only = figures.is_host_only(steps)
+    workload = Workload(
+        vendor=vendor_of(meta or {}, host_only=host_only),
+        device=device_of(meta or {}, host_only=host_only),
+        operators=operator_digests(op_types(analysis.op_summary)),
+    )
     return RunTables(
         label=label,
         path=path,
         source_kind=analysis.source_kind,
         step_count=analysis.step_count,
-        step_trace=step_trace(analysis),
+        step_trace=steps,
         gaps=analysis.gaps,
         op_summary=analysis.op_summary,
         transfers=analysis.transfers,
         communication=analysis.communication,
         findings=tuple(_plain_finding(f) for f in findings),
         confidence=confidence(analysis.quality),
+        workload=workload,
+        batch=batch_size(analysis.op_summary),
     )
 
 
@@ -100,20 +125,25 @@ def read_profile_run(path: Path) -> RunTables:
     header = profile.csv_header(OP_SUMMARY_CSV)
     op_schema = HOST_OP_SUMMARY_SCHEMA if "self_ns" in header else OP_SUMMARY_SCHEMA
     op_columns = [c for c in _OP_SUMMARY_COLUMNS if c in op_schema.names]
+    read_columns = [*op_columns, *(c for c in _SHAPE_COLUMNS if c in header)]
+    op_summary = profile.read_csv(
+        OP_SUMMARY_CSV, pa.schema([op_schema.field(c) for c in read_columns]), read_columns
+    )
     gaps = profile.read_table(GAPS_TABLE, columns=["dur_ns", "cause", "step"])
     assert gaps is not None
+    steps = profile.read_csv(STEP_TRACE_CSV)
     return RunTables(
         label=profile.label,
         path=str(path),
         source_kind=profile.source_kind,
         step_count=profile.step_count,
-        step_trace=profile.read_csv(STEP_TRACE_CSV),
+        step_trace=steps,
         gaps=gaps.cast(pa.schema([GAPS_SCHEMA.field(n) for n in gaps.column_names])),
-        op_summary=profile.read_csv(
-            OP_SUMMARY_CSV, pa.schema([op_schema.field(c) for c in op_columns]), op_columns
-        ),
+        op_summary=op_summary.select(op_columns),
         transfers=profile.read_csv(TRANSFERS_CSV, TRANSFERS_SCHEMA),
         communication=profile.read_csv(COMMUNICATION_CSV, COMMUNICATION_SCHEMA),
         findings=tuple(profile.findings),
         confidence=profile.confidence,
+        workload=profile_workload(profile, steps, op_types(op_summary)),
+        batch=batch_size(op_summary),
     )

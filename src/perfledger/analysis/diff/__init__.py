@@ -14,6 +14,7 @@ Every figure is per step, so that runs with different step counts compare:
 - :mod:`~perfledger.analysis.diff.operators` — op types and op classes;
 - :mod:`~perfledger.analysis.diff.traffic` — memory copies and communication;
 - :mod:`~perfledger.analysis.diff.findings` — findings matched by id;
+- :mod:`~perfledger.analysis.diff.workload` — what a run computes, and its batch size;
 - :mod:`~perfledger.analysis.diff.runs` — every comparison of two runs, and the verdict;
 - :mod:`~perfledger.analysis.diff.gates` — ``--fail-on`` thresholds evaluated.
 """
@@ -48,15 +49,26 @@ from perfledger.analysis.diff.noise import (
     noise_band,
 )
 from perfledger.analysis.diff.operators import ClassRow, OpRow, OpsDiff
-from perfledger.analysis.diff.runs import RunDiff, RunInfo, diff_runs, quality_warning
+from perfledger.analysis.diff.runs import (
+    RunDiff,
+    RunInfo,
+    WorkloadComparison,
+    batch_note,
+    compare_workloads,
+    diff_runs,
+    quality_warning,
+    workload_warning,
+)
 from perfledger.analysis.diff.step_account import (
     DEVICE_CATEGORIES,
     HOST_CATEGORIES,
     CategoryDiff,
+    PerSampleDiff,
     StepTimeDiff,
 )
 from perfledger.analysis.diff.tables import RunTables, step_walls_ms
 from perfledger.analysis.diff.traffic import CommunicationDiff, TransferDiff
+from perfledger.analysis.diff.workload import BatchSize, Workload, same_workload
 
 __all__ = [
     "CROSSED",
@@ -68,6 +80,7 @@ __all__ = [
     "PASSED",
     "UNKNOWN",
     "WITHIN_NOISE",
+    "BatchSize",
     "CategoryDiff",
     "Change",
     "ClassRow",
@@ -81,13 +94,18 @@ __all__ = [
     "GateCheck",
     "OpRow",
     "OpsDiff",
+    "PerSampleDiff",
     "RunDiff",
     "RunInfo",
     "RunTables",
     "StepTimeDiff",
     "Threshold",
     "TransferDiff",
+    "Workload",
+    "WorkloadComparison",
+    "batch_note",
     "compare",
+    "compare_workloads",
     "diff_runs",
     "distribution",
     "evaluate_gates",
@@ -95,5 +113,7 @@ __all__ = [
     "findings_diff",
     "noise_band",
     "quality_warning",
+    "same_workload",
     "step_walls_ms",
+    "workload_warning",
 ]

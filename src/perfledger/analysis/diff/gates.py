@@ -20,6 +20,7 @@ GATE_METRICS: Final = {
     "step_time": ("%", "ms"),
     "step_time_p90": ("%", "ms"),
     "throughput": ("%",),
+    "sample_time": ("%", "ms"),  # step time per sample (diff --per-sample)
     "utilization": ("pp",),
     "gap": ("%", "ms"),
     **dict.fromkeys((*DEVICE_CATEGORIES, *HOST_CATEGORIES), ("%", "ms", "pp")),
@@ -74,6 +75,8 @@ def _gate_change(diff: RunDiff, metric: str, unit: str) -> tuple[Change, float |
         change = compare(p90.base, p90.current, band=noise)
     elif metric == "throughput":
         change = diff.step_time.throughput
+    elif metric == "sample_time":
+        change = NO_CHANGE if diff.per_sample is None else diff.per_sample.time_ms
     elif metric == "utilization":
         change = diff.utilization
     elif metric == "gap":

@@ -10,8 +10,10 @@ from perfledger.analysis.diff.noise import Change, DiffOptions
 from perfledger.analysis.diff.operators import OpsDiff, ops_diff
 from perfledger.analysis.diff.step_account import (
     CategoryDiff,
+    PerSampleDiff,
     StepTimeDiff,
     category_diffs,
+    per_sample_diff,
     step_time_diff,
     utilization_change,
 )
@@ -21,6 +23,12 @@ from perfledger.analysis.diff.traffic import (
     TransferDiff,
     communication_diff,
     transfers_diff,
+)
+from perfledger.analysis.diff.workload import (
+    BatchSize,
+    Workload,
+    operator_overlap,
+    workload_differences,
 )
 
 
@@ -54,10 +62,78 @@ class RunDiff:
     findings: FindingsDiff
     verdict: str
     options: DiffOptions = field(default_factory=DiffOptions)
+    workload: WorkloadComparison | None = None
+    per_sample: PerSampleDiff | None = None  # when asked for, with both batch sizes known
 
     def category(self, name: str) -> CategoryDiff | None:
         """The category called ``name`` (None when the runs do not share it)."""
         return next((c for c in self.categories if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class WorkloadComparison:
+    """Whether the two runs compute the same thing, and how many samples a step holds.
+
+    Attributes:
+        differences: why they are different workloads (programs, devices, operators); empty
+            when nothing known of both tells them apart.
+        operator_overlap: op types in common over those of both runs (None: unknown).
+        base, current: each run's workload.
+        base_batch, current_batch: samples per step (None: unknown).
+    """
+
+    differences: tuple[str, ...]
+    operator_overlap: float | None
+    base: Workload
+    current: Workload
+    base_batch: BatchSize | None
+    current_batch: BatchSize | None
+
+    @property
+    def same(self) -> bool:
+        return not self.differences
+
+    @property
+    def batches_differ(self) -> bool:
+        """Both batch sizes are known and differ: step times compare unequal work."""
+        return (
+            self.base_batch is not None
+            and self.current_batch is not None
+            and self.base_batch.samples != self.current_batch.samples
+        )
+
+
+def compare_workloads(base: RunTables, current: RunTables) -> WorkloadComparison:
+    """The two runs' workloads compared, with their batch sizes."""
+    return WorkloadComparison(
+        differences=workload_differences(base.workload, current.workload),
+        operator_overlap=operator_overlap(base.workload, current.workload),
+        base=base.workload,
+        current=current.workload,
+        base_batch=base.batch,
+        current_batch=current.batch,
+    )
+
+
+def workload_warning(comparison: WorkloadComparison) -> str | None:
+    """One line when the runs are different workloads: what differs, and what it means."""
+    if comparison.same:
+        return None
+    return (
+        f"different workloads ({'; '.join(comparison.differences)}): not a like-for-like comparison"
+    )
+
+
+def batch_note(comparison: WorkloadComparison, per_sample: bool) -> str | None:
+    """One line when the batch sizes differ and step times are compared as they are."""
+    if not comparison.batches_differ or per_sample:
+        return None
+    assert comparison.base_batch is not None and comparison.current_batch is not None
+    return (
+        f"batch sizes differ ({comparison.base_batch.samples} vs "
+        f"{comparison.current_batch.samples} samples per step): step times compare unequal "
+        "work; --per-sample compares time per sample"
+    )
 
 
 def run_info(run: RunTables) -> RunInfo:
@@ -110,11 +186,47 @@ def verdict(step: StepTimeDiff, base: RunInfo, current: RunInfo) -> str:
     return f"{headline}: {direction}, beyond run-to-run noise"
 
 
-def diff_runs(base: RunTables, current: RunTables, options: DiffOptions | None = None) -> RunDiff:
-    """Compare ``current`` against ``base``."""
+def per_sample_verdict(change: PerSampleDiff) -> str:
+    """One line on time per sample, as :func:`verdict` says it of step time."""
+    time = change.time_ms
+    if time.base is None or time.current is None:
+        return "time per sample not compared: a run has no step annotation"
+    assert time.change_pct is not None and time.noise is not None
+    direction = "slower" if time.delta and time.delta > 0 else "faster"
+    noise_pct = 100.0 * time.noise / time.base if time.base else 0.0
+    headline = (
+        f"time per sample {time.base:.4f} ms -> {time.current:.4f} ms "
+        f"({change.base_samples} vs {change.current_samples} samples per step; "
+        f"{time.change_pct:+.1f}%, noise ±{noise_pct:.1f}%)"
+    )
+    if time.within_noise:
+        return f"{headline}: within noise"
+    return f"{headline}: {direction}, beyond run-to-run noise"
+
+
+def diff_runs(
+    base: RunTables,
+    current: RunTables,
+    options: DiffOptions | None = None,
+    *,
+    per_sample: bool = False,
+) -> RunDiff:
+    """Compare ``current`` against ``base``.
+
+    With ``per_sample`` (both runs' ``batch`` known) step time is also compared per sample,
+    and the verdict speaks of time per sample.
+
+    Raises:
+        ValueError: ``per_sample`` without both batch sizes.
+    """
     options = options or DiffOptions()
     info_b, info_c = run_info(base), run_info(current)
     step_time = step_time_diff(base, current, options)
+    samples = None
+    if per_sample:
+        if base.batch is None or current.batch is None:
+            raise ValueError("per-sample comparison needs both runs' batch sizes")
+        samples = per_sample_diff(base, current, base.batch.samples, current.batch.samples, options)
     return RunDiff(
         base=info_b,
         current=info_c,
@@ -126,6 +238,10 @@ def diff_runs(base: RunTables, current: RunTables, options: DiffOptions | None =
         transfers=transfers_diff(base, current),
         communication=communication_diff(base, current, options),
         findings=findings_diff(base.findings, current.findings),
-        verdict=verdict(step_time, info_b, info_c),
+        verdict=verdict(step_time, info_b, info_c)
+        if samples is None
+        else per_sample_verdict(samples),
         options=options,
+        workload=compare_workloads(base, current),
+        per_sample=samples,
     )

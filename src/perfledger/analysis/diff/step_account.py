@@ -75,19 +75,8 @@ def step_time_diff(base: RunTables, current: RunTables, options: DiffOptions) ->
     median = compare_samples(b, c, robust=True, options=options)
     db, dc = distribution(b), distribution(c)
     p90 = compare(db.p90, dc.p90)
-    if median.base and median.current:
-        tb, tc = 1000.0 / median.base, 1000.0 / median.current
-        # throughput is the inverse of the median step: the same samples, the same verdict
-        throughput = Change(
-            tb,
-            tc,
-            tc - tb,
-            100.0 * (tc - tb) / tb,
-            None if median.noise is None else tb * median.noise / median.base,
-            median.within_noise,
-        )
-    else:
-        throughput = NO_CHANGE
+    # throughput is the inverse of the median step: the same samples, the same verdict
+    throughput = _inverse(median)
     return StepTimeDiff(
         base=db,
         current=dc,
@@ -96,6 +85,59 @@ def step_time_diff(base: RunTables, current: RunTables, options: DiffOptions) ->
         throughput=throughput,
         base_samples=tuple(float(x) for x in b),
         current_samples=tuple(float(x) for x in c),
+    )
+
+
+@dataclass(frozen=True)
+class PerSampleDiff:
+    """Step time divided by the samples each step processed: runs of different batch sizes
+    compared for the same amount of work.
+
+    Attributes:
+        base_samples, current_samples: samples per step (batch size) of each run.
+        time_ms: median of the step walls over the batch size, in ms per sample, with the
+            noise band of those per-sample times.
+        throughput: samples per second, 1000 / time per sample (the same samples, the same
+            verdict).
+    """
+
+    base_samples: int
+    current_samples: int
+    time_ms: Change
+    throughput: Change
+
+
+def per_sample_diff(
+    base: RunTables,
+    current: RunTables,
+    base_samples: int,
+    current_samples: int,
+    options: DiffOptions,
+) -> PerSampleDiff:
+    """Step time per sample of both runs (their step walls over their batch sizes)."""
+    b = step_walls_ms(base) / base_samples
+    c = step_walls_ms(current) / current_samples
+    time_ms = compare_samples(b, c, robust=True, options=options)
+    return PerSampleDiff(
+        base_samples=base_samples,
+        current_samples=current_samples,
+        time_ms=time_ms,
+        throughput=_inverse(time_ms),
+    )
+
+
+def _inverse(median: Change) -> Change:
+    """Per second of a time in ms: 1000 / time, its noise carried over relatively."""
+    if not (median.base and median.current):
+        return NO_CHANGE
+    tb, tc = 1000.0 / median.base, 1000.0 / median.current
+    return Change(
+        tb,
+        tc,
+        tc - tb,
+        100.0 * (tc - tb) / tb,
+        None if median.noise is None else tb * median.noise / median.base,
+        median.within_noise,
     )
 
 

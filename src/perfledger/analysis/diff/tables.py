@@ -9,7 +9,7 @@ step windows (rank x step); a run without step annotations has its single whole-
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis import figures
 from perfledger.analysis.diff.noise import FloatArray
+from perfledger.analysis.diff.workload import BatchSize, Workload
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class RunTables:
         findings: summary.json's findings ({id, title, severity_ms, severity_pct, ...}).
         confidence: the run's data quality (summary.json's quality.confidence), None when
             the profile predates the quality report.
+        workload: what the run computes (program, device, op types), to tell whether the two
+            compared runs are the same workload.
+        batch: samples per step read from the trace (None: unknown), or given by the user.
     """
 
     label: str
@@ -50,6 +54,8 @@ class RunTables:
     communication: pa.Table
     findings: tuple[Mapping[str, Any], ...] = ()
     confidence: str | None = None
+    workload: Workload = field(default_factory=Workload)
+    batch: BatchSize | None = None
 
 
 def column_values(table: pa.Table, name: str) -> FloatArray:

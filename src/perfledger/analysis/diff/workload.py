@@ -10,8 +10,8 @@ Two runs are the *same workload* when none of the parts known on both sides diff
   data-loader workers, another bucket size, a larger batch — step times of different batch
   sizes are compared per sample by ``perfledger diff --per-sample``). ``analyze`` runs have no
   program.
-- **device** — the device names of the trace (``cpu`` for host-only runs): a step time on
-  another device is another workload.
+- **device** — the accelerator's vendor (cuda, rocm, ascend ...) and device names of the trace
+  (``cpu`` for host-only runs): a step time on another device is another workload.
 - **operators** — the distinct operator names (device tasks, or host operators of a CPU run):
   at least :data:`SAME_OPERATORS` of the names of both runs together in common (Jaccard). A
   data-loader fix, a fused optimizer or another batch size keep most names; another model keeps
@@ -76,6 +76,8 @@ class Workload:
         program: the script relative to the project's root (absolute outside it),
             ``-m MODULE``, or the executable's name.
         device: the device names, comma-separated; ``cpu`` for a host-only run.
+        vendor: the accelerator vendors the importers recognised (``cuda``, ``rocm``,
+            ``ascend`` ...), comma-separated; ``cpu`` for a host-only run.
         operators: digests of the distinct operator names (:func:`operator_digests`).
         program_as_typed: the program is the script as the command typed it (not resolved
             against the working folder: a record kept before the ledger resolved it).
@@ -85,11 +87,13 @@ class Workload:
     device: str | None = None
     operators: frozenset[str] = frozenset()
     program_as_typed: bool = False
+    vendor: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form the ledger keeps."""
         return {
             "program": self.program,
+            "vendor": self.vendor,
             "device": self.device,
             "operators": sorted(self.operators),
         }
@@ -98,12 +102,14 @@ class Workload:
     def from_dict(document: Mapping[str, Any]) -> Workload:
         """Read :meth:`as_dict`'s form back (unknown keys ignored)."""
         program, device = document.get("program"), document.get("device")
+        vendor = document.get("vendor")
         operators = document.get("operators")
         digests = frozenset(map(str, operators)) if isinstance(operators, list) else frozenset()
         return Workload(
             program=str(program) if program is not None else None,
             device=str(device) if device is not None else None,
             operators=digests,
+            vendor=str(vendor) if vendor is not None else None,
         )
 
     def describe(self) -> str:
@@ -161,9 +167,9 @@ def _script(word: str, working_dir: Path | None, root: Path | None) -> str:
     return path.as_posix()
 
 
-def device_of(meta: Mapping[str, Any], summary: Mapping[str, Any]) -> str | None:
-    """The device names of a profile (meta.json's recorder devices and ranks' properties),
-    ``cpu`` for a host-only profile, None when unknown."""
+def device_of(meta: Mapping[str, Any], *, host_only: bool) -> str | None:
+    """The device names of a run (meta.json's recorder devices and ranks' device properties),
+    ``cpu`` for a host-only run, None when unknown."""
     names: list[str] = []
     devices = meta.get("devices")
     if isinstance(devices, list):
@@ -181,9 +187,33 @@ def device_of(meta: Mapping[str, Any], summary: Mapping[str, Any]) -> str | None
     distinct = sorted(set(names))
     if distinct:
         return ", ".join(distinct)
-    if summary.get("host") and not summary.get("devices"):
+    return "cpu" if host_only else None
+
+
+def vendor_of(meta: Mapping[str, Any], *, host_only: bool) -> str | None:
+    """The accelerator vendors of a run (the importers' ``vendor`` of every rank), ``cpu`` for
+    a host-only run, None when unknown."""
+    if host_only:
         return "cpu"
-    return None
+    ranks = meta.get("ranks")
+    vendors = (
+        {str(r["vendor"]) for r in ranks.values() if isinstance(r, Mapping) and r.get("vendor")}
+        if isinstance(ranks, Mapping)
+        else set()
+    )
+    return ", ".join(sorted(vendors)) or None
+
+
+def op_types(op_summary: pa.Table) -> list[str]:
+    """The distinct op types of op_summary rows, as op_statistic.csv names them: the host
+    operator that launched a device task, else the task's name (host operators' names in a
+    CPU run)."""
+    if op_summary.num_rows == 0 or "name" not in op_summary.column_names:
+        return []
+    names = op_summary.column("name")
+    if "host_op" in op_summary.column_names:
+        names = pc.coalesce(op_summary.column("host_op"), names)
+    return [str(name) for name in pc.unique(names).to_pylist() if name]
 
 
 def operator_overlap(a: Workload, b: Workload) -> float | None:
@@ -211,12 +241,14 @@ def workload_differences(a: Workload, b: Workload) -> tuple[str, ...]:
     (as far as both runs tell)."""
     reasons = []
     if a.program is not None and b.program is not None and not _same_program(a, b):
-        reasons.append(f"different programs ({a.program} vs {b.program})")
-    if a.device is not None and b.device is not None and a.device != b.device:
-        reasons.append(f"different devices ({a.device} vs {b.device})")
+        reasons.append(f"programs {a.program} vs {b.program}")
+    if a.vendor is not None and b.vendor is not None and a.vendor != b.vendor:
+        reasons.append(f"vendors {a.vendor} vs {b.vendor}")
+    elif a.device is not None and b.device is not None and a.device != b.device:
+        reasons.append(f"devices {a.device} vs {b.device}")
     overlap = operator_overlap(a, b)
     if overlap is not None and overlap < SAME_OPERATORS:
-        reasons.append(f"different operators ({100 * overlap:.0f}% of their names in common)")
+        reasons.append(f"{100 * overlap:.0f}% of op types in common")
     return tuple(reasons)
 
 
