@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import perfledger as _perfledger
-from tests.kineto_gen import complete, device_task, runtime, write_kineto
+from tests.kineto_gen import complete, cpu_op, device_task, runtime, write_kineto
 from tests.paths import data_file
 
 
@@ -283,3 +283,107 @@ def test_outputs_are_deterministic(tmp_path: Path) -> None:
 
 def perfledger(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return _perfledger(*args, cwd=cwd, inherit_env=True)
+
+
+# Workloads and batch sizes ---------------------------------------------------------------------
+
+
+def test_different_workloads_warn_in_terminal_json_and_page(
+    profiles: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "npu_a100_warned"
+    done = diff(profiles["npu"], profiles["a100"], out)
+    assert done.returncode == 0, done.stderr
+    result = document(out)
+    # Ascend's torch_npu trace against a CUDA trace: the vendors differ, and no op type of the
+    # Ascend run (Conv2D, aclnn... host ops) is an op type of the A100 run (aten:: ops)
+    npu_ops = {r["name"] for r in rows(profiles["npu"] / "op_statistic.csv")}
+    a100_ops = {r["name"] for r in rows(profiles["a100"] / "op_statistic.csv")}
+    common = round(100 * len(npu_ops & a100_ops) / len(npu_ops | a100_ops))
+    assert result["workload"]["same"] is False
+    assert result["workload"]["differences"] == [
+        "vendors ascend vs cuda",
+        f"{common}% of op types in common",
+    ]
+    warning = result["workload_warning"]
+    assert warning.startswith("different workloads (vendors ascend vs cuda;")
+    lines = [line for line in done.stdout.splitlines() if "different workloads" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: different workloads")
+    page = (out / "diff.html").read_text(encoding="utf-8")
+    assert 'id="banner-workload"' in page and "different workloads (vendors ascend" in page
+
+
+def test_same_workload_has_no_warning(profiles: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "npu_ranks"
+    rank1 = analyze(data_file("ascend/torch_npu_text/level1/rank1_ascend_pt"), tmp_path / "npu1")
+    done = diff(profiles["npu"], rank1, out, "--no-html")
+    assert done.returncode == 0, done.stderr
+    result = document(out)
+    assert result["workload_warning"] is None
+    assert result["workload"]["same"] is True
+    assert "different workloads" not in done.stdout
+
+
+def conv_trace(path: Path, walls_us: Sequence[float], batch: int) -> Path:
+    """A CPU run: one step annotation per wall, holding a data-loader op on one sample and the
+    model's first layer, a convolution over ``batch`` images of 3x32x32."""
+    events = []
+    t = 1000.0
+    for i, wall in enumerate(walls_us):
+        events.append(complete("user_annotation", f"ProfilerStep#{i + 1}", t, wall))
+        events.append(
+            cpu_op(
+                "aten::normal_", t + 1, 2, external_id=3 * i + 1, **{"Input Dims": [[3, 32, 32]]}
+            )
+        )
+        dims = [[batch, 3, 32, 32], [8, 3, 3, 3], [8]]
+        events.append(
+            cpu_op("aten::conv2d", t + 5, wall / 2, external_id=3 * i + 2, **{"Input Dims": dims})
+        )
+        t += wall
+    return write_kineto(path, events)
+
+
+QUIET = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
+
+
+def test_per_sample_compares_time_per_sample(tmp_path: Path) -> None:
+    base = conv_trace(tmp_path / "bs32.json", QUIET, 32)
+    # twice the batch in 1.6 times the step: 20 % less time per sample
+    current = conv_trace(tmp_path / "bs64.json", [1.6 * w for w in QUIET], 64)
+    out = tmp_path / "bs"
+    plain = diff(base, current, out, "--no-html")
+    assert plain.returncode == 0, plain.stderr
+    result = document(out)
+    assert result["workload"]["base"]["batch_size"] == 32
+    assert result["workload"]["current"]["batch_size"] == 64
+    assert result["workload"]["batch_sizes_differ"] is True
+    assert result["per_sample"] is None
+    assert "note: batch sizes differ (32 vs 64 samples per step)" in plain.stdout
+    assert result["workload_warning"] is None  # another batch size is the same workload
+    per_sample = diff(
+        base, current, out, "--no-html", "--per-sample", "--fail-on", "sample_time>+5%"
+    )
+    assert per_sample.returncode == 0, per_sample.stdout + per_sample.stderr
+    result = document(out)
+    figures = result["per_sample"]
+    assert figures["time_ms"]["base"] == round(1000.0 / 32 / 1000, 5)  # 31.25 µs
+    assert figures["time_ms"]["current"] == round(1600.0 / 64 / 1000, 5)  # 25 µs
+    assert figures["time_ms"]["change_pct"] == -20.0
+    assert figures["throughput_samples_per_s"]["base"] == 32000.0
+    assert result["verdict"].startswith("time per sample 0.0312 ms -> 0.0250 ms")
+    assert result["workload"]["batch_note"] is None
+    assert result["checks"][0]["status"] == "ok"
+    # the batch sizes given replace the trace's: 2 and 2 samples, per-sample = step / 2
+    given = diff(base, current, out, "--no-html", "--batch-size", "2,2")
+    assert given.returncode == 0, given.stderr
+    assert document(out)["per_sample"]["time_ms"]["change_pct"] == 60.0
+
+
+def test_per_sample_without_a_batch_size_exits_2(tmp_path: Path) -> None:
+    steps = synthetic_trace(tmp_path / "steps.json", NOISY)  # kernels only, no shapes
+    done = diff(steps, steps, tmp_path / "none", "--no-html", "--per-sample")
+    assert done.returncode == 2
+    assert "the batch size is unknown" in done.stderr and "--batch-size" in done.stderr
+    bad = diff(steps, steps, tmp_path / "none", "--no-html", "--batch-size", "64")
+    assert bad.returncode == 2 and "two batch sizes" in bad.stderr

@@ -355,3 +355,174 @@ def test_two_concurrent_analyze_processes_register_both(tmp_path: Path) -> None:
 
 def perfledger(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return _perfledger(*args, cwd=cwd, inherit_env=True, columns=200)
+
+
+# One ledger per project -------------------------------------------------------------------------
+
+
+def project(tmp_path: Path) -> Path:
+    """A repository's folder: a ``.git`` entry is what marks its root."""
+    root = tmp_path / "proj"
+    (root / ".git").mkdir(parents=True)
+    (root / "a" / "deep").mkdir(parents=True)
+    (root / "b").mkdir()
+    return root
+
+
+def test_runs_of_one_project_land_in_its_root_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path)
+    monkeypatch.delenv(ledger.LEDGER_ENV, raising=False)
+    for folder, name in ((root / "a" / "deep", "first"), (root / "b", "second")):
+        monkeypatch.chdir(folder)
+        assert ledger.register_profile(make_profile(tmp_path / name, [10.0])) != -1
+    assert (root / ".perfledger" / "ledger.db").is_file()
+    assert not (root / "a" / "deep" / ".perfledger").exists()
+    assert not (root / "b" / ".perfledger").exists()
+    done = perfledger("runs", "--format", "csv", cwd=root / "a")
+    assert done.returncode == 0, done.stderr
+    assert [r["label"] for r in csv.DictReader(io.StringIO(done.stdout))] == ["first", "second"]
+    # outside any repository: the current folder's, as before
+    outside = tmp_path / "loose"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    ledger.register_profile(make_profile(tmp_path / "third", [10.0]))
+    assert (outside / ".perfledger" / "ledger.db").is_file()
+
+
+def test_the_environment_names_the_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path)
+    shared = tmp_path / "team.db"
+    monkeypatch.chdir(root / "b")
+    monkeypatch.setenv(ledger.LEDGER_ENV, str(shared))
+    ledger.register_profile(make_profile(tmp_path / "p", [10.0]))
+    assert shared.is_file() and not (root / ".perfledger").exists()
+    env = {**os.environ, ledger.LEDGER_ENV: str(shared)}
+    done = subprocess.run(
+        [sys.executable, "-m", "perfledger", "runs", "--format", "csv"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [r["label"] for r in csv.DictReader(io.StringIO(done.stdout))] == ["p"]
+    # a named file that is not a ledger is the user's to see
+    (tmp_path / "bad.db").write_bytes(b"garbage" * 100)
+    monkeypatch.setenv(ledger.LEDGER_ENV, str(tmp_path / "bad.db"))
+    with pytest.raises(PerfledgerError, match="not a perfledger ledger"):
+        ledger.register_profile(make_profile(tmp_path / "q", [10.0]))
+
+
+V1_SCHEMA = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, registered_ns INTEGER NOT NULL,
+    profile_created_ns INTEGER, label TEXT NOT NULL, note TEXT, kind TEXT, command TEXT,
+    options TEXT, git_commit TEXT, git_branch TEXT, git_dirty INTEGER, device TEXT,
+    source_kind TEXT, profile_path TEXT, ranks INTEGER, step_count INTEGER,
+    step_median_ms REAL, step_p90_ms REAL, utilization_pct REAL, accounting TEXT,
+    top_finding TEXT, top_finding_title TEXT, top_finding_ms REAL
+);
+"""
+
+
+def old_ledger(path: Path, rows: Sequence[tuple[str, float, str, str]]) -> Path:
+    """A ledger as perfledger wrote it before workloads: (label, step ms, command, device)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as connection:
+        connection.executescript(V1_SCHEMA)
+        for index, (label, step_ms, command, device) in enumerate(rows, start=1):
+            connection.execute(
+                "INSERT INTO runs (registered_ns, label, kind, command, device, step_median_ms)"
+                " VALUES (?, ?, 'record', ?, ?, ?)",
+                (index * 10**9, label, json.dumps(command.split()), device, step_ms),
+            )
+        connection.execute("PRAGMA user_version = 1")
+    connection.close()
+    return path
+
+
+def test_an_older_folder_ledger_is_pointed_at_and_imported(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    older = old_ledger(
+        root / "a" / ".perfledger" / "ledger.db",
+        [("bs64", 20.0, "python train.py", "cpu"), ("bs128", 30.0, "python train.py", "cpu")],
+    )
+    before = older.read_bytes()
+    listed = perfledger("runs", cwd=root / "a" / "deep")
+    assert listed.returncode == 2  # the project's ledger does not exist yet
+    assert f"note: {older} holds runs of this project" in listed.stderr
+    assert f"perfledger runs import {older}" in listed.stderr
+    copied = perfledger("runs", "import", older, cwd=root / "a")
+    assert copied.returncode == 0, copied.stderr
+    assert "2 runs copied" in copied.stdout
+    again = perfledger("runs", "import", older, cwd=root)
+    assert "0 runs copied" in again.stdout and "2 already there" in again.stdout
+    assert older.read_bytes() == before  # never changed
+    done = perfledger("runs", "--format", "csv", cwd=root)
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    # the old rows have no workload: the command as typed and the device make one
+    assert [(r["label"], r["delta_pct"], r["workload"]) for r in rows] == [
+        ("bs64", "0", "train.py · cpu"),
+        ("bs128", "50.0", "train.py · cpu"),  # 100 * (30 - 20) / 20
+    ]
+
+
+def test_an_old_ledger_is_upgraded_in_place_and_read_when_read_only(tmp_path: Path) -> None:
+    path = old_ledger(tmp_path / "old" / "ledger.db", [("x", 10.0, "python t.py", "cpu")])
+    read_only = tmp_path / "ro" / "ledger.db"
+    read_only.parent.mkdir()
+    read_only.write_bytes(path.read_bytes())
+    read_only.chmod(0o444)
+    read_only.parent.chmod(0o555)
+    try:
+        done = perfledger("runs", "--ledger", read_only, "--format", "csv", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert [r["label"] for r in csv.DictReader(io.StringIO(done.stdout))] == ["x"]
+    finally:
+        read_only.parent.chmod(0o755)
+    assert ledger.register_profile(make_profile(tmp_path / "new", [8.0]), ledger_path=path) == 2
+    with ledger.connect(path, create=False) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 2
+        runs = ledger.list_runs(connection)
+    assert [r.label for r in runs] == ["x", "new"]
+    assert runs[0].workload is None and runs[1].workload is not None
+
+
+def test_delta_between_runs_of_one_workload_only(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    path = tmp_path / "l.db"
+    script = root / "examples" / "train_cnn.py"
+    script.parent.mkdir()
+    script.write_text("")
+    recorded = {"recorder": "perfledger"}
+    runs = (
+        # the example, launched from the root, then with its fix from its own folder
+        ("slow", [300.0] * 3, ["python", "examples/train_cnn.py"], root),
+        ("npu", [10.0] * 3, None, None),
+        (
+            "fixed",
+            [200.0] * 3,
+            ["/venv/bin/python", "train_cnn.py", "--workers", "4"],
+            script.parent,
+        ),
+    )
+    for label, walls, command, folder in runs:
+        meta = (
+            {**recorded, "command": command, "working_dir": str(folder)}
+            if command
+            else {"ranks": {"0": {"vendor": "ascend", "device_properties": {"name": "Ascend910B"}}}}
+        )
+        ledger.register_profile(
+            make_profile(tmp_path / label, walls, meta=meta), ledger_path=path, label=label
+        )
+    done = perfledger("runs", "--ledger", path, "--format", "csv", cwd=tmp_path)
+    rows = {r["label"]: r for r in csv.DictReader(io.StringIO(done.stdout))}
+    assert rows["fixed"]["delta_pct"] == str(round(100 * (200 - 300) / 300, 4))
+    assert rows["fixed"]["baseline_id"] == "1"
+    assert rows["npu"]["delta_pct"] == "0"  # its own workload's baseline, not compared
+    assert rows["npu"]["baseline_id"] == "2"
+    table = perfledger("runs", "--ledger", path, cwd=tmp_path)
+    assert "-33.33%" in table.stdout and "train_cnn.py · NVIDIA A100-SXM4-80GB" in table.stdout

@@ -156,7 +156,7 @@ def _import(path: Path, source: Path) -> int:
         raise PerfledgerError(f"{source}: no such ledger")
     if source.resolve() == path.resolve():
         raise PerfledgerError(f"{source}: this is the ledger the runs would be copied into")
-    with ledger.connect(source, create=False) as connection:
+    with ledger.connect(source, read_only=True) as connection:
         runs = ledger.list_runs(connection)
     with ledger.connect(path) as connection:
         copied, skipped = ledger.import_runs(connection, runs)

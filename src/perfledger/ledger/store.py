@@ -128,30 +128,39 @@ def default_ledger_path(cwd: Path | None = None) -> Path:
 
 
 @contextmanager
-def connect(path: Path, *, create: bool = True) -> Iterator[sqlite3.Connection]:
-    """An open ledger: created (with its folder) when missing and ``create`` is set.
+def connect(
+    path: Path, *, create: bool = True, read_only: bool = False
+) -> Iterator[sqlite3.Connection]:
+    """An open ledger: created (with its folder) when missing and ``create`` is set; with
+    ``read_only`` opened for reading only, as it is (an older schema is not upgraded).
 
     Raises:
         LedgerUnavailable: the file cannot be opened or written.
         LedgerCorrupt: the file is not a ledger.
         PerfledgerError: no ledger at ``path`` and ``create`` is not set.
     """
-    if not path.exists() and not create:
+    if not path.exists() and (not create or read_only):
         raise PerfledgerError(f"{path}: no ledger here (analyse or record a run first)")
     try:
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        if read_only:
+            target = f"{path.resolve().as_uri()}?mode=ro"
+            connection = sqlite3.connect(
+                target, timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=True
+            )
+        else:
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except (OSError, sqlite3.OperationalError) as error:
         raise LedgerUnavailable(f"{path}: {error}") from error
     try:
-        _prepare(connection, path)
+        _prepare(connection, path, upgrade=not read_only)
         yield connection
     finally:
         connection.close()
 
 
-def _prepare(connection: sqlite3.Connection, path: Path) -> None:
+def _prepare(connection: sqlite3.Connection, path: Path, *, upgrade: bool = True) -> None:
     try:
         connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         version = int(connection.execute("PRAGMA user_version").fetchone()[0])
@@ -166,7 +175,7 @@ def _prepare(connection: sqlite3.Connection, path: Path) -> None:
         }
         if tables and "runs" not in tables:
             raise LedgerCorrupt(f"{path}: an SQLite file, but not a perfledger ledger")
-        if version < SCHEMA_VERSION:
+        if version < SCHEMA_VERSION and upgrade:
             try:
                 _upgrade(connection)
             except sqlite3.OperationalError as error:
