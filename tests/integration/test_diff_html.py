@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,4 +100,59 @@ def test_trend_page(browser: Browser, tmp_path: Path) -> None:
     assert "0123456789+" in table
     assert page.locator("#chart-steps canvas").count() == 1
     assert json.loads(page.text_content("#perfledger-data") or "{}")["runs"][1]["note"] == HOSTILE
+    page.close()
+
+
+def test_diff_page_banners_for_another_workload_and_batch(browser: Browser, tmp_path: Path) -> None:
+    base = run([1.0, 1.0, 1.0], label="cuda")
+    current = run([0.5, 0.5, 0.5], label="ascend")
+    base = replace(
+        base,
+        workload=diff.Workload(vendor="cuda", device="A100"),
+        batch=diff.BatchSize(32, "aten::conv2d", 3, 3),
+    )
+    current = replace(
+        current,
+        workload=diff.Workload(vendor="ascend", device="Ascend910B"),
+        batch=diff.BatchSize(16, "aten::conv2d", 3, 3),
+    )
+    document = diff_document(diff.diff_runs(base, current))
+    path = tmp_path / "diff.html"
+    write_diff_html(path, document)
+    page, errors, _ = open_page(browser, path)
+    assert errors == []
+    banner = page.locator("#banner-workload")
+    assert banner.is_visible()
+    assert banner.text_content() == (
+        "different workloads (vendors cuda vs ascend): not a like-for-like comparison"
+    )
+    note = page.locator("#banner-batch")
+    assert note.is_visible()
+    assert "batch sizes differ (32 vs 16 samples per step)" in (note.text_content() or "")
+    # above the verdict, so that it is read first
+    top = page.evaluate(
+        "[document.getElementById('banner-workload').getBoundingClientRect().top,"
+        " document.getElementById('verdict').getBoundingClientRect().top]"
+    )
+    assert top[0] < top[1]
+    page.close()
+    # per sample: 1.0 ms over 32 samples against 0.5 ms over 16 — the same time per sample
+    per_sample = diff_document(diff.diff_runs(base, current, per_sample=True))
+    write_diff_html(path, per_sample)
+    page, errors, _ = open_page(browser, path)
+    assert errors == []
+    assert not page.locator("#banner-batch").is_visible()
+    cards = page.text_content("#cards") or ""
+    assert "0.0313 → 0.0313 ms" in cards and "32 vs 16 samples per step" in cards
+    page.close()
+
+
+def test_same_workload_page_has_no_banner(browser: Browser, tmp_path: Path) -> None:
+    document = diff_document(diff.diff_runs(run([1.0, 1.1]), run([0.9, 1.0])))
+    path = tmp_path / "diff.html"
+    write_diff_html(path, document)
+    page, errors, _ = open_page(browser, path)
+    assert errors == []
+    for banner in ("#banner-workload", "#banner-batch", "#banner-quality"):
+        assert not page.locator(banner).is_visible(), banner
     page.close()
