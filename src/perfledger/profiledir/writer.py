@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfledger.errors import PerfledgerError
-from perfledger.files import is_profile_dir, remove_stale_staging, replacing
+from perfledger.files import is_profile_dir, remove_stale_staging, replacing, write_json
 from perfledger.profiledir.layout import TABLES_DIR
 
 # Errors that only writing the output can raise: no space, a read-only file system.
@@ -171,15 +172,31 @@ def _readable_by_all(directory: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     for path in directory.rglob("*"):
-        if path.is_file() and not path.stat().st_mode & 0o044:
+        if not path.is_file():
+            continue
+        status = path.stat()
+        # a hard-linked source (raw/) is the user's file too: its mode is not ours to change
+        if not status.st_mode & 0o044 and status.st_nlink == 1:
             path.chmod(0o666 & ~umask)
 
 
-def copy_source(source: Path, destination: Path) -> None:
-    """Place an unchanged copy of a source file or folder under ``raw/``.
+# Sources up to this size are copied into raw/; larger ones are hard-linked where the file
+# system allows, else recorded (path, size, checksum): a gigabyte trace is not duplicated.
+RAW_COPY_MAX_BYTES: Final = 256 * 1024 * 1024
+# The record that stands in raw/ for a large source that could not be linked.
+SOURCE_RECORD_SUFFIX: Final = ".source.json"
+_HASH_BLOCK: Final = 8 * 1024 * 1024
 
-    Always a real copy, never a hard link: a link would let a later write to the profile
-    reach the user's original. The destination must not exist yet.
+
+def copy_source(source: Path, destination: Path) -> Path:
+    """Keep a source file or folder under ``raw/``, unchanged; the path written.
+
+    A file up to :data:`RAW_COPY_MAX_BYTES` is copied. A larger one is hard-linked (the
+    profile then keeps the data even if the original is deleted, without a second copy on
+    disk; the link shares the original's bytes, so raw/ files must not be edited in place)
+    and, where the file system refuses links (another device, no link support), recorded in
+    ``<name>.source.json``: its absolute path, size and SHA-256. A folder's files each follow
+    the same rule. The destination must not exist yet.
     """
     if destination.exists():
         raise FileExistsError(f"{destination} exists: refusing to write over it")
@@ -187,9 +204,43 @@ def copy_source(source: Path, destination: Path) -> None:
     # that outlives an interrupted run must not bring a removed staging folder back
     destination.parent.mkdir(exist_ok=True)
     if source.is_dir():
-        shutil.copytree(source, destination)
-    else:
+        shutil.copytree(source, destination, copy_function=_keep_file)
+        return destination
+    return _keep_file(source, destination)
+
+
+def _keep_file(source: str | Path, destination: str | Path) -> Path:
+    """One file of :func:`copy_source`: a copy, a hard link or a record."""
+    source, destination = Path(source), Path(destination)
+    size = source.stat().st_size
+    if size <= RAW_COPY_MAX_BYTES:
         shutil.copyfile(source, destination)
+        return destination
+    try:
+        os.link(source, destination)
+        return destination
+    except OSError:
+        pass  # not on this file system: recorded instead
+    record = destination.with_name(destination.name + SOURCE_RECORD_SUFFIX)
+    write_json(
+        record,
+        {
+            "path": str(source.resolve()),
+            "size_bytes": size,
+            "sha256": _sha256(source),
+            "kept": f"recorded, not copied: larger than {RAW_COPY_MAX_BYTES:,} bytes and the "
+            "file system refused a hard link",
+        },
+    )
+    return record
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(_HASH_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_table(directory: Path, name: str, table: pa.Table) -> Path:

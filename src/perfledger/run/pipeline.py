@@ -38,7 +38,13 @@ from perfledger.profiledir.layout import (
     TABLES_DIR,
     rank_part_name,
 )
-from perfledger.profiledir.writer import check_target, copy_source, staged_directory, write_table
+from perfledger.profiledir.writer import (
+    SOURCE_RECORD_SUFFIX,
+    check_target,
+    copy_source,
+    staged_directory,
+    write_table,
+)
 from perfledger.render.csvs import write_csv
 from perfledger.run.execution import Execution, open_runner
 from perfledger.run.merge import analysis_from_results
@@ -196,7 +202,9 @@ def build_profile(
         )
         # the mapped tables stay readable through open maps once their files are gone
         shutil.rmtree(work)
-    artefacts.print_profile(console, analysis, summary, out_dir)
+    artefacts.print_profile(
+        console, analysis, summary, out_dir, tuple(document.get(artefacts.OMITTED_KEY, ()))
+    )
     stored = StoredProfile(out_dir, document, summary, schema.FORMAT_VERSION)
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary, stored=stored)
 
@@ -315,6 +323,8 @@ def _write_profile(
         **wrote.timings,
     }
     document["timings"] = {k: round(v, 3) for k, v in phases.items()}
+    if wrote.omitted:
+        document[artefacts.OMITTED_KEY] = list(wrote.omitted)
     write_json(staging / META_JSON, document)
     return wrote.summary, document
 
@@ -346,7 +356,9 @@ def _write_independent(
             name = f"{index}_{name}"
         copied = (copies or {}).get(source)
         if copied is not None and copied.exists():
-            os.replace(copied, raw / name)  # copied by its rank task
+            # kept by its rank task (a copy, a link, or the record of a large source)
+            recorded = copied.name.endswith(SOURCE_RECORD_SUFFIX)
+            os.replace(copied, raw / (name + SOURCE_RECORD_SUFFIX if recorded else name))
         else:
             copy_source(source, raw / name)
     tables = {"counters": analysis.counters, "steps": analysis.steps, "gaps": analysis.gaps}

@@ -31,6 +31,7 @@ from perfledger.render.timeline.lines import (
     string_bytes,
 )
 from perfledger.render.timeline.records import PreparedTimeline
+from perfledger.render.timeline.windows import WindowIndex
 from perfledger.version import __version__
 
 TIMELINE_FORMAT_VERSION: Final = 1
@@ -144,31 +145,51 @@ class TimelineFile:
         return self._deflate
 
     def add(
-        self, prepared: PreparedTimeline, *, rank: int | None = None, last: bool = True
+        self,
+        prepared: PreparedTimeline,
+        *,
+        rank: int | None = None,
+        last: bool = True,
+        index: WindowIndex | None = None,
     ) -> None:
         """Append the records of one preparation (a rank's) that fall in this file.
 
         ``last``: no part follows (the deflate segment stays open for the trailer).
+        ``index``: the preparation indexed for windows at least as long as this file's: only
+        the records it names for the window are tested (same records written).
         """
+        if self.window is None:
+            index = None
         if prepared.origin != self.origin:
             raise ValueError("every part of a timeline file has the file's origin")
         with self._tmp.open("ab") as raw:
             with background_writes(self._sink(raw)) as write:
-                self._add(prepared, write, rank)
+                self._add(prepared, write, rank, index)
             if self._deflate is not None and not last:
                 self._deflate.end_segment()
 
     def _add(
-        self, prepared: PreparedTimeline, write: Callable[[memoryview], None], rank: int | None
+        self,
+        prepared: PreparedTimeline,
+        write: Callable[[memoryview], None],
+        rank: int | None,
+        index: WindowIndex | None,
     ) -> None:
         origin = prepared.origin
         ev = prepared.events
         window = self.window
         max_events = self.max_events
         lo, hi = window if window is not None else (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
-        in_window = _overlaps(ev.start, ev.dur, lo, hi, prepared.event_end)
-        in_window[prepared.dropped] = False
-        event_rows = np.flatnonzero(in_window)
+        if index is None:
+            in_window = _overlaps(ev.start, ev.dur, lo, hi, prepared.event_end)
+            in_window[prepared.dropped] = False
+            event_rows = np.flatnonzero(in_window)
+        else:
+            near = index.events.candidates(lo, hi)
+            near = near[~index.dropped[near]]
+            event_rows = near[
+                _overlaps(ev.start[near], ev.dur[near], lo, hi, prepared.event_end[near])
+            ]
         total = int(event_rows.size)
         cut = hi
         truncated_at: int | None = None
@@ -180,13 +201,21 @@ class TimelineFile:
 
         records: list[tuple[int, Int64Array]] = [(0, event_rows)]  # source, rows
         for i, a in enumerate(prepared.analysis, start=1):
-            rows = np.flatnonzero(_overlaps(a.start, a.dur, lo, cut))
+            if index is None:
+                rows = np.flatnonzero(_overlaps(a.start, a.dur, lo, cut))
+            else:
+                near = index.analysis[i - 1].candidates(lo, cut)
+                rows = near[_overlaps(a.start[near], a.dur[near], lo, cut)]
             records.append((i, rows))
 
         # flows whose both ends are written
         kept = np.zeros(ev.size, dtype=bool)
         kept[event_rows] = True
-        flow_sel = np.flatnonzero(kept[prepared.flow_from] & kept[prepared.flow_to])
+        if index is None:
+            flow_sel = np.flatnonzero(kept[prepared.flow_from] & kept[prepared.flow_to])
+        else:
+            near = index.flows.candidates(lo, cut)
+            flow_sel = near[kept[prepared.flow_from[near]] & kept[prepared.flow_to[near]]]
         f_from = prepared.flow_from[flow_sel]
         f_to = prepared.flow_to[flow_sel]
         f_out_ts = prepared.flow_out_ts[flow_sel]
@@ -199,16 +228,22 @@ class TimelineFile:
         flow_ids = np.arange(first_id, first_id + f_from.size, dtype=np.int64)
 
         c = prepared.counters
-        counter_rows = np.flatnonzero((c.ts >= max(lo, origin)) & (c.ts < cut))
+        if index is None:
+            counter_rows = np.flatnonzero((c.ts >= max(lo, origin)) & (c.ts < cut))
+        else:
+            counter_rows = index.counters.rows_in(max(lo, origin), cut)
         counter_ts = c.ts[counter_rows]
         if window is not None and c.ts.size:
             # the value each series holds when the window opens
-            before = np.flatnonzero(c.ts < lo)
-            if before.size:
+            if index is not None:
+                carried = index.counters.carried(lo)
+            else:
+                before = np.flatnonzero(c.ts < lo)
                 order = before[np.lexsort((c.ts[before], c.series[before]))]
                 last = np.ones(order.size, dtype=bool)
                 last[:-1] = c.series[order][1:] != c.series[order][:-1]
                 carried = order[last]
+            if carried.size:
                 counter_rows = np.concatenate([carried, counter_rows])
                 counter_ts = np.concatenate([np.full(carried.size, lo, np.int64), counter_ts])
 

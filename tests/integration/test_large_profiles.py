@@ -1,0 +1,118 @@
+"""What analyze does differently for large traces: the whole timeline written on demand above
+a number of events, and raw/ keeping a large source without a second copy."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from perfledger.profiledir import artefacts, writer
+from perfledger.run.pipeline import build_profile
+from tests.cli import perfledger
+from tests.paths import data_file
+
+TRACE = "kineto/mi250_rocm_minitoy.json.gz"
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """A copy of a small real trace in the test's folder (linked below: not the repo's)."""
+    copy = tmp_path / "in" / Path(TRACE).name
+    copy.parent.mkdir()
+    shutil.copyfile(data_file(TRACE), copy)
+    return copy
+
+
+def _analyze(source: Path, out: Path) -> str:
+    printed = io.StringIO()
+    build_profile([source], out, console=Console(file=printed, width=200))
+    return printed.getvalue()
+
+
+def test_above_the_threshold_the_whole_timeline_is_left_to_the_timeline_command(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(artefacts, "WHOLE_TIMELINE_ON_DEMAND_ABOVE", 100)
+    out = tmp_path / "profile"
+    printed = _analyze(source, out)
+    meta = json.loads((out / "meta.json").read_text())
+    events = meta["ranks"]["0"]["events"]
+    assert events > 100
+    assert not (out / "timeline.json.gz").exists()
+    steps = sorted(p.name for p in (out / "timeline").iterdir())
+    assert steps and all(name.startswith("step_") for name in steps)
+    (note,) = meta[artefacts.OMITTED_KEY]
+    assert f"{events:,} events" in note and "perfledger timeline PROFILE" in note
+    assert "timeline.json.gz not written" in " ".join(printed.split())
+    # on demand: the whole profile, every event
+    whole = tmp_path / "whole.json.gz"
+    done = perfledger("timeline", out, "-o", whole)
+    assert done.returncode == 0, done.stderr
+    other = json.loads(gzip.decompress(whole.read_bytes()))["otherData"]
+    assert other["events_total"] == other["events_written"]
+    assert other["truncated_at_ns"] is None
+
+
+def test_at_the_threshold_analyze_writes_the_whole_timeline(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "profile"
+    _analyze(source, out)
+    events = json.loads((out / "meta.json").read_text())["ranks"]["0"]["events"]
+    monkeypatch.setattr(artefacts, "WHOLE_TIMELINE_ON_DEMAND_ABOVE", events)
+    again = tmp_path / "again"
+    _analyze(source, again)
+    assert (again / "timeline.json.gz").exists()
+    assert artefacts.OMITTED_KEY not in json.loads((again / "meta.json").read_text())
+
+
+def test_a_small_source_is_copied(source: Path, tmp_path: Path) -> None:
+    out = tmp_path / "profile"
+    _analyze(source, out)
+    kept = out / "raw" / source.name
+    assert kept.read_bytes() == source.read_bytes()
+    assert kept.stat().st_ino != source.stat().st_ino
+
+
+def test_a_large_source_is_hard_linked(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "RAW_COPY_MAX_BYTES", 1000)
+    source.chmod(0o600)  # the profile's permission pass must not touch the user's file
+    out = tmp_path / "profile"
+    _analyze(source, out)
+    kept = out / "raw" / source.name
+    assert kept.stat().st_ino == source.stat().st_ino
+    assert source.stat().st_mode & 0o777 == 0o600
+    # replacing the profile removes its link, never the source
+    build_profile([source], out, force=True, console=Console(file=io.StringIO()))
+    assert source.exists() and source.stat().st_nlink == 2
+
+
+def test_a_large_source_that_cannot_be_linked_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "RAW_COPY_MAX_BYTES", 2)
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(writer.os, "link", refuse)
+    big = tmp_path / "big.json"
+    big.write_bytes(b"abc")
+    kept = writer.copy_source(big, tmp_path / "raw" / "big.json")
+    assert kept == tmp_path / "raw" / "big.json.source.json"
+    assert not (tmp_path / "raw" / "big.json").exists()
+    record = json.loads(kept.read_text())
+    # SHA-256 of "abc" (FIPS 180-2, appendix B.1)
+    assert record["sha256"] == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert record["sha256"] == hashlib.sha256(b"abc").hexdigest()
+    assert record["size_bytes"] == 3 and record["path"] == str(big.resolve())
