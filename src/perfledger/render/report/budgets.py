@@ -25,6 +25,8 @@ COUNTER_POINTS: Final = 1_200
 # Strings of tables and timeline tooltips are cut at this length (the CSV files keep them).
 TEXT_CHARS: Final = 300
 COUNTER_SERIES: Final = 12
+# Profiled steps marked on the counter charts (evenly spaced beyond it).
+COUNTER_STEP_MARKS: Final = 400
 ACCOUNTING_STEPS: Final = 2_000
 # Cells of each rank x step heat map (the first steps of the first devices beyond it).
 CLUSTER_CELLS: Final = 40_000

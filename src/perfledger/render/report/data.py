@@ -97,6 +97,10 @@ class ReportData:
         cluster: the cluster pass of a profile of several ranks (rank x step heat maps).
         quality: summary.json's quality report (confidence and checks), shown as a banner
             when the confidence is not high.
+        critical_path: summary.json's ``critical_path`` (replay error, ``bound_by_ms``, top
+            tasks, the steps replayed), the report's critical-path section.
+        whatif_combined: summary.json's ``whatif_combined``: the replayed gain of the top
+            fixes applied together, said in the verdict line when present.
     """
 
     title: str
@@ -118,6 +122,8 @@ class ReportData:
     meta: Mapping[str, Any] = field(default_factory=dict)
     cluster: ClusterReport | None = None
     quality: Mapping[str, Any] = field(default_factory=dict)
+    critical_path: Mapping[str, Any] = field(default_factory=dict)
+    whatif_combined: Mapping[str, Any] = field(default_factory=dict)
 
 
 def report_data_from_profile(
@@ -152,4 +158,10 @@ def report_data_from_profile(
         meta=dict(meta) if meta is not None else {"source": summary.get("source")},
         cluster=analysis.cluster,
         quality=summary.get("quality") or {},
+        critical_path=_mapping(summary.get("critical_path")),
+        whatif_combined=_mapping(summary.get("whatif_combined")),
     )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -7,13 +7,15 @@ from typing import Any, Final
 
 import numpy as np
 
-from perfledger.render.report.budgets import PayloadLimits
+from perfledger.render.report.budgets import COUNTER_STEP_MARKS, PayloadLimits
 from perfledger.render.report.cluster import cluster_section
 from perfledger.render.report.data import ReportData
 from perfledger.render.report.rows import PreparedRows, prepare_rows
 from perfledger.render.report.steps import (
+    HOST_PHASES,
     report_finding,
     step_choices,
+    step_marks,
     step_timeline,
     timeline_steps,
 )
@@ -24,6 +26,7 @@ from perfledger.render.report.tables import (
     gap_histogram,
     headline_figures,
     host_accounting,
+    op_statistic_tasks,
     payload_table,
 )
 from perfledger.render.report.values import finite, jsonable
@@ -59,8 +62,11 @@ def report_payload(
     kinds = [prepared.kinds[int(c)] for c in used_kinds]
     # the profile start, as in the timeline: instants in tables are shown from it
     origin = prepared.origin_ns
+    op_statistic = data.op_statistic
+    if op_statistic is not None and op_statistic.num_rows:
+        op_statistic = op_statistic_tasks(op_statistic, data.op_summary, limits.text_chars)
     tables = (
-        ("op_statistic", data.op_statistic),
+        ("op_statistic", op_statistic),
         ("op_summary", data.op_summary),
         ("api_statistic", data.api_statistic),
         ("kernel_details", data.kernel_details),
@@ -83,6 +89,7 @@ def report_payload(
         "steps": [steps[k] for k in embedded],
         "timeline_names": labels,
         "timeline_kinds": kinds,
+        "timeline_phases": list(HOST_PHASES),
         "timelines": {str(t["step"]): t for t in timelines},
         "tables": {
             name: payload_table(table, name, limits, origin)
@@ -90,5 +97,8 @@ def report_payload(
             if table is not None and table.num_rows
         },
         "counters": counter_series(data.counters, prepared, limits.counter_points),
+        "step_marks": step_marks(steps, origin, COUNTER_STEP_MARKS),
+        "critical_path": finite(jsonable(dict(data.critical_path))) or None,
+        "whatif_combined": finite(jsonable(dict(data.whatif_combined))) or None,
         "cluster": cluster_section(data.cluster, limits),
     }

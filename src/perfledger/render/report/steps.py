@@ -7,12 +7,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from perfledger.analysis.figures import REPRESENTATIVE_STEPS, representative_steps, step_hulls
+from perfledger.model import schema, vendors
 from perfledger.render.report.budgets import PayloadLimits
 from perfledger.render.report.data import ReportData
 from perfledger.render.report.rows import Int64Array, PreparedRows, Span, distinct_rows
 from perfledger.render.report.values import finite, jsonable, number
+
+# The phases of a host-only step's main thread, coloured apart on its timeline (code 0: none).
+HOST_PHASES = ("", "forward", "backward", "optimizer", "dataloader")
 
 
 def step_choices(data: ReportData) -> list[dict[str, Any]]:
@@ -27,6 +32,25 @@ def step_choices(data: ReportData) -> list[dict[str, Any]]:
     for label, step in chosen.items():
         by_step[step]["labels"].append(label)
     return steps
+
+
+def step_marks(steps: list[dict[str, Any]], origin_ns: int | None, limit: int) -> list[list[float]]:
+    """``[step, start_s, end_s]`` of every profiled step from the profile start (the
+    counters' time axis); evenly spaced steps when there are more than ``limit``."""
+    if origin_ns is None or not steps:
+        return []
+    picked = steps
+    if len(steps) > limit:
+        at = np.linspace(0, len(steps) - 1, limit).round().astype(np.int64)
+        picked = [steps[i] for i in sorted(set(at.tolist()))]
+    return [
+        [
+            s["step"],
+            round((s["start_ns"] - origin_ns) / 1e9, 6),
+            round((s["end_ns"] - origin_ns) / 1e9, 6),
+        ]
+        for s in picked
+    ]
 
 
 def timeline_steps(
@@ -81,6 +105,7 @@ def report_finding(finding: Mapping[str, Any], steps: list[dict[str, Any]]) -> d
         "title": str(finding.get("title", "")),
         "severity_ms": number(finding.get("severity_ms")),
         "severity_pct": number(finding.get("severity_pct")),
+        "whatif_ms": number(finding.get("whatif_ms")),
         "evidence": finite(jsonable(finding.get("evidence"))),
         "suggestion": finite(jsonable(finding.get("suggestion"))),
         "verify": finite(jsonable(finding.get("verify"))),
@@ -143,6 +168,13 @@ def step_timeline(p: PreparedRows, step: dict[str, Any], limit: int) -> dict[str
             band_end[(g_rank == r) & (g_device == a)] = i
     depth = _nesting_depth(row, start, start + dur)
     g_start = p.gap_start[g_rows]
+    phase = np.zeros(rows_in.size + g_rows.size, dtype=np.int64)
+    if rows_in.size and host.all():  # a host-only step: its main thread's phases
+        on_main = np.zeros(rows_in.size, dtype=bool)
+        for r, _cat, main, q, t in ordered:  # a loop over rows
+            if main == 0:
+                on_main |= (rank == r) & (pid == q) & (stream == t)
+        phase[: rows_in.size] = _host_phases(p, rows_in, on_main & ~is_step)
     return {
         "step": step["step"],
         "start_ns": lo,
@@ -158,9 +190,46 @@ def step_timeline(p: PreparedRows, step: dict[str, Any], limit: int) -> dict[str
         "name": np.concatenate([p.name[rows_in], p.gap_label[g_rows]]),
         "kind": np.concatenate([p.kind[rows_in], p.gap_kind[g_rows]]),
         "gap_band_end": band_end.tolist(),
+        # codes into HOST_PHASES, all 0 where the step has device work
+        "phase": phase.tolist() if phase.any() else None,
         "events_total": total,
         "events_shown": int(rows_in.size),
     }
+
+
+def _host_phases(p: PreparedRows, rows: Int64Array, on_main: npt.NDArray[np.bool_]) -> Int64Array:
+    """The phase (code into HOST_PHASES) of each event of a host-only step, as the host
+    accounting splits the main thread (:func:`perfledger.analysis.accounting`): data loading,
+    the optimizer's calls and what runs inside them, the backward phase (from the step's first
+    to its last autograd operator), and forward for the other work of the main thread."""
+    start, end = p.start[rows], p.start[rows] + p.dur[rows]
+    codes, at = np.unique(p.name[rows], return_inverse=True)
+    names = [p.labels[int(c)] for c in codes]  # a loop over the step's distinct names
+    optimizer_name = np.array([n.startswith(vendors.OPTIMIZER_PREFIXES) for n in names])[at]
+    backward_name = np.array([n.startswith(vendors.BACKWARD_PREFIXES) for n in names])[at]
+    kind = np.array(p.kinds, dtype=object)[p.kind[rows]]
+    loader = on_main & (kind == schema.DATALOADER)
+    optimizer = on_main & optimizer_name
+    backward = on_main & backward_name & (kind == schema.CPU_OP)
+    phase = np.where(on_main, HOST_PHASES.index("forward"), 0)
+    if backward.any():
+        lo, hi = start[backward].min(), end[backward].max()
+        phase[on_main & (start >= lo) & (end <= hi)] = HOST_PHASES.index("backward")
+    for sel, name in ((optimizer, "optimizer"), (loader, "dataloader")):
+        phase[on_main & _inside(start, end, start[sel], end[sel])] = HOST_PHASES.index(name)
+    return phase
+
+
+def _inside(
+    start: Int64Array, end: Int64Array, span_start: Int64Array, span_end: Int64Array
+) -> npt.NDArray[np.bool_]:
+    """Whether each interval lies inside one of the spans (the union of the spans)."""
+    if span_start.size == 0:
+        return np.zeros(start.size, dtype=bool)
+    order = np.argsort(span_start, kind="stable")
+    lo, hi = span_start[order], np.maximum.accumulate(span_end[order])
+    at = np.searchsorted(lo, start, side="right") - 1
+    return (at >= 0) & (end <= hi[np.maximum(at, 0)])
 
 
 def _nesting_depth(group: Int64Array, start: Int64Array, end: Int64Array) -> Int64Array:

@@ -76,6 +76,62 @@ def payload_table(
     return {"total_rows": total, "shown_rows": table.num_rows, "columns": columns}
 
 
+# Device tasks named per op-statistic row; the rest are counted.
+_TASKS_NAMED: Final = 3
+
+
+def op_statistic_tasks(op_statistic: pa.Table, op_summary: pa.Table | None, chars: int) -> pa.Table:
+    """The op statistic with ``device_tasks``: the distinct device tasks each row's operator
+    ran, most frequent first (``a · b · c · +N more``), so that the table's filter finds an
+    operator by its kernels (``nccl`` finds ``record_param_comms``).
+
+    Rows are grouped as :func:`perfledger.analysis.ops.op_statistic` groups them (by the host
+    operator, else the task's own name); a row whose only task bears its own name gets null.
+    Without such rows (per-operator summaries, as Ascend's) the table is returned unchanged.
+    """
+    if (
+        op_summary is None
+        or op_summary.num_rows == 0
+        or "self_ns" in op_summary.column_names
+        or not {"host_op", "name", "kind"} <= set(op_summary.column_names)
+    ):
+        return op_statistic
+    as_text = [
+        pc.cast(op_summary.column(c), pa.string())
+        if pa.types.is_dictionary(op_summary.schema.field(c).type)
+        else op_summary.column(c)
+        for c in ("host_op", "name", "kind")
+    ]
+    key = pc.coalesce(as_text[0], as_text[1])
+    counted = (
+        pa.table({"op": key, "task": as_text[1], "kind": as_text[2]})
+        .group_by(["op", "kind", "task"])
+        .aggregate([("task", "count")])
+        .sort_by([("op", "ascending"), ("kind", "ascending"), ("task_count", "descending")])
+    )
+    tasks: dict[tuple[str | None, str | None], list[str]] = {}
+    for op, kind, task in zip(  # a loop over distinct (operator, kind, task) names
+        *(counted.column(c).to_pylist() for c in ("op", "kind", "task")), strict=True
+    ):
+        if task is not None:
+            tasks.setdefault((op, kind), []).append(task)
+    names = op_statistic.column("name").to_pylist()
+    kinds = pc.cast(op_statistic.column("kind"), pa.string()).to_pylist()
+    cells: list[str | None] = []
+    for name, kind in zip(names, kinds, strict=True):  # a loop over op-statistic rows
+        mine = tasks.get((name, kind), [])
+        if not mine or mine == [name]:
+            cells.append(None)
+            continue
+        text = " · ".join(mine[:_TASKS_NAMED])
+        if len(mine) > _TASKS_NAMED:
+            text += f" · +{len(mine) - _TASKS_NAMED} more"
+        cells.append(cut(text, chars))
+    if not any(cells):
+        return op_statistic
+    return op_statistic.append_column("device_tasks", pa.array(cells, pa.string()))
+
+
 def cut(text: str, chars: int) -> str:
     """``text`` cut to ``chars`` characters, ending with an ellipsis when it was longer."""
     return text if len(text) <= chars else text[: chars - 1] + "…"
@@ -107,7 +163,8 @@ def _column_type(fld: pa.Field) -> str:
 
 
 def counter_series(counters: pa.Table | None, p: PreparedRows, points: int) -> list[dict[str, Any]]:
-    """Each counter series, evenly sampled to at most ``points`` points, time in s.
+    """Each counter series, evenly sampled to at most ``points`` points, time in s;
+    ``constant`` when every sample has the same value (then only the first and last are kept).
 
     Series by series: the counters of many ranks are never read into whole columns.
     """
@@ -129,6 +186,10 @@ def counter_series(counters: pa.Table | None, p: PreparedRows, points: int) -> l
         value = np.asarray(mine.column("value").to_numpy(), dtype=np.float64)
         rows = np.flatnonzero(np.isfinite(value))
         rows = rows[np.argsort(ts[rows], kind="stable")]
+        # a series that never changes is said in words, not drawn: its first and last points
+        constant = bool(rows.size) and bool(value[rows].min() == value[rows].max())
+        if constant and rows.size > 2:
+            rows = rows[[0, -1]]
         if rows.size > points:
             rows = rows[np.linspace(0, rows.size - 1, points).round().astype(np.int64)]
         out.append(
@@ -139,6 +200,7 @@ def counter_series(counters: pa.Table | None, p: PreparedRows, points: int) -> l
                 "t_s": np.round((ts[rows] - origin) / 1e9, 6).tolist(),
                 "value": value[rows].tolist(),
                 "samples": mine.num_rows,
+                "constant": constant,
             }
         )
     return out

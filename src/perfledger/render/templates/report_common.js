@@ -115,11 +115,102 @@
     }
   }
 
-  function chart(id, option) {
+  // ---------------------------------------------------------------- words and units
+
+  // key suffixes that carry a unit, said in words after the name
+  var KEY_UNITS = [
+    [/_ms_per_step$/, " (ms per step)"],
+    [/_us_per_step$/, " (µs per step)"],
+    [/_pct_of_([a-z_]+)$/, function (_m, what) { return " (% of " + what.replace(/_/g, " ") + ")"; }],
+    [/_pct$/, " (%)"],
+    [/_ms$/, " (ms)"],
+    [/_us$/, " (µs)"],
+    [/_ns$/, " (ns)"],
+    [/_mb$/, " (MB)"],
+    [/_gbps$/, " (GB/s)"],
+    [/_bytes$/, " (bytes)"],
+    [/_per_step$/, " per step"]
+  ];
+  var KEY_WORDS = { pct: "%", gbps: "GB/s", ms: "ms", us: "µs", ns: "ns", ops: "operators", op: "operator" };
+
+  // A key of the evidence ("idle_host_dispatch_ms_per_step") in words
+  // ("Idle host dispatch (ms per step)").
+  function humanKey(key) {
+    var text = String(key);
+    var unit = "";
+    for (var i = 0; i < KEY_UNITS.length; i++) {
+      var rule = KEY_UNITS[i];
+      if (rule[0].test(text)) {
+        unit = text.match(rule[0])[0].replace(rule[0], rule[1]);
+        text = text.replace(rule[0], "");
+        break;
+      }
+    }
+    var words = text.split("_").filter(function (w) { return w; }).map(function (w) {
+      return KEY_WORDS[w] || w;
+    }).join(" ");
+    if (!words) return String(key);
+    return words.charAt(0).toUpperCase() + words.slice(1) + unit;
+  }
+
+  var TIME_UNITS = [["s", 1e9, 3], ["ms", 1e6, 3], ["µs", 1e3, 1], ["ns", 1, 0]];
+  var BYTE_UNITS = [["GiB", 1073741824, 2], ["MiB", 1048576, 2], ["KiB", 1024, 2], ["B", 1, 0]];
+
+  // The unit that suits most values of a column: the median of its non-zero magnitudes.
+  function pickUnit(values, units) {
+    var mags = [];
+    values.forEach(function (v) { if (isNum(v) && v !== 0) mags.push(Math.abs(v)); });
+    if (!mags.length) return units[units.length - 1];
+    mags.sort(function (a, b) { return a - b; });
+    var typical = mags[Math.floor(mags.length / 2)];
+    for (var i = 0; i < units.length; i++) if (typical >= units[i][1]) return units[i];
+    return units[units.length - 1];
+  }
+
+  function fixed(v, digits) {
+    return isNum(v) ? v.toFixed(digits) : "";
+  }
+
+  // A table column's heading with the one unit of its cells, and the cells' format: the
+  // heading says the unit ("total (ms)"), the cells are plain numbers in it.
+  function columnFormat(c) {
+    var base = c.name;
+    var unit = null;
+    var format = function (v) { return v === null || v === undefined ? "" : String(v); };
+    if (c.type === "ns" || c.type === "instant") {
+      var t = pickUnit(c.values, TIME_UNITS);
+      base = base.replace(/_ns$/, "");
+      unit = c.type === "instant" ? t[0] + " from start" : t[0];
+      format = function (v) { return fixed(isNum(v) ? v / t[1] : v, t[2]); };
+    } else if (c.type === "bytes") {
+      var b = pickUnit(c.values, BYTE_UNITS);
+      base = base === "bytes" ? base : base.replace(/_bytes$/, "");
+      unit = b[0];
+      format = function (v) { return isNum(v) && v >= 0 ? fixed(v / b[1], b[2]) : ""; };
+    } else if (c.type === "pct" || c.type === "ratio") {
+      base = base.replace(/_pct$/, "");
+      unit = "%";
+      var scale = c.type === "ratio" ? 100 : 1;
+      format = function (v) { return fixed(isNum(v) ? v * scale : v, 2); };
+    } else if (c.type === "float") {
+      if (/(^|_)gbps$/.test(base)) {
+        base = base === "gbps" ? "bandwidth" : base.replace(/_gbps$/, " bandwidth");
+        unit = "GB/s";
+      }
+      format = function (v) { return isNum(v) ? String(Math.round(v * 1000) / 1000) : ""; };
+    }
+    base = base.replace(/_/g, " ");
+    return { heading: unit ? base + " (" + unit + ")" : base, unit: unit, format: format };
+  }
+
+  // A chart drawn in node ``id``; ``onFinished`` is called each time it is fully drawn (large
+  // series are drawn a few hundred items per frame).
+  function chart(id, option, onFinished) {
     var node = document.getElementById(id);
     var existing = charts[id];
     if (existing) existing.dispose();
     var c = echarts.init(node, null, { renderer: "canvas" });
+    if (onFinished) c.on("finished", onFinished);
     option.animation = false;
     c.setOption(option);
     charts[id] = c;

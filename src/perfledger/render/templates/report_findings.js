@@ -71,7 +71,7 @@
     });
     var table = el("table", "data");
     var head = el("tr");
-    keys.forEach(function (k) { head.appendChild(el("th", null, k)); });
+    keys.forEach(function (k) { head.appendChild(el("th", null, humanKey(k))); });
     var thead = el("thead");
     thead.appendChild(head);
     table.appendChild(thead);
@@ -101,17 +101,19 @@
           lists.push([k, v]);
           return;
         }
-        dl.appendChild(el("dt", null, k));
+        var term = el("dt", null, humanKey(k));
+        term.setAttribute("data-key", k);
+        dl.appendChild(term);
         dl.appendChild(el("dd", null, Array.isArray(v) ? v.map(scalarText).join(", ") : scalarText(v)));
       });
       host.appendChild(dl);
       lists.forEach(function (kv) {
         var details = el("details");
         if (Array.isArray(kv[1])) {
-          details.appendChild(el("summary", null, kv[0] + " (" + kv[1].length + ")"));
+          details.appendChild(el("summary", null, humanKey(kv[0]) + " (" + kv[1].length + ")"));
           details.appendChild(recordTable(kv[1]));
         } else {
-          details.appendChild(el("summary", null, kv[0]));
+          details.appendChild(el("summary", null, humanKey(kv[0])));
           describe(kv[1], details);
         }
         host.appendChild(details);
@@ -140,6 +142,7 @@
       box.id = "finding-" + f.id;
       box.appendChild(el("h3", null, f.title || f.id));
       var sev = [f.id];
+      if (isNum(f.whatif_ms)) sev.push("fixing it alone saves " + fmtMs(f.whatif_ms) + " per step (replayed)");
       if (isNum(f.severity_ms)) sev.push("costs " + fmtMs(f.severity_ms));
       if (isNum(f.severity_pct)) sev.push(fmtPct(f.severity_pct) + " of step time");
       box.appendChild(el("div", "severity", sev.join(" · ")));

@@ -1,21 +1,97 @@
   // ---------------------------------------------------------------- header and headline
 
+  // Where a path splits into the folder the files share and the rest.
+  function commonFolder(paths) {
+    var first = paths[0].split("/");
+    var n = first.length - 1;  // never the file name itself
+    paths.forEach(function (p) {
+      var parts = p.split("/");
+      var k = 0;
+      while (k < n && k < parts.length - 1 && parts[k] === first[k]) k += 1;
+      n = k;
+    });
+    return first.slice(0, n).join("/");
+  }
+
+  // One line: the source kind, the files (a count that opens the list), the versions.
   function renderHeader() {
     var meta = DATA.meta || {};
+    var host = document.getElementById("report-meta");
     var parts = [];
+    var files = [];
     if (meta.source && typeof meta.source === "object") {
       if (meta.source.kind) parts.push("source: " + meta.source.kind);
-      if (Array.isArray(meta.source.files) && meta.source.files.length) {
-        parts.push(meta.source.files.length + " file(s): " + meta.source.files.slice(0, 3).join(", "));
-      }
+      if (Array.isArray(meta.source.files)) files = meta.source.files.map(String);
     } else if (meta.source_kind) {
       parts.push("source: " + meta.source_kind);
     }
     ["torch_version", "cuda_version", "cann_version", "device_name"].forEach(function (k) {
       if (meta[k]) parts.push(k.replace(/_/g, " ") + ": " + meta[k]);
     });
-    document.getElementById("report-meta").textContent = parts.join(" · ");
+    host.replaceChildren();
+    parts.forEach(function (text, i) {
+      if (i) host.appendChild(document.createTextNode(" · "));
+      host.appendChild(el("span", null, text));
+      if (i === 0 && files.length) {
+        host.appendChild(document.createTextNode(" · "));
+        host.appendChild(sourceList(files));
+      }
+    });
+    if (!parts.length && files.length) host.appendChild(sourceList(files));
     document.getElementById("generator").textContent = DATA.generator;
+  }
+
+  function sourceList(files) {
+    if (files.length === 1) {
+      var one = el("span", "source-file", files[0]);
+      one.title = files[0];
+      return one;
+    }
+    var folder = commonFolder(files);
+    var box = el("details", "sources");
+    box.id = "report-sources";
+    box.appendChild(el("summary", null, files.length + " files" + (folder ? " in " + folder : "")));
+    var list = el("ol");
+    files.forEach(function (f) {
+      list.appendChild(el("li", null, folder ? f.slice(folder.length + 1) : f));
+    });
+    box.appendChild(list);
+    return box;
+  }
+
+  // The first line of the page: what to fix first and what it would give.
+  function renderVerdict() {
+    var box = document.getElementById("verdict");
+    var findings = DATA.findings || [];
+    var h = DATA.headline || {};
+    box.replaceChildren();
+    if (!findings.length) {
+      box.textContent = "Verdict: nothing stood out — no finding in this profile.";
+      return;
+    }
+    var top = findings[0];
+    box.appendChild(el("strong", null, "Fix first: "));
+    box.appendChild(el("span", "verdict-finding", (top.title || top.id) + " (" + top.id + ")."));
+    var gain = "";
+    if (isNum(top.whatif_ms)) {
+      gain = "Fixing it alone would save " + fmtMs(top.whatif_ms) + " per step" +
+        (isNum(h.step_time_ms) ? " of the " + fmtMs(h.step_time_ms) + " median step" : "") +
+        " (replayed).";
+    } else if (isNum(top.severity_ms)) {
+      gain = "It costs " + fmtMs(top.severity_ms) + " per step" +
+        (isNum(top.severity_pct) ? " (" + fmtPct(top.severity_pct) + " of the step time)" : "") +
+        ", as estimated from the trace.";
+    }
+    var combined = DATA.whatif_combined;
+    if (combined && isNum(combined.gain_ms)) {
+      var ids = Array.isArray(combined.findings) ? combined.findings : [];
+      gain += " The top " + (ids.length > 1 ? ids.length + " fixes" : "fixes") + " together: " +
+        fmtMs(combined.gain_ms) + " per step" +
+        (isNum(combined.gain_pct) ? " (" + fmtPct(combined.gain_pct) + ")" : "") +
+        " — less than the sum of their gains, which overlap.";
+    }
+    if (gain) box.appendChild(el("span", "verdict-gain", " " + gain));
+    box.setAttribute("data-finding", top.id);
   }
 
   function renderHeadline() {
@@ -25,14 +101,19 @@
       ? (Math.round(h.throughput * 100) / 100) + (h.throughput_unit ? " " + h.throughput_unit : "")
       : "n/a";
     var utilisation = fmtPct(h.device_utilization_pct);
+    var utilisationLabel = "Device utilisation";
     var perDevice = h.device_utilization || [];
+    var perDeviceText = perDevice.map(function (d) { return d[0] + ": " + fmtPct(d[1]); }).join("\n");
     if (!isNum(h.device_utilization_pct) && perDevice.length > 1) {
-      utilisation = perDevice.slice(0, 4).map(function (d) { return fmtPct(d[1]); }).join(" · ") +
-        (perDevice.length > 4 ? " …" : "");
+      // one line whatever the number of devices: the range, each device in the tooltip
+      var values = perDevice.map(function (d) { return d[1]; });
+      utilisation = Math.min.apply(null, values).toFixed(1) + "–" + fmtPct(Math.max.apply(null, values));
+      utilisationLabel = "Device utilisation (" + perDevice.length + " devices)";
     }
+    renderVerdict();
     var cards = [
       ["Median step time", fmtMs(h.step_time_ms)],
-      ["Device utilisation", utilisation],
+      [utilisationLabel, utilisation, perDeviceText],
       ["Compute", fmtPct(h.device_compute_pct)],
       ["Throughput", throughput],
       ["Profiler overhead", fmtPct(h.profiler_overhead_pct)],
@@ -42,7 +123,9 @@
     cards.forEach(function (c) {
       var card = el("div", "card");
       card.appendChild(el("div", "label", c[0]));
-      card.appendChild(el("div", "value", c[1]));
+      var value = el("div", "value", c[1]);
+      value.title = c[2] || c[1];
+      card.appendChild(value);
       host.appendChild(card);
     });
     if (h.loss) {

@@ -31,9 +31,11 @@
     var thead = el("thead");
     var headRow = el("tr");
     var tbody = el("tbody");
+    var formats = cols.map(columnFormat);
     cols.forEach(function (c, ci) {
-      var th = el("th", c.type === "str" ? "" : "num", c.name);
+      var th = el("th", c.type === "str" ? "" : "num", formats[ci].heading);
       th.setAttribute("data-column", c.name);
+      if (c.type === "instant") th.title = "time after the profile's first event, as in the timeline";
       th.addEventListener("click", function () {
         sortDir = sortCol === ci ? -sortDir : (c.type === "str" ? 1 : -1);
         sortCol = ci;
@@ -50,11 +52,13 @@
     table.appendChild(tbody);
     scroll.appendChild(table);
 
+    // every text column is searched (names, kinds, the device tasks behind an operator ...)
+    var textCols = cols.filter(function (c) { return c.type === "str"; });
     function matches(r) {
       if (!needle) return true;
-      for (var c = 0; c < cols.length; c++) {
-        var v = cols[c].values[r];
-        if (cols[c].type === "str" && v !== null && String(v).toLowerCase().indexOf(needle) >= 0) return true;
+      for (var c = 0; c < textCols.length; c++) {
+        var v = textCols[c].values[r];
+        if (v !== null && v !== undefined && String(v).toLowerCase().indexOf(needle) >= 0) return true;
       }
       return false;
     }
@@ -64,8 +68,8 @@
       var frag = document.createDocumentFragment();
       rows.slice(0, MAX_DOM_ROWS).forEach(function (r) {
         var tr = el("tr");
-        cols.forEach(function (c) {
-          var text = fmtCell(c.values[r], c.type);
+        cols.forEach(function (c, ci) {
+          var text = formats[ci].format(c.values[r]);
           var td = el("td", c.type === "str" ? "text" : "num", text);
           if (c.type === "str" && text.length > 60) td.title = text;
           tr.appendChild(td);
@@ -108,7 +112,9 @@
     var box = document.getElementById("chart-transfers");
     var byName = {};
     if (tbl) tbl.columns.forEach(function (c) { byName[c.name] = c; });
-    if (tbl && byName.direction && byName.gbps) {
+    // a chart compares directions: with fewer than two bandwidths the table says it all
+    var measured = byName.gbps ? byName.gbps.values.filter(function (v) { return isNum(v) && v > 0; }) : [];
+    if (tbl && byName.direction && measured.length >= 2) {
       chart("chart-transfers", {
         tooltip: {
           trigger: "axis",
@@ -134,31 +140,75 @@
         }]
       });
     } else {
-      empty(box, "No memory copy in this profile.");
+      empty(box, tbl ? "No chart: fewer than two copy directions with a bandwidth (see the table)." : "No memory copy in this profile.");
       box.className = "";
     }
     if (tbl) renderTable(document.getElementById("table-transfers"), tbl);
   }
 
+  // Labels of a counter's axis: bytes in the one unit of the largest value, with enough
+  // decimals to tell the ticks apart.
+  function counterFormat(name, values) {
+    var high = 0;
+    values.forEach(function (v) { if (isNum(v)) high = Math.max(high, Math.abs(v)); });
+    if (/bytes$/.test(name)) {
+      var unit = BYTE_UNITS[BYTE_UNITS.length - 1];
+      for (var i = 0; i < BYTE_UNITS.length; i++) {
+        if (high >= BYTE_UNITS[i][1]) { unit = BYTE_UNITS[i]; break; }
+      }
+      return {
+        axis: function (v) { return String(Math.round(v / unit[1] * 100) / 100) + " " + unit[0]; },
+        value: function (v) { return fmtBytes(v); }
+      };
+    }
+    var plain = function (v) { return String(Math.round(v * 1000) / 1000); };
+    return { axis: plain, value: plain };
+  }
+
+  // The profiled steps as shaded bands on a counter chart (every other one when many).
+  function stepBands() {
+    var marks = DATA.step_marks || [];
+    var few = marks.length <= 12;
+    return {
+      silent: true,
+      itemStyle: { color: "rgba(21, 101, 192, 0.08)" },
+      label: { show: few, position: "insideTop", fontSize: 10, color: "#5f6b7a" },
+      data: marks.filter(function (_m, i) { return few || i % 2 === 0; }).map(function (m) {
+        return [{ name: "step " + m[0], xAxis: m[1] }, { xAxis: m[2] }];
+      })
+    };
+  }
+
   function renderCounters() {
     var host = document.getElementById("counter-charts");
     var series = DATA.counters || [];
-    if (!series.length) {
-      empty(host, "No counter was recorded.");
+    var drawn = series.filter(function (s) { return !s.constant && s.t_s.length > 1; });
+    var flat = series.filter(function (s) { return s.constant; });
+    var note = document.getElementById("counters-note");
+    if (flat.length) {
+      // a series that never changes is one value: said in words, not drawn
+      note.textContent = "Constant over the profile (not drawn): " + flat.map(function (s) {
+        return "rank " + s.rank + " · " + s.track + " · " + s.name + " = " +
+          counterFormat(s.name, s.value).value(s.value[0]);
+      }).join("; ") + ".";
+      note.hidden = false;
+    }
+    if (!drawn.length) {
+      empty(host, series.length ? "No counter changed during the profile." : "No counter was recorded.");
       host.className = "";
       return;
     }
-    series.forEach(function (s, i) {
+    var marks = DATA.step_marks || [];
+    drawn.forEach(function (s, i) {
       var box = el("div", "chart small");
       box.id = "chart-counter-" + i;
       host.appendChild(box);
       var points = s.t_s.map(function (t, k) { return [t, s.value[k]]; });
-      var bytes = /bytes$/.test(s.name);
-      var fmtValue = function (v) {
-        return bytes ? fmtBytes(v) : String(Math.round(v * 1000) / 1000);
-      };
-      var first = s.t_s.length ? s.t_s[0] : 0;
-      var last = s.t_s.length ? s.t_s[s.t_s.length - 1] : 1;
+      var fmt = counterFormat(s.name, s.value);
+      var low = Math.min.apply(null, s.value);
+      // the samples and the steps, nothing around them
+      var first = Math.min(s.t_s[0], marks.length ? marks[0][1] : Infinity);
+      var last = Math.max(s.t_s[s.t_s.length - 1], marks.length ? marks[marks.length - 1][2] : -Infinity);
       chart(box.id, {
         title: { text: "rank " + s.rank + " · " + s.track + " · " + s.name, textStyle: { fontSize: 12 }, left: 0 },
         tooltip: {
@@ -166,7 +216,7 @@
           formatter: function (items) {
             if (!items.length) return "";
             var p = items[0].value;
-            return esc(s.name) + " " + esc(fmtValue(p[1])) + " at " + esc(p[0].toFixed(3)) + " s";
+            return esc(s.name) + " " + esc(fmt.value(p[1])) + " at " + esc(p[0].toFixed(3)) + " s";
           }
         },
         grid: { left: 80, right: 16, top: 34, bottom: 30 },
@@ -174,17 +224,29 @@
           type: "value",
           name: "s",
           nameGap: 4,
-          min: Math.floor(first),
-          max: Math.max(Math.ceil(last), Math.floor(first) + 1),
-          axisLabel: { formatter: function (v) { return String(Math.round(v * 10) / 10); } }
+          min: first,
+          max: last,
+          axisLabel: {
+            showMinLabel: false,
+            showMaxLabel: false,
+            formatter: function (v) { return String(Math.round(v * 1000) / 1000); }
+          }
         },
         yAxis: {
           type: "value",
-          scale: true,
-          axisLabel: { formatter: function (v) { return fmtValue(v); } }
+          axisLine: { onZero: false },
+          // from zero for what cannot go below it: a swing of 1 % stays small
+          min: low >= 0 ? 0 : null,
+          axisLabel: { formatter: fmt.axis }
         },
-        series: [{ type: "line", showSymbol: false, step: "end", data: points, lineStyle: { width: 1.2 } }]
+        series: [{
+          type: "line",
+          showSymbol: false,
+          step: "end",
+          data: points,
+          lineStyle: { width: 1.2 },
+          markArea: stepBands()
+        }]
       });
     });
   }
-

@@ -2,6 +2,63 @@
 
   var timelineSelect = document.getElementById("timeline-step");
 
+  // the words of the legend for each kind of slice
+  var KIND_WORDS = {
+    "cpu_op": "host operator",
+    "python": "Python function",
+    "annotation": "annotation",
+    "step": "step mark",
+    "runtime": "runtime call (launch)",
+    "sync": "synchronisation",
+    "dataloader": "data loading",
+    "kernel": "kernel",
+    "comm": "communication",
+    "memcpy": "memory copy",
+    "memset": "memory set",
+    "device_annotation": "device annotation",
+    "instant": "instant"
+  };
+  var PHASE_WORDS = {
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "optimizer",
+    "dataloader": "data loading"
+  };
+  // a slice is labelled with its name when the name has room: this wide and tall (px)
+  var LABEL_MIN_WIDTH = 36;
+  var LABEL_MIN_HEIGHT = 10;
+  var HOST_LEVEL_PX = 14;
+
+  // What colours a slice, and the legend's words for it: the main thread's phase on a
+  // host-only step, the cause of an idle gap, else the kind.
+  function sliceKey(t, i) {
+    var kind = DATA.timeline_kinds[t.kind[i]];
+    var phase = t.phase ? DATA.timeline_phases[t.phase[i]] : "";
+    if (phase) return { key: "phase:" + phase, colour: CATEGORY_COLOURS[phase], words: PHASE_WORDS[phase] + " (main thread)" };
+    if (kind.indexOf("idle: ") === 0) {
+      var cause = kind.slice(6);
+      return { key: kind, colour: CAUSE_COLOURS[cause] || "#9e9e9e", words: "idle: " + cause.replace(/_/g, " ") };
+    }
+    return { key: kind, colour: KIND_COLOURS[kind] || "#78909c", words: KIND_WORDS[kind] || kind };
+  }
+
+  // Dark text on light colours, white on dark ones.
+  function textColour(hex) {
+    var m = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(hex || "");
+    if (!m) return "#1d2330";
+    var lum = 0.299 * parseInt(m[1], 16) + 0.587 * parseInt(m[2], 16) + 0.114 * parseInt(m[3], 16);
+    return lum > 150 ? "#1d2330" : "#ffffff";
+  }
+
+  // How many nesting levels the host rows of a step draw (at most four).
+  function hostLevels(t) {
+    var levels = 1;
+    for (var i = 0; i < t.row.length; i++) {
+      if (!t.row_is_device[t.row[i]]) levels = Math.max(levels, Math.min(t.depth[i], 3) + 1);
+    }
+    return levels;
+  }
+
   function timelineOption(t) {
     var kinds = DATA.timeline_kinds;
     var names = DATA.timeline_names;
@@ -18,10 +75,9 @@
         g += 1;
       }
     }
+    var levels = hostLevels(t);
     function colourOf(i) {
-      var kind = kinds[t.kind[i]];
-      if (kind.indexOf("idle: ") === 0) return CAUSE_COLOURS[kind.slice(6)] || "#9e9e9e";
-      return KIND_COLOURS[kind] || "#78909c";
+      return sliceKey(t, i).colour;
     }
     function clip(rect, params) {
       return echarts.graphic.clipRectByRect(rect, {
@@ -40,16 +96,38 @@
       var top = a[1] - rowH * 0.42;
       var height = rowH * 0.84;
       if (!t.row_is_device[row]) {
-        // host rows stack nested calls downwards, four levels deep
+        // host rows stack nested calls downwards, up to four levels deep
         var level = Math.min(t.depth[i], 3);
-        height = (rowH * 0.84) / 4;
+        height = (rowH * 0.84) / levels;
         top = top + level * height;
       }
       var shape = clip({ x: a[0], y: top, width: Math.max(b[0] - a[0], 0.5), height: height }, params);
-      return shape && {
+      if (!shape) return null;
+      var fill = colourOf(i);
+      var rect = {
         type: "rect",
         shape: shape,
-        style: { fill: colourOf(i), stroke: b[0] - a[0] > 6 ? "rgba(255,255,255,0.6)" : null }
+        style: { fill: fill, stroke: b[0] - a[0] > 6 ? "rgba(255,255,255,0.6)" : null }
+      };
+      if (shape.width < LABEL_MIN_WIDTH || shape.height < LABEL_MIN_HEIGHT || t.row_is_gap[row]) return rect;
+      // the slice's name on it, cut to its width
+      return {
+        type: "group",
+        children: [rect, {
+          type: "text",
+          silent: true,
+          style: {
+            text: names[t.name[i]],
+            x: shape.x + 3,
+            y: shape.y + shape.height / 2,
+            verticalAlign: "middle",
+            width: shape.width - 6,
+            overflow: "truncate",
+            ellipsis: "…",
+            fontSize: 10,
+            fill: textColour(fill)
+          }
+        }]
       };
     }
     function renderBand(params, api) {
@@ -73,7 +151,8 @@
       tooltip: {
         formatter: function (p) {
           var i = p.seriesIndex === 1 ? p.value[3] : p.value[4];
-          return "<b>" + esc(names[t.name[i]]) + "</b><br>" + esc(kinds[t.kind[i]]) +
+          var phase = t.phase ? DATA.timeline_phases[t.phase[i]] : "";
+          return "<b>" + esc(names[t.name[i]]) + "</b><br>" + esc(kinds[t.kind[i]]) + (phase ? " · " + esc(phase) : "") +
             " · " + esc(t.rows[t.row[i]]) + "<br>start " + esc(fmtUs(t.start_us[i])) +
             " · duration " + esc(fmtUs(t.dur_us[i]));
         }
@@ -124,10 +203,16 @@
   function drawTimeline(step) {
     var t = DATA.timelines[String(step)];
     var box = document.getElementById("chart-timeline");
-    box.style.height = Math.max(320, 110 + t.rows.length * 26) + "px";
+    // host rows tall enough for a label on each nesting level, the chart within a screen
+    var rowPx = Math.max(26, Math.min(hostLevels(t) * HOST_LEVEL_PX + 8, Math.floor(900 / t.rows.length)));
+    box.style.height = Math.max(320, 110 + t.rows.length * rowPx) + "px";
     var option = timelineOption(t);
     delete option.height;
-    chart("chart-timeline", option);
+    box.removeAttribute("data-drawn");
+    // slices are drawn a few hundred per frame: the page says when the last one is
+    chart("chart-timeline", option, function () {
+      box.setAttribute("data-drawn", String(step));
+    });
     box.setAttribute("data-step", String(step));
     var note = "";
     if (t.events_shown < t.events_total) {
@@ -135,6 +220,32 @@
         " events are drawn; the Perfetto timeline (timeline/step_" + step + ".json.gz) holds them all.";
     }
     document.getElementById("timeline-note").textContent = note;
+    renderLegend(t);
+  }
+
+  // What each colour of the step's slices means (the kinds, phases and causes it holds).
+  function renderLegend(t) {
+    var host = document.getElementById("timeline-legend");
+    var seen = {};
+    var entries = [];
+    for (var i = 0; i < t.kind.length; i++) {
+      var k = sliceKey(t, i);
+      if (!seen[k.key]) {
+        seen[k.key] = true;
+        entries.push(k);
+      }
+    }
+    host.replaceChildren();
+    entries.forEach(function (k) {
+      var item = el("span", "legend-item");
+      item.setAttribute("data-key", k.key);
+      item.setAttribute("data-colour", k.colour);
+      var swatch = el("span", "swatch");
+      swatch.style.background = k.colour;
+      item.appendChild(swatch);
+      item.appendChild(document.createTextNode(k.words));
+      host.appendChild(item);
+    });
   }
 
   function renderTimeline() {
