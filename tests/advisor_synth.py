@@ -48,6 +48,7 @@ def outcome(
     *,
     thresholds: Mapping[str, float] | None = None,
     overhead_pct: float | None = None,
+    overhead_noise_pct: float | None = None,
     config: AdvisorConfig | None = None,
 ) -> Finding | Skipped | None:
     """What one rule says about a profile: its finding, its skip, or None."""
@@ -56,7 +57,13 @@ def outcome(
     config = config or AdvisorConfig(
         thresholds={f"{rule_id}.{k}": v for k, v in (thresholds or {}).items()}
     )
-    report = diagnose(analysis, config, overhead_pct=overhead_pct, rules=(rule,))
+    report = diagnose(
+        analysis,
+        config,
+        overhead_pct=overhead_pct,
+        overhead_noise_pct=overhead_noise_pct,
+        rules=(rule,),
+    )
     if report.findings:
         return report.findings[0]
     if report.skipped:

@@ -39,7 +39,7 @@ def test_analyze_writes_the_profile_directory(ddp_profile: Path) -> None:
     ):
         assert (ddp_profile / name).is_file(), name
     meta = json.loads((ddp_profile / "meta.json").read_text())
-    assert meta["format_version"] == 1
+    assert meta["format_version"] == 2
     summary = json.loads((ddp_profile / "summary.json").read_text())
     # 5 ProfilerStep annotations (#2 .. #6) in the trace
     assert summary["step_count"] == 5

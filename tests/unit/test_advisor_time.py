@@ -310,3 +310,20 @@ def test_profiler_overhead_high() -> None:
     assert (f.severity_ms, f.severity_pct) == (0.2, 20.0)
     assert outcome(analysis, "profiler_overhead_high", overhead_pct=5.0) is None
     assert isinstance(outcome(analysis, "profiler_overhead_high"), Skipped)
+
+
+def test_profiler_overhead_within_its_noise_or_negative_is_no_finding() -> None:
+    analysis = analyse(utilization_steps(dip=False))
+    rule = "profiler_overhead_high"
+    # 25 % ± 20 %: the profiler certainly added only 5 %, under the 10 % threshold
+    assert outcome(analysis, rule, overhead_pct=25.0, overhead_noise_pct=20.0) is None
+    assert outcome(analysis, rule, overhead_pct=-12.79, overhead_noise_pct=15.0) is None
+    assert outcome(analysis, rule, overhead_pct=-40.0, overhead_noise_pct=1.0) is None
+    # 40 % ± 5 %: certainly 35 %; a 1 ms profiled step is 1 / 1.4 ms unprofiled, and only the
+    # certain part counts as inflation: 1 ms x 35 / 140 = 0.25 ms per step
+    f = finding(analysis, rule, overhead_pct=40.0, overhead_noise_pct=5.0)
+    assert f.evidence["step_time_ms"] == 1.0
+    assert f.evidence["unprofiled_step_ms"] == round(1.0 / 1.4, 3)
+    assert f.evidence["profiler_overhead_noise_pct"] == 5.0
+    assert (f.severity_ms, f.severity_pct) == (0.25, 25.0)
+    assert "--level light" in f.suggestion

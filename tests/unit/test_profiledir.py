@@ -66,7 +66,19 @@ def test_an_older_format_is_migrated_step_by_step(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setitem(MIGRATIONS, 0, rename)  # as if version 0 -> 1 had changed a key
     _, summary = migrate({}, {"old": 7}, version=0)
-    assert summary == {"renamed": 7}
+    assert summary["renamed"] == 7 and "old" not in summary
+
+
+def test_a_format_1_profile_reads_with_the_format_2_keys(tmp_path: Path) -> None:
+    # format 1 called what could not be read "loss", and knew no overhead noise
+    path = make_profile(tmp_path / "p", version=1, loss="rank1.json: truncated", foo=1)
+    profile = load_profile(path)
+    assert profile.format_version == 1
+    assert profile.summary["unread_input"] == "rank1.json: truncated"
+    assert profile.summary["loss"] == "rank1.json: truncated"  # kept for one version
+    assert profile.summary["profiler_overhead_noise_pct"] is None
+    assert profile.summary["unprofiled_step_ms"] is None
+    assert FORMAT_VERSION == 2
 
 
 def test_tables_read_in_either_layout_in_rank_order(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from perfledger.record.inprocess import (
     DriverOptions,
     StepDriver,
     planned_action,
+    window_ends,
 )
 from perfledger.record.staging import incomplete_recorded_step, read_step_log
 
@@ -38,7 +39,9 @@ class FakeProfiler:
 
     def _action(self, step: int) -> str:
         options = self.options
-        return planned_action(step, options.skip, options.steps, options.flush_steps)
+        return planned_action(
+            step, options.skip, options.steps, options.flush_steps, interleave=options.interleave
+        )
 
     def start(self) -> None:
         self.calls.append(("start", self.step_num))
@@ -62,7 +65,12 @@ class FakeProfiler:
 
 
 def make_driver(
-    tmp_path: Path, skip: int = 1, steps: int = 2, manual: bool = False, flush_steps: int = 0
+    tmp_path: Path,
+    skip: int = 1,
+    steps: int = 2,
+    manual: bool = False,
+    flush_steps: int = 0,
+    interleave: bool = False,
 ) -> Any:
     fakes: list[FakeProfiler] = []
 
@@ -70,7 +78,7 @@ def make_driver(
         fakes.append(FakeProfiler(options, ready))
         return fakes[-1]
 
-    options = DriverOptions(skip=skip, steps=steps, flush_steps=flush_steps)
+    options = DriverOptions(skip=skip, steps=steps, flush_steps=flush_steps, interleave=interleave)
     driver = StepDriver(tmp_path, options, manual=manual, profiler_factory=factory)
     return driver, fakes
 
@@ -139,9 +147,41 @@ def test_planned_action_saves_a_chunk_every_flush_steps_and_at_the_windows_end()
     assert [planned_action(s, 0, 0, 1) for s in range(3)] == [ACTION_SAVE] * 3
 
 
+def test_interleaved_recording_follows_each_recorded_step_by_a_plain_one() -> None:
+    # --skip 2 --steps 3, interleaved: warm up at 1, record 2, 5 and 8 (each saved), the step
+    # after each unprofiled, the one before the next recorded step a warm-up; nothing after 8.
+    plan = [planned_action(s, 2, 3, 1, interleave=True) for s in range(12)]
+    n, w, s_ = ACTION_NONE, ACTION_WARMUP, ACTION_SAVE
+    assert plan == [n, w, s_, n, w, s_, n, w, s_, n, n, n]
+    assert [s for s in range(12) if window_ends(s, 2, 3, interleave=True)] == [8]
+    # --steps 0: the cycle goes on to the end of the run; --skip 0: no first warm-up
+    assert [planned_action(s, 0, 0, interleave=True) for s in range(7)] == [s_, n, w, s_, n, w, s_]
+
+
+def test_an_interleaved_driver_writes_one_chunk_per_recorded_step(tmp_path: Path) -> None:
+    driver, fakes = make_driver(tmp_path, skip=1, steps=2, interleave=True)
+    for _ in range(7):
+        driver.mark_step()
+    driver.finish()
+    assert logged_steps(tmp_path) == [
+        (0, ACTION_WARMUP),
+        (1, ACTION_SAVE),
+        (2, ACTION_NONE),
+        (3, ACTION_WARMUP),
+        (4, ACTION_SAVE),
+        (5, ACTION_NONE),
+    ]
+    (fake,) = fakes
+    assert fake.exported_steps == [1, 4]
+    assert ("stop", 5) in fake.calls  # stopped for good after the last recorded step
+    assert sorted(p.name for p in tmp_path.glob("trace-*.json")) == [chunk(0), chunk(1)]
+
+
 def test_options_round_trip_through_the_environment_and_reject_bad_values() -> None:
     options = DriverOptions(skip=4, steps=0, level="full", flush_steps=3)
     assert DriverOptions.from_json(options.to_json()) == options
+    interleaved = DriverOptions(skip=2, steps=5, interleave=True)
+    assert DriverOptions.from_json(interleaved.to_json()) == interleaved
     with pytest.raises(ValueError, match="--flush-steps"):
         DriverOptions(flush_steps=-1)
     with pytest.raises(ValueError, match="--steps"):

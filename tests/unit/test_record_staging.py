@@ -179,6 +179,31 @@ def test_overhead_neighbours_come_from_both_sides_of_the_window() -> None:
     assert estimate.noise_pct is not None and estimate.noise_pct >= 0.0
 
 
+def test_interleaved_steps_compare_each_recorded_step_with_the_next_plain_one() -> None:
+    # Interleaved (recorded, plain, warm-up): the machine gets busy after step 7 and every step
+    # takes 2.5 times longer; each recorded step still runs 10 % longer than the plain step
+    # right after it, which is the profiler's cost.
+    walls = [(0, 900, "none"), (1, 150, "warmup")]
+    for cycle, scale in enumerate((1.0, 1.0, 2.5, 2.5, 2.5)):
+        base = 2 + 3 * cycle
+        walls += [(base, 110 * scale, "save"), (base + 1, 100 * scale, "none")]
+        walls += [(base + 2, 150 * scale, "warmup")]
+    walls += [(n, 100, "none") for n in range(17, 30)]  # quiet again after the window
+    steps = [StepRecord(n, 0, round(ms * MS), action) for n, ms, action in walls]
+    estimate = profiler_overhead(steps)
+    assert estimate is not None and estimate.paired
+    assert (estimate.profiled_steps, estimate.unprofiled_steps) == (5, 5)
+    assert estimate.profiled_ms == 275.0 and estimate.unprofiled_ms == 250.0  # 110 x 2.5, 100 x 2.5
+    assert estimate.overhead_pct == pytest.approx(10.0)
+    assert estimate.noise_pct == pytest.approx(0.0, abs=1e-6)  # every pair's ratio is 1.1
+    # without the plain steps inside the window, the quiet steps after it are the comparison:
+    # 275 ms against 100 ms, an overhead the profiler never caused
+    unpaired = [s for s in steps if not (s.action == "none" and 2 < s.step < 17)]
+    contrast = profiler_overhead(unpaired)
+    assert contrast is not None and not contrast.paired
+    assert contrast.overhead_pct == pytest.approx(175.0)
+
+
 def test_overhead_noise_is_unknown_with_a_single_step_on_either_side() -> None:
     walls = [(0, 500, "none"), (1, 140, "warmup"), (2, 120, "save"), (3, 100, "none")]
     steps = [StepRecord(n, 0, ms * MS, action) for n, ms, action in walls]

@@ -98,6 +98,8 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         ],
         loss="rank0.json.gz: truncated after 1 000 events",
         profiler_overhead_pct=3.14159,
+        profiler_overhead_noise_pct=1.23456,
+        unprofiled_step_ms=11.6361234,
         top_operators=1,
     )
     assert list(doc) == [
@@ -110,6 +112,9 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         "device_utilization_pct",
         "device_compute_pct",
         "profiler_overhead_pct",
+        "profiler_overhead_noise_pct",
+        "unprofiled_step_ms",
+        "unread_input",
         "loss",
         "quality",
         "findings",
@@ -120,14 +125,18 @@ def test_keys_in_fixed_order_and_headline_figures() -> None:
         "transfers",
         "gap_histogram",
         "critical_path",
+        "whatif_combined",
     ]
-    assert doc["format_version"] == 1
+    assert doc["format_version"] == 2
     assert doc["tool_version"] == __version__
     assert doc["source"] == {"kind": "kineto", "files": ["/data/rank0.json.gz"]}
     assert doc["step_time_ms"] == 12.0  # the figure given, rounded to the µs
     assert doc["device_utilization_pct"] == 70.0
     assert doc["profiler_overhead_pct"] == 3.14
-    assert doc["loss"] == "rank0.json.gz: truncated after 1 000 events"
+    assert doc["profiler_overhead_noise_pct"] == 1.23
+    assert doc["unprofiled_step_ms"] == 11.636
+    assert doc["unread_input"] == "rank0.json.gz: truncated after 1 000 events"
+    assert doc["loss"] == doc["unread_input"]  # the format-1 name, kept one version
     assert doc["findings"] == [
         {
             "id": "excessive_sync",
@@ -306,7 +315,7 @@ def test_write_summary_is_deterministic_and_atomic(tmp_path: Path) -> None:
     assert target.read_bytes() == first
     assert first.endswith(b"}\n")
     assert b"\r" not in first
-    assert first.startswith(b'{\n  "format_version": 1,\n  "tool_version": ')
+    assert first.startswith(b'{\n  "format_version": 2,\n  "tool_version": ')
     assert json.loads(first)["loss"] == "naïve </script> name"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
 

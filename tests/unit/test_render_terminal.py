@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from rich.console import Console
 
 from perfledger.analysis.gaps import gap_report
@@ -207,3 +208,77 @@ def test_a_narrow_console_stacks_figures_instead_of_cutting_them() -> None:
     assert " ".join(lines[first + 1].split()) == "(60.0%) (10.0%) (5.0%) (5.0%) (20.0%)"
     assert "…" not in text[: text.index("top 10")]
     assert row(text, "1-10ms", "idle gaps") == "1-10ms 1 2.000 2.000 0.000 0.000 0.000 0.000"
+
+
+def test_the_host_table_says_how_its_columns_nest() -> None:
+    host = HostWindowAccount(
+        rank=0,
+        step=-1,
+        start_ns=0,
+        end_ns=8 * MS,
+        dataloader_ns=2 * MS,
+        forward_ns=2 * MS,
+        backward_ns=3 * MS,
+        optimizer_ns=1 * MS,
+        operator_ns=5 * MS,
+        overhead_ns=1 * MS,
+    )
+    text = " ".join(render(headline(), host_windows=[host]).split())
+    # 2 + 2 + 3 + 1 = 8 ms by phase; 2 + 5 + 1 = 8 ms by coverage: the note names both sums
+    assert "dataloader + forward + backward + optimizer = wall" in text
+    assert "dataloader + operators + overhead = wall" in text
+
+
+def finding(rule: str, ms: float) -> dict[str, object]:
+    return {
+        "id": rule,
+        "title": f"{rule} title",
+        "severity_ms": ms,
+        "severity_pct": ms,
+        "suggestion": "Do this. Then that.",
+    }
+
+
+def test_every_finding_is_named_with_its_gain_and_what_to_do_next() -> None:
+    findings = [finding(f"rule_{i}", 10.0 - i) for i in range(7)]
+    text = render(headline(findings=findings), paths=[Path("prof_x"), Path("prof_x/summary.json")])
+    table_rows = [line for line in text.split("\n") if line.startswith(" rule_")]
+    assert [line.split()[0] for line in table_rows] == [f"rule_{i}" for i in range(5)]
+    also = next(line for line in text.split("\n") if line.startswith("also:"))
+    assert "rule_5 5.000 ms/step" in also and "rule_6 4.000 ms/step" in also
+    assert "rule_4" not in also  # listed once, in the table
+    assert "next:" in text and "perfledger diff prof_x NEW" in text
+    assert "also:" not in render(headline(findings=findings[:5]))
+    assert "next:" not in render(headline())
+
+
+@pytest.mark.parametrize(
+    ("overhead", "noise", "said"),
+    [
+        (None, None, "overhead unknown"),
+        (22.0, None, "profiler overhead 22.00%"),
+        (22.0, 4.0, "profiler overhead 22.00% ± 4.00%"),
+        (3.0, 4.0, "profiler overhead within noise (+3.00% ± 4.00%)"),
+        (-12.79, 15.0, "profiler overhead within noise (-12.79% ± 15.00%)"),
+        (-12.79, 5.0, "profiler overhead none measured (profiled steps 12.79% ± 5.00% faster)"),
+        (-12.79, None, "profiler overhead none measured (profiled steps 12.79% faster)"),
+    ],
+)
+def test_the_profiler_overhead_is_read_against_its_noise(
+    overhead: float | None, noise: float | None, said: str
+) -> None:
+    summary = headline(
+        profiler_overhead_pct=overhead,
+        profiler_overhead_noise_pct=noise,
+        unprofiled_step_ms=12.5 if overhead is not None else None,
+    )
+    text = " ".join(render(summary).split())
+    assert said in text
+    assert ("unprofiled 12.500 ms" in text) == (overhead is not None)
+    if overhead is not None and overhead < 0:
+        assert f"overhead {overhead:.2f}%" not in text  # never a negative cost
+
+
+def test_unread_input_is_said_under_its_new_name_or_its_old_one() -> None:
+    assert "trace incomplete: a.json: cut" in render(headline(unread_input="a.json: cut"))
+    assert "trace incomplete: b.json: cut" in render(headline(loss="b.json: cut"))

@@ -58,6 +58,13 @@ def add_parser(subparsers: Any) -> None:
         f"{defaults.flush_steps})",
     )
     parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="follow each recorded step by an unprofiled step and a warm-up step, so that the "
+        "profiler overhead compares each recorded step with the next one (robust to a machine "
+        "whose load changes); the trace's span then covers unrecorded steps too",
+    )
+    parser.add_argument(
         "--level",
         choices=LEVELS,
         default=defaults.level,
@@ -91,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         host_interval_s=args.host_interval / 1000.0,
         force=args.force,
         flush_steps=args.flush_steps,
+        interleave=args.interleave,
     )
     result = record(command, options, console=terminal_console())
     if result.stored is not None:

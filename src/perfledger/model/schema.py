@@ -10,7 +10,8 @@ from typing import Final
 
 import pyarrow as pa
 
-FORMAT_VERSION: Final = 1
+# The version of meta.json and summary.json (history: docs/formats.md, "format_version").
+FORMAT_VERSION: Final = 2
 
 # Event kinds.
 CPU_OP: Final = "cpu_op"

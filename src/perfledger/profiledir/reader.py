@@ -33,8 +33,22 @@ from perfledger.profiledir.layout import (
 )
 
 Document = dict[str, Any]
+
+
+def _from_version_1(meta: Document, summary: Document) -> tuple[Document, Document]:
+    """Format 2 names what could not be read ``unread_input`` (format 1: ``loss``) and adds
+    the profiler overhead's noise and the unprofiled step time (unknown in format 1)."""
+    summary = dict(summary)
+    summary.setdefault("unread_input", summary.get("loss"))
+    summary.setdefault("profiler_overhead_noise_pct", None)
+    summary.setdefault("unprofiled_step_ms", None)
+    return meta, summary
+
+
 # format_version N -> the function that turns a version-N (meta, summary) into version N + 1.
-MIGRATIONS: Final[Mapping[int, Callable[[Document, Document], tuple[Document, Document]]]] = {}
+MIGRATIONS: Final[Mapping[int, Callable[[Document, Document], tuple[Document, Document]]]] = {
+    1: _from_version_1,
+}
 _RANK_PART: Final = re.compile(rf"{re.escape(RANK_PART_PREFIX)}(-?\d+)\.parquet$")
 
 

@@ -140,6 +140,7 @@ def profile(
     label: str | None = None,
     force: bool = False,
     host_interval_ms: float = 50.0,
+    interleave: bool = False,
     console: Console | None = None,
 ) -> Profile:
     """Profile the steps of a ``with`` block and write the profile directory ``output``.
@@ -153,6 +154,8 @@ def profile(
         label: a label kept in meta.json.
         force: replace an existing profile directory.
         host_interval_ms: host counter sampling period.
+        interleave: follow each recorded step by an unprofiled step and a warm-up step
+            (docs/record.md); by default the steps are recorded back to back.
         console: where the summary is printed (stdout by default).
 
     Raises:
@@ -170,6 +173,7 @@ def profile(
         level=level,
         host_interval_s=host_interval_ms / 1000.0,
         force=force,
+        interleave=interleave,
     )
     options.driver_options()  # validate now, not at the end of the block
     if options.host_interval_s <= 0:

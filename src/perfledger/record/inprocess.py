@@ -35,24 +35,41 @@ import types
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
 from perfledger.record import lifeline
+from perfledger.record.schedule import (
+    ACTION_NONE,
+    ACTION_RECORD,
+    ACTION_SAVE,
+    ACTION_WARMUP,
+    ENV_OPTIONS,
+    LEVELS,
+    RECORDED_ACTIONS,
+    DriverOptions,
+    planned_action,
+    window_ends,
+)
 from perfledger.record.stderr import stderr_into
 
 ENV_STAGING: Final = "PERFLEDGER_STAGING"
-ENV_OPTIONS: Final = "PERFLEDGER_OPTIONS"
-
-LEVELS: Final = ("light", "default", "full")
-
-# What the profiler does during a step (torch's ProfilerAction, named for the step log).
-ACTION_NONE: Final = "none"
-ACTION_WARMUP: Final = "warmup"
-ACTION_RECORD: Final = "record"
-ACTION_SAVE: Final = "save"  # the last step of a chunk: its trace is written when it ends
-RECORDED_ACTIONS: Final = (ACTION_RECORD, ACTION_SAVE)
+__all__ = [
+    "ACTION_NONE",
+    "ACTION_RECORD",
+    "ACTION_SAVE",
+    "ACTION_WARMUP",
+    "ENV_OPTIONS",
+    "ENV_STAGING",
+    "LEVELS",
+    "RECORDED_ACTIONS",
+    "DriverOptions",
+    "StepDriver",
+    "mark_step",
+    "planned_action",
+    "window_ends",
+]
 
 STEP_LOG_PREFIX: Final = "steps-"
 STEP_LOG_SUFFIX: Final = ".jsonl"
@@ -63,74 +80,6 @@ CHUNK_PREFIX: Final = "trace-"  # trace-<pid>-<n>.json: the n-th chunk of a proc
 # "USDT: profiler_start" and "STAGE:" lines), kept out of the program's terminal.
 PROFILER_LOG_PREFIX: Final = "profiler-"
 PROFILER_LOG_SUFFIX: Final = ".log"
-
-
-@dataclass(frozen=True)
-class DriverOptions:
-    """What to profile: skip the first ``skip`` steps, then record ``steps`` (0: all the rest),
-    writing the trace every ``flush_steps`` recorded steps (0: once, when the window ends).
-
-    Raises:
-        ValueError: a negative count or an unknown level.
-    """
-
-    skip: int = 1
-    steps: int = 10
-    level: str = "default"
-    flush_steps: int = 1
-
-    def __post_init__(self) -> None:
-        if self.skip < 0:
-            raise ValueError(f"--skip must be >= 0 (got {self.skip})")
-        if self.steps < 0:
-            raise ValueError(f"--steps must be >= 0, 0 for all (got {self.steps})")
-        if self.flush_steps < 0:
-            raise ValueError(f"--flush-steps must be >= 0, 0 for once (got {self.flush_steps})")
-        if self.level not in LEVELS:
-            raise ValueError(f"level must be one of {', '.join(LEVELS)} (got {self.level!r})")
-
-    def to_json(self) -> str:
-        """The options as the JSON carried by the environment to every worker."""
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> DriverOptions:
-        """Options read back from :meth:`to_json`; ValueError when malformed."""
-        try:
-            fields = json.loads(text)
-            return cls(
-                skip=int(fields["skip"]),
-                steps=int(fields["steps"]),
-                level=fields["level"],
-                flush_steps=int(fields.get("flush_steps", 0)),
-            )
-        except (TypeError, KeyError, json.JSONDecodeError) as error:
-            raise ValueError(f"malformed {ENV_OPTIONS}: {text!r}") from error
-
-
-def planned_action(step: int, skip: int, steps: int, flush_steps: int = 0) -> str:
-    """What the profiler does during ``step`` (0-based) with ``--skip skip --steps steps``.
-
-    The last skipped step warms the profiler up, so that the first recorded step does not pay
-    for the profiler's start; ``steps == 0`` records every step after the skipped ones. The
-    trace is saved after every ``flush_steps``-th recorded step (0: never before the window's
-    last) and after the window's last.
-    """
-    if step < skip - 1:
-        return ACTION_NONE
-    if step == skip - 1:
-        return ACTION_WARMUP
-    last = skip + steps - 1
-    if steps and step > last:
-        return ACTION_NONE
-    if step == last or (flush_steps and (step - skip + 1) % flush_steps == 0):
-        return ACTION_SAVE
-    return ACTION_RECORD
-
-
-def window_ends(step: int, skip: int, steps: int) -> bool:
-    """Whether ``step`` is the last recorded one: the profiler is stopped for good after it."""
-    return steps > 0 and step == skip + steps - 1
 
 
 class StepLog:
@@ -379,7 +328,9 @@ class StepDriver:
         if self._profiler is None:
             return ACTION_NONE
         options = self.options
-        return planned_action(step, options.skip, options.steps, options.flush_steps)
+        return planned_action(
+            step, options.skip, options.steps, options.flush_steps, interleave=options.interleave
+        )
 
     def _cut(self) -> None:
         # The step ends before the profiler's bookkeeping and the next begins after it, so a
@@ -398,7 +349,8 @@ class StepDriver:
         profiler = self._profiler
         if profiler is not None:
             self._call_profiler(profiler.step)
-            if window_ends(self._step, self.options.skip, self.options.steps):
+            options = self.options
+            if window_ends(self._step, options.skip, options.steps, interleave=options.interleave):
                 # The window is over and the trace written: close the step annotation torch
                 # opened and stop driving the profiler at all.
                 self._call_profiler(profiler.stop)
@@ -561,7 +513,9 @@ _USER_SCOPE_ONLY = False
 def _torch_schedule(options: DriverOptions, step: int) -> Any:
     from torch.profiler import ProfilerAction
 
-    action = planned_action(step, options.skip, options.steps, options.flush_steps)
+    action = planned_action(
+        step, options.skip, options.steps, options.flush_steps, interleave=options.interleave
+    )
     return {
         ACTION_NONE: ProfilerAction.NONE,
         ACTION_WARMUP: ProfilerAction.WARMUP,

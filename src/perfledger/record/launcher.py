@@ -73,12 +73,18 @@ class RecordOptions:
     host_interval_s: float = 0.05
     force: bool = False
     flush_steps: int = 1
+    # each recorded step followed by an unprofiled one: the overhead compares like with like
+    interleave: bool = False
 
     def driver_options(self) -> inprocess.DriverOptions:
         """The in-process part; PerfledgerError for bad values."""
         try:
             return inprocess.DriverOptions(
-                skip=self.skip, steps=self.steps, level=self.level, flush_steps=self.flush_steps
+                skip=self.skip,
+                steps=self.steps,
+                level=self.level,
+                flush_steps=self.flush_steps,
+                interleave=self.interleave,
             )
         except ValueError as error:
             raise PerfledgerError(f"record: {error}") from error
@@ -181,7 +187,8 @@ def record(
     _say(
         console,
         f"{' '.join(command)}  (skip {driver_options.skip}, "
-        f"steps {driver_options.steps or 'all'}, level {driver_options.level})",
+        f"steps {driver_options.steps or 'all'}"
+        f"{', interleaved' if driver_options.interleave else ''}, level {driver_options.level})",
         "[bold]perfledger record[/]: ",
     )
     started_ns = time.time_ns()

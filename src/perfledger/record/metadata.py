@@ -139,7 +139,11 @@ def run_meta(
                 "unprofiled_steps": overhead.unprofiled_steps,
                 "overhead_pct": round(overhead.overhead_pct, 2),
                 "noise_pct": None if overhead.noise_pct is None else round(overhead.noise_pct, 2),
-                "compared": "the unprofiled steps nearest the profiled window",
+                "compared": (
+                    "each profiled step with the unprofiled step after it"
+                    if overhead.paired
+                    else "the unprofiled steps nearest the profiled window"
+                ),
             },
             "host_sampler": dict(sampler or {}),
         },

@@ -99,12 +99,13 @@ class ProcessRecord:
 
 @dataclass(frozen=True)
 class OverheadEstimate:
-    """Median step time with the profiler recording against without it, on neighbouring steps.
+    """Median step time with the profiler recording against without it (see
+    :func:`profiler_overhead`).
 
     ``noise_pct`` is the half-width, in % of the unprofiled median, of an approximate 95 %
-    interval of the difference of the two medians (from each group's spread); None when a
-    group has a single step. An overhead within ``noise_pct`` of zero cannot be told from the
-    run's own step-to-step variation.
+    interval of the overhead: from the spread of the pairs' ratios (paired), else of each
+    group's steps; None when a group has a single step. An overhead within ``noise_pct`` of
+    zero cannot be told from the run's own step-to-step variation.
     """
 
     profiled_ms: float
@@ -112,6 +113,7 @@ class OverheadEstimate:
     profiled_steps: int
     unprofiled_steps: int
     noise_pct: float | None = None
+    paired: bool = False  # each recorded step against the unprofiled step right after it
 
     @property
     def overhead_pct(self) -> float:
@@ -221,17 +223,49 @@ def step_times_table(processes: Iterable[ProcessRecord]) -> pa.Table:
 
 
 def profiler_overhead(steps: Sequence[StepRecord]) -> OverheadEstimate | None:
-    """Median profiled step time against the median of the unprofiled steps around them;
-    None without both.
+    """How much slower the profiled steps ran than comparable unprofiled ones; None without
+    both.
 
-    Step 0 (first-call initialisation everywhere) and the warm-up step (the profiler is already
-    armed) are not counted as unprofiled. Of the other unprofiled steps, the ones nearest the
-    profiled window (by step number, before or after it) are compared: at least
-    :data:`MIN_NEIGHBOURS` step numbers, or as many as were profiled, every process's steps of
-    those numbers.
+    ``steps``: every step of every process, each process's in order. Interleaved recording
+    (each recorded step followed by an unprofiled one) compares each recorded step with the
+    unprofiled step right after it, in the same process: the medians of the two, and a noise
+    from the spread of the pairs' ratios, so that a change of conditions during the run (another
+    job starting) moves both sides of each pair alike. Otherwise (a window of consecutive
+    recorded steps) the unprofiled steps nearest the window are compared
+    (:func:`_neighbouring`). Step 0 (first-call initialisation everywhere) and warm-up steps
+    (the profiler is already armed) are never counted as unprofiled.
     """
+    pairs = [
+        (first, second)
+        for first, second in zip(steps, steps[1:], strict=False)
+        if first.profiled and _plain(second) and second.step == first.step + 1
+    ]
+    if len(pairs) >= 2:
+        recorded = [first.wall_ns / 1e6 for first, _ in pairs]
+        plain = [second.wall_ns / 1e6 for _, second in pairs]
+        ratios = [a / b for a, b in zip(recorded, plain, strict=True)]
+        unprofiled_ms = statistics.median(plain)
+        return OverheadEstimate(
+            profiled_ms=statistics.median(recorded),
+            unprofiled_ms=unprofiled_ms,
+            profiled_steps=len(recorded),
+            unprofiled_steps=len(plain),
+            noise_pct=100.0 * _Z95 * _median_se(ratios),
+            paired=True,
+        )
+    return _neighbouring(steps)
+
+
+def _plain(step: StepRecord) -> bool:
+    return step.action == ACTION_NONE and step.step > 0 and step.wall_ns > 0
+
+
+def _neighbouring(steps: Sequence[StepRecord]) -> OverheadEstimate | None:
+    """The median profiled step against the median of the unprofiled steps nearest the
+    profiled window (by step number, before or after it): at least :data:`MIN_NEIGHBOURS`
+    step numbers, or as many as were profiled, every process's steps of those numbers."""
     profiled = [s for s in steps if s.profiled]
-    plain = [s for s in steps if s.action == ACTION_NONE and s.step > 0 and s.wall_ns > 0]
+    plain = [s for s in steps if _plain(s)]
     if not profiled or not plain:
         return None
     first = min(s.step for s in profiled)
@@ -254,19 +288,20 @@ def profiler_overhead(steps: Sequence[StepRecord]) -> OverheadEstimate | None:
     )
 
 
+def _median_se(values: Sequence[float]) -> float:
+    """A median's standard error from the values' robust spread (MAD)."""
+    centre = statistics.median(values)
+    sigma = _MAD_TO_SIGMA * statistics.median(abs(v - centre) for v in values)
+    return float(_MEDIAN_SE * sigma / math.sqrt(len(values)))
+
+
 def _noise_pct(
     profiled_ms: Sequence[float], plain_ms: Sequence[float], unprofiled_ms: float
 ) -> float | None:
     """The half-width of the difference of the two medians, in % of ``unprofiled_ms``."""
     if len(profiled_ms) < 2 or len(plain_ms) < 2 or unprofiled_ms <= 0:
         return None
-
-    def median_se(walls: Sequence[float]) -> float:
-        centre = statistics.median(walls)
-        sigma = _MAD_TO_SIGMA * statistics.median(abs(w - centre) for w in walls)
-        return float(_MEDIAN_SE * sigma / math.sqrt(len(walls)))
-
-    spread = math.hypot(median_se(profiled_ms), median_se(plain_ms))
+    spread = math.hypot(_median_se(profiled_ms), _median_se(plain_ms))
     return float(100.0 * _Z95 * spread / unprofiled_ms)
 
 

@@ -6,11 +6,20 @@ Keys, in this order (DESIGN.md's fixed keys first; add keys, never rename):
     device_utilization_pct  -- share of the accounted windows a device task ran in (null on
                                host-only profiles),
     device_compute_pct      -- share of the accounted windows a kernel ran in (null likewise),
-    profiler_overhead_pct   -- null when unknown,
-    loss                    -- what could not be read (null when nothing),
+    profiler_overhead_pct   -- how much slower the profiled steps ran than the unprofiled steps
+                               around them (perfledger record), in %; may be negative; null
+                               when unknown,
+    profiler_overhead_noise_pct -- the half-width of its ~95 % interval from the steps' own
+                               variation (an overhead within it is noise); null when unknown,
+    unprofiled_step_ms      -- median wall time of the unprofiled steps around the profiled
+                               ones (the program's step time without the profiler); null when
+                               unknown,
+    unread_input            -- what of the input could not be read (null when nothing),
+    loss                    -- the same as unread_input, under its format-1 name (dropped in
+                               format 3),
     quality                 -- {confidence: high|medium|low, checks: [{id, count, message,
                                affects, repaired}]}: what was repaired or is doubtful,
-    findings                -- as given by the advisor (id, title, severity_ms, ...),
+    findings                -- as given by the advisor (id, title, severity_ms, ..., whatif_ms),
     devices   -- per rank and device, the whole-span account (step -1 rows): span_ms,
                  busy_ms, utilization_pct (busy / span), each category in ms, idle by cause,
     host      -- per rank of a host-only run, the span account of the main thread,
@@ -22,7 +31,10 @@ Keys, in this order (DESIGN.md's fixed keys first; add keys, never rename):
     critical_path -- the steps' replay (docs/whatif.md): replay_error_pct {median, worst},
                  bound_by_ms (the critical path's time per step by class, mean over the steps,
                  largest first), top_tasks (name, class, ms on the paths), and per step rank,
-                 step, measured_ms, replayed_ms; null when nothing was replayed.
+                 step, measured_ms, replayed_ms; null when nothing was replayed,
+    whatif_combined -- the advisor's top fixes (at most 3, by whatif_ms) replayed together:
+                 {findings: [ids], gain_ms, baseline_ms, predicted_ms} per step (the gain of
+                 the fixes together, not the sum of theirs); null when no fix gains.
 Times are ms rounded to µs (3 decimals), percentages to 2 decimals; NaN is written as null.
 The file is written under a temporary name and renamed.
 """
@@ -80,8 +92,11 @@ def summary_document(
     loss: str | None = None,
     quality: Sequence[QualityCheck] = (),
     profiler_overhead_pct: float | None = None,
+    profiler_overhead_noise_pct: float | None = None,
+    unprofiled_step_ms: float | None = None,
     top_operators: int = TOP_OPERATORS,
     replay: ReplayReport | None = None,
+    whatif_combined: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary.json document of one profile, keys in their fixed order.
 
@@ -104,8 +119,12 @@ def summary_document(
         loss: what could not be read, or None.
         quality: the profile's quality checks (:mod:`perfledger.analysis.quality`).
         profiler_overhead_pct: measured profiler overhead, or None when unknown.
+        profiler_overhead_noise_pct: its noise (half-width, %), or None when unknown.
+        unprofiled_step_ms: the median unprofiled step compared with, or None when unknown.
         top_operators: how many op_statistic rows to keep.
         replay: the steps replayed (:func:`perfledger.analysis.critical_path.replay_profile`).
+        whatif_combined: the advisor's top fixes replayed together
+            (:meth:`perfledger.model.findings.CombinedFix.to_dict`), or None.
     """
     return {
         "format_version": schema.FORMAT_VERSION,
@@ -117,6 +136,9 @@ def summary_document(
         "device_utilization_pct": _round(device_utilization_pct, PCT_DECIMALS),
         "device_compute_pct": _round(device_compute_pct, PCT_DECIMALS),
         "profiler_overhead_pct": _round(profiler_overhead_pct, PCT_DECIMALS),
+        "profiler_overhead_noise_pct": _round(profiler_overhead_noise_pct, PCT_DECIMALS),
+        "unprofiled_step_ms": _round(unprofiled_step_ms, MS_DECIMALS),
+        "unread_input": loss,
         "loss": loss,
         "quality": quality_document(quality),
         "findings": [_finding(f) for f in findings],
@@ -127,6 +149,7 @@ def summary_document(
         "transfers": _transfers(transfers),
         "gap_histogram": _gap_histogram(gaps),
         "critical_path": _critical_path(replay),
+        "whatif_combined": dict(whatif_combined) if whatif_combined is not None else None,
     }
 
 

@@ -34,6 +34,12 @@ _CAUSE_TITLES: Final = {
 
 
 TOP_FINDINGS = 5
+# The host table holds two partitions of the same window side by side.
+HOST_NESTING: Final = (
+    "each row splits the wall time twice: dataloader + forward + backward + optimizer = wall "
+    "(phases), and dataloader + operators + overhead = wall (operators run inside the phases; "
+    "overhead: Python and framework time outside any operator)"
+)
 
 
 def print_summary(
@@ -81,12 +87,15 @@ def print_summary(
     path_line = _critical_path_line(summary.get("critical_path"))
     if path_line is not None:
         console.print(path_line)
-    findings = summary.get("findings") or []
+    findings = [f for f in summary.get("findings") or () if isinstance(f, Mapping)]
     if findings:
         console.print(_findings_table(findings[:top_findings]))
-    loss = summary.get("loss")
-    if loss:
-        console.print(Text.assemble(("trace incomplete: ", "bold yellow"), escaped(loss)))
+        if len(findings) > top_findings:
+            console.print(_also_line(findings[top_findings:]))
+        console.print(_next_line(paths[0] if paths else None))
+    unread = summary.get("unread_input", summary.get("loss"))
+    if unread:
+        console.print(Text.assemble(("trace incomplete: ", "bold yellow"), escaped(unread)))
     if paths:
         console.print(Text("wrote:", style="bold"))
         for path in paths:
@@ -139,9 +148,43 @@ def _findings_table(findings: Sequence[Mapping[str, Any]]) -> Table:
             shown(finding.get("id"), style="bold"),
             f"{float(finding.get('severity_ms') or 0.0):.3f}",
             f"{float(finding.get('severity_pct') or 0.0):.1f}%",
-            Text.assemble(escaped(finding.get("title")), "\n", ("→ " + suggestion, "dim")),
+            Text.assemble(
+                escaped(finding.get("title")),
+                "\n",
+                *_replayed_gain(finding),
+                ("→ " + suggestion, "dim"),
+            ),
         )
     return table
+
+
+def _replayed_gain(finding: Mapping[str, Any]) -> tuple[str | tuple[str, str], ...]:
+    """The fix's replayed gain (summary.json's whatif_ms) as a line, when the finding has one."""
+    gain = finding.get("whatif_ms")
+    if not isinstance(gain, (int, float)):
+        return ()
+    return (("replayed: ", "bold"), f"the fix alone gives {float(gain):.3f} ms/step back", "\n")
+
+
+def _also_line(findings: Sequence[Mapping[str, Any]]) -> Text:
+    """The findings below the table, by name and gain, so that the terminal names every
+    finding the report shows."""
+    parts = [
+        f"{escaped(f.get('id'))} {float(f.get('severity_ms') or 0.0):.3f} ms/step" for f in findings
+    ]
+    return Text.assemble(
+        ("also: ", "bold"), "; ".join(parts), (" (report.html and summary.json)", "dim")
+    )
+
+
+def _next_line(profile: Path | None) -> Text:
+    """What to do with the findings: fix, record again, compare."""
+    where = str(profile) if profile is not None else "PROFILE"
+    return Text.assemble(
+        ("next: ", "bold"),
+        "apply the top finding's fix, record again (-o NEW), then ",
+        shown(f"perfledger diff {where} NEW"),
+    )
 
 
 def _ms(ns: int) -> str:
@@ -235,19 +278,42 @@ def _headline(summary: Mapping[str, Any]) -> Text:
     source = summary.get("source") or {}
     ranks = summary.get("ranks") or []
     step_time = summary.get("step_time_ms")
+    step_count = summary.get("step_count", 0)
+    unprofiled = summary.get("unprofiled_step_ms")
     utilization = summary.get("device_utilization_pct")
     compute = summary.get("device_compute_pct")
-    overhead = summary.get("profiler_overhead_pct")
     parts = [
         f"source {escaped(source.get('kind', 'unknown'))}",
         f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''}",
-        f"{summary.get('step_count', 0)} steps",
+        f"{step_count} steps",
         f"step time {step_time:.3f} ms (median)" if step_time is not None else "no step marks",
+        *([f"unprofiled {unprofiled:.3f} ms"] if isinstance(unprofiled, int | float) else []),
         *([f"device utilisation {utilization:.2f}%"] if utilization is not None else []),
         *([f"compute {compute:.2f}%"] if compute is not None else []),
-        f"profiler overhead {overhead:.2f}%" if overhead is not None else "overhead unknown",
+        _overhead_text(summary),
     ]
     return Text.assemble(("perfledger", "bold"), "  ", " · ".join(parts))
+
+
+def _overhead_text(summary: Mapping[str, Any]) -> str:
+    """The profiler's cost with its noise: a figure within the noise is said to be so, and a
+    negative one is never printed as a cost."""
+    overhead = summary.get("profiler_overhead_pct")
+    noise = summary.get("profiler_overhead_noise_pct")
+    if not isinstance(overhead, int | float):
+        return "overhead unknown"
+    if not isinstance(noise, int | float):
+        if overhead < 0:
+            return f"profiler overhead none measured (profiled steps {-overhead:.2f}% faster)"
+        return f"profiler overhead {overhead:.2f}%"
+    if abs(overhead) <= noise:
+        return f"profiler overhead within noise ({overhead:+.2f}% ± {noise:.2f}%)"
+    if overhead < 0:
+        return (
+            f"profiler overhead none measured (profiled steps {-overhead:.2f}% ± {noise:.2f}% "
+            "faster)"
+        )
+    return f"profiler overhead {overhead:.2f}% ± {noise:.2f}%"
 
 
 def _sorted_steps(accounts: Sequence[Any]) -> list[Any]:
@@ -333,13 +399,16 @@ def _host_table(rank: int, accounts: Sequence[HostWindowAccount], width: int) ->
         for w in accounts
     ]
     header = ["step", "wall ms", "dataloader", "forward", "backward", "optimizer"]
-    return _table(
+    table = _table(
         f"rank {rank} · host (main thread): time account, ms (% of the window)",
         [*header, "operators", "overhead"],
         rows,
         sections=_before_span(accounts),
         width=width,
     )
+    table.caption = HOST_NESTING
+    table.caption_justify = "left"
+    return table
 
 
 def _operator_table(statistic: pa.Table, limit: int, width: int) -> Table:

@@ -21,8 +21,10 @@ from typing import Any
 import pyarrow as pa
 from rich.console import Console
 
+from perfledger.analysis import figures
 from perfledger.analysis.advisor import AdvisorConfig, diagnose
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
+from perfledger.analysis.profile import step_trace
 from perfledger.errors import PerfledgerError
 from perfledger.files import write_json
 from perfledger.memory import release_freed_memory
@@ -81,17 +83,23 @@ class ProfileResult:
 
 
 def _meta_document(
-    traces: Sequence[Trace], inputs: Sequence[Path], extra: Mapping[str, Any] | None
+    traces: Sequence[Trace],
+    inputs: Sequence[Path],
+    extra: Mapping[str, Any] | None,
+    raw_files: Sequence[str] = (),
 ) -> dict[str, Any]:
     kinds = sorted({t.source_kind for t in traces})
+    source: dict[str, Any] = {"kind": kinds[0] if len(kinds) == 1 else kinds, "files": raw_files}
+    if not (extra and "recorder" in extra):
+        # where the user's traces were read from (a recording's were its own staging files)
+        source["inputs"] = [str(p) for t in traces for p in t.source_files] or [
+            str(p) for p in inputs
+        ]
     document: dict[str, Any] = {
         "format_version": schema.FORMAT_VERSION,
         "tool_version": __version__,
         "created_ns": time.time_ns(),
-        "source": {
-            "kind": kinds[0] if len(kinds) == 1 else kinds,
-            "files": [str(p) for t in traces for p in t.source_files] or [str(p) for p in inputs],
-        },
+        "source": source,
         "command_line": [Path(sys.argv[0]).name, *sys.argv[1:]],
         "working_dir": os.getcwd(),
         "ranks": {str(t.rank): t.meta for t in traces},
@@ -284,7 +292,10 @@ def _write_profile(
     """
     show = show or (lambda phase: None)
     traces = [r.trace for r in analysis.ranks]
-    overhead = profiler_overhead_pct(meta)
+    overhead = recorded_overhead(
+        meta, figures.step_time_ms(step_trace(analysis), analysis.step_count)
+    )
+    raw_files = [f"{RAW_DIR}/{name}" for name in raw_names(_sources(analysis, inputs)).values()]
     if not diagnosed:
         show(PHASE_ADVISOR)
     stop = threading.Event()
@@ -294,7 +305,12 @@ def _write_profile(
         )
         try:
             advised = time.perf_counter()
-            advice = diagnose(analysis, advisor_config, overhead_pct=overhead)
+            advice = diagnose(
+                analysis,
+                advisor_config,
+                overhead_pct=overhead.pct,
+                overhead_noise_pct=overhead.noise_pct,
+            )
             advisor_s = time.perf_counter() - advised
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
@@ -303,13 +319,23 @@ def _write_profile(
         show(PHASE_TABLES)
         waited = time.perf_counter()
         tables_timings = written.result()
+        # a large source that could not be linked is recorded in raw/ as <name>.source.json
+        raw_files = [
+            name + SOURCE_RECORD_SUFFIX
+            if (staging / (name + SOURCE_RECORD_SUFFIX)).exists()
+            else name
+            for name in raw_files
+        ]
         # tables_s and csv_s ran beside the advisor; this is what was left of them after it
         wait_s = time.perf_counter() - waited
-    document = _meta_document(traces, inputs, meta)
+    document = _meta_document(traces, inputs, meta, raw_files)
     wrote = artefacts.write_artefacts(
         staging,
         analysis,
-        overhead_pct=overhead,
+        overhead_pct=overhead.pct,
+        overhead_noise_pct=overhead.noise_pct,
+        unprofiled_step_ms=overhead.unprofiled_step_ms,
+        source_files=raw_files,
         advice=advice,
         title=title,
         meta=document,
@@ -347,13 +373,8 @@ def _write_independent(
     started = time.perf_counter()
     raw = staging / RAW_DIR
     raw.mkdir()
-    traces = [r.trace for r in analysis.ranks]
-    sources = sorted({p for t in traces for p in t.source_files} or set(inputs))
-    for index, source in enumerate(sources):
+    for source, name in raw_names(_sources(analysis, inputs)).items():
         check()
-        name = source.name
-        while (raw / name).exists():  # two ranks' files often share a name
-            name = f"{index}_{name}"
         copied = (copies or {}).get(source)
         if copied is not None and copied.exists():
             # kept by its rank task (a copy, a link, or the record of a large source)
@@ -441,6 +462,61 @@ def _tasks_document(results: Sequence[RankResult], executor: str) -> dict[str, A
             for r in results
         ],
     }
+
+
+def _sources(analysis: ProfileAnalysis, inputs: Sequence[Path]) -> list[Path]:
+    """The files the traces were read from (else the inputs given), in a fixed order."""
+    return sorted({p for r in analysis.ranks for p in r.trace.source_files} or set(inputs))
+
+
+def raw_names(sources: Sequence[Path]) -> dict[Path, str]:
+    """The name of each source's copy in the profile's raw/ folder: its own name, with a
+    prefix when an earlier source took it (two ranks' files often share a name)."""
+    names: dict[Path, str] = {}
+    taken: set[str] = set()
+    for index, source in enumerate(sources):
+        name = source.name
+        while name in taken:
+            name = f"{index}_{name}"
+        taken.add(name)
+        names[source] = name
+    return names
+
+
+@dataclass(frozen=True)
+class RecordedOverhead:
+    """The profiler's cost as summary.json gives it: the profile's step time against the
+    median of the unprofiled steps around the profiled ones (``pct``), the noise of that
+    difference, and that unprofiled median; each None when unknown."""
+
+    pct: float | None = None
+    noise_pct: float | None = None
+    unprofiled_step_ms: float | None = None
+
+
+def recorded_overhead(
+    meta: Mapping[str, Any] | None, step_time_ms: float | None
+) -> RecordedOverhead:
+    """The recorder's overhead estimate (meta.json record.profiler_overhead) put on the
+    profile's own step time, so that step_time_ms, unprofiled_step_ms and
+    profiler_overhead_pct of summary.json agree; the recorder's own figure when the profile
+    has no step time."""
+    record = (meta or {}).get("record")
+    estimate = record.get("profiler_overhead") if isinstance(record, Mapping) else None
+    if not isinstance(estimate, Mapping):
+        return RecordedOverhead()
+
+    def number(key: str) -> float | None:
+        value = estimate.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value)
+
+    unprofiled = number("unprofiled_step_ms")
+    pct = number("overhead_pct")
+    if step_time_ms is not None and unprofiled is not None and unprofiled > 0:
+        pct = 100.0 * (step_time_ms / unprofiled - 1.0)
+    return RecordedOverhead(pct, number("noise_pct"), unprofiled)
 
 
 def profiler_overhead_pct(meta: Mapping[str, Any] | None) -> float | None:
