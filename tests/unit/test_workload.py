@@ -134,6 +134,26 @@ def test_batch_size_is_the_first_model_layer_input_of_each_step() -> None:
     assert batch_size(table) == BatchSize(samples=16, operator="aten::conv2d", steps=2, of_steps=3)
 
 
+def test_the_loss_gives_the_batch_before_any_layer_of_the_data_loader() -> None:
+    # An image pipeline decoding in the training process blurs every image with a convolution
+    # of one image, before the model's own layers; the loss sees the batch once per step.
+    table = host_ops(
+        [
+            (step, 100 * step + offset, name, shapes)
+            for step in (1, 2)
+            for offset, name, shapes in (
+                (0, "aten::conv2d", "[[1, 3, 192, 192], [3, 1, 5, 5]]"),
+                (1, "aten::conv2d", "[[1, 3, 192, 192], [3, 1, 5, 5]]"),
+                (5, "aten::conv2d", "[[64, 3, 32, 32], [16, 3, 3, 3], [16]]"),
+                (9, "aten::cross_entropy_loss", "[[64, 10], [64], [], [], [], []]"),
+            )
+        ]
+    )
+    assert batch_size(table) == BatchSize(
+        samples=64, operator="aten::cross_entropy_loss", steps=2, of_steps=2
+    )
+
+
 def test_batch_size_of_device_tasks_reads_their_host_operator() -> None:
     rows = [
         ("Memcpy HtoD", "aten::copy_", 0, "[[64, 512], [64, 512], []]"),

@@ -17,9 +17,9 @@ Two runs are the *same workload* when none of the parts known on both sides diff
   data-loader fix, a fused optimizer or another batch size keep most names; another model keeps
   few. Names are kept as short digests, so that the ledger stays small.
 
-The batch size is the first dimension of the batch input of the first model layer (convolution,
-linear, matrix product, embedding, normalisation) of each step, read from the operators' recorded
-input shapes.
+The batch size is the first dimension of the input of the loss of each step, else (a run
+without a loss) of the first model layer (convolution, linear, matrix product, embedding,
+normalisation), read from the operators' recorded input shapes.
 """
 
 from __future__ import annotations
@@ -64,6 +64,23 @@ BATCH_INPUTS: Final[Mapping[str, tuple[int, int]]] = {
     "aten::layer_norm": (0, 2),
     "aten::batch_norm": (0, 2),
     "aten::group_norm": (0, 2),
+}
+# Losses: their first input holds one row per sample (per token, when a sequence model
+# flattens its logits to [batch x tokens, vocabulary]).
+LOSS_INPUTS: Final[Mapping[str, tuple[int, int]]] = {
+    f"aten::{name}": (0, 1)
+    for name in (
+        "cross_entropy_loss",
+        "nll_loss",
+        "nll_loss_nd",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "kl_div",
+    )
 }
 _PYTHON: Final = ("python", "pypy")
 
@@ -280,8 +297,11 @@ class BatchSize:
 def batch_size(op_summary: pa.Table) -> BatchSize | None:
     """The batch size of a run from op_summary's ``shapes`` (None: no layer with shapes).
 
-    ``op_summary`` needs ``step``, ``start_ns``, ``name`` and ``shapes``; with a ``host_op``
-    column (device tasks) the layer is the task's host operator.
+    Per step, the input of the loss (:data:`LOSS_INPUTS`: computed once per batch, after the
+    model, so that no per-sample work of the data loader is taken for the model), else of the
+    first model layer (:data:`BATCH_INPUTS`, for runs without a loss: inference); the value
+    most steps agree on. ``op_summary`` needs ``step``, ``start_ns``, ``name`` and ``shapes``;
+    with a ``host_op`` column (device tasks) the operator is the task's host operator.
     """
     needed = {"step", "start_ns", "name", "shapes"}
     if op_summary.num_rows == 0 or not needed <= set(op_summary.column_names):
@@ -292,42 +312,51 @@ def batch_size(op_summary: pa.Table) -> BatchSize | None:
     names = op_summary.column("name")
     if "host_op" in op_summary.column_names:
         names = pc.coalesce(op_summary.column("host_op"), names)
-    mask = pc.and_(
-        pc.fill_null(pc.is_in(names, value_set=pa.array(list(BATCH_INPUTS))), False),
-        pc.fill_null(pc.greater(pc.utf8_length(shapes), 2), False),
-    )
-    candidates = pa.table(
+    rows = pa.table(
         {
             "step": op_summary.column("step"),
             "start_ns": op_summary.column("start_ns"),
             "layer": names,
             "shapes": shapes,
         }
-    ).filter(mask)
-    candidates = candidates.filter(pc.fill_null(pc.greater_equal(candidates["step"], 0), False))
+    ).filter(
+        pc.and_(
+            pc.fill_null(pc.greater(pc.utf8_length(shapes), 2), False),
+            pc.fill_null(pc.greater_equal(op_summary.column("step"), 0), False),
+        )
+    )
+    for table in (LOSS_INPUTS, BATCH_INPUTS):
+        per_step = _first_per_step(rows, table)
+        if per_step:
+            counts = Counter(samples for samples, _ in per_step)
+            samples, agreeing = max(counts.items(), key=lambda item: (item[1], item[0]))
+            operator = next(layer for s, layer in per_step if s == samples)
+            return BatchSize(samples, operator, steps=agreeing, of_steps=len(per_step))
+    return None
+
+
+def _first_per_step(rows: pa.Table, inputs: Mapping[str, tuple[int, int]]) -> list[tuple[int, str]]:
+    """(batch dimension, operator) of the first operator of ``inputs`` in every step."""
+    candidates = rows.filter(
+        pc.fill_null(pc.is_in(rows["layer"], value_set=pa.array(list(inputs))), False)
+    )
     if candidates.num_rows == 0:
-        return None
+        return []
     ordered = candidates.sort_by([("step", "ascending"), ("start_ns", "ascending")])
     steps = ordered["step"].to_numpy(zero_copy_only=False)
-    _, first_rows = np.unique(steps, return_index=True)  # the first layer of every step
+    _, first_rows = np.unique(steps, return_index=True)
     firsts = ordered.take(pa.array(first_rows))
-    per_step = [
+    return [
         (samples, str(layer))
         for layer, shapes in zip(
             firsts["layer"].to_pylist(), firsts["shapes"].to_pylist(), strict=True
         )
-        if (samples := _batch_dimension(str(layer), str(shapes))) is not None
+        if (samples := _batch_dimension(inputs[str(layer)], str(shapes))) is not None
     ]
-    if not per_step:
-        return None
-    counts = Counter(samples for samples, _ in per_step)
-    samples, agreeing = max(counts.items(), key=lambda item: (item[1], item[0]))
-    operator = next(layer for s, layer in per_step if s == samples)
-    return BatchSize(samples=samples, operator=operator, steps=agreeing, of_steps=len(per_step))
 
 
-def _batch_dimension(layer: str, shapes: str) -> int | None:
-    index, least_dims = BATCH_INPUTS[layer]
+def _batch_dimension(spec: tuple[int, int], shapes: str) -> int | None:
+    index, least_dims = spec
     try:
         inputs = json.loads(shapes)
     except ValueError:
