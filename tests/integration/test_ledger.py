@@ -526,3 +526,4 @@ def test_delta_between_runs_of_one_workload_only(tmp_path: Path) -> None:
     assert rows["npu"]["baseline_id"] == "2"
     table = perfledger("runs", "--ledger", path, cwd=tmp_path)
     assert "-33.33%" in table.stdout and "train_cnn.py · NVIDIA A100-SXM4-80GB" in table.stdout
+    assert "Δ compares each run with the baseline of its own workload" in table.stdout

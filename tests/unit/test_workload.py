@@ -89,6 +89,9 @@ def test_a_script_as_typed_matches_its_resolved_path() -> None:
 def test_workload_round_trips_through_its_json_form() -> None:
     workload = Workload(program="t.py", vendor="cuda", device="A100", operators=ops("a", "b"))
     assert Workload.from_dict(workload.as_dict()) == workload
+    assert workload.describe() == "t.py · A100"
+    assert Workload(vendor="ascend").describe() == "trace · ascend"
+    assert Workload(program="-m pkg.train").describe() == "-m pkg.train"
 
 
 # Batch size ----------------------------------------------------------------------------------

@@ -223,6 +223,13 @@ def _print_table(console: Console, rows: tuple[baseline.BaselineRow, ...], path:
             cells[4].stylize("bold")
         table.add_row(*cells)
     console.print(table)
+    if len({row.workload for row in rows}) > 1:
+        console.print(
+            Text(
+                "Δ compares each run with the baseline of its own workload (program, device, "
+                "op types); --baseline ID --across-workloads compares every run with one run"
+            )
+        )
 
 
 def _write_text(path: Path, text: str) -> None:

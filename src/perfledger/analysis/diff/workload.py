@@ -130,11 +130,12 @@ class Workload:
         )
 
     def describe(self) -> str:
-        """A short name for tables: program and device."""
+        """A short name for tables: program and device (else vendor)."""
         program = PurePath(self.program).name if self.program else "trace"
         if self.program and self.program.startswith("-m "):
             program = self.program
-        return f"{program} · {self.device}" if self.device else program
+        where = self.device or self.vendor
+        return f"{program} · {where}" if where else program
 
 
 def operator_digests(names: Iterable[str | None]) -> frozenset[str]:
