@@ -409,6 +409,12 @@ def test_the_environment_names_the_ledger(tmp_path: Path, monkeypatch: pytest.Mo
     )
     assert done.returncode == 0, done.stderr
     assert [r["label"] for r in csv.DictReader(io.StringIO(done.stdout))] == ["p"]
+    # a folder is no ledger: one line naming it, exit code 2
+    folder = perfledger("runs", "--ledger", tmp_path, cwd=tmp_path)
+    assert folder.returncode == 2
+    assert folder.stderr.strip() == (
+        f"perfledger: error: cannot open the ledger {tmp_path}: unable to open database file"
+    )
     # a named file that is not a ledger is the user's to see
     (tmp_path / "bad.db").write_bytes(b"garbage" * 100)
     monkeypatch.setenv(ledger.LEDGER_ENV, str(tmp_path / "bad.db"))

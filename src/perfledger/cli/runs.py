@@ -128,14 +128,18 @@ def run(args: argparse.Namespace) -> int:
     action = getattr(args, "runs_action", None) or "list"
     location = ledger.find_ledger(getattr(args, "ledger", None))
     path = location.path
-    if action == "note":
-        return _note(path, args.id, args.text)
-    if action == "import":
-        return _import(path, args.source)
-    _point_at_folder_ledgers(location)
-    if action == "trend":
-        return _trend(path, args)
-    return _list(path, args)
+    try:
+        if action == "note":
+            return _note(path, args.id, args.text)
+        if action == "import":
+            return _import(path, args.source)
+        _point_at_folder_ledgers(location)
+        if action == "trend":
+            return _trend(path, args)
+        return _list(path, args)
+    except ledger.LedgerUnavailable as error:
+        # e.g. --ledger or PERFLEDGER_LEDGER naming a folder, or a file the user cannot read
+        raise PerfledgerError(f"cannot open the ledger {error}") from error
 
 
 def _point_at_folder_ledgers(location: ledger.LedgerLocation) -> None:
