@@ -3,10 +3,13 @@ and the baseline table's Δ only between runs of one workload."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
+from perfledger.analysis import diff
 from perfledger.analysis.diff.workload import (
     BatchSize,
     Workload,
@@ -19,6 +22,7 @@ from perfledger.analysis.diff.workload import (
 from perfledger.ledger.store import RunRecord
 from perfledger.ledger.table import baseline_table, text_cells
 from perfledger.model.tables import HOST_OP_SUMMARY_SCHEMA, OP_SUMMARY_SCHEMA
+from tests.unit.test_diff import run
 
 ROOT = Path("/project")
 
@@ -263,3 +267,34 @@ def test_rows_without_a_workload_use_the_command_as_typed() -> None:
     rows = baseline_table([old, new, other])
     assert rows[1].delta_pct == -25.0  # 100 * (15 - 20) / 20
     assert rows[2].is_baseline
+
+
+# Per sample ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("base_walls", "base_batch", "current_walls", "current_batch"),
+    [
+        ([10.0, 11.0, 9.0, 30.0], 32, [12.0, 12.5, 11.5], 64),
+        ([1.0], 1, [2.0, 2.0], 3),
+        ([5.0, 5.0, 5.0], 7, [5.0, 5.0, 5.0], 7),
+    ],
+)
+def test_time_per_sample_is_step_time_over_the_batch(
+    base_walls: list[float], base_batch: int, current_walls: list[float], current_batch: int
+) -> None:
+    base = replace(run(base_walls), batch=BatchSize(base_batch, "given", 0, 0))
+    current = replace(run(current_walls), batch=BatchSize(current_batch, "given", 0, 0))
+    result = diff.diff_runs(base, current, per_sample=True)
+    assert result.per_sample is not None
+    time, step = result.per_sample.time_ms, result.step_time.median
+    # the median of walls over a constant batch is the median wall over that batch
+    assert time.base == pytest.approx(step.base / base_batch)
+    assert time.current == pytest.approx(step.current / current_batch)
+    assert result.per_sample.throughput.base == pytest.approx(1000.0 / time.base)
+    assert result.verdict.startswith("time per sample")
+
+
+def test_per_sample_needs_both_batch_sizes() -> None:
+    with pytest.raises(ValueError, match="batch sizes"):
+        diff.diff_runs(run([1.0]), run([1.0]), per_sample=True)
