@@ -476,25 +476,44 @@ def test_an_older_folder_ledger_is_pointed_at_and_imported(tmp_path: Path) -> No
     ]
 
 
-def test_an_old_ledger_is_upgraded_in_place_and_read_when_read_only(tmp_path: Path) -> None:
+def test_an_old_ledger_is_read_as_it_is_and_upgraded_on_write(tmp_path: Path) -> None:
     path = old_ledger(tmp_path / "old" / "ledger.db", [("x", 10.0, "python t.py", "cpu")])
-    read_only = tmp_path / "ro" / "ledger.db"
-    read_only.parent.mkdir()
-    read_only.write_bytes(path.read_bytes())
-    read_only.chmod(0o444)
-    read_only.parent.chmod(0o555)
-    try:
-        done = perfledger("runs", "--ledger", read_only, "--format", "csv", cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        assert [r["label"] for r in csv.DictReader(io.StringIO(done.stdout))] == ["x"]
-    finally:
-        read_only.parent.chmod(0o755)
+    before = path.read_bytes()
+    # opened read-only (as runs import opens its source): read, missing column as None
+    with ledger.connect(path, read_only=True) as connection:
+        (run,) = ledger.list_runs(connection)
+    assert (run.label, run.step_median_ms, run.workload) == ("x", 10.0, None)
+    assert path.read_bytes() == before
+    # written: the workload column is added, the old row kept
     assert ledger.register_profile(make_profile(tmp_path / "new", [8.0]), ledger_path=path) == 2
     with ledger.connect(path, create=False) as connection:
         assert connection.execute("PRAGMA user_version").fetchone()[0] == 2
         runs = ledger.list_runs(connection)
-    assert [r.label for r in runs] == ["x", "new"]
+    assert [(r.label, r.step_median_ms) for r in runs] == [("x", 10.0), ("new", 8.0)]
     assert runs[0].workload is None and runs[1].workload is not None
+
+
+def test_a_ledger_that_cannot_be_written_is_read_as_it_is(tmp_path: Path) -> None:
+    path = old_ledger(tmp_path / "ro" / "ledger.db", [("x", 10.0, "python t.py", "cpu")])
+    path.chmod(0o444)
+    path.parent.chmod(0o555)
+    # permissions do not hold root back: the file is made immutable instead
+    locked = os.geteuid() != 0 or (
+        subprocess.run(["chattr", "+i", path, path.parent], capture_output=True).returncode == 0
+    )
+    try:
+        if not locked:
+            pytest.skip("running as root where chattr cannot make the ledger unwritable")
+        done = perfledger("runs", "--ledger", path, "--format", "csv", cwd=tmp_path)
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", path, path.parent], capture_output=True)
+        path.parent.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert [r["label"] for r in csv.DictReader(io.StringIO(done.stdout))] == ["x"]
+    with sqlite3.connect(path) as connection:  # not upgraded: it could not be
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 1
+    connection.close()
 
 
 def test_delta_between_runs_of_one_workload_only(tmp_path: Path) -> None:
