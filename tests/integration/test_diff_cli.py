@@ -377,7 +377,10 @@ def test_per_sample_compares_time_per_sample(tmp_path: Path) -> None:
     # the batch sizes given replace the trace's: 2 and 2 samples, per-sample = step / 2
     given = diff(base, current, out, "--no-html", "--batch-size", "2,2")
     assert given.returncode == 0, given.stderr
-    assert document(out)["per_sample"]["time_ms"]["change_pct"] == 60.0
+    given_document = document(out)
+    assert given_document["per_sample"]["time_ms"]["change_pct"] == 60.0
+    assert given_document["workload"]["base"]["batch_size_source"] == "--batch-size"
+    assert result["workload"]["base"]["batch_size_source"] == "aten::conv2d (5 of 5 steps)"
 
 
 def test_per_sample_without_a_batch_size_exits_2(tmp_path: Path) -> None:

@@ -111,10 +111,17 @@ def _side_json(workload: Workload, batch: BatchSize | None) -> dict[str, Any]:
         "device": workload.device,
         "op_types": len(workload.operators),
         "batch_size": None if batch is None else batch.samples,
-        "batch_size_source": None
-        if batch is None
-        else f"{batch.operator} ({batch.steps} of {batch.of_steps} steps)",
+        "batch_size_source": _batch_source(batch),
     }
+
+
+def _batch_source(batch: BatchSize | None) -> str | None:
+    """Where a batch size comes from: the operator and the steps that agree, or the option."""
+    if batch is None:
+        return None
+    if batch.of_steps == 0:
+        return batch.operator  # given, e.g. "--batch-size"
+    return f"{batch.operator} ({batch.steps} of {batch.of_steps} steps)"
 
 
 def _workload_json(comparison: WorkloadComparison | None, per_sample: bool) -> dict[str, Any]:
