@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
+STEP_MS = 100.0  # the generated CPU trace: data loading 20 ms, then 80 ms of host work
+LOADER_MS = 20.0
+
 MS = 1_000  # µs, the unit of Kineto timestamps
 
 
@@ -195,8 +198,12 @@ def test_verdict_names_the_top_finding_and_its_gain(shown: dict[str, Shown], kin
         gain = top["severity_ms"]
     assert gain_words(gain) + " per step" in text
     combined = summary.get("whatif_combined")
-    if combined:
-        assert "together" in text
+    if combined and len(combined["findings"]) > 1:
+        # the fixes replayed together, not the sum of their gains
+        assert f"The top {len(combined['findings'])} fixes together" in text
+        assert ", ".join(combined["findings"]) in text
+        assert gain_words(combined["gain_ms"]) + " per step" in text
+        assert sum(f["whatif_ms"] or 0 for f in findings) != combined["gain_ms"]
 
 
 def test_verdict_without_findings(browser: Browser, tmp_path: Path) -> None:
@@ -213,6 +220,7 @@ def test_verdict_without_findings(browser: Browser, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Timeline: legend, labels, phase colours
 
+# the labels of the timeline's slices (the critical path's own left out), with their colour
 LABELLED = """() => {
     const c = echarts.getInstanceByDom(document.getElementById('chart-timeline'));
     const out = {};
@@ -221,7 +229,7 @@ LABELLED = """() => {
         // a label's group holds the slice's rect first
         let g = e.parent;
         while (g && !(g.childAt && g.childAt(0) && g.childAt(0).type === 'rect')) g = g.parent;
-        if (g) out[e.style.text] = g.childAt(0).style.fill;
+        if (g && g.name !== 'critical path') out[e.style.text] = g.childAt(0).style.fill;
     });
     return out;
 }"""
@@ -253,11 +261,14 @@ def test_timeline_has_a_legend_and_labelled_slices(shown: dict[str, Shown], kind
 
 def test_cpu_timeline_colours_the_phases_apart(shown: dict[str, Shown]) -> None:
     page = shown["cpu"].page
-    legend = dict(
-        page.eval_on_selector_all(
+    # an entry's keys: every kind of slice drawn in its colour
+    legend = {
+        key: colour
+        for keys, colour in page.eval_on_selector_all(
             "#timeline-legend .legend-item", "xs => xs.map(x => [x.dataset.key, x.dataset.colour])"
         )
-    )
+        for key in keys.split()
+    }
     phases = ["phase:forward", "phase:backward", "phase:optimizer", "phase:dataloader"]
     assert set(phases) <= set(legend), legend
     assert len({legend[p] for p in phases}) == 4
@@ -538,3 +549,96 @@ def test_rank_heat_map_scales_from_zero(shown: dict[str, Shown]) -> None:
     distance = sum((a - b) ** 2 for a, b in zip(*rgb, strict=True)) ** 0.5
     # a colour apart no further than the values are (the scale's two ends are ~400 apart)
     assert distance <= 450 * spread + 10, (colours, spread)
+
+
+# --------------------------------------------------------------------------------------------
+# Critical path: the section's chart per step, the timeline's critical-path row
+
+
+def test_cpu_critical_path_is_the_generated_phases(shown: dict[str, Shown]) -> None:
+    # one thread, nothing to wait on: the path is the step itself, 20 ms of data loading
+    # and 80 ms of host work (forward, backward, optimizer), every step
+    page = shown["cpu"].page
+    option = chart_option(page, "chart-critical-path")
+    bars = {s["name"]: s["data"] for s in option["series"]}
+    assert set(bars) == {"data loading", "host work (Python, framework)"}
+    assert bars["data loading"] == [pytest.approx(LOADER_MS)] * 4
+    assert bars["host work (Python, framework)"] == [pytest.approx(STEP_MS - LOADER_MS)] * 4
+    # on the timeline: 20 ms of data loading, then the host's operators for 80 ms
+    path = page.evaluate(
+        """() => JSON.parse(document.getElementById('perfledger-data').textContent)
+            .timelines[document.getElementById('chart-timeline').dataset.step].path"""
+    )
+    spans = timeline_path(page)
+    classes = [path["categories"][path["category"][int(k)]] for _r, _s, _e, k in spans]
+    lengths = [end - start for _row, start, end, _k in spans]
+    assert classes[0] == "dataloader" and lengths[0] == pytest.approx(LOADER_MS * 1e3)
+    assert set(classes[1:]) == {"host"}
+    assert sum(lengths[1:]) == pytest.approx((STEP_MS - LOADER_MS) * 1e3)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_critical_path_per_step_adds_up_to_the_replayed_step(
+    shown: dict[str, Shown], kind: str
+) -> None:
+    page = shown[kind].page
+    summary = summary_of(shown[kind].profile)["critical_path"]
+    option = chart_option(page, "chart-critical-path")
+    labels = option["xAxis"][0]["data"]
+    steps = summary["steps"]
+    assert len(labels) == len(steps)
+    totals = [sum(s["data"][i] for s in option["series"]) for i in range(len(labels))]
+    for total, step in zip(totals, steps, strict=True):
+        assert total == pytest.approx(step["replayed_ms"], abs=1e-3), step
+    # the mean of each class over the steps is summary.json's bound_by_ms
+    table = page.eval_on_selector_all(
+        "#table-critical-path-mean tbody tr",
+        "trs => trs.map(tr => Array.from(tr.children).map(td => td.textContent))",
+    )
+    assert {c: float(ms) for _w, c, ms in table} == pytest.approx(summary["bound_by_ms"], abs=1e-3)
+    by_name = {s["name"]: s["data"] for s in option["series"]}
+    for words, klass, _ms in table:
+        mean = summary["bound_by_ms"][klass]
+        assert sum(by_name[words]) / len(steps) == pytest.approx(mean, abs=1e-3), klass
+    note = page.locator("#critical-path-note").inner_text()
+    assert f"{summary['replay_error_pct']['median']:.1f} %" in note
+
+
+def timeline_path(page: Page) -> list[list[float]]:
+    """The critical-path series of the step timeline: [row, start µs, end µs, index]."""
+    option = chart_option(page, "chart-timeline")
+    series = [s for s in option["series"] if s["name"] == "critical path"]
+    assert len(series) == 1
+    data: list[list[float]] = series[0]["data"]
+    return data
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_timeline_draws_each_ranks_critical_path(shown: dict[str, Shown], kind: str) -> None:
+    page = shown[kind].page
+    summary = summary_of(shown[kind].profile)["critical_path"]
+    step = int(page.eval_on_selector("#chart-timeline", "e => e.dataset.step"))
+    rows = chart_option(page, "chart-timeline")["yAxis"][0]["data"]
+    spans = timeline_path(page)
+    assert spans
+    replayed = {(s["rank"], s["step"]): s["replayed_ms"] for s in summary["steps"]}
+    ranks = sorted(r for r, st in replayed if st == step)
+    assert [r for r in rows if r.endswith("critical path")] == [
+        f"rank {r} critical path" for r in ranks
+    ]
+    wall_us = page.evaluate(
+        """() => JSON.parse(document.getElementById('perfledger-data').textContent)
+            .timelines[document.getElementById('chart-timeline').dataset.step].wall_us"""
+    )
+    for r in ranks:
+        row = rows.index(f"rank {r} critical path")
+        mine = sorted((start, end) for rw, start, end, _k in spans if rw == row)
+        # in time order, not overlapping, inside the step; they add up to the replayed step
+        assert all(a[1] <= b[0] + 1e-3 for a, b in zip(mine, mine[1:], strict=False))
+        assert mine[0][0] >= -1e-3 and mine[-1][1] <= wall_us + 1e-3
+        covered_ms = sum(end - start for start, end in mine) / 1e3
+        assert covered_ms == pytest.approx(replayed[(r, step)], abs=0.01 + 1e-3 * len(mine))
+    legend = page.eval_on_selector_all(
+        "#timeline-legend .legend-item", "xs => xs.map(x => x.dataset.key)"
+    )
+    assert [k for k in legend if "path:" in k]

@@ -17,6 +17,7 @@ from perfledger.render.report.values import number
 if TYPE_CHECKING:
     from perfledger.model.cluster import ClusterReport
     from perfledger.model.profile import ProfileAnalysis
+    from perfledger.model.whatif import ReplayReport
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class Headline:
     loss: str | None = None
     # utilisation of each device over its span, labelled "rank r device d"
     device_utilization: tuple[tuple[str, float], ...] = ()
+    # the median step outside the profiled window (a recording), and the overhead's noise
+    unprofiled_step_ms: float | None = None
+    profiler_overhead_noise_pct: float | None = None
 
 
 def headline_from_summary(summary: Mapping[str, Any]) -> Headline:
@@ -42,7 +46,8 @@ def headline_from_summary(summary: Mapping[str, Any]) -> Headline:
     Keys read: ``step_time_ms``, ``device_utilization_pct``, ``devices`` (each with ``rank``,
     ``device`` and ``utilization_pct``), ``throughput`` (a number, or ``{"value", "unit"}``),
     ``throughput_unit``, ``profiler_overhead_pct``, ``step_count``, ``ranks`` (a count or a
-    list of rank ids) and ``loss``.
+    list of rank ids), ``unread_input`` (what of the input could not be read; ``loss`` in
+    summaries before format 2), ``unprofiled_step_ms`` and ``profiler_overhead_noise_pct``.
     """
     per_device = tuple(
         (f"rank {d.get('rank', 0)} device {d.get('device', 0)}", value)
@@ -69,8 +74,12 @@ def headline_from_summary(summary: Mapping[str, Any]) -> Headline:
         profiler_overhead_pct=number(summary.get("profiler_overhead_pct")),
         step_count=int(summary["step_count"]) if summary.get("step_count") is not None else None,
         ranks=int(ranks) if isinstance(ranks, (int, float)) else None,
-        loss=str(summary["loss"]) if summary.get("loss") else None,
+        loss=str(unread)
+        if (unread := summary.get("unread_input") or summary.get("loss"))
+        else None,
         device_utilization=per_device,
+        unprofiled_step_ms=number(summary.get("unprofiled_step_ms")),
+        profiler_overhead_noise_pct=number(summary.get("profiler_overhead_noise_pct")),
     )
 
 
@@ -101,6 +110,9 @@ class ReportData:
             tasks, the steps replayed), the report's critical-path section.
         whatif_combined: summary.json's ``whatif_combined``: the replayed gain of the top
             fixes applied together, said in the verdict line when present.
+        replay: every step replayed unchanged with its critical path (``bound_by`` per step
+            and the path's spans on the measured trace): the critical-path chart and the
+            timeline's critical-path row.
     """
 
     title: str
@@ -124,6 +136,7 @@ class ReportData:
     quality: Mapping[str, Any] = field(default_factory=dict)
     critical_path: Mapping[str, Any] = field(default_factory=dict)
     whatif_combined: Mapping[str, Any] = field(default_factory=dict)
+    replay: ReplayReport | None = None
 
 
 def report_data_from_profile(
@@ -160,6 +173,7 @@ def report_data_from_profile(
         quality=summary.get("quality") or {},
         critical_path=_mapping(summary.get("critical_path")),
         whatif_combined=_mapping(summary.get("whatif_combined")),
+        replay=analysis.replay,
     )
 
 

@@ -37,6 +37,7 @@ REPORT_SCRIPTS: Final = (
     "report_overview.js",
     "report_cluster.js",
     "report_findings.js",
+    "report_critical.js",
     "report_timeline.js",
     "report_tables.js",
     "report_main.js",

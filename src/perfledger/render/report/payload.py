@@ -9,6 +9,7 @@ import numpy as np
 
 from perfledger.render.report.budgets import COUNTER_STEP_MARKS, PayloadLimits
 from perfledger.render.report.cluster import cluster_section
+from perfledger.render.report.critical import critical_path_section, step_paths
 from perfledger.render.report.data import ReportData
 from perfledger.render.report.rows import PreparedRows, prepare_rows
 from perfledger.render.report.steps import (
@@ -50,7 +51,17 @@ def report_payload(
     spans = [(int(steps[k]["start_ns"]), int(steps[k]["end_ns"])) for k in embedded]
     if prepared is None or not prepared.covers(spans, limits.timeline_events):
         prepared = prepare_rows(data, spans, limits.timeline_events)
-    timelines = [step_timeline(prepared, steps[k], limits.timeline_events) for k in embedded]
+    paths = step_paths(data.replay)
+    timelines = [
+        step_timeline(
+            prepared,
+            steps[k],
+            limits.timeline_events,
+            paths.get(steps[k]["step"], ()),
+            limits.text_chars,
+        )
+        for k in embedded
+    ]
     # one table of names and kinds shared by the steps; names cut for the tooltip only
     no_codes = np.zeros(0, dtype=np.int64)
     used_labels = np.unique(np.concatenate([no_codes] + [t["name"] for t in timelines]))
@@ -98,7 +109,7 @@ def report_payload(
         },
         "counters": counter_series(data.counters, prepared, limits.counter_points),
         "step_marks": step_marks(steps, origin, COUNTER_STEP_MARKS),
-        "critical_path": finite(jsonable(dict(data.critical_path))) or None,
+        "critical_path": critical_path_section(data.replay, data.critical_path, limits.text_chars),
         "whatif_combined": finite(jsonable(dict(data.whatif_combined))) or None,
         "cluster": cluster_section(data.cluster, limits),
     }

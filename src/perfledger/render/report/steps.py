@@ -3,8 +3,8 @@ timeline of each: host threads above the device streams, idle gaps on a row of t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -14,7 +14,11 @@ from perfledger.model import schema, vendors
 from perfledger.render.report.budgets import PayloadLimits
 from perfledger.render.report.data import ReportData
 from perfledger.render.report.rows import Int64Array, PreparedRows, Span, distinct_rows
+from perfledger.render.report.tables import cut
 from perfledger.render.report.values import finite, jsonable, number
+
+if TYPE_CHECKING:
+    from perfledger.model.whatif import PathSpan
 
 # The phases of a host-only step's main thread, coloured apart on its timeline (code 0: none).
 HOST_PHASES = ("", "forward", "backward", "optimizer", "dataloader")
@@ -113,8 +117,15 @@ def report_finding(finding: Mapping[str, Any], steps: list[dict[str, Any]]) -> d
     }
 
 
-def step_timeline(p: PreparedRows, step: dict[str, Any], limit: int) -> dict[str, Any]:
-    """Host threads above the device streams, one step; gaps on a row of their device."""
+def step_timeline(
+    p: PreparedRows,
+    step: dict[str, Any],
+    limit: int,
+    path: Sequence[tuple[int, PathSpan]] = (),
+    chars: int = 300,
+) -> dict[str, Any]:
+    """Host threads above the device streams, one step; gaps on a row of their device; each
+    rank's critical path (``path``: (rank, span) of the step) on a row above its threads."""
     lo, hi = int(step["start_ns"]), int(step["end_ns"])
     rows_in = np.flatnonzero((p.start < hi) & (p.start + p.dur > lo))
     total = p.events_total[(lo, hi)]
@@ -149,6 +160,8 @@ def step_timeline(p: PreparedRows, step: dict[str, Any], limit: int) -> dict[str
     devices = sorted(
         set(distinct_rows(rank[~host], device[~host])) | set(distinct_rows(g_rank, g_device))
     )
+    for r in sorted({r for r, _span in path}):
+        row_keys[(r, -1, 0, 0, 0)] = f"rank {r} critical path"
     for r, d in devices:
         row_keys[(r, 1, d, -1, -1)] = f"rank {r} device {d} idle"
         for (t,) in distinct_rows(stream[~host & (rank == r) & (device == d)]):
@@ -158,6 +171,8 @@ def step_timeline(p: PreparedRows, step: dict[str, Any], limit: int) -> dict[str
     g_row = np.zeros(g_rows.size, dtype=np.int64)
     band_end = np.zeros(g_rows.size, dtype=np.int64)
     for i, (r, cat, a, b, c) in enumerate(ordered):
+        if cat < 0:
+            continue  # the critical path's row: its spans are laid out below
         if cat == 0:
             row[host & (rank == r) & (pid == b) & (stream == c)] = i
         elif b == -1:
@@ -190,10 +205,32 @@ def step_timeline(p: PreparedRows, step: dict[str, Any], limit: int) -> dict[str
         "name": np.concatenate([p.name[rows_in], p.gap_label[g_rows]]),
         "kind": np.concatenate([p.kind[rows_in], p.gap_kind[g_rows]]),
         "gap_band_end": band_end.tolist(),
+        "row_is_path": [k[1] < 0 for k in ordered],
+        "path": _path_rows(path, {k[0]: i for i, k in enumerate(ordered) if k[1] < 0}, lo, chars),
         # codes into HOST_PHASES, all 0 where the step has device work
         "phase": phase.tolist() if phase.any() else None,
         "events_total": total,
         "events_shown": int(rows_in.size),
+    }
+
+
+def _path_rows(
+    path: Sequence[tuple[int, PathSpan]], rows: dict[int, int], lo: int, chars: int
+) -> dict[str, Any] | None:
+    """The critical path's spans of a step as the timeline draws them: row, start and
+    duration (µs from the step start), class (code into ``categories``), label and lane."""
+    if not path:
+        return None
+    categories = sorted({span.category for _r, span in path})
+    at = {c: i for i, c in enumerate(categories)}
+    return {
+        "categories": categories,
+        "row": [rows[r] for r, _span in path],
+        "start_us": [round((span.start_ns - lo) / 1e3, 3) for _r, span in path],
+        "dur_us": [round((span.end_ns - span.start_ns) / 1e3, 3) for _r, span in path],
+        "category": [at[span.category] for _r, span in path],
+        "label": [cut(span.label, chars) for _r, span in path],
+        "lane": [span.lane for _r, span in path],
     }
 
 

@@ -219,6 +219,8 @@ def headline_figures(h: Headline) -> dict[str, Any]:
         "ranks": h.ranks,
         "loss": h.loss,
         "device_utilization": [[label, value] for label, value in h.device_utilization],
+        "unprofiled_step_ms": h.unprofiled_step_ms,
+        "profiler_overhead_noise_pct": h.profiler_overhead_noise_pct,
     }
 
 

@@ -6,6 +6,7 @@
   renderCluster();
   renderGaps();
   renderFindings();
+  renderCriticalPath();
   renderTimeline();
   renderNamedTable("op_statistic", "No operator statistic.");
   renderNamedTable("op_summary", "No operator.");

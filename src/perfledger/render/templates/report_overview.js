@@ -83,15 +83,37 @@
         ", as estimated from the trace.";
     }
     var combined = DATA.whatif_combined;
-    if (combined && isNum(combined.gain_ms)) {
-      var ids = Array.isArray(combined.findings) ? combined.findings : [];
-      gain += " The top " + (ids.length > 1 ? ids.length + " fixes" : "fixes") + " together: " +
+    var ids = combined && Array.isArray(combined.findings) ? combined.findings : [];
+    if (combined && isNum(combined.gain_ms) && ids.length > 1) {
+      // the fixes replayed together: their gains overlap, so they do not add up
+      gain += " The top " + ids.length + " fixes together (" + ids.join(", ") + ") would save " +
         fmtMs(combined.gain_ms) + " per step" +
-        (isNum(combined.gain_pct) ? " (" + fmtPct(combined.gain_pct) + ")" : "") +
-        " — less than the sum of their gains, which overlap.";
+        (isNum(combined.baseline_ms) && isNum(combined.predicted_ms)
+          ? " (replayed step " + fmtMs(combined.baseline_ms) + " → " + fmtMs(combined.predicted_ms) + ")"
+          : "") + ", not the sum of their gains.";
     }
     if (gain) box.appendChild(el("span", "verdict-gain", " " + gain));
     box.setAttribute("data-finding", top.id);
+  }
+
+  // The profiler's overhead as the terminal says it: never a negative cost, within its noise
+  // when it is no larger than the noise.
+  function overheadCard(h) {
+    var pct = h.profiler_overhead_pct;
+    var noise = h.profiler_overhead_noise_pct;
+    var label = "Profiler overhead";
+    if (!isNum(pct)) return [label, "n/a"];
+    var signed = (pct >= 0 ? "+" : "") + pct.toFixed(2) + " %";
+    if (!isNum(noise)) {
+      return pct >= 0 ? [label, fmtPct(pct)]
+        : [label, "none measured", null, "profiled steps " + fmtPct(-pct) + " faster"];
+    }
+    if (Math.abs(pct) <= noise) return [label, "within noise", null, signed + " ± " + noise.toFixed(2) + " %"];
+    if (pct < 0) {
+      return [label, "none measured", null,
+        "profiled steps " + (-pct).toFixed(2) + " % ± " + noise.toFixed(2) + " % faster"];
+    }
+    return [label, fmtPct(pct), null, "± " + noise.toFixed(2) + " %"];
   }
 
   function renderHeadline() {
@@ -112,11 +134,12 @@
     }
     renderVerdict();
     var cards = [
-      ["Median step time", fmtMs(h.step_time_ms)],
+      ["Median step time", fmtMs(h.step_time_ms), null,
+        isNum(h.unprofiled_step_ms) ? "unprofiled " + fmtMs(h.unprofiled_step_ms) : null],
       [utilisationLabel, utilisation, perDeviceText],
       ["Compute", fmtPct(h.device_compute_pct)],
       ["Throughput", throughput],
-      ["Profiler overhead", fmtPct(h.profiler_overhead_pct)],
+      overheadCard(h),
       ["Steps", isNum(h.step_count) ? String(h.step_count) : "n/a"],
       ["Ranks", isNum(h.ranks) ? String(h.ranks) : "n/a"]
     ];
@@ -126,11 +149,12 @@
       var value = el("div", "value", c[1]);
       value.title = c[2] || c[1];
       card.appendChild(value);
+      if (c[3]) card.appendChild(el("div", "sub", c[3]));
       host.appendChild(card);
     });
     if (h.loss) {
-      var loss = document.getElementById("loss");
-      loss.textContent = "Part of the trace could not be read: " + h.loss;
+      var loss = document.getElementById("unread-input");
+      loss.textContent = "Part of the input could not be read: " + h.loss;
       loss.hidden = false;
     }
     renderQuality(DATA.quality || {});

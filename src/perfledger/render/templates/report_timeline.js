@@ -59,6 +59,31 @@
     return levels;
   }
 
+  // A slice with its name written on it when it has room, cut to its width.
+  function labelled(rect, text, name) {
+    var shape = rect.shape;
+    if (shape.width < LABEL_MIN_WIDTH || shape.height < LABEL_MIN_HEIGHT) return rect;
+    return {
+      type: "group",
+      name: name || "slice",
+      children: [rect, {
+        type: "text",
+        silent: true,
+        style: {
+          text: text,
+          x: shape.x + 3,
+          y: shape.y + shape.height / 2,
+          verticalAlign: "middle",
+          width: shape.width - 6,
+          overflow: "truncate",
+          ellipsis: "…",
+          fontSize: 10,
+          fill: textColour(rect.style.fill)
+        }
+      }]
+    };
+  }
+
   function timelineOption(t) {
     var kinds = DATA.timeline_kinds;
     var names = DATA.timeline_names;
@@ -76,6 +101,10 @@
       }
     }
     var levels = hostLevels(t);
+    var path = t.path || { categories: [], row: [], start_us: [], dur_us: [], category: [], label: [], lane: [] };
+    var pathItems = path.row.map(function (r, k) {
+      return [r, path.start_us[k], path.start_us[k] + path.dur_us[k], k];
+    });
     function colourOf(i) {
       return sliceKey(t, i).colour;
     }
@@ -109,26 +138,24 @@
         shape: shape,
         style: { fill: fill, stroke: b[0] - a[0] > 6 ? "rgba(255,255,255,0.6)" : null }
       };
-      if (shape.width < LABEL_MIN_WIDTH || shape.height < LABEL_MIN_HEIGHT || t.row_is_gap[row]) return rect;
-      // the slice's name on it, cut to its width
-      return {
-        type: "group",
-        children: [rect, {
-          type: "text",
-          silent: true,
-          style: {
-            text: names[t.name[i]],
-            x: shape.x + 3,
-            y: shape.y + shape.height / 2,
-            verticalAlign: "middle",
-            width: shape.width - 6,
-            overflow: "truncate",
-            ellipsis: "…",
-            fontSize: 10,
-            fill: textColour(fill)
-          }
-        }]
+      if (t.row_is_gap[row]) return rect;
+      return labelled(rect, names[t.name[i]]);
+    }
+    // the critical path: one full-height slice per piece, coloured by what bounds the step
+    function renderPath(params, api) {
+      var row = api.value(0);
+      var a = api.coord([api.value(1), row]);
+      var b = api.coord([api.value(2), row]);
+      var rowH = api.size([0, 1])[1];
+      var k = api.value(3);
+      var shape = clip({ x: a[0], y: a[1] - rowH * 0.42, width: Math.max(b[0] - a[0], 0.5), height: rowH * 0.84 }, params);
+      if (!shape) return null;
+      var rect = {
+        type: "rect",
+        shape: shape,
+        style: { fill: pathColour(path.categories[path.category[k]]), stroke: b[0] - a[0] > 6 ? "rgba(255,255,255,0.7)" : null }
       };
+      return labelled(rect, path.label[k], "critical path");
     }
     function renderBand(params, api) {
       var a = api.coord([api.value(1), api.value(0)]);
@@ -150,6 +177,13 @@
       title: { text: "step " + t.step, left: "center", top: 0, textStyle: { fontSize: 13 } },
       tooltip: {
         formatter: function (p) {
+          if (p.seriesIndex === 2) {
+            var k = p.value[3];
+            var category = path.categories[path.category[k]];
+            return "<b>" + esc(path.label[k]) + "</b><br>critical path · " + esc(pathWords(category)) +
+              (path.lane[k] ? " · " + esc(path.lane[k]) : "") + "<br>start " + esc(fmtUs(path.start_us[k])) +
+              " · duration " + esc(fmtUs(path.dur_us[k]));
+          }
           var i = p.seriesIndex === 1 ? p.value[3] : p.value[4];
           var phase = t.phase ? DATA.timeline_phases[t.phase[i]] : "";
           return "<b>" + esc(names[t.name[i]]) + "</b><br>" + esc(kinds[t.kind[i]]) + (phase ? " · " + esc(phase) : "") +
@@ -194,6 +228,14 @@
           encode: { x: [1, 2], y: 0 },
           data: items,
           z: 2
+        },
+        {
+          type: "custom",
+          name: "critical path",
+          renderItem: renderPath,
+          encode: { x: [1, 2], y: 0 },
+          data: pathItems,
+          z: 3
         }
       ],
       height: Math.max(nRows, 1)
@@ -235,6 +277,23 @@
         entries.push(k);
       }
     }
+    if (t.path) {
+      t.path.categories.forEach(function (c) {
+        entries.push({ key: "path:" + c, colour: pathColour(c), words: "critical path: " + pathWords(c) });
+      });
+    }
+    // one entry per colour: the same colour is the same work (idle for sync, sync on the path)
+    var byColour = {};
+    entries = entries.filter(function (k) {
+      var first = byColour[k.colour];
+      if (!first) {
+        byColour[k.colour] = k;
+        return true;
+      }
+      first.key += " " + k.key;
+      first.words += " · " + k.words;
+      return false;
+    });
     host.replaceChildren();
     entries.forEach(function (k) {
       var item = el("span", "legend-item");
