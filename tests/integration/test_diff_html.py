@@ -85,6 +85,7 @@ def test_trend_page(browser: Browser, tmp_path: Path) -> None:
             "git_commit": "0123456789abcdef",
             "git_dirty": i == 2,
             "top_finding": "excessive_sync",
+            "workload": "train.py · NVIDIA A100",
         }
         for i, (label, step) in enumerate((("base", 10.0), ("fused", 8.0)), start=1)
     ]
@@ -98,6 +99,8 @@ def test_trend_page(browser: Browser, tmp_path: Path) -> None:
     assert "-20.00%" in table
     assert HOSTILE in table
     assert "0123456789+" in table
+    assert table.splitlines()[0].endswith("workload")
+    assert table.splitlines()[1].endswith("train.py · NVIDIA A100")
     assert page.locator("#chart-steps canvas").count() == 1
     assert json.loads(page.text_content("#perfledger-data") or "{}")["runs"][1]["note"] == HOSTILE
     page.close()
