@@ -250,6 +250,7 @@ def test_every_finding_is_named_with_its_gain_and_what_to_do_next() -> None:
     assert "next:" in text and "perfledger diff prof_x NEW" in text
     assert "also:" not in render(headline(findings=findings[:5]))
     assert "next:" not in render(headline())
+    assert "no finding: no rule's threshold is crossed" in render(headline())
 
 
 @pytest.mark.parametrize(

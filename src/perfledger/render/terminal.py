@@ -93,6 +93,8 @@ def print_summary(
         if len(findings) > top_findings:
             console.print(_also_line(findings[top_findings:]))
         console.print(_next_line(paths[0] if paths else None))
+    elif summary.get("step_count"):
+        console.print(Text("no finding: no rule's threshold is crossed", style="bold"))
     unread = summary.get("unread_input", summary.get("loss"))
     if unread:
         console.print(Text.assemble(("trace incomplete: ", "bold yellow"), escaped(unread)))
@@ -179,7 +181,13 @@ def _also_line(findings: Sequence[Mapping[str, Any]]) -> Text:
 
 def _next_line(profile: Path | None) -> Text:
     """What to do with the findings: fix, record again, compare."""
-    where = str(profile) if profile is not None else "PROFILE"
+    where = "PROFILE"
+    if profile is not None:
+        # as the user would type it: relative to the current folder when inside it
+        try:
+            where = str(profile.resolve().relative_to(Path.cwd().resolve()))
+        except (OSError, ValueError):
+            where = str(profile)
     return Text.assemble(
         ("next: ", "bold"),
         "apply the top finding's fix, record again (-o NEW), then ",
