@@ -642,3 +642,24 @@ def test_timeline_draws_each_ranks_critical_path(shown: dict[str, Shown], kind: 
         "#timeline-legend .legend-item", "xs => xs.map(x => x.dataset.key)"
     )
     assert [k for k in legend if "path:" in k]
+
+
+def test_timeline_draws_the_paths_of_the_first_ranks(tmp_path: Path) -> None:
+    # twelve ranks: each step timeline draws the critical paths of the first eight, and says so
+    from perfledger.render.report.budgets import TIMELINE_PATH_RANKS
+    from perfledger.render.report.data import report_data_from_profile
+    from perfledger.render.report.payload import report_payload
+    from tests.cluster_gen import write_ranks
+
+    traces = write_ranks(tmp_path / "ranks", 12, slow_rank=11, steps=2)
+    result = build_profile(traces, tmp_path / "profile", console=Console(file=io.StringIO()))
+    replayed = {s["rank"] for s in result.summary["critical_path"]["steps"]}
+    assert replayed == set(range(12))
+    payload = report_payload(report_data_from_profile(result.analysis, result.summary, title="t"))
+    assert payload["timelines"]
+    for timeline in payload["timelines"].values():
+        path_rows = [r for r, p in zip(timeline["rows"], timeline["row_is_path"], strict=True) if p]
+        assert path_rows == [f"rank {r} critical path" for r in range(TIMELINE_PATH_RANKS)]
+        assert timeline["path_ranks_total"] == 12
+        drawn = {timeline["rows"][row] for row in timeline["path"]["row"]}
+        assert drawn == set(path_rows)

@@ -22,6 +22,8 @@ TABLE_ROWS: Final = {
     "cluster_ranks": 1_000,
 }
 COUNTER_POINTS: Final = 1_200
+# Ranks whose critical path a step timeline draws (the first ones; each at most 256 spans).
+TIMELINE_PATH_RANKS: Final = 8
 # Strings of tables and timeline tooltips are cut at this length (the CSV files keep them).
 TEXT_CHARS: Final = 300
 COUNTER_SERIES: Final = 12

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from perfledger.analysis.figures import REPRESENTATIVE_STEPS, representative_steps, step_hulls
 from perfledger.model import schema, vendors
-from perfledger.render.report.budgets import PayloadLimits
+from perfledger.render.report.budgets import TIMELINE_PATH_RANKS, PayloadLimits
 from perfledger.render.report.data import ReportData
 from perfledger.render.report.rows import Int64Array, PreparedRows, Span, distinct_rows
 from perfledger.render.report.tables import cut
@@ -160,7 +160,12 @@ def step_timeline(
     devices = sorted(
         set(distinct_rows(rank[~host], device[~host])) | set(distinct_rows(g_rank, g_device))
     )
-    for r in sorted({r for r, _span in path}):
+    path_ranks = sorted({r for r, _span in path})
+    path_ranks_total = len(path_ranks)
+    if len(path_ranks) > TIMELINE_PATH_RANKS:  # many ranks: the paths of the first ones
+        path_ranks = path_ranks[:TIMELINE_PATH_RANKS]
+        path = [(r, span) for r, span in path if r <= path_ranks[-1]]
+    for r in path_ranks:
         row_keys[(r, -1, 0, 0, 0)] = f"rank {r} critical path"
     for r, d in devices:
         row_keys[(r, 1, d, -1, -1)] = f"rank {r} device {d} idle"
@@ -207,6 +212,7 @@ def step_timeline(
         "gap_band_end": band_end.tolist(),
         "row_is_path": [k[1] < 0 for k in ordered],
         "path": _path_rows(path, {k[0]: i for i, k in enumerate(ordered) if k[1] < 0}, lo, chars),
+        "path_ranks_total": path_ranks_total,
         # codes into HOST_PHASES, all 0 where the step has device work
         "phase": phase.tolist() if phase.any() else None,
         "events_total": total,
@@ -223,14 +229,18 @@ def _path_rows(
         return None
     categories = sorted({span.category for _r, span in path})
     at = {c: i for i, c in enumerate(categories)}
+    # labels and lanes repeat (a kernel on every step, "thread 7"): each written once
+    texts = sorted({cut(span.label, chars) for _r, span in path} | {span.lane for _r, span in path})
+    text_at = {t: i for i, t in enumerate(texts)}
     return {
         "categories": categories,
+        "texts": texts,
         "row": [rows[r] for r, _span in path],
         "start_us": [round((span.start_ns - lo) / 1e3, 3) for _r, span in path],
         "dur_us": [round((span.end_ns - span.start_ns) / 1e3, 3) for _r, span in path],
         "category": [at[span.category] for _r, span in path],
-        "label": [cut(span.label, chars) for _r, span in path],
-        "lane": [span.lane for _r, span in path],
+        "label": [text_at[cut(span.label, chars)] for _r, span in path],
+        "lane": [text_at[span.lane] for _r, span in path],
     }
 
 

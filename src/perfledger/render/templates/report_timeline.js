@@ -101,7 +101,7 @@
       }
     }
     var levels = hostLevels(t);
-    var path = t.path || { categories: [], row: [], start_us: [], dur_us: [], category: [], label: [], lane: [] };
+    var path = t.path || { categories: [], texts: [], row: [], start_us: [], dur_us: [], category: [], label: [], lane: [] };
     var pathItems = path.row.map(function (r, k) {
       return [r, path.start_us[k], path.start_us[k] + path.dur_us[k], k];
     });
@@ -155,7 +155,7 @@
         shape: shape,
         style: { fill: pathColour(path.categories[path.category[k]]), stroke: b[0] - a[0] > 6 ? "rgba(255,255,255,0.7)" : null }
       };
-      return labelled(rect, path.label[k], "critical path");
+      return labelled(rect, path.texts[path.label[k]], "critical path");
     }
     function renderBand(params, api) {
       var a = api.coord([api.value(1), api.value(0)]);
@@ -180,8 +180,9 @@
           if (p.seriesIndex === 2) {
             var k = p.value[3];
             var category = path.categories[path.category[k]];
-            return "<b>" + esc(path.label[k]) + "</b><br>critical path · " + esc(pathWords(category)) +
-              (path.lane[k] ? " · " + esc(path.lane[k]) : "") + "<br>start " + esc(fmtUs(path.start_us[k])) +
+            var lane = path.texts[path.lane[k]];
+            return "<b>" + esc(path.texts[path.label[k]]) + "</b><br>critical path · " + esc(pathWords(category)) +
+              (lane ? " · " + esc(lane) : "") + "<br>start " + esc(fmtUs(path.start_us[k])) +
               " · duration " + esc(fmtUs(path.dur_us[k]));
           }
           var i = p.seriesIndex === 1 ? p.value[3] : p.value[4];
@@ -260,6 +261,11 @@
     if (t.events_shown < t.events_total) {
       note = "The " + t.events_shown + " longest of the step's " + t.events_total +
         " events are drawn; the Perfetto timeline (timeline/step_" + step + ".json.gz) holds them all.";
+    }
+    var pathRows = t.row_is_path.filter(function (x) { return x; }).length;
+    if (pathRows < t.path_ranks_total) {
+      note += (note ? " " : "") + "The critical paths of the first " + pathRows + " of the step's " +
+        t.path_ranks_total + " ranks are drawn (the Perfetto timeline has every rank's).";
     }
     document.getElementById("timeline-note").textContent = note;
     renderLegend(t);
