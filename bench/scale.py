@@ -1,0 +1,315 @@
+"""Growth benchmark: ``perfledger analyze`` against the decode floor at 500 MB, 1.5 GB (and 5 GB).
+
+For each size, one after the other on the same file (in the page cache: the generator or a
+previous run read it), each in a child process:
+  - the decode floor (as bench/ingest.py defines it): the trace's events decoded by the
+    importer's typed msgspec decoder, one process, nothing kept; run before and after
+    analyze, the reference is the mean of the two (the machine is shared: the spread is
+    printed);
+  - ``perfledger analyze TRACE -o DIR --force``: wall, CPU, peak RSS, the largest RSS of each
+    second, and the phases meta.json records;
+  - HTA 0.5.0's parse + temporal breakdown (``--skip-hta`` leaves it out).
+Prints analyze / floor (target <= 2.5 at 1.5 GB) and peak RSS / raw JSON size (target <= 1.0
+at 1.5 GB; the 5 GB trace under 5 GB). ``--ascend`` runs the same growth figures on
+torch_npu exports made by bench/make_ascend.py (floor: reading every file of the export:
+JSON decoded by msgspec, CSV parsed by pyarrow, the database's tables scanned by sqlite3).
+
+Usage: python bench/scale.py [--sizes 500 1500] [--5gb] [--skip-hta] [--ascend text|db]
+       [--workdir bench/out] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    DEFAULT_WORKDIR,
+    ChildRun,
+    ensure_hta_venv,
+    hta_trace_dir,
+    mb,
+    perfledger_argv,
+    run_hta,
+    run_measured,
+)
+from ingest import _decode_floor, _perfledger_phases, _trace_rank  # noqa: E402
+from make_trace import DEFAULT_SOURCE, make_scaled_trace  # noqa: E402
+
+TARGET_FLOOR_RATIO = 2.5  # analyze wall / decode floor wall, 1.5 GB trace
+TARGET_RSS_MULTIPLE = 1.0  # analyze peak RSS / raw JSON size, 1.5 GB trace
+TARGET_5GB_RSS_BYTES = 5e9
+DEFAULT_SIZES = (500.0, 1500.0)
+FIVE_GB = 5000.0
+
+# The floor of an Ascend export: every file the importer reads, read by the fastest plain
+# reader of its kind, nothing kept.
+_ASCEND_FLOOR = """
+import sqlite3, sys
+from pathlib import Path
+import msgspec
+import pyarrow.csv as pv
+rows = 0
+for path in sorted(Path(sys.argv[1]).rglob("*")):
+    if not path.is_file():
+        continue
+    if path.suffix == ".json":
+        rows += len(msgspec.json.decode(path.read_bytes()) or ())
+    elif path.suffix == ".csv":
+        rows += pv.read_csv(path).num_rows
+    elif path.suffix == ".db":
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        names = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        for (table,) in names:
+            for batch in iter(db.execute(f'SELECT * FROM "{table}"').fetchmany, []):
+                rows += len(batch)
+        db.close()
+print(rows)
+"""
+
+
+@dataclass
+class SizeFigures:
+    """One size: the trace, the floor, analyze and (optionally) HTA."""
+
+    label: str
+    path: str
+    raw_bytes: int
+    events: int
+    floor_s: list[float]
+    floor_cpu_s: list[float]
+    analyze_wall_s: float
+    analyze_cpu_s: float
+    analyze_peak_rss: int
+    analyze_max_single_rss: int
+    phases: dict[str, float]
+    rss_mb_by_second: list[int]
+    hta: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def floor_mean_s(self) -> float:
+        return sum(self.floor_s) / len(self.floor_s)
+
+    @property
+    def floor_ratio(self) -> float:
+        return self.analyze_wall_s / self.floor_mean_s
+
+    @property
+    def cpu_ratio(self) -> float:
+        """CPU seconds of analyze (its workers included) / those of the floor: the steadier
+        figure on a shared machine, where wall seconds stretch with the other jobs' load."""
+        return self.analyze_cpu_s / (sum(self.floor_cpu_s) / len(self.floor_cpu_s))
+
+    @property
+    def rss_multiple(self) -> float:
+        return self.analyze_peak_rss / self.raw_bytes
+
+
+def _analyze(path: Path, profile: Path) -> tuple[ChildRun, dict[str, float]]:
+    child = run_measured(perfledger_argv(path, profile))
+    if child.returncode != 0:
+        print(child.stdout[-4000:], child.stderr[-4000:], sep="\n", file=sys.stderr)
+        raise SystemExit(f"perfledger analyze {path} failed with exit code {child.returncode}")
+    return child, _perfledger_phases(profile, child.stdout + child.stderr)
+
+
+def _ascend_floor(export: Path) -> ChildRun:
+    child = run_measured([sys.executable, "-c", _ASCEND_FLOOR, str(export)])
+    if child.returncode != 0:
+        raise SystemExit(f"the Ascend floor run failed: {child.stderr[-2000:]}")
+    return child
+
+
+def _measure(
+    label: str,
+    path: Path,
+    raw_bytes: int,
+    events: int,
+    *,
+    workdir: Path,
+    floor: Any,
+    hta: bool,
+) -> SizeFigures:
+    profile = workdir / f"scale_profile_{label}"
+    print(f"[{label}] decode floor ...", flush=True)
+    before = floor(path)
+    print(f"[{label}] perfledger analyze ...", flush=True)
+    child, phases = _analyze(path, profile)
+    print(f"[{label}] decode floor again ...", flush=True)
+    after = floor(path)
+    figures = SizeFigures(
+        label=label,
+        path=str(path),
+        raw_bytes=raw_bytes,
+        events=events,
+        floor_s=[before.wall_s, after.wall_s],
+        floor_cpu_s=[before.cpu_s, after.cpu_s],
+        analyze_wall_s=child.wall_s,
+        analyze_cpu_s=child.cpu_s,
+        analyze_peak_rss=child.peak_rss,
+        analyze_max_single_rss=child.max_rss,
+        phases=phases,
+        rss_mb_by_second=[round(mb(rss)) for rss in child.rss_by_second],
+    )
+    shutil.rmtree(profile, ignore_errors=True)  # gigabytes of profile do not stay around
+    if hta:
+        python = ensure_hta_venv(workdir)
+        folder = hta_trace_dir(path, _trace_rank_of(path), workdir)
+        print(f"[{label}] HTA ...", flush=True)
+        run = run_hta(python, folder)
+        figures.hta = {
+            "version": run.hta_version,
+            "wall_s": run.child.wall_s,
+            "peak_rss": run.child.peak_rss,
+            "parse_s": run.parse_s,
+            "breakdown_s": run.breakdown_s,
+        }
+    _print_size(figures)
+    return figures
+
+
+def _trace_rank_of(path: Path) -> int:
+    from make_trace import ScaledTrace
+
+    return _trace_rank(ScaledTrace(path, "", 0, 0, 0, 0, 0, 0, 0))
+
+
+def _print_size(f: SizeFigures) -> None:
+    floors = " / ".join(f"{s:.1f}" for s in f.floor_s)
+    print(
+        f"[{f.label}] {mb(f.raw_bytes):.0f} MB, {f.events:,} events: floor {floors} s "
+        f"(mean {f.floor_mean_s:.1f}); analyze {f.analyze_wall_s:.1f} s wall, "
+        f"{f.analyze_cpu_s:.1f} s CPU = {f.floor_ratio:.2f}x the floor (CPU: floor "
+        f"{' / '.join(f'{s:.1f}' for s in f.floor_cpu_s)} s, {f.cpu_ratio:.2f}x); peak RSS "
+        f"{mb(f.analyze_peak_rss):.0f} MB = {f.rss_multiple:.2f}x the file",
+        flush=True,
+    )
+    if f.phases:
+        print(f"[{f.label}] phases: " + ", ".join(f"{k} {v:.2f}" for k, v in f.phases.items()))
+    print(f"[{f.label}] RSS MB by second: " + " ".join(map(str, f.rss_mb_by_second)))
+    if f.hta:
+        h = f.hta
+        print(
+            f"[{f.label}] HTA {h['version']}: {h['wall_s']:.1f} s (parse {h['parse_s']:.1f}), "
+            f"peak RSS {mb(h['peak_rss']):.0f} MB; analyze is "
+            f"{h['wall_s'] / f.analyze_wall_s:.1f}x faster"
+        )
+
+
+def _print_growth(rows: list[SizeFigures]) -> None:
+    print(
+        f"\n{'trace':<14}{'raw MB':>8}{'events':>11}{'floor s':>9}{'analyze s':>11}"
+        f"{'CPU s':>8}{'x floor':>9}{'CPU x':>7}{'peak MB':>9}{'x file':>8}{'HTA s':>8}"
+    )
+    for f in rows:
+        hta = f"{f.hta['wall_s']:>8.1f}" if f.hta else f"{'—':>8}"
+        print(
+            f"{f.label:<14}{mb(f.raw_bytes):>8.0f}{f.events:>11,}{f.floor_mean_s:>9.1f}"
+            f"{f.analyze_wall_s:>11.1f}{f.analyze_cpu_s:>8.1f}{f.floor_ratio:>9.2f}"
+            f"{f.cpu_ratio:>7.2f}"
+            f"{mb(f.analyze_peak_rss):>9.0f}{f.rss_multiple:>8.2f}{hta}"
+        )
+    for small, big in zip(rows, rows[1:], strict=False):
+        size = big.raw_bytes / small.raw_bytes
+        print(
+            f"{small.label} -> {big.label}: size x{size:.2f}, analyze time "
+            f"x{big.analyze_wall_s / small.analyze_wall_s:.2f}, peak RSS "
+            f"x{big.analyze_peak_rss / small.analyze_peak_rss:.2f}"
+        )
+
+
+def _kineto_rows(args: argparse.Namespace) -> list[SizeFigures]:
+    sizes = list(args.sizes) + ([FIVE_GB] if args.five_gb else [])
+    rows = []
+    for size in sizes:
+        trace = make_scaled_trace(args.workdir, source=DEFAULT_SOURCE, size_mb=size)
+        label = f"kineto_x{trace.copies}"
+        rows.append(
+            _measure(
+                label,
+                trace.path,
+                trace.raw_bytes,
+                trace.events,
+                workdir=args.workdir,
+                floor=_decode_floor,
+                hta=not args.skip_hta and size != FIVE_GB,
+            )
+        )
+    return rows
+
+
+def _ascend_rows(args: argparse.Namespace) -> list[SizeFigures]:
+    from make_ascend import make_ascend_export
+
+    sizes = list(args.sizes) + ([FIVE_GB] if args.five_gb else [])
+    rows = []
+    for size in sizes:
+        export = make_ascend_export(args.workdir, kind=args.ascend, size_mb=size)
+        rows.append(
+            _measure(
+                f"{args.ascend}_x{export.copies}",
+                export.path,
+                export.raw_bytes,
+                export.events,
+                workdir=args.workdir,
+                floor=_ascend_floor,
+                hta=False,
+            )
+        )
+    return rows
+
+
+def _verdicts(rows: list[SizeFigures], ascend: bool) -> dict[str, bool]:
+    met: dict[str, bool] = {}
+    for f in rows:
+        if not ascend and 1000e6 < f.raw_bytes < 2000e6:
+            met["floor_ratio_1.5GB"] = f.floor_ratio <= TARGET_FLOOR_RATIO
+            met["peak_rss_1.5GB"] = f.rss_multiple <= TARGET_RSS_MULTIPLE
+        if f.raw_bytes >= 4000e6:
+            met["peak_rss_5GB"] = f.analyze_peak_rss < TARGET_5GB_RSS_BYTES
+    for name, ok in met.items():
+        print(f"target {name}: {'met' if ok else 'MISSED'}")
+    return met
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of the growth benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=float, nargs="+", default=list(DEFAULT_SIZES))
+    parser.add_argument("--5gb", dest="five_gb", action="store_true", help="add the 5 GB size")
+    parser.add_argument("--skip-hta", action="store_true")
+    parser.add_argument("--ascend", choices=("text", "db"), help="torch_npu exports instead")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    rows = _ascend_rows(args) if args.ascend else _kineto_rows(args)
+    _print_growth(rows)
+    met = _verdicts(rows, bool(args.ascend))
+    name = f"scale_result_{args.ascend or 'kineto'}.json"
+    out = args.workdir / name
+    document = {
+        "rows": [
+            {
+                **asdict(f),
+                "floor_ratio": f.floor_ratio,
+                "cpu_ratio": f.cpu_ratio,
+                "rss_multiple": f.rss_multiple,
+            }
+            for f in rows
+        ],
+        "targets_met": met,
+    }
+    out.write_text(json.dumps(document, indent=1) + "\n")
+    print(f"figures written to {out}")
+    return 1 if args.check and not all(met.values()) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

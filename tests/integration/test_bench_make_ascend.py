@@ -1,0 +1,64 @@
+"""bench/make_ascend.py: a torch_npu export repeated K times reads back as K copies of its
+source, one after the other in time, each with its own steps."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from perfledger.sources.ascend import load_ascend
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _make_ascend() -> ModuleType:
+    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+    try:
+        return importlib.import_module("make_ascend")
+    finally:
+        sys.path.remove(str(PROJECT_ROOT / "bench"))
+
+
+make_ascend = _make_ascend()
+
+
+def _steps(events: pa.Table) -> list[int]:
+    """The numbers of the trace's step marks (``ProfilerStep#N``)."""
+    names = pc.unique(events.column("name").combine_chunks().cast(pa.string())).to_pylist()
+    return sorted(int(m.group(1)) for n in names if (m := re.fullmatch(r"ProfilerStep#(\d+)", n)))
+
+
+@pytest.mark.parametrize("kind", ["text", "db"])
+def test_three_copies_read_back_as_three_runs_in_a_row(kind: str, tmp_path: Path) -> None:
+    source = make_ascend.SOURCES[kind]
+    size_mb = 3 * make_ascend._folder_bytes(source) / 1e6
+    export = make_ascend.make_ascend_export(tmp_path, kind=kind, size_mb=size_mb)
+    assert export.copies == 3
+    (original,) = load_ascend(source)
+    (repeated,) = load_ascend(export.path)
+    assert repeated.loss is None
+    # every event of the source, three times
+    assert repeated.events.num_rows == 3 * original.events.num_rows
+    # the steps: the source's, then renumbered after it
+    first = _steps(original.events)
+    count = max(first) - min(first) + 1
+    assert _steps(repeated.events) == [s + k * count for k in range(3) for s in first]
+    # copy k starts k shifts after the source, to the ns
+    start = pc.min(original.events.column("start_ns")).as_py()
+    shift_ns = export.shift_us * 1000
+    assert shift_ns > pc.max(original.events.column("start_ns")).as_py() - start
+    starts = set(repeated.events.column("start_ns").to_pylist())
+    assert {start, start + shift_ns, start + 2 * shift_ns} <= starts
+    assert pc.max(repeated.events.column("start_ns")).as_py() == (
+        pc.max(original.events.column("start_ns")).as_py() + 2 * shift_ns
+    )
+    # a second call reuses the export
+    again = make_ascend.make_ascend_export(tmp_path, kind=kind, size_mb=size_mb)
+    assert again == export
