@@ -487,7 +487,7 @@ def test_an_old_ledger_is_read_as_it_is_and_upgraded_on_write(tmp_path: Path) ->
     # written: the workload column is added, the old row kept
     assert ledger.register_profile(make_profile(tmp_path / "new", [8.0]), ledger_path=path) == 2
     with ledger.connect(path, create=False) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 3
         runs = ledger.list_runs(connection)
     assert [(r.label, r.step_median_ms) for r in runs] == [("x", 10.0), ("new", 8.0)]
     assert runs[0].workload is None and runs[1].workload is not None
@@ -552,3 +552,35 @@ def test_delta_between_runs_of_one_workload_only(tmp_path: Path) -> None:
     table = perfledger("runs", "--ledger", path, cwd=tmp_path)
     assert "-33.33%" in table.stdout and "train_cnn.py · NVIDIA A100-SXM4-80GB" in table.stdout
     assert "Δ compares each run with the baseline of its own workload" in table.stdout
+
+
+def with_loss(profile: Path, batch: int, steps: int) -> Path:
+    """op_summary.csv of a CPU run: per step, a data loader's one-image convolution, then the
+    model's layer and its loss over ``batch`` samples."""
+    header = "rank,device,stream,step,kind,name,start_ns,dur_ns,self_ns,shapes,dtypes\n"
+    lines = []
+    for step in range(1, steps + 1):
+        for offset, name, shapes in (
+            (0, "aten::conv2d", [[1, 3, 64, 64], [3, 1, 5, 5]]),
+            (5, "aten::conv2d", [[batch, 3, 32, 32], [8, 3, 3, 3]]),
+            (9, "aten::cross_entropy_loss", [[batch, 10], [batch]]),
+        ):
+            cell = json.dumps(shapes).replace('"', '""')
+            lines.append(f'0,-1,1,{step},cpu_op,{name},{100 * step + offset},1,1,"{cell}",\n')
+    (profile / "op_summary.csv").write_text(header + "".join(lines))
+    return profile
+
+
+def test_runs_of_another_batch_size_show_the_change_per_sample(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    for label, walls, batch in (("bs64", [100.0] * 3, 64), ("bs32", [60.0] * 3, 32)):
+        profile = with_loss(make_profile(tmp_path / label, walls), batch, len(walls))
+        ledger.register_profile(profile, ledger_path=path, label=label)
+    done = perfledger("runs", "--ledger", path, "--format", "csv", cwd=tmp_path)
+    rows = {r["label"]: r for r in csv.DictReader(io.StringIO(done.stdout))}
+    assert (rows["bs64"]["batch_size"], rows["bs32"]["batch_size"]) == ("64", "32")
+    assert rows["bs32"]["delta_pct"] == "-40.0"  # 100 * (60 - 100) / 100
+    # per sample: 60 / 32 = 1.875 ms against 100 / 64 = 1.5625 ms
+    assert rows["bs32"]["delta_per_sample_pct"] == str(round(100 * (1.875 - 1.5625) / 1.5625, 4))
+    table = perfledger("runs", "--ledger", path, cwd=tmp_path)
+    assert "-40.00% (+20.00% per sample)" in table.stdout

@@ -298,3 +298,17 @@ def test_time_per_sample_is_step_time_over_the_batch(
 def test_per_sample_needs_both_batch_sizes() -> None:
     with pytest.raises(ValueError, match="batch sizes"):
         diff.diff_runs(run([1.0]), run([1.0]), per_sample=True)
+
+
+def test_another_batch_size_also_shows_its_change_per_sample() -> None:
+    base = replace(ledger_run(1, 1000.0, "t.py", "cpu", CNN), batch_size=64)
+    smaller = replace(ledger_run(2, 400.0, "t.py", "cpu", CNN), batch_size=32)
+    same = replace(ledger_run(3, 900.0, "t.py", "cpu", CNN), batch_size=64)
+    unknown = ledger_run(4, 800.0, "t.py", "cpu", CNN)
+    rows = baseline_table([base, smaller, same, unknown])
+    # per step: 400 against 1000 ms; per sample: 12.5 against 15.625 ms
+    assert rows[1].delta_pct == -60.0
+    assert rows[1].per_sample_delta_pct == pytest.approx(100 * (400 / 32 - 1000 / 64) / (1000 / 64))
+    assert text_cells(rows[1])[4] == "-60.00% (-20.00% per sample)"
+    assert rows[2].per_sample_delta_pct is None and text_cells(rows[2])[4] == "-10.00%"
+    assert rows[3].per_sample_delta_pct is None

@@ -12,10 +12,12 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from perfledger.analysis import figures
 from perfledger.analysis.diff.workload import (
     Workload,
+    batch_size,
     device_of,
     operator_digests,
     program_of,
@@ -24,7 +26,7 @@ from perfledger.analysis.diff.workload import (
 from perfledger.ledger.locate import git_root
 from perfledger.ledger.store import RunRecord
 from perfledger.profiledir import StoredProfile, load_profile
-from perfledger.profiledir.layout import OP_STATISTIC_CSV, STEP_TRACE_CSV
+from perfledger.profiledir.layout import OP_STATISTIC_CSV, OP_SUMMARY_CSV, STEP_TRACE_CSV
 from perfledger.vcs import git_revision
 
 DEVICE_SHARES: Final = (
@@ -39,6 +41,14 @@ DEVICE_SHARES: Final = (
     "idle_other",
 )
 HOST_SHARES: Final = ("dataloader", "forward", "backward", "optimizer", "overhead")
+BATCH_READ_BYTES: Final = 64 * 1024 * 1024
+_BATCH_COLUMNS: Final = {
+    "step": pa.int32(),
+    "start_ns": pa.int64(),
+    "name": pa.string(),
+    "host_op": pa.string(),
+    "shapes": pa.string(),
+}
 # options of a recording worth a column of the baseline table (the rest stays in meta.json)
 _KEY_OPTIONS: Final = (
     "level",
@@ -102,7 +112,41 @@ def run_record(
         top_finding_title=_str(top.get("title")),
         top_finding_ms=_float(top.get("severity_ms")),
         workload=profile_workload(stored, step_trace).as_dict(),
+        batch_size=profile_batch_size(stored),
     )
+
+
+def profile_batch_size(stored: StoredProfile) -> int | None:
+    """Samples per step (:func:`perfledger.analysis.diff.workload.batch_size`), read from the
+    first :data:`BATCH_READ_BYTES` of op_summary.csv: every step has its loss or first layer,
+    and registering must stay cheap next to a gigabyte profile."""
+    path = stored.path / OP_SUMMARY_CSV
+    if not path.is_file():
+        return None
+    header = stored.csv_header(OP_SUMMARY_CSV)
+    columns = [c for c in _BATCH_COLUMNS if c in header]
+    try:
+        reader = pacsv.open_csv(
+            path,
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: _BATCH_COLUMNS[c] for c in columns},
+                include_columns=columns,
+                strings_can_be_null=True,
+            ),
+        )
+        batches, read = [], 0
+        for batch in reader:
+            batches.append(batch)
+            read += batch.nbytes
+            if read >= BATCH_READ_BYTES:
+                break
+    except (OSError, pa.ArrowInvalid):
+        return None  # the batch size is a hint: an unreadable table only loses it
+    if not batches:
+        return None
+    found = batch_size(pa.Table.from_batches(batches))
+    return None if found is None else found.samples
 
 
 def profile_workload(

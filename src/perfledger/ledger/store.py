@@ -10,8 +10,9 @@ Table ``runs`` (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_ver
     list), options (JSON object), git_commit, git_branch, git_dirty, device, source_kind,
     profile_path, ranks, step_count, step_median_ms, step_p90_ms, utilization_pct,
     accounting (JSON: category -> share of the step in %), top_finding, top_finding_title,
-    top_finding_ms, workload (JSON: program, device and operator digests, see
-    :mod:`perfledger.analysis.diff.workload`; added in version 2, NULL in older rows).
+    top_finding_ms, workload (JSON: program, vendor, device and op type digests, see
+    :mod:`perfledger.analysis.diff.workload`), batch_size (samples per step read from the
+    trace); the last two added in version 3, NULL in older rows.
 
 A ledger of an older schema is brought up to date when first opened for writing; one that
 cannot be written (a read-only copy) is still read, its missing columns as NULL.
@@ -32,7 +33,7 @@ from perfledger.ledger.locate import LEDGER_DIR, LEDGER_FILE, find_ledger
 
 __all__ = ["LEDGER_DIR", "LEDGER_FILE"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 BUSY_TIMEOUT_S: Final = 60.0
 
 _SCHEMA: Final = (
@@ -61,13 +62,14 @@ _SCHEMA: Final = (
         top_finding TEXT,
         top_finding_title TEXT,
         top_finding_ms REAL,
-        workload TEXT
+        workload TEXT,
+        batch_size INTEGER
     )
     """,
     "CREATE INDEX IF NOT EXISTS runs_registered ON runs (registered_ns)",
 )
 # Columns added after version 1: (name, SQL type), added to older tables by ALTER TABLE.
-_ADDED_COLUMNS: Final = (("workload", "TEXT"),)
+_ADDED_COLUMNS: Final = (("workload", "TEXT"), ("batch_size", "INTEGER"))
 
 
 class LedgerUnavailable(Exception):
@@ -106,6 +108,7 @@ class RunRecord:
     top_finding_title: str | None = None
     top_finding_ms: float | None = None
     workload: Mapping[str, Any] | None = None
+    batch_size: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields."""

@@ -47,6 +47,8 @@ CSV_HEADERS: Final = (
     "note",
     "workload",
     "baseline_id",
+    "batch_size",
+    "delta_per_sample_pct",
 )
 _RELATIVE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*$")
 _UNIT_S: Final = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -63,6 +65,8 @@ class BaselineRow:
             other workloads of the same name).
         baseline_id: the run Δ compares against (None: none).
         other_workload: the row is compared, on request, with a baseline of another workload.
+        per_sample_delta_pct: Δ of the step time per sample, when the run's batch size and
+            its baseline's are known and differ (the step Δ then compares unequal work).
     """
 
     run: RunRecord
@@ -71,6 +75,7 @@ class BaselineRow:
     workload: str = ""
     baseline_id: int | None = None
     other_workload: bool = False
+    per_sample_delta_pct: float | None = None
 
 
 def choose_baseline(runs: Sequence[RunRecord]) -> RunRecord | None:
@@ -143,9 +148,15 @@ def baseline_table(
         reference = baseline if other else chosen[group]
         is_baseline = reference is not None and run.id == reference.id
         base_ms = reference.step_median_ms if reference is not None else None
-        delta = None
+        delta = per_sample = None
         if not is_baseline and base_ms and run.step_median_ms is not None:
             delta = 100.0 * (run.step_median_ms - base_ms) / base_ms
+            base_batch = reference.batch_size if reference is not None else None
+            if run.batch_size and base_batch and run.batch_size != base_batch:
+                base_per_sample = base_ms / base_batch
+                per_sample = (
+                    100.0 * (run.step_median_ms / run.batch_size - base_per_sample)
+                ) / base_per_sample
         rows.append(
             BaselineRow(
                 run=run,
@@ -154,6 +165,7 @@ def baseline_table(
                 workload=names[group],
                 baseline_id=reference.id if reference is not None else None,
                 other_workload=other,
+                per_sample_delta_pct=per_sample,
             )
         )
     return tuple(rows)
@@ -170,6 +182,9 @@ def _delta(row: BaselineRow) -> str:
     if row.delta_pct is None:
         return "-"
     delta = f"{row.delta_pct:+.2f}%"
+    if row.per_sample_delta_pct is not None:
+        # another batch size: the step compares unequal work, the sample does not
+        delta += f" ({row.per_sample_delta_pct:+.2f}% per sample)"
     # compared on request with another workload's baseline: the cell itself says so
     return f"{delta} (other workload)" if row.other_workload else delta
 
@@ -225,6 +240,8 @@ def csv_text(rows: Sequence[BaselineRow]) -> str:
                 run.note or "",
                 row.workload,
                 "" if row.baseline_id is None else row.baseline_id,
+                "" if run.batch_size is None else run.batch_size,
+                _plain(row.per_sample_delta_pct, 4),
             ]
         )
     return out.getvalue()
