@@ -165,16 +165,16 @@
     return { axis: plain, value: plain };
   }
 
-  // The profiled steps as shaded bands on a counter chart (every other one when many).
+  // The profiled steps as bands on a counter chart, shaded in turn darker and lighter so that
+  // back-to-back steps stay apart; named when they are few.
   function stepBands() {
     var marks = DATA.step_marks || [];
-    var few = marks.length <= 12;
     return {
       silent: true,
-      itemStyle: { color: "rgba(21, 101, 192, 0.08)" },
-      label: { show: few, position: "insideTop", fontSize: 10, color: "#5f6b7a" },
-      data: marks.filter(function (_m, i) { return few || i % 2 === 0; }).map(function (m) {
-        return [{ name: "step " + m[0], xAxis: m[1] }, { xAxis: m[2] }];
+      label: { show: marks.length <= 12, position: "insideTop", fontSize: 10, color: "#5f6b7a" },
+      data: marks.map(function (m, i) {
+        var shade = i % 2 === 0 ? "rgba(21, 101, 192, 0.11)" : "rgba(21, 101, 192, 0.04)";
+        return [{ name: "step " + m[0], xAxis: m[1], itemStyle: { color: shade } }, { xAxis: m[2] }];
       })
     };
   }
