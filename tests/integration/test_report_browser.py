@@ -137,6 +137,8 @@ def screenshots(visit: Visit, tmp_path: Path, prefix: str, sections: list[str]) 
     """Screenshots of report sections; copied into docs/images when asked to update them."""
     # the sticky header would cover the top of sections scrolled under it
     visit.page.add_style_tag(content="header { position: static; }")
+    # the timeline's slices are drawn a few hundred per frame
+    visit.page.wait_for_selector("#chart-timeline[data-drawn], #timeline p.empty")
     for section in sections:
         shot = tmp_path / f"{prefix}_{section}.png"
         visit.page.locator(f"#{section}").screenshot(path=str(shot))
@@ -194,7 +196,7 @@ def test_gpu_trace_report(browser: Browser, gpu_report: Path, tmp_path: Path) ->
             visit,
             tmp_path,
             "gpu",
-            ["headline", "accounting", "gaps", "findings", "timeline", "ops"],
+            ["headline", "accounting", "gaps", "findings", "critical-path", "timeline", "ops"],
         )
     finally:
         visit.close()

@@ -91,6 +91,10 @@
         (isNum(combined.baseline_ms) && isNum(combined.predicted_ms)
           ? " (replayed step " + fmtMs(combined.baseline_ms) + " → " + fmtMs(combined.predicted_ms) + ")"
           : "") + ", not the sum of their gains.";
+    } else if (combined && isNum(combined.gain_ms) && ids.length === 1 && ids[0] !== top.id) {
+      // the top finding's fix cannot be replayed; another one can
+      gain += " Of the fixes the replay can try, " + ids[0] + " gives the most: " +
+        fmtMs(combined.gain_ms) + " per step.";
     }
     if (gain) box.appendChild(el("span", "verdict-gain", " " + gain));
     box.setAttribute("data-finding", top.id);
