@@ -327,3 +327,19 @@ def test_profiler_overhead_within_its_noise_or_negative_is_no_finding() -> None:
     assert f.evidence["profiler_overhead_noise_pct"] == 5.0
     assert (f.severity_ms, f.severity_pct) == (0.25, 25.0)
     assert "--level light" in f.suggestion
+
+
+def test_the_evidence_names_the_profiles_step_time_the_median_step() -> None:
+    # three host-only steps of 1, 2 and 6 ms: the step time (summary.json's median) is 2 ms;
+    # the severities stay means over the windows (9 ms in all)
+    b = EventsBuilder()
+    start = 0
+    for n, length in enumerate((1000 * US, 2000 * US, 6000 * US)):
+        b.step_mark(start, length, n + 1)
+        b.cpu_op(start, length // 2, "aten::mm")
+        start += length
+    f = finding(analyse(b), "profiler_overhead_high", overhead_pct=50.0)
+    assert f.evidence["steps"] == "3 steps, median 2.000 ms"
+    assert f.evidence["step_time_ms"] == 2.0
+    # a 3 ms mean step of which 50 / 150 is the profiler's: 1 ms per step
+    assert (f.severity_ms, f.severity_pct) == (1.0, round(100 * 50 / 150, 2))

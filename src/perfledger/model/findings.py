@@ -206,6 +206,9 @@ class StepBasis:
     wall_ns: int
     annotated: bool
     lanes: int = 1  # (rank, device) pairs, each with its own windows
+    # the median window: the profile's step time (summary.json step_time_ms) on one
+    # rank; None where only the sums are known (bases merged over ranks)
+    median_step_ns: float | None = None
 
     @property
     def mean_step_ns(self) -> float:
@@ -226,6 +229,8 @@ class StepBasis:
             unit = "profiled window" if per_lane == 1 else "profiled windows"
             unit += " (no step annotation)"
         lanes = f" on each of {self.lanes} devices" if self.lanes > 1 else ""
+        if self.median_step_ns is not None:
+            return f"{per_lane} {unit}{lanes}, median {self.median_step_ns / 1e6:.3f} ms"
         return f"{per_lane} {unit}{lanes}, mean {self.mean_step_ns / 1e6:.3f} ms"
 
 

@@ -120,7 +120,8 @@ class AdvisorContext:
         else:
             walls = [w.wall_ns for w in self.host_windows]
             lanes = len({w.rank for w in self.host_windows})
-        return StepBasis(len(walls), int(sum(walls)), annotated, lanes)
+        median = float(np.median(walls)) if walls else None
+        return StepBasis(len(walls), int(sum(walls)), annotated, lanes, median)
 
     @property
     def has_device_tasks(self) -> bool:
