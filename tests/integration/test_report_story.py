@@ -423,7 +423,8 @@ def check_one_line_values(page: Page) -> None:
     sizes = page.eval_on_selector_all(
         "#headline-cards .value",
         """vs => vs.map(v => [v.textContent, v.getBoundingClientRect().height,
-                              1.45 * parseFloat(getComputedStyle(v).fontSize),
+                              parseFloat(getComputedStyle(v).lineHeight) ||
+                                1.45 * parseFloat(getComputedStyle(v).fontSize),
                               v.scrollWidth, v.clientWidth])""",
     )
     assert sizes
@@ -667,3 +668,54 @@ def test_timeline_draws_the_paths_of_the_first_ranks(tmp_path: Path) -> None:
         assert timeline["path_ranks_total"] == 12
         drawn = {timeline["rows"][row] for row in timeline["path"]["row"]}
         assert drawn == set(path_rows)
+
+
+@pytest.mark.parametrize(
+    ("overhead", "noise", "value", "sub"),
+    [
+        (22.0, None, "22.0 %", None),
+        (-12.79, None, "none measured", "profiled steps 12.8 % faster"),
+        (3.0, 4.0, "within noise", "+3.00 % ± 4.00 %"),
+        (-12.79, 5.0, "none measured", "profiled steps 12.79 % ± 5.00 % faster"),
+        (22.0, 4.0, "22.0 %", "± 4.00 %"),
+    ],
+)
+def test_profiler_overhead_is_never_a_negative_cost(
+    browser: Browser,
+    tmp_path: Path,
+    overhead: float,
+    noise: float | None,
+    value: str,
+    sub: str | None,
+) -> None:
+    from perfledger.render.report.data import headline_from_summary
+
+    summary = {
+        "step_time_ms": 85.0,
+        "unprofiled_step_ms": 54.2,
+        "profiler_overhead_pct": overhead,
+        "profiler_overhead_noise_pct": noise,
+        "unread_input": "rank 3: the trace ends mid-event",
+        "loss": "an older summary's key, not read when unread_input is there",
+    }
+    path = tmp_path / "overhead.html"
+    write_report(path, ReportData(title="o", headline=headline_from_summary(summary)))
+    page, errors = open_page(browser, path)
+    try:
+        cards = {
+            c[0]: c[1:]
+            for c in page.eval_on_selector_all(
+                "#headline-cards .card",
+                """cs => cs.map(c => [c.querySelector('.label').textContent,
+                    c.querySelector('.value').textContent,
+                    c.querySelector('.sub') ? c.querySelector('.sub').textContent : null])""",
+            )
+        }
+        assert cards["Profiler overhead"] == [value, sub]
+        assert cards["Median step time"] == ["85.000 ms", "unprofiled 54.200 ms"]
+        warning = page.locator("#unread-input").inner_text()
+        assert warning == "Part of the input could not be read: rank 3: the trace ends mid-event"
+        check_one_line_values(page)
+        assert errors == []
+    finally:
+        page.close()

@@ -150,7 +150,8 @@
     cards.forEach(function (c) {
       var card = el("div", "card");
       card.appendChild(el("div", "label", c[0]));
-      var value = el("div", "value", c[1]);
+      // words rather than a figure ("none measured") in a smaller type, to stay on one line
+      var value = el("div", /^[\d+\-]|^n\/a$/.test(c[1]) ? "value" : "value words", c[1]);
       value.title = c[2] || c[1];
       card.appendChild(value);
       if (c[3]) card.appendChild(el("div", "sub", c[3]));
