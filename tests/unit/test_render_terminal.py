@@ -283,3 +283,12 @@ def test_the_profiler_overhead_is_read_against_its_noise(
 def test_unread_input_is_said_under_its_new_name_or_its_old_one() -> None:
     assert "trace incomplete: a.json: cut" in render(headline(unread_input="a.json: cut"))
     assert "trace incomplete: b.json: cut" in render(headline(loss="b.json: cut"))
+
+
+def test_rules_that_cannot_apply_are_counted_by_reason() -> None:
+    host_only = "no device activity: host-only profile"
+    skipped = [{"rule": r, "reason": host_only} for r in ("a", "b", "c")]
+    skipped.append({"rule": "d", "reason": "no host CPU counters"})
+    text = " ".join(render(headline(advisor_skipped=skipped)).split())
+    assert f"not applicable: 3 rules: {host_only}; 1 rule: no host CPU counters" in text
+    assert "not applicable" not in render(headline(advisor_skipped=[]))

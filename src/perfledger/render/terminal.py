@@ -95,6 +95,9 @@ def print_summary(
         console.print(_next_line(paths[0] if paths else None))
     elif summary.get("step_count"):
         console.print(Text("no finding: no rule's threshold is crossed", style="bold"))
+    skipped = _skipped_line(summary.get("advisor_skipped"))
+    if skipped is not None:
+        console.print(skipped)
     unread = summary.get("unread_input", summary.get("loss"))
     if unread:
         console.print(Text.assemble(("trace incomplete: ", "bold yellow"), escaped(unread)))
@@ -177,6 +180,23 @@ def _also_line(findings: Sequence[Mapping[str, Any]]) -> Text:
     return Text.assemble(
         ("also: ", "bold"), "; ".join(parts), (" (report.html and summary.json)", "dim")
     )
+
+
+def _skipped_line(skipped: Any) -> Text | None:
+    """The rules that could not apply to this profile, counted by reason (summary.json's
+    advisor_skipped lists them): silent, but not forgotten."""
+    if not isinstance(skipped, Sequence) or not skipped:
+        return None
+    by_reason: dict[str, int] = {}
+    for entry in skipped:
+        if isinstance(entry, Mapping):
+            reason = str(entry.get("reason") or "no data")
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+    parts = [
+        f"{count} rule{'s' if count != 1 else ''}: {escaped(reason)}"
+        for reason, count in by_reason.items()
+    ]
+    return Text.assemble(("not applicable: ", "dim bold"), ("; ".join(parts), "dim"))
 
 
 def _next_line(profile: Path | None) -> Text:
