@@ -38,7 +38,8 @@ TOP_FINDINGS = 5
 HOST_NESTING: Final = (
     "each row splits the wall time twice: dataloader + forward + backward + optimizer = wall "
     "(phases), and dataloader + operators + overhead = wall (operators run inside the phases; "
-    "overhead: Python and framework time outside any operator)"
+    "overhead: Python and framework time outside any operator). span: the whole trace, the "
+    "time between profiled steps included (the profiler's stops and exports)"
 )
 
 
