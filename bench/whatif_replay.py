@@ -1,10 +1,14 @@
-"""Time the step-graph replay of one large synthetic step: ``python bench/whatif_replay.py
-[--tasks 50000]``.
+"""Time the step-graph replay: ``python bench/whatif_replay.py [--tasks 50000] [--trace PATH]``.
 
-One step of N kernels on two streams launched from one host thread (host work between the
-launch calls, a synchronisation every 1,000 launches), built in memory as a canonical events
-table; prints the seconds to build the graph, to replay it once, and the whole what-if
-(graph, baseline and changed replays, step windows, critical paths) as JSON.
+Without ``--trace``: one step of N kernels on two streams launched from one host thread (host
+work between the launch calls, a synchronisation every 1,000 launches), built in memory as a
+canonical events table; prints the seconds to build the graph, to replay it once, and the whole
+what-if (graph, baseline and changed replays, step windows, critical paths) as JSON.
+
+With ``--trace`` (a Kineto trace, one rank): what a rank task does, timed in this process: the
+import, the rank's analysis (the reference), the replay with the critical paths (what the task
+now does instead of the profile writer), one fix replayed for the advisor, and the replay as a
+ratio of the import and of the analysis measured in the same run.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -74,10 +79,44 @@ def step_events(tasks: int) -> pa.Table:
     return schema.conform_events(table)
 
 
+def trace_figures(path: Path) -> dict[str, object]:
+    """The replay beside the import and the analysis of one rank's trace."""
+    from perfledger.analysis.critical_path import predicted_gains, prepare_rank, rank_report
+    from perfledger.analysis.profile import analyze_rank
+    from perfledger.sources.kineto import load_kineto
+
+    t0 = time.perf_counter()
+    trace = load_kineto(path)
+    t1 = time.perf_counter()
+    rank = analyze_rank(trace)
+    t2 = time.perf_counter()
+    prepared = prepare_rank(rank.events)
+    report = rank_report(prepared)
+    t3 = time.perf_counter()
+    predicted_gains(prepared, WhatIf((Scale("launch", 0.5),)))
+    t4 = time.perf_counter()
+    return {
+        "trace": path.name,
+        "events": rank.events.num_rows,
+        "nodes": prepared.graph.size,
+        "steps": len(report.steps),
+        "import_s": round(t1 - t0, 3),
+        "analysis_s": round(t2 - t1, 3),
+        "replay_s": round(t3 - t2, 3),
+        "fix_replay_s": round(t4 - t3, 3),
+        "replay_vs_import": round((t3 - t2) / (t1 - t0), 3),
+        "replay_vs_analysis": round((t3 - t2) / (t2 - t1), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=50_000)
+    parser.add_argument("--trace", type=Path, help="time the replay of this Kineto trace")
     args = parser.parse_args()
+    if args.trace is not None:
+        print(json.dumps(trace_figures(args.trace)))
+        return
     events = step_events(args.tasks)
     t0 = time.perf_counter()
     graph = build_graph(events)

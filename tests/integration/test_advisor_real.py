@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow.compute as pc
 import pytest
 
 from perfledger.analysis.advisor import diagnose
+from perfledger.analysis.critical_path import replay_profile
 from perfledger.analysis.profile import analyze_traces
 from perfledger.model import schema
 from perfledger.model.findings import AdvisorReport
 from perfledger.model.profile import ProfileAnalysis
+from perfledger.model.whatif import StepReplay
 from perfledger.sources import load_traces
 from tests.paths import data_file
 
@@ -57,7 +60,8 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
             "host_dispatch_bound": 14.45,
             "memory_bound_ops": 12.82,
             "small_op_explosion": 11.49,
-            "fusion_candidates": 7.72,
+            # long memory-bound kernels with recorded shapes join chains (their traffic)
+            "fusion_candidates": 9.11,
             "low_utilization_windows": 1.52,
         },
         ["host_cpu_saturated", "profiler_overhead_high"],
@@ -188,7 +192,7 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
             "low_utilization_windows": 12.56,
             "memory_bound_ops": 5.76,
             "small_op_explosion": 4.95,
-            "fusion_candidates": 2.94,
+            "fusion_candidates": 9.32,  # as on a100_rank3_control
         },
         ["exposed_communication", "host_cpu_saturated", "profiler_overhead_high"],
     ),
@@ -240,6 +244,12 @@ SEVERITY_TOLERANCE_PCT = 0.5  # percentage points of the step
 _cache: dict[str, tuple[ProfileAnalysis, AdvisorReport]] = {}
 
 
+def analysis_replay_steps(name: str) -> list[StepReplay]:
+    """The replayed steps of a trace (the advisor's gains are per these steps)."""
+    analysis, _ = advised(name)
+    return list(replay_profile(analysis.events).steps)
+
+
 def advised(name: str) -> tuple[ProfileAnalysis, AdvisorReport]:
     if name not in _cache:
         analysis = analyze_traces(load_traces([data_file(TRACES[name])]))
@@ -256,8 +266,13 @@ def test_findings_and_skips_are_pinned(name: str) -> None:
     for rule, severity in expected_fired.items():
         assert fired[rule] == pytest.approx(severity, abs=SEVERITY_TOLERANCE_PCT), rule
     assert sorted(s.rule for s in report.skipped) == expected_skipped
-    severities = [f.severity_ms for f in report.findings]
-    assert severities == sorted(severities, reverse=True)
+    # ranked by the replayed gain where there is one, else the severity (docs/advisor.md)
+    gains = [f.severity_ms if f.whatif_ms is None else f.whatif_ms for f in report.findings]
+    assert gains == sorted(gains, reverse=True)
+    step_ms = max((s.baseline_ns for s in analysis_replay_steps(name)), default=0) / 1e6
+    for finding in report.findings:
+        if finding.whatif_ms is not None:
+            assert 0.0 <= finding.whatif_ms <= step_ms, finding.id
     for finding in report.findings:
         document = finding.to_dict()
         assert document["evidence"] and document["suggestion"] and document["verify"]
@@ -290,11 +305,16 @@ def test_no_rule_fires_without_its_data(name: str) -> None:
 
 
 def test_resnet50_waits_for_its_data_loader() -> None:
-    _, report = advised("resnet50_gpu_2021")
-    top = report.findings[0]
-    assert top.id == "dataloader_bound"
+    analysis, report = advised("resnet50_gpu_2021")
+    (top,) = [f for f in report.findings if f.id == "dataloader_bound"]
     assert top.evidence["host_loading_pct_of_step"] == pytest.approx(39.0, abs=1.0)
     assert top.evidence["device_idle_for_data_pct_of_step"] == pytest.approx(33.2, abs=1.0)
+    # Replayed without the loader, the steps give back most of the loader's time, never more:
+    # the first step's loader runs before the trace's first launch and stays.
+    step_ms = float(np.mean(analysis.steps.column("wall_ns").to_numpy())) / 1e6
+    loading_ms = top.evidence["host_loading_pct_of_step"] / 100 * step_ms
+    assert top.whatif_ms is not None
+    assert 0.5 * loading_ms <= top.whatif_ms <= loading_ms
 
 
 def test_memory_bound_ops_on_a100_uses_the_roofline_of_the_recognised_device() -> None:

@@ -103,7 +103,11 @@ def test_thresholds_from_the_command_line() -> None:
     assert config.disabled == frozenset({"precision_mix"})
     assert (config.device.model, config.device.bandwidth_gbps) == ("A100-80GB", 1000.0)
     rule = next(r for r in RULES if r.id == "host_dispatch_bound")
-    assert config.params(rule) == {"idle_pct": 15.0, "host_share_pct": 50.0}
+    assert config.params(rule) == {
+        "idle_pct": 15.0,
+        "host_share_pct": 50.0,
+        "whatif_launch_factor": 0.5,
+    }
     assert not config.runs("precision_mix") and config.runs("long_tail_ops")
 
 
@@ -203,15 +207,16 @@ def test_missing_toml_file(tmp_path: Path) -> None:
         config_from_toml(tmp_path / "absent.toml")
 
 
-def test_findings_sorted_by_severity_and_json_ready() -> None:
+def test_findings_ranked_by_replayed_gain_and_json_ready() -> None:
     analysis = analyse(host_bound_steps(with_sync=True))
     findings = advise(analysis)
     ids = [f.id for f in findings]
-    # sync idle 450 µs/step, host-caused idle 470 µs/step
-    assert ids[:2] == ["host_dispatch_bound", "excessive_sync"]
-    assert [f.severity_ms for f in findings] == sorted(
-        (f.severity_ms for f in findings), reverse=True
-    )
+    # sync idle 450 µs/step, host-caused idle 470 µs/step: both fixes replayed
+    assert set(ids[:2]) == {"host_dispatch_bound", "excessive_sync"}
+    assert all(f.whatif_ms is not None for f in findings[:2])
+    # ranked by the replayed gain where there is one, else the severity
+    gains = [f.severity_ms if f.whatif_ms is None else f.whatif_ms for f in findings]
+    assert gains == sorted(gains, reverse=True)
     document = [f.to_dict() for f in findings]
     text = json.dumps(document, allow_nan=False)
     first = json.loads(text)[0]

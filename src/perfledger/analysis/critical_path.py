@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +37,15 @@ from perfledger.analysis.graph import (
     StepGraph,
     build_graph,
 )
-from perfledger.analysis.replay import CHAIN, LAUNCHED, RELEASE, Schedule, replay, replayed_events
+from perfledger.analysis.replay import (
+    CHAIN,
+    LAUNCHED,
+    RELEASE,
+    WOKEN,
+    Schedule,
+    replay,
+    replayed_events,
+)
 from perfledger.analysis.steps import step_plan
 from perfledger.model.accounts import StepWindow
 from perfledger.model.whatif import (
@@ -44,12 +53,13 @@ from perfledger.model.whatif import (
     NO_CHANGE,
     PathSpan,
     ReplayReport,
+    StepGains,
     StepReplay,
     WhatIf,
 )
 
 # How many critical-path tasks a report names.
-TOP_PATH_TASKS = 5
+TOP_PATH_TASKS: Final = 5
 
 
 def replay_profile(events: pa.Table, change: WhatIf = NO_CHANGE) -> ReplayReport:
@@ -159,20 +169,29 @@ def rank_report(prepared: RankReplay, change: WhatIf = NO_CHANGE) -> ReplayRepor
     return ReplayReport(tuple(steps), change, graph.dropped_edges, _top(tops))
 
 
-def predicted_steps(prepared: RankReplay, change: WhatIf) -> dict[int, tuple[int, int]]:
-    """Per step of a prepared rank: (baseline ns, predicted ns) under ``change``, without
-    critical paths (what the advisor's gains need)."""
+# A replay whose total is longer than its baseline by more than this share is counted.
+SLOWER_TOLERANCE: Final = 0.001
+
+
+def predicted_gains(prepared: RankReplay, change: WhatIf) -> StepGains:
+    """What ``change`` gains on a prepared rank's steps, without critical paths (what the
+    advisor needs): the steps' baseline and predicted totals, the predicted total kept within
+    [0, the baseline's], and whether the replay predicted longer (counted in slower_replays)."""
     if change.unchanged:
         pred_windows = prepared.baseline_windows
     else:
         pred_windows = _windows(prepared.events, prepared.graph, replay(prepared.graph, change))
-    steps = {}
+    steps = baseline_ns = predicted_ns = 0
     for window in prepared.measured:  # a loop over steps
         base = prepared.baseline_windows.get(window.step)
         pred = pred_windows.get(window.step)
-        if base is not None and pred is not None:
-            steps[window.step] = (base.wall_ns, pred.wall_ns)
-    return steps
+        if base is None or pred is None:
+            continue
+        steps += 1
+        baseline_ns += base.wall_ns
+        predicted_ns += pred.wall_ns
+    slower = int(predicted_ns > baseline_ns * (1 + SLOWER_TOLERANCE))
+    return StepGains(steps, baseline_ns, min(max(predicted_ns, 0), baseline_ns), slower)
 
 
 def _windows(events: pa.Table, graph: StepGraph, schedule: Schedule) -> dict[int, StepWindow]:
@@ -201,11 +220,13 @@ def _critical_path(
         if cursor > point:
             pieces.append((point, cursor, klass, label, lane, shift))
 
-    candidates = np.flatnonzero(end <= hi)
+    # the nodes ending last by the step's end (``by_end``: nodes by end, then index)
+    ending = int(np.searchsorted(lanes.sorted_end, hi, side="right"))
     cursor = hi
     nodes = 0
-    if candidates.size:
-        last = candidates[end[candidates] == end[candidates].max()]
+    if ending:
+        tie = int(np.searchsorted(lanes.sorted_end, lanes.sorted_end[ending - 1], side="left"))
+        last = lanes.by_end[tie:ending]
         # the step ends with its last task when one ends there
         tasks = last[graph.kind[last] == TASK]
         v = int(tasks[-1] if tasks.size else last[-1])
@@ -249,12 +270,15 @@ def _critical_path(
                     "launch latency",
                     "",
                 )
+            elif how[v] == WOKEN:
+                point, klass, label, lane = int(start[u]), CLASS_CODE[HOST], "thread wake-up", ""
             else:
                 point, klass, label, lane = int(end[u]), CLASS_CODE[SYNC], "sync return", ""
             point = max(min(point, cursor), lo)
             add(point, klass, label, lane, lanes.shift(v))
             cursor = point
-            launched = how[v] == LAUNCHED
+            # reached at the start of a launch call or of a waking call: its time is not on it
+            launched = how[v] in (LAUNCHED, WOKEN)
             v = u
     if cursor > lo:  # before a task that nothing explains
         add(lo, CLASS_CODE[OTHER], "unexplained", "", 0)
@@ -273,6 +297,9 @@ class _Lanes:
         self.stream = columns.int64(events, "stream")[rows]
         task_devices = np.unique(self.device[graph.kind == TASK])
         self.one_device = task_devices.size <= 1
+        # the nodes by replayed end (then index), to find where each step's path begins
+        self.by_end = np.lexsort((np.arange(graph.size), schedule.end))
+        self.sorted_end = schedule.end[self.by_end]
 
     def lane(self, v: int) -> str:
         if self.graph.kind[v] == TASK:

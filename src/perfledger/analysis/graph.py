@@ -70,6 +70,12 @@ QUEUED_GAP_NS: Final = 2_000
 # A synchronisation call waited for a task that ended at most this after the call returned
 # (clock jitter between the host and the device).
 SYNC_END_TOLERANCE_NS: Final = 1_000
+# A stretch of host time this long with nothing running on a thread is the thread waiting for
+# another (a backward thread between two steps), not host work; shorter ones are the
+# interpreter's time between operators.
+THREAD_WAIT_NS: Final = 1_000_000
+# Host slices that are a thread's own work (annotations and step marks only wrap it).
+_WORK_KINDS: Final = (schema.CPU_OP, schema.PYTHON, schema.RUNTIME, schema.SYNC, schema.DATALOADER)
 # No earliest start: the node starts when its predecessors let it.
 FREE: Final = np.iinfo(np.int64).min // 4
 
@@ -86,11 +92,17 @@ class StepGraph:
         start, dur: the observed start and duration.
         chain_pred, chain_delay: the node before it on its thread or stream (-1 none) and the
             delay from that node's end (host work on a thread, the gap on a stream).
+        chain_busy: of a host node's chain delay, the time its thread worked (what a faster
+            host shortens); the rest is the thread waiting for another one.
         chain_class: what the chain delay is spent on (code into :data:`CLASSES`).
         lane_pred, lane_delay: as chain_pred/delay, but communication tasks and the other
             tasks of a stream in two lanes of their own (``--overlap-comm``).
         launch_src, launch_delay: the launch call of a task (-1 none) and the latency from
             the call's start to the task's start.
+        wake_src, wake_delay: for a host node whose thread waited before it (1 ms or more with
+            nothing running), the node of another thread that began last before it, during the
+            wait (-1 none), and the time from that node's start to this one's: the wait ends
+            when the other thread gets there (an autograd thread woken by ``backward()``).
         release: the earliest possible start (:data:`FREE` when none): the first node of a
             thread, a task without a launch that did not queue.
         wait_src, wait_dst: synchronisation edges, task -> :data:`SYNC_WAIT` node.
@@ -109,11 +121,14 @@ class StepGraph:
     dur: Int64Array
     chain_pred: Int64Array
     chain_delay: Int64Array
+    chain_busy: Int64Array
     chain_class: Int64Array
     lane_pred: Int64Array
     lane_delay: Int64Array
     launch_src: Int64Array
     launch_delay: Int64Array
+    wake_src: Int64Array
+    wake_delay: Int64Array
     release: Int64Array
     wait_src: Int64Array
     wait_dst: Int64Array
@@ -176,13 +191,7 @@ def build_graph(events: pa.Table) -> StepGraph:
         host_rows = _outermost_slices(events, kinds, host, start, end)
     pid = columns.int64(events, "pid")
     thread_id = columns.int64(events, "stream")
-    pairs = np.stack([pid[host_rows], thread_id[host_rows]], axis=1)
-    thread_keys_arr, thread_of = (
-        np.unique(pairs, axis=0, return_inverse=True)
-        if host_rows.size
-        else (np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))
-    )
-    thread_of = thread_of.reshape(-1)
+    thread_keys_arr, thread_of = unique_pairs(pid[host_rows], thread_id[host_rows])
     order = np.lexsort((host_rows, start[host_rows], thread_of))
     host_rows, thread_of = host_rows[order], thread_of[order]
 
@@ -230,6 +239,14 @@ def build_graph(events: pa.Table) -> StepGraph:
         start[host & (kinds == schema.DATALOADER)], end[host & (kinds == schema.DATALOADER)]
     )
     gap_start = np.where(h_pred >= 0, h_start - h_delay, h_start)
+    h_busy = _thread_work(
+        events, kinds, host, start, end, thread_keys_arr, thread_node, gap_start, h_start
+    )
+    h_wake, h_wake_delay = _wake_ups(
+        thread_node, h_kind, h_pred, h_start, gap_start, h_delay, h_busy
+    )
+    # a woken node's wait is its wake-up's, not a delay of its own thread
+    h_delay = np.where(h_wake >= 0, h_busy, h_delay)
     loader_share = dataloader.covered(gap_start, h_start)
     gap_class = np.where(
         2 * loader_share >= np.maximum(h_delay, 1), CLASS_CODE[DATALOADER], CLASS_CODE[HOST]
@@ -247,6 +264,7 @@ def build_graph(events: pa.Table) -> StepGraph:
         dur=h_dur,
         chain_pred=h_pred,
         chain_delay=h_delay,
+        chain_busy=h_busy,
         chain_class=gap_class,
         lane_pred=h_pred,
         lane_delay=h_delay,
@@ -270,6 +288,7 @@ def build_graph(events: pa.Table) -> StepGraph:
         dur=dur[task_rows],
         chain_pred=np.where(task_block["chain_pred"] >= 0, task_block["chain_pred"] + n_host, -1),
         chain_delay=task_block["chain_delay"],
+        chain_busy=np.zeros(task_rows.size, dtype=np.int64),
         chain_class=np.full(task_rows.size, CLASS_CODE[LAUNCH_OVERHEAD]),
         lane_pred=np.where(task_block["lane_pred"] >= 0, task_block["lane_pred"] + n_host, -1),
         lane_delay=task_block["lane_delay"],
@@ -283,6 +302,10 @@ def build_graph(events: pa.Table) -> StepGraph:
     def col(key: str) -> Int64Array:
         return np.asarray(nodes.column(key), dtype=np.int64) if size else np.zeros(0, np.int64)
 
+    wake_src = np.full(size, -1, dtype=np.int64)
+    wake_src[:n_host] = h_wake
+    wake_delay = np.zeros(size, dtype=np.int64)
+    wake_delay[:n_host] = h_wake_delay
     launch_src = np.full(size, -1, dtype=np.int64)
     launch_src[n_host:] = task_block["launch_src"]
     launch_delay = np.zeros(size, dtype=np.int64)
@@ -308,11 +331,14 @@ def build_graph(events: pa.Table) -> StepGraph:
         dur=col("dur"),
         chain_pred=col("chain_pred"),
         chain_delay=col("chain_delay"),
+        chain_busy=col("chain_busy"),
         chain_class=col("chain_class"),
         lane_pred=col("lane_pred"),
         lane_delay=col("lane_delay"),
         launch_src=launch_src,
         launch_delay=launch_delay,
+        wake_src=wake_src,
+        wake_delay=wake_delay,
         release=col("release"),
         wait_src=wait_src,
         wait_dst=wait_dst,
@@ -326,6 +352,81 @@ def build_graph(events: pa.Table) -> StepGraph:
         thread_keys=tuple((int(p), int(t)) for p, t in thread_keys_arr.tolist()),
     )
     return _topological(graph)
+
+
+def unique_pairs(first: Int64Array, second: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """The distinct (first, second) pairs in order and each row's index among them: what
+    ``np.unique`` of the stacked rows gives, by factorising each column (sorting rows as
+    records is tens of times slower)."""
+    if first.size == 0:
+        return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    a_values, a_code = np.unique(first, return_inverse=True)
+    b_values, b_code = np.unique(second, return_inverse=True)
+    width = b_values.size
+    keys, inverse = np.unique(a_code.reshape(-1) * width + b_code.reshape(-1), return_inverse=True)
+    distinct = np.stack([a_values[keys // width], b_values[keys % width]], axis=1)
+    return distinct.astype(np.int64), inverse.reshape(-1).astype(np.int64)
+
+
+def _wake_ups(
+    thread: Int64Array,
+    kind: npt.NDArray[np.int8],
+    pred: Int64Array,
+    start: Int64Array,
+    gap_start: Int64Array,
+    delay: Int64Array,
+    busy: Int64Array,
+) -> tuple[Int64Array, Int64Array]:
+    """For each host node (sorted by thread, start) whose thread waited before it, the node of
+    another thread that began last before it and after the wait began (-1 none), and the time
+    from that node's start to this one's."""
+    wake = np.full(thread.size, -1, dtype=np.int64)
+    wake_delay = np.zeros(thread.size, dtype=np.int64)
+    waited = (pred >= 0) & (delay > busy) & (kind != SYNC_WAIT)
+    if not waited.any() or np.unique(thread).size < 2:
+        return wake, wake_delay
+    # the wait ends are not their thread's own steps: only calls can wake another thread
+    callers = np.flatnonzero(kind != SYNC_WAIT)
+    for t in np.unique(thread[waited]).tolist():  # a loop over threads
+        others = callers[thread[callers] != t]
+        others = others[np.argsort(start[others], kind="stable")]
+        mine = np.flatnonzero(waited & (thread == t))
+        at = np.searchsorted(start[others], start[mine], side="left") - 1
+        found = at >= 0
+        source = others[np.maximum(at, 0)]
+        found &= start[source] >= gap_start[mine]
+        wake[mine[found]] = source[found]
+        wake_delay[mine[found]] = start[mine[found]] - start[source[found]]
+    return wake, wake_delay
+
+
+def _thread_work(
+    events: pa.Table,
+    kinds: npt.NDArray[np.object_],
+    host: _BoolArray,
+    start: Int64Array,
+    end: Int64Array,
+    thread_keys: Int64Array,
+    thread_node: Int64Array,
+    gap_start: Int64Array,
+    gap_end: Int64Array,
+) -> Int64Array:
+    """Of each host gap [gap_start, gap_end) on its thread, the time the thread worked: what
+    its own slices cover, plus what they leave uncovered when that is under
+    :data:`THREAD_WAIT_NS` (else the uncovered time is a wait for another thread)."""
+    gap = gap_end - gap_start
+    covered = np.zeros(gap.size, dtype=np.int64)
+    if gap.size == 0 or not (gap > 0).any():
+        return np.asarray(np.maximum(gap, 0), np.int64)
+    work = host & np.isin(kinds, _WORK_KINDS)
+    pid = columns.int64(events, "pid")
+    thread_id = columns.int64(events, "stream")
+    for i, (p, t) in enumerate(thread_keys.tolist()):  # a loop over threads
+        mine = np.flatnonzero(thread_node == i)
+        rows = work & (pid == p) & (thread_id == t)
+        covered[mine] = union(start[rows], end[rows]).covered(gap_start[mine], gap_end[mine])
+    idle = gap - covered
+    return np.asarray(np.where(idle >= THREAD_WAIT_NS, covered, np.maximum(gap, 0)), np.int64)
 
 
 def _launch_rows(
@@ -461,7 +562,7 @@ def _sync_waits(
             scope_stream[i] = stream[mark]
     issued = np.where(launch_of_task >= 0, start[np.maximum(launch_of_task, 0)], start[task_rows])
     t_device, t_stream = device[task_rows], stream[task_rows]
-    lanes = np.unique(np.stack([t_device, t_stream], axis=1), axis=0)
+    lanes = unique_pairs(t_device, t_stream)[0]
     src: list[Int64Array] = []
     dst: list[Int64Array] = []
     s_start, s_end = start[syncs], end[syncs]
@@ -503,13 +604,7 @@ def _task_nodes(
     is_comm = (t_kind == schema.COMM) | comm_named[task_rows]
     is_copy = np.isin(t_kind, [schema.MEMCPY, schema.MEMSET])
     is_kernel = (t_kind == schema.KERNEL) & ~is_comm
-    lane_key = (
-        np.unique(np.stack([device[task_rows], stream], axis=1), axis=0, return_inverse=True)[
-            1
-        ].reshape(-1)
-        if size
-        else np.zeros(0, dtype=np.int64)
-    )
+    lane_key = unique_pairs(device[task_rows], stream)[1]
     order = np.lexsort((task_rows, t_start, lane_key))
     pred_sorted, _, _ = _chain(lane_key[order], t_start[order], t_dur[order], pin_first=False)
     chain_pred = np.full(size, -1, dtype=np.int64)
@@ -612,9 +707,11 @@ def _topological(graph: StepGraph) -> StepGraph:
     same[1:] = chain_ids[1:] == chain_ids[:-1]
     position = np.arange(size)
     has_launch = graph.launch_src >= 0
+    has_wake = graph.wake_src >= 0
     for _ in range(4):
         before = key.copy()
         key[has_launch] = np.maximum(key[has_launch], key[graph.launch_src[has_launch]] + 1)
+        key[has_wake] = np.maximum(key[has_wake], key[graph.wake_src[has_wake]] + 1)
         np.maximum.at(key, graph.wait_dst, key[graph.wait_src] + 1)
         # strictly increasing along each chain
         ordered = key[chain_order] - position
@@ -628,15 +725,16 @@ def _topological(graph: StepGraph) -> StepGraph:
     def moved(pointers: Int64Array) -> Int64Array:
         return np.where(pointers >= 0, rank[np.maximum(pointers, 0)], -1)[order]
 
-    chain_pred, lane_pred, launch_src = (
+    chain_pred, lane_pred, launch_src, wake_src = (
         moved(graph.chain_pred),
         moved(graph.lane_pred),
         moved(graph.launch_src),
+        moved(graph.wake_src),
     )
     wait_src, wait_dst = rank[graph.wait_src], rank[graph.wait_dst]
     here = np.arange(size)
     dropped = 0
-    for pointers in (chain_pred, lane_pred, launch_src):
+    for pointers in (chain_pred, lane_pred, launch_src, wake_src):
         backward = pointers >= here
         dropped += int(backward.sum())
         pointers[backward] = -1
@@ -649,11 +747,14 @@ def _topological(graph: StepGraph) -> StepGraph:
         dur=graph.dur[order],
         chain_pred=chain_pred,
         chain_delay=graph.chain_delay[order],
+        chain_busy=graph.chain_busy[order],
         chain_class=graph.chain_class[order],
         lane_pred=lane_pred,
         lane_delay=graph.lane_delay[order],
         launch_src=launch_src,
         launch_delay=graph.launch_delay[order],
+        wake_src=wake_src,
+        wake_delay=graph.wake_delay[order],
         release=graph.release[order],
         wait_src=wait_src[forward],
         wait_dst=wait_dst[forward],

@@ -43,6 +43,7 @@ from perfledger.analysis.intervals import crossing_intervals
 from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
 from perfledger.model.accounts import Accounting, HostWindowAccount, StepWindow, WindowAccount
+from perfledger.model.findings import AdvisorReport
 from perfledger.model.quality import (
     EMPTY_WINDOWS,
     INVARIANTS,
@@ -58,6 +59,7 @@ from perfledger.model.quality import (
     TIME_ACCOUNT,
     UTILIZATION,
     WHATIF,
+    WHATIF_BOUNDS,
     ZERO_LENGTH_TASKS,
     QualityCheck,
 )
@@ -339,6 +341,24 @@ def replay_error(report: ReplayReport) -> tuple[QualityCheck, ...]:
             f"the step graph replays the measured steps with a median error of {median:.1f} % "
             f"(worst {worst:.1f} %, rank {off[0].rank} step {off[0].step}); the critical path "
             "and what-if predictions are doubtful",
+            (WHATIF,),
+            repaired=False,
+        ),
+    )
+
+
+def whatif_bounds(advice: AdvisorReport | None) -> tuple[QualityCheck, ...]:
+    """``whatif_bounds``: a fix (or the top fixes together), replayed, predicted a longer run
+    than the unchanged graph; its gain was kept at 0 (``0 <= whatif_ms <= step`` holds by
+    construction, docs/advisor.md), but the replay of that fix is doubtful."""
+    if advice is None or advice.slower_replays == 0:
+        return ()
+    return (
+        QualityCheck(
+            WHATIF_BOUNDS,
+            advice.slower_replays,
+            f"{advice.slower_replays} replay(s) of the advisor's fixes predicted longer steps "
+            "than the unchanged graph (their gain is counted as 0); those whatif_ms are doubtful",
             (WHATIF,),
             repaired=False,
         ),

@@ -22,13 +22,17 @@ import pyarrow as pa
 
 from perfledger.analysis import columns
 from perfledger.analysis.graph import (
+    CLASS_CODE,
+    DATALOADER,
     FREE,
+    HOST,
     HOST_OP,
     LAUNCH,
     SYNC_CALL,
     SYNC_WAIT,
     TASK,
     StepGraph,
+    unique_pairs,
 )
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
@@ -40,6 +44,7 @@ RELEASE: Final = 0  # its own earliest start (or, with nothing to go by, its obs
 CHAIN: Final = 1  # its predecessor on its thread or stream
 LAUNCHED: Final = 2  # its launch call
 WAITED: Final = 3  # a task a synchronisation waited for
+WOKEN: Final = 4  # a call of another host thread, which ended this thread's wait
 
 
 @dataclass(frozen=True)
@@ -62,11 +67,32 @@ class Schedule:
     chain_pred: Int64Array
 
 
-def node_factors(graph: StepGraph, change: WhatIf) -> tuple[npt.NDArray[np.float64], float]:
-    """Per node, the factor its duration is multiplied by; and the factor of host work."""
+@dataclass(frozen=True)
+class NodeChanges:
+    """A change as it applies to each node of a graph.
+
+    Attributes:
+        dur: the factor each node's duration is multiplied by.
+        gap: the factor of the host work before each host node (its chain delay).
+        latency: the factor of each task's launch latency.
+        fused: tasks that run as the later part of a fused kernel (no launch, no gap).
+        waits: which synchronisation edges stay.
+    """
+
+    dur: npt.NDArray[np.float64]
+    gap: npt.NDArray[np.float64]
+    latency: npt.NDArray[np.float64]
+    fused: npt.NDArray[np.bool_]
+    waits: npt.NDArray[np.bool_]
+
+
+def node_changes(graph: StepGraph, change: WhatIf) -> NodeChanges:
+    """What ``change`` does to each node and edge of ``graph``."""
     factor = np.ones(graph.size, dtype=np.float64)
-    host_factor = 1.0
+    gap = np.ones(graph.size, dtype=np.float64)
+    latency = np.ones(graph.size, dtype=np.float64)
     is_host_work = (graph.kind == LAUNCH) | (graph.kind == HOST_OP)
+    host_gap = (graph.kind != TASK) & (graph.chain_delay > 0)
     for scale in change.scales:
         if scale.factor <= 0 or not np.isfinite(scale.factor):
             raise PerfledgerError(
@@ -81,7 +107,16 @@ def node_factors(graph: StepGraph, change: WhatIf) -> tuple[npt.NDArray[np.float
             chosen = graph.is_copy
         elif selector == whatif.HOST:
             chosen = is_host_work
-            host_factor *= scale.factor
+            gap[host_gap] *= scale.factor
+        elif selector == whatif.LAUNCH:
+            chosen = graph.kind == LAUNCH
+            dispatch = (
+                host_gap
+                & ((graph.kind == LAUNCH) | (graph.kind == SYNC_CALL))
+                & (graph.chain_class == CLASS_CODE[HOST])
+            )
+            gap[dispatch] *= scale.factor
+            latency[graph.kind == TASK] *= scale.factor
         elif selector.startswith(whatif.KERNEL_PREFIX) and selector[len(whatif.KERNEL_PREFIX) :]:
             chosen = name_matches(graph, selector[len(whatif.KERNEL_PREFIX) :])
         else:
@@ -90,7 +125,35 @@ def node_factors(graph: StepGraph, change: WhatIf) -> tuple[npt.NDArray[np.float
                 f"{', '.join(whatif.SELECTORS)}, kernel:GLOB)"
             )
         factor[chosen] *= scale.factor
-    return factor, host_factor
+    if change.no_dataloader:
+        gap[host_gap & (graph.chain_class == CLASS_CODE[DATALOADER])] = 0.0
+        factor[(graph.kind == HOST_OP) & (graph.node_class == CLASS_CODE[DATALOADER])] = 0.0
+    fused = np.zeros(graph.size, dtype=bool)
+    tasks = np.flatnonzero(graph.kind == TASK)
+    by_row = np.argsort(graph.row[tasks], kind="stable")
+    task_rows = graph.row[tasks][by_row]
+    for task_change in change.tasks:
+        rows = np.asarray(task_change.rows, dtype=np.int64)
+        factors = np.asarray(task_change.factors, dtype=np.float64)
+        if rows.size != factors.size or (factors < 0).any() or not np.isfinite(factors).all():
+            raise PerfledgerError("a task change needs one factor >= 0 per task")
+        if task_rows.size == 0:
+            continue
+        at = np.clip(np.searchsorted(task_rows, rows), 0, task_rows.size - 1)
+        found = task_rows[at] == rows
+        nodes = tasks[by_row[at[found]]]
+        factor[nodes] *= factors[found]
+        if task_change.fused:
+            fused[nodes[np.asarray(task_change.fused, dtype=bool)[found]]] = True
+    launched_by_fused = graph.launch_src[fused & (graph.launch_src >= 0)]
+    factor[launched_by_fused] = 0.0  # one launch for the fused kernel: the others go
+    waits = np.ones(graph.wait_src.size, dtype=bool)
+    if change.no_sync:
+        waits[:] = False
+    elif change.unsynced_rows:
+        unsynced = np.asarray(change.unsynced_rows, dtype=np.int64)
+        waits &= ~np.isin(graph.row[graph.wait_dst], unsynced)
+    return NodeChanges(factor, gap, latency, fused, waits)
 
 
 def name_matches(graph: StepGraph, pattern: str) -> npt.NDArray[np.bool_]:
@@ -110,30 +173,46 @@ def name_matches(graph: StepGraph, pattern: str) -> npt.NDArray[np.bool_]:
 
 def replay(graph: StepGraph, change: WhatIf = NO_CHANGE) -> Schedule:
     """The earliest-start schedule of ``graph`` under ``change``."""
-    factor, host_factor = node_factors(graph, change)
-    dur = np.rint(graph.dur * factor).astype(np.int64)
+    changes = node_changes(graph, change)
+    dur = np.rint(graph.dur * changes.dur).astype(np.int64)
     host_gap = (graph.kind != TASK) & (graph.chain_delay > 0)
+    # only the thread's own work between two nodes scales, not its waits for other threads
+    scaled_work = np.rint(graph.chain_busy * changes.gap).astype(np.int64)
     delay = np.where(
-        host_gap, np.rint(graph.chain_delay * host_factor).astype(np.int64), graph.chain_delay
+        host_gap, graph.chain_delay - graph.chain_busy + scaled_work, graph.chain_delay
     )
     if change.overlap_comm:
         pred = graph.lane_pred
         delay = np.where(graph.kind == TASK, graph.lane_delay, delay)
     else:
         pred = graph.chain_pred
+    launch_src = graph.launch_src
+    launch_delay = graph.launch_delay
+    release = graph.release
+    if (changes.latency != 1.0).any():
+        launch_delay = np.rint(launch_delay * changes.latency).astype(np.int64)
+    if changes.fused.any():
+        # the later parts of a fused kernel follow the part before them at once
+        launch_src = np.where(changes.fused, -1, launch_src)
+        delay = np.where(changes.fused, 0, delay)
+        release = np.where(changes.fused, FREE, release)
     waits: dict[int, list[int]] = {}
-    if not change.no_sync:
-        for src, dst in zip(graph.wait_src.tolist(), graph.wait_dst.tolist(), strict=True):
-            waits.setdefault(dst, []).append(src)
+    kept = changes.waits
+    for src, dst in zip(graph.wait_src[kept].tolist(), graph.wait_dst[kept].tolist(), strict=True):
+        waits.setdefault(dst, []).append(src)
     start, end, via, how = _schedule(
         pred.tolist(),
         delay.tolist(),
-        graph.launch_src.tolist(),
-        graph.launch_delay.tolist(),
-        graph.release.tolist(),
+        launch_src.tolist(),
+        launch_delay.tolist(),
+        release.tolist(),
         dur.tolist(),
         graph.start.tolist(),
         waits,
+        {
+            v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
+            for v in np.flatnonzero(graph.wake_src >= 0).tolist()
+        },
     )
     return Schedule(
         start=np.asarray(start, dtype=np.int64),
@@ -154,6 +233,7 @@ def _schedule(
     dur: list[int],
     observed: list[int],
     waits: dict[int, list[int]],
+    wakes: dict[int, tuple[int, int]],
 ) -> tuple[list[int], list[int], list[int], list[int]]:
     """The longest-path recursion over plain lists (nodes in topological order)."""
     n = len(dur)
@@ -174,6 +254,11 @@ def _schedule(
             t = start[q] + launch_delay[v]
             if t > s:
                 s, by, kind = t, q, LAUNCHED
+        woken = wakes.get(v)
+        if woken is not None:
+            t = start[woken[0]] + woken[1]
+            if t > s:
+                s, by, kind = t, woken[0], WOKEN
         waited = waits.get(v)
         if waited is not None:
             for w in waited:
@@ -208,9 +293,7 @@ def replayed_events(events: pa.Table, graph: StepGraph, schedule: Schedule) -> p
         counts = np.bincount(graph.thread[host_nodes], minlength=len(graph.thread_keys))
         busiest = int(np.argmax(counts))
         known = np.asarray(graph.thread_keys, dtype=np.int64).reshape(-1, 2)
-        distinct, inverse = np.unique(
-            np.stack([pid, thread_id], axis=1), axis=0, return_inverse=True
-        )
+        distinct, inverse = unique_pairs(pid, thread_id)
         of_distinct = np.full(distinct.shape[0], busiest, dtype=np.int64)
         for i, (p, t) in enumerate(known.tolist()):  # a loop over threads
             of_distinct[(distinct[:, 0] == p) & (distinct[:, 1] == t)] = i

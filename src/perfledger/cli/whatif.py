@@ -40,8 +40,8 @@ def add_parser(subparsers: Any) -> None:
         default=[],
         metavar="SELECTOR=FACTOR",
         help="multiply durations by FACTOR (> 0; 0.5: twice as fast); SELECTOR is compute, "
-        "communication, memcpy, host or kernel:GLOB (a kernel or operator name pattern); "
-        "may be given several times",
+        "communication, memcpy, host, launch (launch calls, latency and dispatch) or "
+        "kernel:GLOB (a kernel or operator name pattern); may be given several times",
     )
     parser.add_argument(
         "--no-sync", action="store_true", help="remove the host's waits for the device"

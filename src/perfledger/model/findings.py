@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, SupportsFloat
 
 from perfledger.errors import PerfledgerError
+from perfledger.model.whatif import StepGains, WhatIf
 
 
 class RuleDefaults(Protocol):
@@ -66,6 +67,8 @@ class Finding:
         verify: how to check that the change worked.
         estimate: how severity was estimated.
         spans: ``{rank, start_ns, end_ns}`` of the offenders, for the timeline's finding track.
+        whatif_ms: the replayed gain per step of the fix alone, ms (docs/whatif.md, "The
+            advisor on replay"); None when the fix is not a change of the step graph.
     """
 
     id: str
@@ -77,9 +80,17 @@ class Finding:
     verify: str
     estimate: str
     spans: tuple[Mapping[str, int], ...] = ()
+    whatif_ms: float | None = None
+
+    @property
+    def gain_ms(self) -> float:
+        """The finding's best estimate of its gain per step: the replayed one where there is
+        one, else its severity (what findings are ranked by)."""
+        return self.severity_ms if self.whatif_ms is None else self.whatif_ms
 
     def to_dict(self) -> dict[str, Any]:
-        """summary.json's finding object: DESIGN.md's keys first, then estimate and spans."""
+        """summary.json's finding object: DESIGN.md's keys first, then estimate, spans and
+        whatif_ms."""
         return {
             "id": self.id,
             "title": self.title,
@@ -90,6 +101,7 @@ class Finding:
             "verify": self.verify,
             "estimate": self.estimate,
             "spans": [dict(s) for s in self.spans],
+            "whatif_ms": self.whatif_ms,
         }
 
 
@@ -234,6 +246,31 @@ class StepBasis:
         return f"{per_lane} {unit}{lanes}, mean {self.mean_step_ns / 1e6:.3f} ms"
 
 
+# The fixes a combined what-if applies together, at most (the top ones by replayed gain).
+COMBINED_FIXES: Final = 3
+
+
+@dataclass(frozen=True)
+class CombinedFix:
+    """The top fixes by replayed gain applied together (summary.json's ``whatif_combined``).
+
+    Attributes:
+        findings: the ids of the fixes, largest gain first (at most :data:`COMBINED_FIXES`).
+        gains: the replayed steps with every one of them applied (not the sum of their gains).
+    """
+
+    findings: tuple[str, ...]
+    gains: StepGains
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "findings": list(self.findings),
+            "gain_ms": self.gains.gain_ms,
+            "baseline_ms": self.gains.baseline_ms,
+            "predicted_ms": self.gains.predicted_ms,
+        }
+
+
 @dataclass(frozen=True)
 class RankAdvice:
     """One rank's findings and skipped rules, with the step basis its severities use.
@@ -244,6 +281,10 @@ class RankAdvice:
         findings: the findings of the rank rules on it, most severe first.
         skipped: the rank rules whose data the rank lacks.
         config: the configuration it was diagnosed with (to tell whether it can be reused).
+        fixes: the graph change of each finding that has one, by rule id (to combine them).
+        gains: what each of those changes gains on the rank's replayed steps, by rule id.
+        combined: the rank's own top fixes applied together.
+        baseline: the rank's replayed steps unchanged (what its gains are per).
     """
 
     rank: int
@@ -251,11 +292,22 @@ class RankAdvice:
     findings: tuple[Finding, ...]
     skipped: tuple[Skipped, ...]
     config: AdvisorConfig
+    fixes: Mapping[str, WhatIf] = field(default_factory=dict)
+    gains: Mapping[str, StepGains] = field(default_factory=dict)
+    combined: CombinedFix | None = None
+    baseline: StepGains = field(default_factory=StepGains)
 
 
 @dataclass(frozen=True)
 class AdvisorReport:
-    """Findings sorted by severity, and the rules that could not run with the reason."""
+    """Findings sorted by their gain (:attr:`Finding.gain_ms`), the rules that could not run
+    with the reason, and the top fixes' combined replayed gain (None when no fix gains)."""
 
     findings: tuple[Finding, ...]
     skipped: tuple[Skipped, ...]
+    combined: CombinedFix | None = None
+    # the graph change of each finding's fix and what it gains, by rule id (rank rules run here)
+    fixes: Mapping[str, WhatIf] = field(default_factory=dict)
+    gains: Mapping[str, StepGains] = field(default_factory=dict)
+    baseline: StepGains = field(default_factory=StepGains)  # the replayed steps unchanged
+    slower_replays: int = 0  # rank replays a fix predicted longer than their baseline

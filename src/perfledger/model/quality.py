@@ -43,6 +43,7 @@ SKIPPED_RANKS: Final = "skipped_ranks"
 RELINKED_TASKS: Final = "relinked_tasks"
 INVARIANTS: Final = "invariants"
 REPLAY_ERROR: Final = "replay_error"
+WHATIF_BOUNDS: Final = "whatif_bounds"
 
 HIGH: Final = "high"
 MEDIUM: Final = "medium"

@@ -7,6 +7,7 @@ stream; the step graph is then replayed. Results are per rank and step, in integ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
@@ -15,8 +16,11 @@ COMPUTE: Final = "compute"  # compute kernels (not communication, not copies)
 COMMUNICATION: Final = "communication"  # communication tasks
 MEMCPY: Final = "memcpy"  # copies and memsets
 HOST: Final = "host"  # host work between calls and the host calls themselves
+# launch overhead: the launch calls, the launch latency, and the host's dispatch work between
+# two launch or synchronisation calls (not the data loader's)
+LAUNCH: Final = "launch"
 KERNEL_PREFIX: Final = "kernel:"  # kernel:GLOB, a task or host operator name pattern
-SELECTORS: Final = (COMPUTE, COMMUNICATION, MEMCPY, HOST)
+SELECTORS: Final = (COMPUTE, COMMUNICATION, MEMCPY, HOST, LAUNCH)
 
 # Replay error (|replayed - measured| / measured) beyond which the graph does not explain the
 # trace well enough to trust a prediction (quality check ``replay_error``).
@@ -33,16 +37,103 @@ class Scale:
 
 
 @dataclass(frozen=True)
+class TaskChange:
+    """Some device tasks of one rank, by their rows in the rank's events table, changed.
+
+    Attributes:
+        rows: the tasks' rows.
+        factors: per row, the factor its duration is multiplied by (>= 0).
+        fused: per row (empty: none), whether it runs as a later part of one fused kernel:
+            right after its predecessor on its stream, with no gap before it and no launch
+            of its own (its launch call takes no host time).
+    """
+
+    rows: tuple[int, ...]
+    factors: tuple[float, ...]
+    fused: tuple[bool, ...] = ()
+
+
+@dataclass(frozen=True)
 class WhatIf:
-    """A change to replay; the default is no change (the baseline replay)."""
+    """A change to replay; the default is no change (the baseline replay).
+
+    Attributes:
+        scales: durations of classes of work scaled.
+        no_sync: every synchronisation wait removed.
+        overlap_comm: collectives in lanes of their own beside the compute of their stream.
+        unsynced_rows: the synchronisation calls (rows of the rank's events) whose waits are
+            removed.
+        no_dataloader: the data loader's host time removed (the next batch is ready when the
+            step asks for it).
+        tasks: device tasks made faster or fused (:class:`TaskChange`).
+    """
 
     scales: tuple[Scale, ...] = ()
     no_sync: bool = False
     overlap_comm: bool = False
+    unsynced_rows: tuple[int, ...] = ()
+    no_dataloader: bool = False
+    tasks: tuple[TaskChange, ...] = ()
 
     @property
     def unchanged(self) -> bool:
-        return not self.scales and not self.no_sync and not self.overlap_comm
+        return not (
+            self.scales
+            or self.no_sync
+            or self.overlap_comm
+            or self.unsynced_rows
+            or self.no_dataloader
+            or self.tasks
+        )
+
+
+@dataclass(frozen=True)
+class StepGains:
+    """What a change gains, summed over replayed steps: the steps, their baseline and their
+    predicted time (each rank's predicted total kept within [0, its baseline]), and how many
+    rank replays predicted a longer total than their baseline (clamped; a doubtful replay).
+
+    Totals, not steps one by one: a faster host runs ahead into the next step's window, so a
+    step can lengthen while the run shortens.
+    """
+
+    steps: int = 0
+    baseline_ns: int = 0
+    predicted_ns: int = 0
+    slower_replays: int = 0
+
+    def __add__(self, other: StepGains) -> StepGains:
+        return StepGains(
+            self.steps + other.steps,
+            self.baseline_ns + other.baseline_ns,
+            self.predicted_ns + other.predicted_ns,
+            self.slower_replays + other.slower_replays,
+        )
+
+    @property
+    def gain_ms(self) -> float:
+        """The gain per step, ms (3 decimals)."""
+        return round((self.baseline_ns - self.predicted_ns) / max(self.steps, 1) / 1e6, 3)
+
+    @property
+    def baseline_ms(self) -> float:
+        return round(self.baseline_ns / max(self.steps, 1) / 1e6, 3)
+
+    @property
+    def predicted_ms(self) -> float:
+        return round(self.predicted_ns / max(self.steps, 1) / 1e6, 3)
+
+
+def together(changes: Sequence[WhatIf]) -> WhatIf:
+    """Several changes applied at once (scales multiply where they overlap)."""
+    return WhatIf(
+        scales=tuple(s for c in changes for s in c.scales),
+        no_sync=any(c.no_sync for c in changes),
+        overlap_comm=any(c.overlap_comm for c in changes),
+        unsynced_rows=tuple(sorted({r for c in changes for r in c.unsynced_rows})),
+        no_dataloader=any(c.no_dataloader for c in changes),
+        tasks=tuple(t for c in changes for t in c.tasks),
+    )
 
 
 # The baseline: the graph replayed as measured.

@@ -18,7 +18,7 @@ from rich.console import Console
 from perfledger.analysis import figures
 from perfledger.analysis.critical_path import replay_profile
 from perfledger.analysis.profile import step_trace
-from perfledger.analysis.quality import replay_error
+from perfledger.analysis.quality import replay_error, whatif_bounds
 from perfledger.profiledir.layout import REPORT_HTML, SUMMARY_JSON, TIMELINE
 from perfledger.render import timeline
 from perfledger.render.cluster import write_cluster_outputs
@@ -182,11 +182,12 @@ def write_artefacts(
         findings=[f.to_dict() for f in advice.findings] if advice else (),
         skipped_rules=[(s.rule, s.reason) for s in advice.skipped] if advice else (),
         loss=analysis.loss,
-        quality=(*analysis.quality, *replay_error(replay)),
+        quality=(*analysis.quality, *replay_error(replay), *whatif_bounds(advice)),
         profiler_overhead_pct=overhead_pct,
         profiler_overhead_noise_pct=overhead_noise_pct,
         unprofiled_step_ms=unprofiled_step_ms,
         replay=replay,
+        whatif_combined=advice.combined.to_dict() if advice and advice.combined else None,
     )
     summary_render.write_summary(document, directory / SUMMARY_JSON)
     if analysis.cluster is not None:

@@ -29,6 +29,7 @@ from perfledger.analysis.advisor import (
     profiler_overhead_high,
     slow_rank,
     small_op_explosion,
+    whatif,
 )
 from perfledger.analysis.advisor.base import Rule
 from perfledger.analysis.advisor.context import AdvisorContext
@@ -43,6 +44,7 @@ from perfledger.model.findings import (
     Skipped,
     Threshold,
 )
+from perfledger.model.whatif import StepGains
 
 if TYPE_CHECKING:
     from perfledger.analysis.critical_path import RankReplay
@@ -97,9 +99,11 @@ def diagnose(
     overhead_pct: float | None = None,
     overhead_noise_pct: float | None = None,
     rules: Sequence[Rule] = RULES,
-    replays: Sequence[RankReplay] = (),
+    replays: Sequence[RankReplay] | None = (),
 ) -> AdvisorReport:
-    """Run every enabled rule once: findings (sorted by severity) and skipped rules.
+    """Run every enabled rule once: findings (ranked by their replayed gain where they have
+    one, else their severity: :mod:`perfledger.analysis.advisor.whatif`), skipped rules and
+    the top fixes' combined gain.
 
     On a profile of several ranks the rank rules diagnose each rank alone and their findings
     are merged (:mod:`perfledger.analysis.advisor.ranks`); the ranks' advice computed by the
@@ -114,6 +118,7 @@ def diagnose(
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     made = _made_advice(analysis, config, rules)
+    advice: list[RankAdvice] = []
     if len(analysis.ranks) > 1 or made is not None:
         advice = made if made is not None else _rank_advice(analysis, config, rules)
         merged_findings, merged_skips = merge_rank_findings(advice, [r.id for r in rules])
@@ -130,8 +135,19 @@ def diagnose(
             skipped.append(outcome)
     order = {rule.id: position for position, rule in enumerate(RULES)}
     skipped.sort(key=lambda s: order.get(s.rule, len(order)))
-    findings.sort(key=lambda f: (-f.severity_ms, -f.severity_pct, f.id))
-    return AdvisorReport(tuple(findings), tuple(skipped))
+    if advice:
+        combined, slower = whatif.combined_over_ranks(findings, advice, context)
+    else:
+        combined, slower = whatif.combined_here(findings, context)
+    return AdvisorReport(
+        tuple(whatif.ranked(findings)),
+        tuple(skipped),
+        combined=combined,
+        fixes=whatif.fixes_of(context.fixes, findings),
+        gains={k: v for k, v in context.gains.items() if k in context.fixes},
+        baseline=context.baseline() if not advice and context.fixes else StepGains(),
+        slower_replays=slower,
+    )
 
 
 def diagnose_rank(
@@ -153,6 +169,13 @@ def diagnose_rank(
         findings=report.findings,
         skipped=report.skipped,
         config=config,
+        fixes=report.fixes,
+        gains=report.gains,
+        combined=report.combined,
+        # what the rank's gains are per, also where no fix was replayed
+        baseline=report.baseline
+        if report.baseline.steps
+        else AdvisorContext(analysis, config, replays=replays).baseline(),
     )
 
 
@@ -190,12 +213,17 @@ def realigned_advice(analysis: ProfileAnalysis) -> tuple[RankAdvice, ...] | None
         if advice.rank not in position:
             refreshed.append(advice)
             continue
-        report = diagnose(rank_profile(analysis, position[advice.rank]), advice.config, rules=rules)
+        # no replay here: the graph does not change with the waits, nor the fixes' gains
+        report = diagnose(
+            rank_profile(analysis, position[advice.rank]), advice.config, rules=rules, replays=None
+        )
+        again = whatif.carried_gains(report.findings, advice.findings, advice.gains)
         refreshed.append(
             replace(
                 advice,
-                findings=tuple(f for f in advice.findings if f.id not in SPLIT_RULES)
-                + report.findings,
+                findings=tuple(
+                    whatif.ranked([f for f in advice.findings if f.id not in SPLIT_RULES] + again)
+                ),
                 skipped=tuple(s for s in advice.skipped if s.rule not in SPLIT_RULES)
                 + report.skipped,
             )

@@ -19,14 +19,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
 from perfledger.analysis.ops import link_device_tasks, take_rows
 from perfledger.model import devices, schema
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.model.findings import AdvisorConfig, StepBasis
 from perfledger.model.schema import SPAN_STEP
+from perfledger.model.whatif import NO_CHANGE, StepGains, WhatIf
 
 if TYPE_CHECKING:
-    from perfledger.analysis.critical_path import RankReplay
     from perfledger.model.profile import ProfileAnalysis
 
 IntArray = npt.NDArray[np.int64]
@@ -67,7 +68,7 @@ class AdvisorContext:
         analysis: ProfileAnalysis,
         config: AdvisorConfig,
         overhead_pct: float | None = None,
-        replays: Sequence[RankReplay] = (),
+        replays: Sequence[RankReplay] | None = (),
         *,
         overhead_noise_pct: float | None = None,
     ) -> None:
@@ -76,7 +77,54 @@ class AdvisorContext:
         self.overhead_pct = overhead_pct
         # the half-width of overhead_pct's interval from the steps' own variation
         self.overhead_noise_pct = overhead_noise_pct
-        self._replays = {r.rank: r for r in replays}
+        # None: no replay here (the gains come from the rank tasks' advice)
+        self.replays_allowed = replays is not None
+        self._replays: dict[int, RankReplay | None] = {r.rank: r for r in replays or ()}
+        self.fixes: dict[str, WhatIf] = {}  # rule id -> the graph change of its fix
+        self.gains: dict[str, StepGains] = {}  # rule id -> what that change gains
+
+    # --- replay (docs/whatif.md) -----------------------------------------------------------
+
+    def replay_of(self, rank: int) -> RankReplay | None:
+        """The rank's step graph and baseline replay (prepared on first use when the rank task
+        did not hand it over); None for a rank without events."""
+        if rank not in self._replays:
+            found = next((r for r in self.analysis.ranks if r.rank == rank), None)
+            self._replays[rank] = (
+                prepare_rank(found.events) if found is not None and found.events.num_rows else None
+            )
+        return self._replays[rank]
+
+    def step_gains(self, change: WhatIf, ranks: Sequence[int] | None = None) -> StepGains:
+        """What ``change`` gains on the replayed steps of ``ranks`` (default: every rank)."""
+        total = StepGains()
+        for rank in ranks if ranks is not None else [r.rank for r in self.analysis.ranks]:
+            prepared = self.replay_of(rank)
+            if prepared is not None:
+                total = total + predicted_gains(prepared, change)
+        return total
+
+    def baseline(self) -> StepGains:
+        """The replayed steps unchanged (from the profile's replay when it has one)."""
+        replay = self.analysis.replay
+        if replay is not None:
+            total = sum(s.baseline_ns for s in replay.steps)
+            return StepGains(len(replay.steps), total, total)
+        if not self.replays_allowed:
+            return StepGains()
+        return self.step_gains(NO_CHANGE)
+
+    def whatif_ms(self, rule_id: str, change: WhatIf) -> float | None:
+        """The replayed gain per step of a rule's fix (``change``), kept for combining fixes;
+        None when nothing can be replayed here."""
+        if not self.replays_allowed:
+            return None
+        gains = self.step_gains(change)
+        if gains.steps == 0:
+            return None
+        self.fixes[rule_id] = change
+        self.gains[rule_id] = gains
+        return gains.gain_ms
 
     # --- windows ---------------------------------------------------------------------------
 

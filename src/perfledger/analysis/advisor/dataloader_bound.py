@@ -19,6 +19,7 @@ from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.intervals import union
 from perfledger.model import schema
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
+from perfledger.model.whatif import WhatIf
 
 ID: Final = "dataloader_bound"
 
@@ -110,6 +111,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "main thread's time inside the data loader): what prefetching would hide."
         ),
         spans=spans_of(offenders),
+        # the fix replayed: the next batch ready when the step asks for it
+        whatif_ms=ctx.whatif_ms(ID, WhatIf(no_dataloader=True)),
     )
 
 

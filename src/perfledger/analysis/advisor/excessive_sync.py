@@ -30,6 +30,7 @@ from perfledger.analysis.ops import operator_nesting
 from perfledger.model import schema, vendors
 from perfledger.model.accounts import IDLE_SYNC
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
+from perfledger.model.whatif import WhatIf
 
 ID: Final = "excessive_sync"
 
@@ -104,6 +105,9 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         for i, row, site in zip(worst, worst_rows, sites, strict=True)
     ]
     severity_ms, severity_pct = ctx.severity(sync_idle)
+    # the fix replayed: every synchronisation inside the steps gone (the host no longer waits)
+    offending = nested_rows[step[nested_rows] >= 0] if ctx.basis.annotated else nested_rows
+    whatif_ms = ctx.whatif_ms(ID, WhatIf(unsynced_rows=tuple(offending.tolist())))
     evidence: dict[str, Any] = {
         "steps": ctx.basis.describe(),
         "sync_calls_per_step": round(in_steps.size / steps, 1),
@@ -153,6 +157,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "device went idle), per step."
         ),
         spans=spans_of(offenders),
+        whatif_ms=whatif_ms,
     )
 
 

@@ -22,6 +22,7 @@ from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.comm_split import UNKNOWN
 from perfledger.analysis.intervals import union
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
+from perfledger.model.whatif import WhatIf
 
 ID: Final = "exposed_communication"
 
@@ -144,6 +145,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "overlap could hide."
         ),
         spans=spans_of(offenders),
+        # the fix replayed: collectives overlapped with the compute of their stream
+        whatif_ms=ctx.whatif_ms(ID, WhatIf(overlap_comm=True)),
     )
 
 

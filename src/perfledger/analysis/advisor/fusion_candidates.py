@@ -1,14 +1,19 @@
-"""fusion_candidates: short memory-bound kernels that run back to back, again and again.
+"""fusion_candidates: memory-bound kernels that run back to back, again and again.
 
 A chain like transpose → reshape-copy → cast writes each intermediate tensor to device memory
 only for the next kernel to read it back, and pays a launch per link. When the same chain of
-2-10 consecutive short memory-bound kernels (same stream, nothing in between) repeats more than
-``min_repeats`` times in the profile, fusing it into one kernel is worth trying. Fusion is not
-always a win (register pressure, lost vectorisation, a slower fused kernel): measure it.
+2-10 consecutive memory-bound kernels (same stream, nothing in between) repeats more than
+``min_repeats`` times in the profile, fusing it into one kernel is worth trying. Short kernels
+are launch-bound (a fused kernel runs about as long as the longest member); long ones are
+bandwidth-bound, and fusion saves the time their intermediates take to be written and read back
+(bytes from the recorded shapes, bandwidth from the device), so a long kernel joins a chain only
+when both are known. Fusion is not always a win (register pressure, lost vectorisation, a slower
+fused kernel): measure it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Final
 
@@ -23,6 +28,7 @@ from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline.estimates import estimate_table
 from perfledger.analysis.roofline.families import ATTENTION, CONV, MATMUL, op_family
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, us
+from perfledger.model.whatif import TaskChange, WhatIf
 
 ID: Final = "fusion_candidates"
 # Kernels that only move or combine elements, recognised by name when no operator is known.
@@ -35,7 +41,7 @@ _COMPUTE_FAMILIES: Final = frozenset({MATMUL, CONV, ATTENTION})
 
 
 def check(ctx: AdvisorContext, p: Params) -> Outcome:
-    """Chains of min_chain..max_chain short memory-bound kernels repeating > min_repeats."""
+    """Chains of min_chain..max_chain memory-bound kernels repeating > min_repeats."""
     if not ctx.step_windows or not ctx.has_device_tasks:
         return Skipped(ID, "no device activity: host-only profile")
     tasks = ctx.tasks
@@ -54,9 +60,24 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     start = np.asarray(tasks["start_ns"], dtype=np.int64)
     dur = np.asarray(tasks["dur_ns"], dtype=np.int64)
     end = start + dur
-    candidate = (kind == "kernel") & memory_label[label_id] & (dur < p["max_task_us"] * 1e3)
+    rank = np.asarray(tasks["rank"], dtype=np.int64)
+    memory = (kind == "kernel") & memory_label[label_id]
     if ctx.basis.annotated:
-        candidate &= np.asarray(tasks["step"], dtype=np.int64) >= 0
+        memory &= np.asarray(tasks["step"], dtype=np.int64) >= 0
+    # bytes each memory-bound kernel writes (NaN: inputs not recorded), the device's bandwidth
+    written = np.full(n, np.nan)
+    memory_rows = np.flatnonzero(memory)
+    if memory_rows.size:
+        take = pa.array(memory_rows, pa.int64())
+        written[memory_rows] = _written_bytes(
+            tasks.take(take), pc.take(label, take), pc.is_valid(pc.take(op_type, take))
+        )
+    bandwidth = np.full(n, np.nan)
+    for r in np.unique(rank).tolist():  # a loop over ranks
+        bandwidth[rank == r] = _bandwidth(ctx, int(r))
+    traffic_known = np.isfinite(written) & np.isfinite(bandwidth)
+    # a short kernel is launch-bound; a longer one joins a chain when its traffic is known
+    candidate = memory & ((dur < p["max_task_us"] * 1e3) | traffic_known)
 
     lane = (
         np.asarray(tasks["rank"], dtype=np.int64) * (1 << 40)
@@ -102,14 +123,6 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     chain_first = np.full(length.size, n, dtype=np.int64)
     np.minimum.at(chain_first, chain_of, members)
     internal_gaps = chain_end - chain_start - chain_sum
-    saving = np.maximum(internal_gaps, 0) + chain_sum - chain_max
-
-    # only the chains' members need their bytes
-    take = pa.array(members, pa.int64())
-    written = np.full(n, np.nan)
-    written[members] = _written_bytes(
-        tasks.take(take), pc.take(label, take), pc.is_valid(pc.take(op_type, take))
-    )
     is_last = np.zeros(members.size, dtype=bool)
     is_last[position == length[chain_of] - 1] = True
     intermediate = np.zeros(length.size)
@@ -117,18 +130,40 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     intermediate_known = np.ones(length.size, dtype=bool)
     unknown = ~np.isfinite(written[members]) & ~is_last
     intermediate_known[chain_of[unknown]] = False
+    # The kernels' saving: the short members' time (launch-bound: one fused kernel runs about
+    # as long as the longest member) or the time the intermediates take to be written and
+    # read back (2 x bytes / bandwidth), whichever is larger; at most every member's time but
+    # the longest's.
+    short_time = np.zeros(length.size, dtype=np.int64)
+    is_short = dur[members] < p["max_task_us"] * 1e3
+    np.add.at(short_time, chain_of[is_short], dur[members][is_short])
+    longest_short = np.zeros(length.size, dtype=np.int64)
+    np.maximum.at(longest_short, chain_of[is_short], dur[members][is_short])
+    short_time -= np.where(chain_max == longest_short, longest_short, 0)
+    chain_bandwidth = np.full(length.size, np.nan)
+    chain_bandwidth[chain_of] = bandwidth[members]
+    traffic_ns = np.where(
+        intermediate_known & np.isfinite(chain_bandwidth),
+        2.0 * intermediate / np.where(np.isfinite(chain_bandwidth), chain_bandwidth, 1.0),
+        0.0,
+    )
+    kernel_saving = np.minimum(
+        chain_sum - chain_max, np.maximum(short_time, np.rint(traffic_ns).astype(np.int64))
+    )
+    saving = np.maximum(internal_gaps, 0) + kernel_saving
 
     windows = ctx.basis.windows
     step = np.asarray(tasks["step"], dtype=np.int64)
-    rank = np.asarray(tasks["rank"], dtype=np.int64)
     floor_ns = p["min_saving_pct"] / 100.0 * ctx.basis.mean_step_ns * windows
     total_saving = 0
+    fused_chains: list[np.ndarray] = []
     found: list[dict[str, Any]] = []
     for s in frequent[np.argsort(-repeats[frequent], kind="stable")]:
         chains_of_s = kept_chain[signature_of == s]
         if saving[chains_of_s].sum() < floor_ns:
             continue  # not worth a fusion attempt
         total_saving += int(saving[chains_of_s].sum())
+        fused_chains.append(chains_of_s)
         example = chains_of_s[np.argmax(saving[chains_of_s])]
         first = chain_first[example]
         ops = [str(labels[i]) for i in signatures[s] if i >= 0]
@@ -146,6 +181,9 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
                 mean_internal_gaps_us=us(np.maximum(internal_gaps[chains_of_s], 0).mean()),
                 intermediate_mb_per_occurrence=(
                     round(float(intermediate[chains_of_s].mean()) / 1e6, 3) if known else None
+                ),
+                intermediate_traffic_us_per_occurrence=(
+                    us(traffic_ns[chains_of_s].mean()) if known else None
                 ),
                 saving_us_per_occurrence=us(saving[chains_of_s].mean()),
                 saving_ms_per_step=ms(saving[chains_of_s].sum() / windows),
@@ -170,7 +208,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     return Finding(
         id=ID,
         title=(
-            f"{len(found)} chain(s) of short memory-bound kernels repeat; the largest, "
+            f"{len(found)} chain(s) of memory-bound kernels repeat; the largest, "
             f"{' → '.join(best['ops'])}, runs {best['per_step']:g} times per step"
         ),
         severity_ms=severity_ms,
@@ -189,12 +227,54 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "estimated saving; if the fused kernel is slower than the chain, revert."
         ),
         estimate=(
-            "Per occurrence: the idle gaps inside the chain plus every member's time but the "
-            "longest, as if one fused kernel ran as long as the longest member (pointwise "
-            "kernels over the same tensor move about the same bytes); summed per step."
+            "Per occurrence: the idle gaps inside the chain plus the larger of the short "
+            "members' time but the longest's (launch-bound: one fused kernel runs about as long "
+            "as the longest member) and the time the intermediates take to be written and read "
+            "back (2 x bytes / device bandwidth), at most every member's time but the longest's; "
+            "summed per step."
         ),
         spans=spans_of(top),
+        whatif_ms=ctx.whatif_ms(
+            ID,
+            _fused(
+                np.asarray(tasks["row"], dtype=np.int64),
+                members,
+                chain_of,
+                position,
+                np.concatenate(fused_chains),
+                (chain_sum - kernel_saving) / np.maximum(chain_sum, 1),
+            ),
+        ),
     )
+
+
+def _fused(
+    rows: np.ndarray,
+    members: np.ndarray,
+    chain_of: np.ndarray,
+    position: np.ndarray,
+    chains: np.ndarray,
+    factor: np.ndarray,
+) -> WhatIf:
+    """The fix replayed: each of ``chains`` one fused kernel: its members' times scaled to the
+    fused estimate (``factor`` per chain), every member after the first without a launch of
+    its own nor a gap before it."""
+    chosen = np.isin(chain_of, chains)
+    return WhatIf(
+        tasks=(
+            TaskChange(
+                rows=tuple(rows[members[chosen]].tolist()),
+                factors=tuple(factor[chain_of[chosen]].tolist()),
+                fused=tuple((position[chosen] > 0).tolist()),
+            ),
+        )
+    )
+
+
+def _bandwidth(ctx: AdvisorContext, rank: int) -> float:
+    """A rank's device memory bandwidth, bytes per ns (NaN when the device is unknown)."""
+    spec = ctx.device(rank)
+    return spec.memory_gbps if spec is not None and spec.memory_gbps > 0 else math.nan
 
 
 def _is_memory(label: str, ascend: bool) -> bool:
@@ -257,14 +337,15 @@ def _chains(
 
 RULE: Final = Rule(
     id=ID,
-    title="repeated chains of short memory-bound kernels could be fused",
-    checks="consecutive short memory-bound kernels on one stream, repeating chains",
+    title="repeated chains of memory-bound kernels could be fused",
+    checks="consecutive memory-bound kernels on one stream, repeating chains, their traffic",
     thresholds=(
         Threshold(
             "max_task_us",
             50.0,
             "µs",
-            "a kernel shorter than this can be a chain member",
+            "a kernel shorter than this can be a chain member (any length when its bytes and "
+            "the device bandwidth are known)",
             "perfledger",
         ),
         Threshold(

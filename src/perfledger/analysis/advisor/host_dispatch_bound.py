@@ -20,6 +20,7 @@ from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.gaps import gap_report
 from perfledger.model.accounts import IDLE_HOST_DISPATCH, IDLE_SYNC
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
+from perfledger.model.whatif import LAUNCH, Scale, WhatIf
 
 ID: Final = "host_dispatch_bound"
 HOST_CAUSES: Final = (IDLE_HOST_DISPATCH, IDLE_SYNC)
@@ -125,6 +126,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         spans=tuple(
             {"rank": g["rank"], "start_ns": g["start_ns"], "end_ns": g["end_ns"]} for g in worst
         ),
+        # the fix replayed: launch overhead (calls, latency, dispatch work between them) scaled
+        whatif_ms=ctx.whatif_ms(ID, WhatIf(scales=(Scale(LAUNCH, p["whatif_launch_factor"]),))),
     )
 
 
@@ -146,6 +149,13 @@ RULE: Final = Rule(
             "%",
             "share of idle time caused by host_dispatch or sync",
             "perfledger: most of the idle time",
+        ),
+        Threshold(
+            "whatif_launch_factor",
+            0.5,
+            "x",
+            "the fix replayed (whatif_ms): launch overhead multiplied by this",
+            "perfledger: dispatch twice as fast (fewer Python ops, torch.compile)",
         ),
     ),
     check=check,

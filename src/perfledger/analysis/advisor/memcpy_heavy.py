@@ -18,6 +18,7 @@ from perfledger.analysis.advisor.common import offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.transfers import copy_direction, is_pageable
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
+from perfledger.model.whatif import TaskChange, WhatIf
 
 ID: Final = "memcpy_heavy"
 HOST_DIRECTIONS: Final = ("HtoD", "DtoH")
@@ -136,7 +137,26 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "memcpy category), per step: what overlapping or removing the copies would gain."
         ),
         spans=spans_of(offenders),
+        whatif_ms=_pinned_whatif(ctx, tasks, rows[pageable & host_copy], p),
     )
+
+
+def _pinned_whatif(
+    ctx: AdvisorContext, tasks: Any, pageable: np.ndarray, p: Params
+) -> float | None:
+    """The fix replayed: the pageable host copies made from pinned memory, faster by
+    ``whatif_pageable_factor`` and asynchronous (the host no longer waits for them); None
+    when no copy is pageable (the fix does not apply)."""
+    if pageable.size == 0:
+        return None
+    copy_rows = np.asarray(tasks["row"], dtype=np.int64)[pageable]
+    calls = np.asarray(tasks["launch_row"], dtype=np.int64)[pageable]
+    factor = p["whatif_pageable_factor"]
+    change = WhatIf(
+        unsynced_rows=tuple(calls[calls >= 0].tolist()),
+        tasks=(TaskChange(tuple(copy_rows.tolist()), (factor,) * int(copy_rows.size)),),
+    )
+    return ctx.whatif_ms(ID, change)
 
 
 def _link_efficiency(
@@ -226,6 +246,14 @@ RULE: Final = Rule(
             "%",
             "achieved share of the host link for copies >= 1 MiB",
             "perfledger: far under the link",
+        ),
+        Threshold(
+            "whatif_pageable_factor",
+            0.5,
+            "x",
+            "the fix replayed (whatif_ms): a pageable copy's time multiplied by this once pinned",
+            "perfledger: pageable copies are staged through a bounce buffer at about half the "
+            "pinned bandwidth",
         ),
     ),
     check=check,

@@ -16,6 +16,8 @@ How findings of one rule on several ranks become one finding of the profile:
 - the title, evidence, suggestion and estimate are those of the rank where it is most severe,
   the title naming that rank and how many ranks it fired on; the evidence adds
   ``worst_rank``, ``ranks`` (where it fired) and ``per_rank`` (each firing rank's severity);
+- its replayed gain (``whatif_ms``) is each firing rank's gain over its replayed steps, summed,
+  over the replayed steps of every rank;
 - its timeline spans are the worst rank's, then the other firing ranks' (by severity), each
   rank's as its own finding gave them, at most :data:`MERGED_SPANS` in all;
 - a rule is reported skipped only when every rank skipped it (the first rank's reason).
@@ -27,8 +29,10 @@ rank once the cluster pass has measured the waits across ranks, which the rank t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Final
 
+from perfledger.analysis.advisor.whatif import merged_whatif_ms
 from perfledger.model.findings import MAX_SPANS, Finding, RankAdvice, Skipped, pct
 
 # Rules that read the whole profile, not one rank: run once, over every rank.
@@ -57,7 +61,9 @@ def merge_rank_findings(
     for rule_id in rule_order:
         fired = [(a, f) for a in advice for f in a.findings if f.id == rule_id]
         if fired:
-            findings.append(_merged(fired, len(advice), windows, wall_ns))
+            merged = _merged(fired, len(advice), windows, wall_ns)
+            gain = merged_whatif_ms(rule_id, advice, [a for a, _ in fired])
+            findings.append(replace(merged, whatif_ms=gain) if len(advice) > 1 else merged)
             continue
         skips = [s for a in advice for s in a.skipped if s.rule == rule_id]
         if advice and len(skips) == len(advice):

@@ -20,6 +20,7 @@ from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.model import schema
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
+from perfledger.model.whatif import LAUNCH, Scale, WhatIf
 
 ID: Final = "small_op_explosion"
 
@@ -118,6 +119,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "time that merging the tasks would remove (overlaps host_dispatch_bound)."
         ),
         spans=spans_of(by_op),
+        # the fix replayed: CUDA Graphs or fused ops, launch overhead scaled down
+        whatif_ms=ctx.whatif_ms(ID, WhatIf(scales=(Scale(LAUNCH, p["whatif_launch_factor"]),))),
     )
 
 
@@ -146,6 +149,13 @@ RULE: Final = Rule(
             "count",
             "fewer tasks per step are not an explosion",
             'the msprof guides ("thousands of small adds")',
+        ),
+        Threshold(
+            "whatif_launch_factor",
+            0.1,
+            "x",
+            "the fix replayed (whatif_ms): launch overhead multiplied by this",
+            "perfledger: a captured graph replays its launches for a small part of their cost",
         ),
     ),
     check=check,
