@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -210,15 +210,18 @@ def _critical_path(
     """The time of the step's critical path by class, how many nodes it holds, and its
     pieces laid on the measured trace (:class:`PathSpan`)."""
     lo, hi = window.start_ns, window.end_ns
-    by_class = np.zeros(len(CLASSES), dtype=np.int64)
-    start, end, via, how = schedule.start, schedule.end, schedule.via, schedule.how
+    by_class = [0] * len(CLASSES)
+    # plain lists: the walk below visits one node at a time
+    start, end, via, how = lanes.start, lanes.end, lanes.via, lanes.how
+    kind, names, lane_of, shift = lanes.kind, lanes.name, lanes.lane, lanes.shift
+    host, other, dataloader = CLASS_CODE[HOST], CLASS_CODE[OTHER], CLASS_CODE[DATALOADER]
     # each piece: replayed [point, cursor), class, label, lane, its shift to measured time
     pieces: list[tuple[int, int, int, str, str, int]] = []
 
-    def add(point: int, klass: int, label: str, lane: str, shift: int) -> None:
+    def add(point: int, klass: int, label: str, lane: str, moved: int) -> None:
         by_class[klass] += cursor - point
         if cursor > point:
-            pieces.append((point, cursor, klass, label, lane, shift))
+            pieces.append((point, cursor, klass, label, lane, moved))
 
     # the nodes ending last by the step's end (``by_end``: nodes by end, then index)
     ending = int(np.searchsorted(lanes.sorted_end, hi, side="right"))
@@ -230,95 +233,101 @@ def _critical_path(
         # the step ends with its last task when one ends there
         tasks = last[graph.kind[last] == TASK]
         v = int(tasks[-1] if tasks.size else last[-1])
-        point = max(int(end[v]), lo)
+        point = max(end[v], lo)
         # the window's end beyond every node: the host's step annotation ends it
-        add(point, CLASS_CODE[HOST], "host work", lanes.host_lane(v), lanes.shift_end(v))
+        add(point, host, "host work", lanes.host_lane[v], lanes.shift_end[v])
         cursor = point
         launched = False  # reached at a launch call's start: its own time is not on the path
         while cursor > lo:  # a walk along the path, not over every event
             nodes += 1
             if not launched:
-                point = max(min(int(start[v]), cursor), lo)
-                klass = int(graph.node_class[v])
-                if graph.kind[v] == TASK:
-                    key = (str(graph.name[v]), CLASSES[klass])
+                point = max(min(start[v], cursor), lo)
+                klass = lanes.node_class[v]
+                if kind[v] == TASK:
+                    key = (names[v], CLASSES[klass])
                     tops[key] = tops.get(key, 0) + cursor - point
-                add(point, klass, str(graph.name[v]), lanes.lane(v), lanes.shift(v))
+                add(point, klass, names[v], lane_of[v], shift[v])
                 cursor = point
-            if cursor <= lo or how[v] == RELEASE:
+            how_v = how[v]
+            if cursor <= lo or how_v == RELEASE:
                 # before the first node of a host thread the thread ran something else
-                if graph.kind[v] != TASK:
-                    point = lo
-                    add(point, CLASS_CODE[HOST], "host work", lanes.lane(v), lanes.shift(v))
+                if kind[v] != TASK:
+                    add(lo, host, "host work", lane_of[v], shift[v])
                     cursor = lo
                 break
-            u = int(via[v])
-            if how[v] == CHAIN:
-                point, klass = int(end[u]), int(graph.chain_class[v])
+            u = via[v]
+            if how_v == CHAIN:
+                point, klass = end[u], lanes.chain_class[v]
                 label = (
                     "stream gap"
-                    if graph.kind[v] == TASK
+                    if kind[v] == TASK
                     else "data loader"
-                    if klass == CLASS_CODE[DATALOADER]
+                    if klass == dataloader
                     else "host work"
                 )
-                lane = lanes.lane(v)
-            elif how[v] == LAUNCHED:
+                lane = lane_of[v]
+            elif how_v == LAUNCHED:
                 point, klass, label, lane = (
-                    int(start[u]),
+                    start[u],
                     CLASS_CODE[LAUNCH_OVERHEAD],
                     "launch latency",
                     "",
                 )
-            elif how[v] == WOKEN:
-                point, klass, label, lane = int(start[u]), CLASS_CODE[HOST], "thread wake-up", ""
+            elif how_v == WOKEN:
+                point, klass, label, lane = start[u], host, "thread wake-up", ""
             else:
-                point, klass, label, lane = int(end[u]), CLASS_CODE[SYNC], "sync return", ""
+                point, klass, label, lane = end[u], CLASS_CODE[SYNC], "sync return", ""
             point = max(min(point, cursor), lo)
-            add(point, klass, label, lane, lanes.shift(v))
+            add(point, klass, label, lane, shift[v])
             cursor = point
             # reached at the start of a launch call or of a waking call: its time is not on it
-            launched = how[v] in (LAUNCHED, WOKEN)
+            launched = how_v in (LAUNCHED, WOKEN)
             v = u
     if cursor > lo:  # before a task that nothing explains
-        add(lo, CLASS_CODE[OTHER], "unexplained", "", 0)
-    bound_by = {name: int(by_class[code]) for code, name in enumerate(CLASSES)}
+        add(lo, other, "unexplained", "", 0)
+    bound_by = {name: by_class[code] for code, name in enumerate(CLASSES)}
     return bound_by, nodes, _measured_spans(pieces, measured)
 
 
 class _Lanes:
-    """Where each node of a graph ran, and its shift from replayed to measured time."""
+    """A schedule's nodes as plain lists for the walks along the paths: times, links, classes,
+    names, where each ran (its lane) and its shift from replayed to measured time."""
 
     def __init__(self, events: pa.Table, graph: StepGraph, schedule: Schedule) -> None:
-        self.graph = graph
-        self.schedule = schedule
         rows = graph.row
-        self.device = columns.int64(events, "device")[rows]
-        self.stream = columns.int64(events, "stream")[rows]
-        task_devices = np.unique(self.device[graph.kind == TASK])
-        self.one_device = task_devices.size <= 1
+        device = columns.int64(events, "device")[rows]
+        stream = columns.int64(events, "stream")[rows]
+        is_task = graph.kind == TASK
+        one_device = np.unique(device[is_task]).size <= 1
+        threads = [f"thread {tid}" for _, tid in graph.thread_keys]
+        self.lane = [
+            (f"stream {s}" if one_device else f"device {d} stream {s}")
+            if task
+            else (threads[t] if t >= 0 else "")
+            for task, d, s, t in zip(
+                is_task.tolist(),
+                device.tolist(),
+                stream.tolist(),
+                graph.thread.tolist(),
+                strict=True,
+            )
+        ]
+        self.host_lane = [
+            lane if not task else "" for lane, task in zip(self.lane, is_task.tolist(), strict=True)
+        ]
+        self.start = schedule.start.tolist()
+        self.end = schedule.end.tolist()
+        self.via = schedule.via.tolist()
+        self.how = schedule.how.tolist()
+        self.kind = graph.kind.tolist()
+        self.node_class = graph.node_class.tolist()
+        self.chain_class = graph.chain_class.tolist()
+        self.name = [str(n) for n in graph.name.tolist()]
+        self.shift = (graph.start - schedule.start).tolist()
+        self.shift_end = (graph.end - schedule.end).tolist()
         # the nodes by replayed end (then index), to find where each step's path begins
         self.by_end = np.lexsort((np.arange(graph.size), schedule.end))
         self.sorted_end = schedule.end[self.by_end]
-
-    def lane(self, v: int) -> str:
-        if self.graph.kind[v] == TASK:
-            if self.one_device:
-                return f"stream {int(self.stream[v])}"
-            return f"device {int(self.device[v])} stream {int(self.stream[v])}"
-        return self.host_lane(v)
-
-    def host_lane(self, v: int) -> str:
-        thread = int(self.graph.thread[v])
-        if thread < 0:
-            return ""
-        return f"thread {self.graph.thread_keys[thread][1]}"
-
-    def shift(self, v: int) -> int:
-        return int(self.graph.start[v] - self.schedule.start[v])
-
-    def shift_end(self, v: int) -> int:
-        return int(self.graph.end[v] - self.schedule.end[v])
 
 
 def _measured_spans(
@@ -327,19 +336,27 @@ def _measured_spans(
     """The path's pieces (walked backwards, in replayed time) in measured time: each moved
     by its node's shift, clipped to the measured step window, in time order without overlap,
     touching pieces of the same work merged, at most :data:`MAX_PATH_SPANS`."""
-    spans: list[PathSpan] = []
-    floor = measured.start_ns
+    merged: list[list[Any]] = []  # [start, end, class code, label, lane]
+    floor, ceiling = measured.start_ns, measured.end_ns
+    previous: list[Any] | None = None
     for lo, hi, klass, label, lane, shift in reversed(pieces):
-        a = max(lo + shift, floor)
-        b = min(hi + shift, measured.end_ns)
+        a = lo + shift if lo + shift > floor else floor
+        b = hi + shift if hi + shift < ceiling else ceiling
         if b <= a:
             continue
-        name = CLASSES[klass]
-        if spans and spans[-1].end_ns == a and spans[-1][2:] == (name, label, lane):
-            spans[-1] = spans[-1]._replace(end_ns=b)
+        if (
+            previous is not None
+            and previous[1] == a
+            and previous[2] == klass
+            and previous[3] == label
+            and previous[4] == lane
+        ):
+            previous[1] = b
         else:
-            spans.append(PathSpan(a, b, name, label, lane))
+            previous = [a, b, klass, label, lane]
+            merged.append(previous)
         floor = b
+    spans = [PathSpan(a, b, CLASSES[k], label, lane) for a, b, k, label, lane in merged]
     return _capped(spans, MAX_PATH_SPANS)
 
 
