@@ -257,7 +257,13 @@ def test_cpu_recording_report(browser: Browser, cpu_report: Path, tmp_path: Path
         before = visit.canvas_picture("chart-timeline")
         show_step(visit, options[-1])
         assert visit.canvas_picture("chart-timeline") != before
-        screenshots(visit, tmp_path, "cpu", ["accounting", "counters"])
+        # no device: no device cards
+        labels = visit.page.eval_on_selector_all(
+            "#headline-cards .label", "ls => ls.map(l => l.textContent)"
+        )
+        assert "Median step time" in labels
+        assert not [x for x in labels if x.startswith(("Device utilisation", "Compute"))]
+        screenshots(visit, tmp_path, "cpu", ["accounting", "timeline", "counters"])
     finally:
         visit.close()
 

@@ -147,6 +147,11 @@
       ["Steps", isNum(h.step_count) ? String(h.step_count) : "n/a"],
       ["Ranks", isNum(h.ranks) ? String(h.ranks) : "n/a"]
     ];
+    // a host-only run has no device: no device cards to read "n/a"
+    var hostOnly = (DATA.host_accounting || []).length && !(DATA.accounting || []).length;
+    if (hostOnly && !isNum(h.device_utilization_pct) && !perDevice.length && !isNum(h.device_compute_pct)) {
+      cards = cards.filter(function (c) { return c[0].indexOf("Device utilisation") !== 0 && c[0] !== "Compute"; });
+    }
     cards.forEach(function (c) {
       var card = el("div", "card");
       card.appendChild(el("div", "label", c[0]));
