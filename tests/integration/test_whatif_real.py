@@ -6,6 +6,7 @@ measured here. Targets: at most 3 % at the median and 10 % at worst on every tra
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from pathlib import Path
 
@@ -13,9 +14,16 @@ import pytest
 
 from perfledger.analysis.critical_path import replay_rank
 from perfledger.analysis.profile import analyze_rank
-from perfledger.model.whatif import REPLAY_MEDIAN_ERROR_PCT, REPLAY_WORST_ERROR_PCT, ReplayReport
+from perfledger.model.whatif import (
+    MAX_PATH_SPANS,
+    REPLAY_MEDIAN_ERROR_PCT,
+    REPLAY_WORST_ERROR_PCT,
+    ReplayReport,
+)
 from perfledger.sources import load_traces
+from tests.cli import perfledger
 from tests.paths import DATA
+from tests.timeline_check import load, validate
 
 # Traces with step marks (ProfilerStep#N, torch_npu steps), one report per rank.
 MULTI_STEP = [
@@ -60,3 +68,41 @@ def test_critical_path_covers_each_step_exactly(name: str) -> None:
         for step in report.steps:
             assert sum(step.bound_by_ns.values()) == step.predicted_ns
             assert all(v >= 0 for v in step.bound_by_ns.values())
+
+
+@pytest.mark.parametrize("name", MULTI_STEP)
+def test_critical_path_spans_lie_on_the_measured_steps(name: str) -> None:
+    for trace, report in zip(load_traces([DATA / Path(name)]), _reports(name), strict=True):
+        windows = {w.step: w for w in analyze_rank(trace).windows}
+        for step in report.steps:
+            spans = step.path_spans
+            window = windows[step.step]
+            assert 0 < len(spans) <= MAX_PATH_SPANS
+            assert all(s.end_ns > s.start_ns for s in spans)
+            assert all(a.end_ns <= b.start_ns for a, b in zip(spans, spans[1:], strict=False))
+            assert window.start_ns <= spans[0].start_ns and spans[-1].end_ns <= window.end_ns
+            # the replay is exact on these traces: the spans cover the step, by class as
+            # bound_by does
+            covered: dict[str, int] = {}
+            for s in spans:
+                covered[s.category] = covered.get(s.category, 0) + s.end_ns - s.start_ns
+            assert sum(covered.values()) == step.measured_ns
+
+
+def test_the_timeline_has_a_critical_path_track_per_rank(tmp_path: Path) -> None:
+    out = tmp_path / "p"
+    result = perfledger("analyze", DATA / "kineto" / "sampled_2ranks", "-o", out)
+    assert result.returncode == 0, result.stderr
+    summary = validate(load(out / "timeline.json.gz"))
+    tracks = [key for key, name in summary.tracks.items() if name == "critical path"]
+    assert len(tracks) == 2  # one per rank
+    replayed = json.loads((out / "summary.json").read_text())["critical_path"]["steps"]
+    for key in tracks:
+        slices = summary.by_track[key]
+        assert slices and all(s["cat"] == "critical_path" for s in slices)
+        steps = {s["args"]["step"] for s in slices}
+        assert steps == {s["step"] for s in replayed if s["rank"] == 0}
+    steps_dir = sorted((out / "timeline").glob("step_*.json.gz"))
+    assert steps_dir
+    one = validate(load(steps_dir[0]))
+    assert any(name == "critical path" for name in one.tracks.values())

@@ -191,3 +191,35 @@ def test_long_critical_paths_are_capped_without_holes() -> None:
     assert spans[0].start_ns == 0 and spans[-1].end_ns == step.measured_ns
     assert all(a.end_ns == b.start_ns for a, b in zip(spans, spans[1:], strict=False))
     assert any(s.label.endswith("pieces: host work") for s in spans)
+
+
+def two_threads() -> EventsBuilder:
+    """Main thread: a 2 ms operator issuing a kernel at 0 and at 1,995 µs (5 µs calls, 10 µs
+    kernels 10 µs later). Second thread: a launch at 50 µs, then nothing until 2,100 µs (it
+    waits for the main thread), a launch then; the step mark ends with its kernel (2,120 µs)."""
+    b = EventsBuilder().step_mark(0, 2_120 * US, 1)
+    b.cpu_op(0, 2_000 * US, "forward")
+    b.launch(0, 5 * US, 10 * US, 10 * US, "k_main")
+    b.launch(1_995 * US, 5 * US, 2_005 * US, 10 * US, "k_main")
+    b.launch(50 * US, 5 * US, 60 * US, 10 * US, "k_side", thread=2)
+    b.launch(2_100 * US, 5 * US, 2_110 * US, 10 * US, "k_side", thread=2)
+    return b
+
+
+def test_a_waiting_thread_is_woken_earlier_when_the_thread_it_waits_for_is_faster() -> None:
+    step = _one_step(replay_rank(two_threads().table(), WhatIf((Scale("host", 0.5),))).steps)
+    assert step.measured_ns == step.baseline_ns == 2_120 * US
+    # main thread: 2.5 µs call, 995 µs of its operator's work, the second call at 997.5 µs;
+    # the second thread follows it by the 105 µs observed (2,100 - 1,995), its kernel 10 µs
+    # after its call: [1,112.5, 1,122.5] µs. Its 2 ms wait is not host work: it does not scale.
+    assert step.predicted_ns == 1_122_500
+
+
+def test_a_thread_waiting_with_nothing_to_wake_it_keeps_its_wait() -> None:
+    b = EventsBuilder().step_mark(0, 2_120 * US, 1)
+    b.launch(50 * US, 5 * US, 60 * US, 10 * US, "k_side", thread=2)
+    b.launch(2_100 * US, 5 * US, 2_110 * US, 10 * US, "k_side", thread=2)
+    step = _one_step(replay_rank(b.table(), WhatIf((Scale("host", 0.5),))).steps)
+    # the first call shrinks by 2.5 µs, the 2,045 µs wait after it does not (host work would
+    # halve): the second call, its kernel 10 µs later and the step end 2.5 µs earlier
+    assert step.predicted_ns == step.measured_ns - 2_500
