@@ -220,3 +220,24 @@ def test_every_gain_lies_between_zero_and_the_step() -> None:
         for f in advise(analysis):
             if f.whatif_ms is not None:
                 assert 0.0 <= f.whatif_ms <= step_ms, f.id
+
+
+def test_a_fix_on_one_rank_of_two_gains_half_as_much_per_step() -> None:
+    from perfledger.analysis.profile import analyze_traces
+    from perfledger.model import schema
+    from perfledger.model.trace import Trace
+
+    quiet = EventsBuilder(rank=1).step_mark(0, 1_000 * US, 1)
+    for i in range(10):  # the same kernels, no synchronisation: the host is far ahead
+        quiet.launch(10 * US + i * 5 * US, 5 * US, 20 * US + i * 50 * US, 50 * US, "relu_kernel")
+    traces = [
+        Trace(b.table(), schema.empty_counters(), {"rank": r}, "synthetic")
+        for r, b in ((0, sync_after_each_kernel()), (1, quiet))
+    ]
+    report = diagnose(analyze_traces(traces))
+    (sync,) = [f for f in report.findings if f.id == "excessive_sync"]
+    # 480 µs on rank 0's one step, nothing on rank 1's: 240 µs per replayed step
+    assert sync.evidence["ranks"] == [0]
+    assert sync.whatif_ms == pytest.approx(0.240, abs=1e-9)
+    assert report.combined is not None and "excessive_sync" in report.combined.findings
+    assert report.combined.gains.steps == 2
