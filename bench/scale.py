@@ -6,8 +6,8 @@ previous run read it), each in a child process:
     importer's typed msgspec decoder, one process, nothing kept; run before and after
     analyze, the reference is the mean of the two (the machine is shared: the spread is
     printed);
-  - ``perfledger analyze TRACE -o DIR --force``: wall, CPU, peak RSS, the largest RSS of each
-    second, and the phases meta.json records;
+  - ``perfledger analyze TRACE -o DIR --force --no-ledger``: wall, CPU, peak RSS, the largest
+    RSS of each second, and the phases meta.json records;
   - HTA 0.5.0's parse + temporal breakdown (``--skip-hta`` leaves it out).
 Prints analyze / floor (target <= 2.5 at 1.5 GB) and peak RSS / raw JSON size (target <= 1.0
 at 1.5 GB; the 5 GB trace under 5 GB). ``--ascend`` runs the same growth figures on
@@ -113,7 +113,9 @@ class SizeFigures:
 
 
 def _analyze(path: Path, profile: Path) -> tuple[ChildRun, dict[str, float]]:
-    child = run_measured(perfledger_argv(path, profile))
+    # --no-ledger: the experiments ledger is not the analysis (and its git children, started
+    # by vfork, would be counted with the parent's pages by the RSS poll)
+    child = run_measured([*perfledger_argv(path, profile), "--no-ledger"])
     if child.returncode != 0:
         print(child.stdout[-4000:], child.stderr[-4000:], sep="\n", file=sys.stderr)
         raise SystemExit(f"perfledger analyze {path} failed with exit code {child.returncode}")
