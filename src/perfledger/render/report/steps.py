@@ -194,7 +194,9 @@ def step_timeline(
         for r, _cat, main, q, t in ordered:  # a loop over rows
             if main == 0:
                 on_main |= (rank == r) & (pid == q) & (stream == t)
-        phase[: rows_in.size] = _host_phases(p, rows_in, on_main & ~is_step)
+        # calls that reach outside the step (the script's outer Python frames) have no phase
+        inside = (start >= lo) & (start + dur <= hi)
+        phase[: rows_in.size] = _host_phases(p, rows_in, on_main & ~is_step & inside)
     return {
         "step": step["step"],
         "start_ns": lo,
