@@ -116,3 +116,22 @@ def test_a_large_source_that_cannot_be_linked_is_recorded(
     assert record["sha256"] == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert record["sha256"] == hashlib.sha256(b"abc").hexdigest()
     assert record["size_bytes"] == 3 and record["path"] == str(big.resolve())
+
+
+def test_a_recorded_source_is_named_as_recorded_in_the_profile(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "RAW_COPY_MAX_BYTES", 1000)
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(writer.os, "link", refuse)
+    out = tmp_path / "profile"
+    _analyze(source, out)
+    assert sorted(p.name for p in (out / "raw").iterdir()) == [source.name + ".source.json"]
+    record = json.loads((out / "raw" / (source.name + ".source.json")).read_text())
+    assert record["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    for document in ("meta.json", "summary.json"):
+        files = json.loads((out / document).read_text())["source"]["files"]
+        assert files == [f"raw/{source.name}.source.json"], document
