@@ -107,7 +107,14 @@ def op_statistic_tasks(op_statistic: pa.Table, op_summary: pa.Table | None, char
         pa.table({"op": key, "task": as_text[1], "kind": as_text[2]})
         .group_by(["op", "kind", "task"])
         .aggregate([("task", "count")])
-        .sort_by([("op", "ascending"), ("kind", "ascending"), ("task_count", "descending")])
+        .sort_by(
+            [
+                ("op", "ascending"),
+                ("kind", "ascending"),
+                ("task_count", "descending"),
+                ("task", "ascending"),
+            ]
+        )
     )
     tasks: dict[tuple[str | None, str | None], list[str]] = {}
     for op, kind, task in zip(  # a loop over distinct (operator, kind, task) names
