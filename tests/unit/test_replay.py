@@ -223,3 +223,19 @@ def test_a_thread_waiting_with_nothing_to_wake_it_keeps_its_wait() -> None:
     # the first call shrinks by 2.5 µs, the 2,045 µs wait after it does not (host work would
     # halve): the second call, its kernel 10 µs later and the step end 2.5 µs earlier
     assert step.predicted_ns == step.measured_ns - 2_500
+
+
+def test_launch_overhead_scales_calls_dispatch_and_latency() -> None:
+    events = host_bound().table()
+    step = _one_step(replay_rank(events, WhatIf((Scale("launch", 0.5),))).steps)
+    # 2.5 µs calls, 22.5 µs of dispatch between them, 5 µs latency: the last call at
+    # 10 + 19 x 25 µs, its kernel 5 µs later for 2 µs (the host scale keeps the 10 µs latency)
+    assert step.predicted_ns == 10 * US + 19 * 25 * US + 5 * US + 2 * US
+
+
+def test_without_the_data_loader_a_host_only_step_keeps_its_operators() -> None:
+    b = EventsBuilder().step_mark(0, 1_000 * US, 1)
+    b.dataloader(0, 300 * US).cpu_op(300 * US, 600 * US, "aten::conv2d")
+    step = _one_step(replay_rank(b.table(), WhatIf(no_dataloader=True)).steps)
+    # the operator at once (600 µs), then the annotation's own 100 µs tail
+    assert step.predicted_ns == 700 * US
