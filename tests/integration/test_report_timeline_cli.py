@@ -87,8 +87,9 @@ def test_max_events_cuts_and_says_where(
     printed = capsys.readouterr().out
     assert "wrote" in printed and "1000 of" in printed and "cut at" in printed
     summary = validate(load(out))
-    # the analysis tracks (idle gaps, findings) are cut at the same instant, not counted
-    analysis = {"idle", "finding"}
+    # the analysis tracks (idle gaps, findings, critical path) are cut at the same instant,
+    # not counted
+    analysis = {"idle", "finding", "critical_path"}
     events = [ev for evs in summary.by_track.values() for ev in evs if ev["cat"] not in analysis]
     assert summary.other["events_written"] == 1000 == len(events)
     cut = summary.other["truncated_at_ns"] - summary.other["origin_ns"]
@@ -166,3 +167,25 @@ def test_max_events_of_several_ranks_is_shared_between_them(
     # each rank keeps its earliest ceil(10 / 2) events
     assert summary.other["max_events_per_rank"] == 5
     assert [r["events_written"] for r in summary.other["ranks"]] == [5, 5]
+
+
+def test_the_critical_paths_are_stored_for_later_timelines(profile: Path) -> None:
+    import json
+
+    paths = pq.read_table(profile / "tables" / "critical_path.parquet").to_pylist()
+    steps = pq.read_table(profile / "tables" / "steps.parquet").to_pylist()
+    windows = {(s["rank"], s["step"]): (s["start_ns"], s["end_ns"]) for s in steps}
+    replayed = {
+        (s["rank"], s["step"]): s["replayed_ms"]
+        for s in json.loads((profile / "summary.json").read_text())["critical_path"]["steps"]
+    }
+    assert set(replayed) == {(r["rank"], r["step"]) for r in paths}
+    for key, ms in replayed.items():
+        pieces = [(r["start_ns"], r["end_ns"]) for r in paths if (r["rank"], r["step"]) == key]
+        lo, hi = windows[key]
+        # in time order, not overlapping, inside the measured step
+        assert all(a < b for a, b in pieces)
+        assert all(b <= c for (_, b), (c, _) in zip(pieces, pieces[1:], strict=False))
+        assert lo <= pieces[0][0] and pieces[-1][1] <= hi
+        # and they are the whole replayed step (the replay matches this trace's steps)
+        assert sum(b - a for a, b in pieces) == pytest.approx(ms * MS, rel=1e-3)

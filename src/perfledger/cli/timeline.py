@@ -16,10 +16,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.errors import PerfledgerError
+from perfledger.model.whatif import path_spans_by_rank
 from perfledger.profiledir import StoredProfile, load_profile
-from perfledger.profiledir.layout import COUNTERS_TABLE, EVENTS_TABLE, GAPS_TABLE, STEPS_TABLE
+from perfledger.profiledir.layout import (
+    COUNTERS_TABLE,
+    CRITICAL_PATH_TABLE,
+    EVENTS_TABLE,
+    GAPS_TABLE,
+    STEPS_TABLE,
+)
 from perfledger.profiledir.reader import part_rank, read_parquet
 from perfledger.render.timeline import (
+    RankPathSpan,
     TimelinePart,
     TimelineStats,
     write_ranks_timeline,
@@ -135,11 +143,12 @@ def _write_by_rank(
 ) -> TimelineStats:
     """The timeline of a profile of several ranks, read and written one rank at a time."""
     ranks = [_file_rank(path) for path in parts]
+    paths = _critical_paths(profile)
 
     def load(i: int) -> TimelinePart:
         events = read_parquet(parts[i], filters=filters)
         mine = gaps.filter(pc.equal(gaps.column("rank"), ranks[i])) if gaps is not None else None
-        return TimelinePart(ranks[i], events, mine)
+        return TimelinePart(ranks[i], events, mine, paths.get(ranks[i], ()))
 
     return write_ranks_timeline(
         output,
@@ -151,6 +160,12 @@ def _write_by_rank(
         findings=profile.findings,
         max_events=args.max_events,
     )
+
+
+def _critical_paths(profile: StoredProfile) -> dict[int, tuple[RankPathSpan, ...]]:
+    """Per rank, the critical-path pieces analyze stored (none in older profiles)."""
+    table = profile.read_table(CRITICAL_PATH_TABLE, required=False)
+    return path_spans_by_rank(table) if table is not None else {}
 
 
 def _file_rank(path: Path) -> int:
@@ -206,6 +221,7 @@ def run(args: argparse.Namespace) -> int:
             max_events=args.max_events,
             findings=profile.findings,
             origin_ns=origin,
+            critical_path=[p for spans in _critical_paths(profile).values() for p in spans],
         )
     what = f"{stats.events_written} of {stats.events_total} events, {stats.flows} flows"
     if stats.truncated_at_ns is not None:

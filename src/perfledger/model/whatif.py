@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+import pyarrow as pa
+
 # What a scale applies to.
 COMPUTE: Final = "compute"  # compute kernels (not communication, not copies)
 COMMUNICATION: Final = "communication"  # communication tasks
@@ -166,6 +168,22 @@ class PathSpan(NamedTuple):
     lane: str
 
 
+# tables/critical_path.parquet: every replayed step's critical path (its :class:`PathSpan`
+# pieces with their rank and step), so that a timeline written later from the profile's tables
+# (``perfledger timeline``) shows the same critical-path track as the one analyze wrote.
+CRITICAL_PATH_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int64(), nullable=False),
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("start_ns", pa.int64(), nullable=False),
+        pa.field("end_ns", pa.int64(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("lane", pa.string(), nullable=False),
+    ]
+)
+
+
 @dataclass(frozen=True)
 class StepReplay:
     """One step of one rank: measured, replayed unchanged (baseline) and predicted, in ns;
@@ -247,3 +265,30 @@ class ReplayReport:
             ],
             "dropped_edges": self.dropped_edges,
         }
+
+
+def path_spans_table(steps: Sequence[StepReplay]) -> pa.Table:
+    """The critical paths of ``steps`` as one table (:data:`CRITICAL_PATH_SCHEMA`)."""
+    rows = [(s.rank, s.step, p) for s in steps for p in s.path_spans]
+    return pa.Table.from_pydict(
+        {
+            "rank": [r for r, _, _ in rows],
+            "step": [n for _, n, _ in rows],
+            "start_ns": [p.start_ns for _, _, p in rows],
+            "end_ns": [p.end_ns for _, _, p in rows],
+            "category": [p.category for _, _, p in rows],
+            "label": [p.label for _, _, p in rows],
+            "lane": [p.lane for _, _, p in rows],
+        },
+        schema=CRITICAL_PATH_SCHEMA,
+    )
+
+
+def path_spans_by_rank(table: pa.Table) -> dict[int, tuple[tuple[int, int, PathSpan], ...]]:
+    """:func:`path_spans_table` read back: per rank, its (rank, step, span) pieces."""
+    spans: dict[int, list[tuple[int, int, PathSpan]]] = {}
+    columns = [table.column(f.name).to_pylist() for f in CRITICAL_PATH_SCHEMA]
+    for rank, step, start, end, category, label, lane in zip(*columns, strict=True):
+        piece = PathSpan(start, end, category, label, lane)
+        spans.setdefault(rank, []).append((rank, step, piece))
+    return {rank: tuple(pieces) for rank, pieces in spans.items()}

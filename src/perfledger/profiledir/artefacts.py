@@ -19,7 +19,9 @@ from perfledger.analysis import figures
 from perfledger.analysis.critical_path import replay_profile
 from perfledger.analysis.profile import step_trace
 from perfledger.analysis.quality import replay_error, whatif_bounds
-from perfledger.profiledir.layout import REPORT_HTML, SUMMARY_JSON, TIMELINE
+from perfledger.model.whatif import path_spans_table
+from perfledger.profiledir.layout import CRITICAL_PATH_TABLE, REPORT_HTML, SUMMARY_JSON, TIMELINE
+from perfledger.profiledir.writer import write_table
 from perfledger.render import timeline
 from perfledger.render.cluster import write_cluster_outputs
 from perfledger.render.report.data import report_data_from_profile
@@ -159,6 +161,7 @@ def write_artefacts(
     if replay is None:  # made by the rank tasks; else replayed here
         replay = replay_profile(analysis.events)
         analysis = replace(analysis, replay=replay)
+    write_table(directory, CRITICAL_PATH_TABLE, path_spans_table(replay.steps))
     findings = [f.to_dict() for f in advice.findings] if advice else []
     on_phase(PHASE_TIMELINES)
     tables_done = time.perf_counter()

@@ -35,6 +35,7 @@ COUNTERS_TABLE: Final = "counters"
 STEPS_TABLE: Final = "steps"
 GAPS_TABLE: Final = "gaps"
 STEP_TIMES_TABLE: Final = "step_times"
+CRITICAL_PATH_TABLE: Final = "critical_path"  # the replayed steps' critical paths
 RANK_PART_PREFIX: Final = "rank="
 
 

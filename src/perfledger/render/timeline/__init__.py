@@ -49,6 +49,7 @@ from perfledger.render.timeline.layout import MAX_LANES
 from perfledger.render.timeline.records import (
     IDLE_CAUSE_COLOURS,
     PreparedTimeline,
+    RankPathSpan,
     device_busy_counters,
     prepare_timeline,
     profile_origin_ns,
@@ -72,6 +73,7 @@ __all__ = [
     "STEP_WRITERS",
     "TIMELINE_FORMAT_VERSION",
     "PreparedTimeline",
+    "RankPathSpan",
     "TimelinePart",
     "TimelineStats",
     "device_busy_counters",

@@ -49,6 +49,7 @@ def write_timeline(
     findings: Sequence[Mapping[str, Any]] | None = None,
     origin_ns: int | None = None,
     device_busy: bool = True,
+    critical_path: Sequence[RankPathSpan] = (),
 ) -> TimelineStats:
     """Write the Chrome trace of a profile (gzip when ``path`` ends with ``.gz``).
 
@@ -64,6 +65,7 @@ def write_timeline(
         origin_ns: time zero of the file; the first event by default. Step slices share
             the origin of the whole profile so their times agree with it.
         device_busy: add the device busy % counters of the device tasks.
+        critical_path: the steps' critical paths, (rank, step, span), on a track per rank.
     """
     prepared = prepare_timeline(
         events,
@@ -73,6 +75,7 @@ def write_timeline(
         process_names=process_names,
         origin_ns=origin_ns,
         device_busy=device_busy,
+        critical_path=critical_path,
     )
     stats = write_prepared_timeline(path, prepared, window=window, max_events=max_events)
     del prepared
