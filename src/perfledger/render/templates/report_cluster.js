@@ -132,7 +132,17 @@
     // taking half again as long as the others stands out (a scale from the smallest value
     // to the largest would paint any difference, however small, white against navy)
     var high = 0;
-    cells.forEach(function (v) { high = Math.max(high, v[2]); });
+    var values = {};
+    cells.forEach(function (v) { high = Math.max(high, v[2]); values[fmtMs(v[2])] = true; });
+    var shown = Object.keys(values);
+    if (shown.length === 1) {
+      // every rank and step shows the same figure: one value, said in words, not drawn
+      var box = document.getElementById(id);
+      var note = el("p", "note");
+      note.textContent = "Every rank and step: " + label + " " + shown[0] + " (one value, not drawn).";
+      box.parentNode.replaceChild(note, box);
+      return;
+    }
     var low = 0;
     if (!(high > 0)) high = 1;
     document.getElementById(id).style.height = Math.min(900, Math.max(180, 22 * c.lanes.length + 110)) + "px";
