@@ -38,6 +38,7 @@ from perfledger.analysis.graph import (
     build_graph,
 )
 from perfledger.analysis.replay import (
+    AWAITED,
     CHAIN,
     LAUNCHED,
     RELEASE,
@@ -275,6 +276,13 @@ def _critical_path(
                 )
             elif how_v == WOKEN:
                 point, klass, label, lane = start[u], host, "thread wake-up", ""
+            elif how_v == AWAITED:
+                point, klass, label, lane = (
+                    end[u],
+                    CLASS_CODE[LAUNCH_OVERHEAD],
+                    "event wait",
+                    lane_of[v],
+                )
             else:
                 point, klass, label, lane = end[u], CLASS_CODE[SYNC], "sync return", ""
             point = max(min(point, cursor), lo)

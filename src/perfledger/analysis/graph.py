@@ -22,7 +22,8 @@ Pure functions over the canonical events table; vectorised with numpy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -74,6 +75,11 @@ SYNC_END_TOLERANCE_NS: Final = 1_000
 # another (a backward thread between two steps), not host work; shorter ones are the
 # interpreter's time between operators.
 THREAD_WAIT_NS: Final = 1_000_000
+# Device-side mark of a stream waiting for an event, with the stream and the record's call in
+# its args (Kineto's "Stream Wait Event": wait_on_stream, wait_on_cuda_event_record_corr_id).
+STREAM_WAIT_EVENT: Final = "Stream Wait Event"
+# Host calls that make a stream wait for an event recorded on another stream.
+STREAM_WAIT_CALLS: Final = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 # Host slices that are a thread's own work (annotations and step marks only wrap it).
 _WORK_KINDS: Final = (schema.CPU_OP, schema.PYTHON, schema.RUNTIME, schema.SYNC, schema.DATALOADER)
 # No earliest start: the node starts when its predecessors let it.
@@ -106,6 +112,10 @@ class StepGraph:
         release: the earliest possible start (:data:`FREE` when none): the first node of a
             thread, a task without a launch that did not queue.
         wait_src, wait_dst: synchronisation edges, task -> :data:`SYNC_WAIT` node.
+        event_src, event_dst, event_delay: cross-stream event edges, task -> task: the task a
+            stream waited for (the last one before the event's record) and the first task
+            after the wait on the waiting stream, which starts no earlier than the first one's
+            end plus the delay.
         node_class: what the node's own time is spent on (code into :data:`CLASSES`).
         is_kernel, is_comm, is_copy: device task masks (compute kernels, communication,
             copies and sets).
@@ -140,6 +150,9 @@ class StepGraph:
     host_name: npt.NDArray[np.object_]
     thread: Int64Array
     thread_keys: tuple[tuple[int, int], ...]
+    event_src: Int64Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    event_dst: Int64Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    event_delay: Int64Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     dropped_edges: int = 0
 
     @property
@@ -276,8 +289,23 @@ def build_graph(events: pa.Table) -> StepGraph:
     wait_node_of_row = np.full(n, -1, dtype=np.int64)
     wait_node_of_row[host_row_of[second]] = np.flatnonzero(second)
 
+    ev_src_row, ev_dst_row, ev_contradicted = _event_edges(
+        events, kinds, names, host, device, start, end, correlation, task_rows, launch_of_task
+    )
+    task_index_of_row = np.full(n, -1, dtype=np.int64)
+    task_index_of_row[task_rows] = np.arange(task_rows.size)
     task_block = _task_nodes(
-        events, kinds, names, device, start, dur, task_rows, launch_of_task, host_node_of_row
+        events,
+        kinds,
+        names,
+        device,
+        start,
+        dur,
+        task_rows,
+        launch_of_task,
+        host_node_of_row,
+        task_index_of_row[ev_src_row],
+        task_index_of_row[ev_dst_row],
     )
     task_node_of_row = np.full(n, -1, dtype=np.int64)
     task_node_of_row[task_rows] = n_host + np.arange(task_rows.size)
@@ -350,6 +378,10 @@ def build_graph(events: pa.Table) -> StepGraph:
         host_name=host_name,
         thread=col("thread"),
         thread_keys=tuple((int(p), int(t)) for p, t in thread_keys_arr.tolist()),
+        event_src=task_block["event_src"] + n_host,
+        event_dst=task_block["event_dst"] + n_host,
+        event_delay=task_block["event_delay"],
+        dropped_edges=ev_contradicted,
     )
     return _topological(graph)
 
@@ -583,6 +615,121 @@ def _sync_waits(
     return np.concatenate(src), np.concatenate(dst)
 
 
+def _event_edges(
+    events: pa.Table,
+    kinds: npt.NDArray[np.object_],
+    names: npt.NDArray[np.object_],
+    host: _BoolArray,
+    device: Int64Array,
+    start: Int64Array,
+    end: Int64Array,
+    correlation: Int64Array,
+    task_rows: Int64Array,
+    launch_of_task: Int64Array,
+) -> tuple[Int64Array, Int64Array, int]:
+    """(awaited task row, waiting task row) of every cross-stream event wait, and how many
+    waits the trace's times contradict (the waiting task began before the awaited one ended).
+
+    A wait is a device-side "Stream Wait Event" mark (its stream waits; its args name the
+    recording stream and the record's call) or, without such a mark, a host call
+    ``cudaStreamWaitEvent`` whose args name no stream: then the waiting stream is the one of
+    the next task the same thread launched, and the recording stream the other stream of that
+    device that was last launched to before the call (the record precedes its wait on the
+    same thread). The awaited task is the last one launched to the recording stream before
+    the record (or the wait call); the waiting one, the first launched to the waiting stream
+    after the wait call.
+    """
+    empty = np.zeros(0, dtype=np.int64)
+    calls = np.flatnonzero(host & np.isin(names, STREAM_WAIT_CALLS))
+    marks = np.flatnonzero(
+        ~host & (kinds == schema.DEVICE_ANNOTATION) & (names == STREAM_WAIT_EVENT)
+    )
+    if task_rows.size == 0 or (calls.size == 0 and marks.size == 0):
+        return empty, empty, 0
+    stream = columns.int64(events, "stream")
+    pid = columns.int64(events, "pid")
+    has_launch = launch_of_task >= 0
+    launch = np.maximum(launch_of_task, 0)
+    issued = np.where(has_launch, start[launch], start[task_rows])
+    t_device, t_stream = device[task_rows], stream[task_rows]
+    lanes, lane_of = unique_pairs(t_device, t_stream)
+    by_lane = [
+        (mine := np.flatnonzero(lane_of == i))[np.argsort(issued[mine], kind="stable")]
+        for i in range(lanes.shape[0])
+    ]
+
+    def last_before(lane: int, when: Int64Array) -> Int64Array:
+        """Per time, the index into task_rows of the lane's last task issued by then (-1)."""
+        mine = by_lane[lane]
+        k = np.searchsorted(issued[mine], when, side="right") - 1
+        return np.where(k >= 0, mine[np.maximum(k, 0)], -1)
+
+    def first_after(lane: int, when: Int64Array) -> Int64Array:
+        mine = by_lane[lane]
+        k = np.searchsorted(issued[mine], when, side="left")
+        return np.where(k < mine.size, mine[np.minimum(k, max(mine.size - 1, 0))], -1)
+
+    lane_index = {(d, st): i for i, (d, st) in enumerate(lanes.tolist())}
+    src: list[int] = []
+    dst: list[int] = []
+    marked: list[bool] = []
+    runtime = np.flatnonzero(host & (correlation >= 0))
+    row_by_corr = dict(zip(correlation[runtime].tolist(), runtime.tolist(), strict=False))
+    explained: set[int] = set()
+    args = events.column("args").to_pylist() if marks.size else []
+    for m in marks.tolist():  # a loop over the marks (a few per step)
+        try:
+            detail = json.loads(args[m] or "{}")
+        except ValueError:
+            continue
+        on = detail.get("wait_on_stream") if isinstance(detail, dict) else None
+        waiting = lane_index.get((int(device[m]), int(stream[m])))
+        recording = lane_index.get((int(device[m]), int(on))) if isinstance(on, int) else None
+        if waiting is None or recording is None or waiting == recording:
+            continue
+        call = row_by_corr.get(int(correlation[m]))
+        explained.add(int(correlation[m]))
+        at = np.asarray([start[call] if call is not None else start[m]], dtype=np.int64)
+        record = row_by_corr.get(detail.get("wait_on_cuda_event_record_corr_id", -1))
+        recorded = np.asarray([start[record]], dtype=np.int64) if record is not None else at
+        a, b = int(last_before(recording, recorded)[0]), int(first_after(waiting, at)[0])
+        if a >= 0 and b >= 0:
+            src.append(a)
+            dst.append(b)
+            marked.append(True)
+    bare = calls[~np.isin(correlation[calls], np.asarray(sorted(explained), dtype=np.int64))]
+    if bare.size and has_launch.any():
+        launched = np.flatnonzero(has_launch)
+        threads, thread_of = unique_pairs(pid[launch[launched]], stream[launch[launched]])
+        for i, (p, t) in enumerate(threads.tolist()):  # a loop over launching threads
+            mine = launched[thread_of == i]
+            mine = mine[np.argsort(issued[mine], kind="stable")]
+            here = bare[(pid[bare] == p) & (stream[bare] == t)]
+            k = np.searchsorted(issued[mine], start[here], side="left")
+            ok = k < mine.size
+            here, nxt = here[ok], mine[k[ok]]
+            best = np.full(here.size, -1, dtype=np.int64)
+            best_issued = np.full(here.size, FREE, dtype=np.int64)
+            for j in range(lanes.shape[0]):  # a loop over streams
+                cand = last_before(j, start[here])
+                ok = (cand >= 0) & (lane_of[nxt] != j) & (t_device[nxt] == lanes[j, 0])
+                when = np.where(ok, issued[np.maximum(cand, 0)], FREE)
+                better = when > best_issued
+                best[better], best_issued[better] = cand[better], when[better]
+            found = best >= 0
+            src.extend(best[found].tolist())
+            dst.extend(nxt[found].tolist())
+            marked.extend([False] * int(found.sum()))
+    if not src:
+        return empty, empty, 0
+    a, b = task_rows[np.asarray(src)], task_rows[np.asarray(dst)]
+    possible = end[a] <= start[b]
+    # an inferred wait the times contradict was not one (the stream was a guess)
+    contradicted = int((~possible & np.asarray(marked)).sum())
+    pairs = np.unique(np.stack([a[possible], b[possible]], axis=1), axis=0)
+    return pairs[:, 0].copy(), pairs[:, 1].copy(), contradicted
+
+
 def _task_nodes(
     events: pa.Table,
     kinds: npt.NDArray[np.object_],
@@ -593,8 +740,11 @@ def _task_nodes(
     task_rows: Int64Array,
     launch_of_task: Int64Array,
     host_node_of_row: Int64Array,
+    event_src: Int64Array,
+    event_dst: Int64Array,
 ) -> dict[str, np.ndarray]:
-    """The task nodes (in ``task_rows`` order): stream chains, launch edges, classes."""
+    """The task nodes (in ``task_rows`` order): stream chains, launch edges, event edges
+    (``event_src`` -> ``event_dst``, indices into ``task_rows``), classes."""
     size = task_rows.size
     stream = columns.int64(events, "stream")[task_rows]
     t_start, t_dur = start[task_rows], dur[task_rows]
@@ -615,16 +765,33 @@ def _task_nodes(
     has_launch = launch_of_task >= 0
     launch_latency = np.where(has_launch, t_start - start[np.maximum(launch_of_task, 0)], 0)
     queued = has_pred & (stream_gap <= QUEUED_GAP_NS)
+    t_end = t_start + t_dur
+    waits_event = np.zeros(size, dtype=bool)
+    waits_event[event_dst] = True
     bound = has_launch & ~queued
+    plain = bound & ~waits_event
     typical_latency = (
-        int(np.median(launch_latency[bound]))
+        int(np.median(launch_latency[plain]))
+        if plain.any()
+        else int(np.median(launch_latency[bound]))
         if bound.any()
         else (int(np.median(launch_latency[has_launch])) if has_launch.any() else 0)
     )
+    # a task that did not queue and whose awaited event came after its launch would have let
+    # it start: the event's edge binds it (the latest awaited task when it waited for several)
+    awaited_end = np.full(size, FREE, dtype=np.int64)
+    np.maximum.at(awaited_end, event_dst, t_end[event_src])
+    launch_ready = np.where(has_launch, t_start - launch_latency + typical_latency, FREE)
+    event_bound = waits_event & ~queued & (awaited_end >= launch_ready)
+    event_gap = t_start[event_dst] - t_end[event_src]
+    binding_edge = event_bound[event_dst] & (t_end[event_src] == awaited_end[event_dst])
+    typical_event_gap = int(np.median(event_gap[binding_edge])) if binding_edge.any() else 0
+    event_delay = np.where(binding_edge, event_gap, np.minimum(event_gap, typical_event_gap))
     typical_gap = int(np.median(np.maximum(stream_gap[queued], 0))) if queued.any() else 0
-    launch_delay = np.where(queued, np.minimum(launch_latency, typical_latency), launch_latency)
+    slack = queued | event_bound
+    launch_delay = np.where(slack, np.minimum(launch_latency, typical_latency), launch_latency)
     chain_delay = np.where(queued, stream_gap, np.minimum(stream_gap, typical_gap))
-    release = np.where(~has_launch & ~queued, t_start, FREE)
+    release = np.where(~has_launch & ~slack, t_start, FREE)
 
     # lanes for --overlap-comm: communication beside the rest of its stream
     split_key = lane_key * 2 + is_comm
@@ -668,6 +835,9 @@ def _task_nodes(
         "is_comm": is_comm,
         "is_copy": is_copy,
         "host_name": host_name,
+        "event_src": event_src,
+        "event_dst": event_dst,
+        "event_delay": np.asarray(event_delay, dtype=np.int64),
     }
 
 
@@ -713,6 +883,7 @@ def _topological(graph: StepGraph) -> StepGraph:
         key[has_launch] = np.maximum(key[has_launch], key[graph.launch_src[has_launch]] + 1)
         key[has_wake] = np.maximum(key[has_wake], key[graph.wake_src[has_wake]] + 1)
         np.maximum.at(key, graph.wait_dst, key[graph.wait_src] + 1)
+        np.maximum.at(key, graph.event_dst, key[graph.event_src] + 1)
         # strictly increasing along each chain
         ordered = key[chain_order] - position
         key[chain_order] = _running_max(ordered, same) + position
@@ -740,6 +911,9 @@ def _topological(graph: StepGraph) -> StepGraph:
         pointers[backward] = -1
     forward = wait_src < wait_dst
     dropped += int((~forward).sum())
+    event_src, event_dst = rank[graph.event_src], rank[graph.event_dst]
+    event_forward = event_src < event_dst
+    dropped += int((~event_forward).sum())
     return StepGraph(
         kind=graph.kind[order],
         row=graph.row[order],
@@ -766,7 +940,10 @@ def _topological(graph: StepGraph) -> StepGraph:
         host_name=graph.host_name[order],
         thread=graph.thread[order],
         thread_keys=graph.thread_keys,
-        dropped_edges=dropped,
+        event_src=event_src[event_forward],
+        event_dst=event_dst[event_forward],
+        event_delay=graph.event_delay[event_forward],
+        dropped_edges=graph.dropped_edges + dropped,
     )
 
 

@@ -45,6 +45,7 @@ CHAIN: Final = 1  # its predecessor on its thread or stream
 LAUNCHED: Final = 2  # its launch call
 WAITED: Final = 3  # a task a synchronisation waited for
 WOKEN: Final = 4  # a call of another host thread, which ended this thread's wait
+AWAITED: Final = 5  # a task of another stream whose event its stream waited for
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ class Schedule:
         start, end: replayed times.
         chain_delay: the chain delays after the change (host work scaled with ``host``).
         via: the node whose time set the start (-1: its release).
-        how: :data:`RELEASE`, :data:`CHAIN`, :data:`LAUNCHED` or :data:`WAITED`.
+        how: :data:`RELEASE`, :data:`CHAIN`, :data:`LAUNCHED`, :data:`WAITED`,
+            :data:`WOKEN` or :data:`AWAITED`.
         chain_pred: the chain predecessors used (lanes with ``overlap_comm``).
     """
 
@@ -196,6 +198,18 @@ def replay(graph: StepGraph, change: WhatIf = NO_CHANGE) -> Schedule:
         launch_src = np.where(changes.fused, -1, launch_src)
         delay = np.where(changes.fused, 0, delay)
         release = np.where(changes.fused, FREE, release)
+    events: dict[int, list[tuple[int, int]]] = {}
+    keep_event = np.ones(graph.event_src.size, dtype=bool)
+    if change.overlap_comm:
+        # communication neither waits for the compute before it nor holds the compute after
+        keep_event = ~(graph.is_comm[graph.event_src] | graph.is_comm[graph.event_dst])
+    for src, dst, gap in zip(
+        graph.event_src[keep_event].tolist(),
+        graph.event_dst[keep_event].tolist(),
+        graph.event_delay[keep_event].tolist(),
+        strict=True,
+    ):
+        events.setdefault(dst, []).append((src, gap))
     waits: dict[int, list[int]] = {}
     kept = changes.waits
     for src, dst in zip(graph.wait_src[kept].tolist(), graph.wait_dst[kept].tolist(), strict=True):
@@ -213,6 +227,7 @@ def replay(graph: StepGraph, change: WhatIf = NO_CHANGE) -> Schedule:
             v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
             for v in np.flatnonzero(graph.wake_src >= 0).tolist()
         },
+        events,
     )
     return Schedule(
         start=np.asarray(start, dtype=np.int64),
@@ -234,6 +249,7 @@ def _schedule(
     observed: list[int],
     waits: dict[int, list[int]],
     wakes: dict[int, tuple[int, int]],
+    events: dict[int, list[tuple[int, int]]],
 ) -> tuple[list[int], list[int], list[int], list[int]]:
     """The longest-path recursion over plain lists (nodes in topological order)."""
     n = len(dur)
@@ -259,6 +275,12 @@ def _schedule(
             t = start[woken[0]] + woken[1]
             if t > s:
                 s, by, kind = t, woken[0], WOKEN
+        awaited = events.get(v)
+        if awaited is not None:
+            for w, gap in awaited:
+                t = end[w] + gap
+                if t > s:
+                    s, by, kind = t, w, AWAITED
         waited = waits.get(v)
         if waited is not None:
             for w in waited:
