@@ -14,7 +14,7 @@ import pyarrow as pa
 from perfledger.analysis.critical_path import replay_rank
 from perfledger.analysis.graph import build_graph
 from perfledger.model import schema
-from perfledger.model.whatif import Scale, WhatIf
+from perfledger.model.whatif import NO_CHANGE, Scale, WhatIf
 from tests.synth import EventsBuilder
 
 US = 1_000
@@ -72,7 +72,7 @@ def ddp_step(*, marks: bool) -> pa.Table:
     return b.table()
 
 
-def _step(events: pa.Table, change: WhatIf = WhatIf()):  # type: ignore[no-untyped-def]
+def _step(events: pa.Table, change: WhatIf = NO_CHANGE):  # type: ignore[no-untyped-def]
     report = replay_rank(events, change)
     assert report.dropped_edges == 0
     assert len(report.steps) == 1
