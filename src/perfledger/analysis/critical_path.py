@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.analysis.cluster.arrivals import align_arrivals
+from perfledger.analysis.cluster.collectives import collective_tasks
 from perfledger.analysis.graph import (
     CLASS_CODE,
     CLASSES,
@@ -43,6 +45,7 @@ from perfledger.analysis.replay import (
     LAUNCHED,
     RELEASE,
     WOKEN,
+    Peers,
     Schedule,
     replay,
     replayed_events,
@@ -63,19 +66,118 @@ from perfledger.model.whatif import (
 TOP_PATH_TASKS: Final = 5
 
 
+# Rounds of the ranks' replays that pass each rank's new arrivals at its collectives to the
+# others (a change on one rank moves the collectives of all of them).
+MAX_ARRIVAL_ROUNDS: Final = 8
+
+
 def replay_profile(events: pa.Table, change: WhatIf = NO_CHANGE) -> ReplayReport:
     """Every step of every rank of ``events`` (the canonical table of a profile), replayed
-    unchanged and under ``change``, with the critical path of each predicted step."""
+    unchanged and under ``change``, with the critical path of each predicted step.
+
+    With several ranks, a collective matched across them (:func:`collective_arrivals`) ends
+    once its last participant has arrived plus its transfer: the ranks are replayed in rounds,
+    each with the others' arrivals of the round before, until no arrival moves."""
     if events.num_rows == 0:
         return ReplayReport((), change)
     ranks = np.unique(columns.int64(events, "rank"))
-    reports = [
-        replay_rank(
-            events.filter(pc.equal(events["rank"], int(r))) if ranks.size > 1 else events, change
-        )
-        for r in ranks.tolist()  # a loop over ranks
-    ]
-    return combined_report(reports, change)
+    if ranks.size == 1:
+        return combined_report([replay_rank(events, change)], change)
+    tables = [events.filter(pc.equal(events["rank"], int(r))) for r in ranks.tolist()]
+    prepared = [prepare_rank(t) for t in tables if t.num_rows]
+    arrivals = collective_arrivals(prepared)
+    peers = arrivals.peers(None)
+    if not change.unchanged and arrivals.instances:
+        for _ in range(MAX_ARRIVAL_ROUNDS):  # a loop over rounds, while arrivals move
+            schedules = [replay(p.graph, change, peers[i]) for i, p in enumerate(prepared)]
+            moved = arrivals.peers(schedules)
+            if all(np.array_equal(a.shift, b.shift) for a, b in zip(moved, peers, strict=True)):
+                break
+            peers = moved
+    return combined_report(
+        [rank_report(p, change, peers[i]) for i, p in enumerate(prepared)], change
+    )
+
+
+@dataclass(frozen=True)
+class CollectiveArrivals:
+    """The collectives matched across the prepared ranks of a profile.
+
+    Attributes:
+        ranks: the prepared ranks, in order.
+        instances: one collective each: (index into ranks, its task node) per participant.
+        offsets_ns: each rank's clock offset (its times minus the offset are on the first
+            rank's clock; :func:`perfledger.analysis.cluster.arrivals.align_arrivals`).
+    """
+
+    ranks: tuple[RankReplay, ...]
+    instances: tuple[tuple[tuple[int, int], ...], ...]
+    offsets_ns: tuple[int, ...]
+
+    def peers(self, schedules: Sequence[Schedule] | None) -> list[Peers]:
+        """Per rank, the others' arrival at each of its matched collectives: its observed
+        wait and how far the others' last arrival moved in ``schedules`` (None: not)."""
+        nodes: list[list[int]] = [[] for _ in self.ranks]
+        waits: list[list[int]] = [[] for _ in self.ranks]
+        shifts: list[list[int]] = [[] for _ in self.ranks]
+        offsets = self.offsets_ns
+        for members in self.instances:  # a loop over collectives: a few per step
+            observed = [
+                int(self.ranks[r].graph.start[v]) - offsets[r] for r, v in members
+            ]  # on the first rank's clock
+            replayed = (
+                observed
+                if schedules is None
+                else [int(schedules[r].start[v]) - offsets[r] for r, v in members]
+            )
+            for i, (r, v) in enumerate(members):
+                others = observed[:i] + observed[i + 1 :]
+                others_now = replayed[:i] + replayed[i + 1 :]
+                nodes[r].append(v)
+                waits[r].append(max(others) - observed[i])
+                shifts[r].append(max(others_now) - max(others))
+        return [
+            Peers(
+                node=np.asarray(nodes[i], dtype=np.int64),
+                wait=np.asarray(waits[i], dtype=np.int64),
+                shift=np.asarray(shifts[i], dtype=np.int64),
+            )
+            for i in range(len(self.ranks))
+        ]
+
+
+def collective_arrivals(prepared: Sequence[RankReplay]) -> CollectiveArrivals:
+    """The collectives of the ranks matched as the cluster pass matches them (the k-th task
+    of one name and process group on every rank that runs it the same number of times,
+    :func:`perfledger.analysis.cluster.collectives.collective_tasks`), and the ranks' clock
+    offsets from their ends."""
+    parts = [collective_tasks(p.events) for p in prepared]
+    instances: list[tuple[tuple[int, int], ...]] = []
+    offsets = [0] * len(prepared)
+    if sum(t.num_rows for t in parts) and len(prepared) > 1:
+        aligned = align_arrivals(pa.concat_tables(parts), [p.rank for p in prepared])
+        offsets = [aligned.offsets_ns.get(p.rank, 0) for p in prepared]
+        by_key: dict[tuple[str, str], list[list[int]]] = {}
+        for i, (p, part) in enumerate(zip(prepared, parts, strict=True)):
+            node_of_row = np.full(p.events.num_rows, -1, dtype=np.int64)
+            tasks = np.flatnonzero(p.graph.kind == TASK)
+            node_of_row[p.graph.row[tasks]] = tasks
+            keys = zip(
+                part["name"].to_pylist(), part["group"].fill_null("").to_pylist(), strict=True
+            )
+            for key, row in zip(keys, part["row"].to_pylist(), strict=True):  # a few per step
+                by_key.setdefault(key, [[] for _ in prepared])[i].append(int(node_of_row[row]))
+        for key in sorted(by_key):
+            lists = by_key[key]
+            members = [i for i, nodes in enumerate(lists) if nodes]
+            counts = {len(lists[i]) for i in members}
+            if len(members) < 2 or len(counts) != 1:
+                continue
+            for k in range(counts.pop()):
+                instance = tuple((i, lists[i][k]) for i in members)
+                if all(v >= 0 for _, v in instance):
+                    instances.append(instance)
+    return CollectiveArrivals(tuple(prepared), tuple(instances), tuple(offsets))
 
 
 def combined_report(reports: Sequence[ReplayReport], change: WhatIf = NO_CHANGE) -> ReplayReport:
@@ -138,13 +240,16 @@ def replay_rank(
     return rank_report(prepare_rank(events, measured), change)
 
 
-def rank_report(prepared: RankReplay, change: WhatIf = NO_CHANGE) -> ReplayReport:
-    """A prepared rank's steps replayed under ``change``, with their critical paths."""
+def rank_report(
+    prepared: RankReplay, change: WhatIf = NO_CHANGE, peers: Peers | None = None
+) -> ReplayReport:
+    """A prepared rank's steps replayed under ``change``, with their critical paths
+    (``peers``: the other ranks' arrival at its collectives)."""
     graph, baseline, base_windows = prepared.graph, prepared.baseline, prepared.baseline_windows
     if change.unchanged:
         predicted, pred_windows = baseline, base_windows
     else:
-        predicted = replay(graph, change)
+        predicted = replay(graph, change, peers)
         pred_windows = _windows(prepared.events, graph, predicted)
     tops: dict[tuple[str, str], int] = {}
     steps = []

@@ -70,6 +70,25 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class Peers:
+    """The other participants of a rank's collectives (several ranks profiled together).
+
+    A collective moves data only once its last participant has arrived: the task waits from
+    its own arrival (its start) for the others, then transfers. Per collective task (node):
+    ``wait`` is the others' last arrival minus its start in the trace (negative when it came
+    last; within its duration it is what it waited), ``shift`` how much the others' last
+    arrival moved in the replay.
+    The replayed task starts at its own arrival and ends at the later of that and the others'
+    arrival (observed start + wait + shift) plus its transfer (duration - wait, scaled as the
+    task is).
+    """
+
+    node: Int64Array
+    wait: Int64Array
+    shift: Int64Array
+
+
+@dataclass(frozen=True)
 class NodeChanges:
     """A change as it applies to each node of a graph.
 
@@ -173,10 +192,25 @@ def name_matches(graph: StepGraph, pattern: str) -> npt.NDArray[np.bool_]:
     return chosen
 
 
-def replay(graph: StepGraph, change: WhatIf = NO_CHANGE) -> Schedule:
-    """The earliest-start schedule of ``graph`` under ``change``."""
+def replay(graph: StepGraph, change: WhatIf = NO_CHANGE, peers: Peers | None = None) -> Schedule:
+    """The earliest-start schedule of ``graph`` under ``change`` (``peers``: the arrival of
+    the other ranks at its collectives)."""
     changes = node_changes(graph, change)
     dur = np.rint(graph.dur * changes.dur).astype(np.int64)
+    transfers: dict[int, tuple[int, int]] = {}
+    if peers is not None and peers.node.size:
+        # the others' arrival, before its own when it came last (the others waited for it)
+        ready = graph.start[peers.node] + np.minimum(peers.wait, graph.dur[peers.node])
+        ready = ready + peers.shift
+        wait = np.clip(peers.wait, 0, graph.dur[peers.node])
+        transfer = np.rint((graph.dur[peers.node] - wait) * changes.dur[peers.node])
+        transfers = dict(
+            zip(
+                peers.node.tolist(),
+                zip(ready.tolist(), transfer.astype(np.int64).tolist(), strict=True),
+                strict=True,
+            )
+        )
     host_gap = (graph.kind != TASK) & (graph.chain_delay > 0)
     # only the thread's own work between two nodes scales, not its waits for other threads
     scaled_work = np.rint(graph.chain_busy * changes.gap).astype(np.int64)
@@ -228,6 +262,7 @@ def replay(graph: StepGraph, change: WhatIf = NO_CHANGE) -> Schedule:
             for v in np.flatnonzero(graph.wake_src >= 0).tolist()
         },
         events,
+        transfers,
     )
     return Schedule(
         start=np.asarray(start, dtype=np.int64),
@@ -250,6 +285,7 @@ def _schedule(
     waits: dict[int, list[int]],
     wakes: dict[int, tuple[int, int]],
     events: dict[int, list[tuple[int, int]]],
+    transfers: dict[int, tuple[int, int]],
 ) -> tuple[list[int], list[int], list[int], list[int]]:
     """The longest-path recursion over plain lists (nodes in topological order)."""
     n = len(dur)
@@ -289,7 +325,9 @@ def _schedule(
         if s == FREE:
             s = observed[v]  # nothing to go by: where it was
         start[v] = s
-        end[v] = s + dur[v]
+        peer = transfers.get(v)
+        # a collective: waits for the other ranks' arrival, then transfers
+        end[v] = s + dur[v] if peer is None else max(s, peer[0]) + peer[1]
         via[v] = by
         how[v] = kind
     return start, end, via, how
