@@ -69,6 +69,8 @@ TOP_PATH_TASKS: Final = 5
 # Rounds of the ranks' replays that pass each rank's new arrivals at its collectives to the
 # others (a change on one rank moves the collectives of all of them).
 MAX_ARRIVAL_ROUNDS: Final = 8
+# Clock error allowed between a collective's last arrival and its first participant's end.
+ARRIVAL_TOLERANCE_NS: Final = 10_000
 
 
 def replay_profile(events: pa.Table, change: WhatIf = NO_CHANGE) -> ReplayReport:
@@ -106,6 +108,9 @@ class CollectiveArrivals:
     Attributes:
         ranks: the prepared ranks, in order.
         instances: one collective each: (index into ranks, its task node) per participant.
+        contradicted: matched collectives left out because a participant ended, on the aligned
+            clocks, before the last one arrived (a wrong match, or clocks the ends do not
+            align): their tasks keep their observed durations.
         offsets_ns: each rank's clock offset (its times minus the offset are on the first
             rank's clock; :func:`perfledger.analysis.cluster.arrivals.align_arrivals`).
     """
@@ -113,6 +118,7 @@ class CollectiveArrivals:
     ranks: tuple[RankReplay, ...]
     instances: tuple[tuple[tuple[int, int], ...], ...]
     offsets_ns: tuple[int, ...]
+    contradicted: int = 0
 
     def peers(self, schedules: Sequence[Schedule] | None) -> list[Peers]:
         """Per rank, the others' arrival at each of its matched collectives: its observed
@@ -154,6 +160,7 @@ def collective_arrivals(prepared: Sequence[RankReplay]) -> CollectiveArrivals:
     parts = [collective_tasks(p.events) for p in prepared]
     instances: list[tuple[tuple[int, int], ...]] = []
     offsets = [0] * len(prepared)
+    contradicted = 0
     if sum(t.num_rows for t in parts) and len(prepared) > 1:
         aligned = align_arrivals(pa.concat_tables(parts), [p.rank for p in prepared])
         offsets = [aligned.offsets_ns.get(p.rank, 0) for p in prepared]
@@ -175,9 +182,16 @@ def collective_arrivals(prepared: Sequence[RankReplay]) -> CollectiveArrivals:
                 continue
             for k in range(counts.pop()):
                 instance = tuple((i, lists[i][k]) for i in members)
-                if all(v >= 0 for _, v in instance):
+                if any(v < 0 for _, v in instance):
+                    continue
+                graphs = [(prepared[i].graph, v, offsets[i]) for i, v in instance]
+                arrived = max(int(g.start[v]) - off for g, v, off in graphs)
+                left = min(int(g.end[v]) - off for g, v, off in graphs)
+                if arrived <= left + ARRIVAL_TOLERANCE_NS:
                     instances.append(instance)
-    return CollectiveArrivals(tuple(prepared), tuple(instances), tuple(offsets))
+                else:  # a participant ended before the last one arrived
+                    contradicted += 1
+    return CollectiveArrivals(tuple(prepared), tuple(instances), tuple(offsets), contradicted)
 
 
 def combined_report(reports: Sequence[ReplayReport], change: WhatIf = NO_CHANGE) -> ReplayReport:
