@@ -640,9 +640,11 @@ def _event_edges(
     after the wait call.
     """
     empty = np.zeros(0, dtype=np.int64)
-    calls = np.flatnonzero(host & np.isin(names, STREAM_WAIT_CALLS))
+    calls = np.flatnonzero(host & columns.isin(events, "name", STREAM_WAIT_CALLS))
     marks = np.flatnonzero(
-        ~host & (kinds == schema.DEVICE_ANNOTATION) & (names == STREAM_WAIT_EVENT)
+        ~host
+        & (kinds == schema.DEVICE_ANNOTATION)
+        & columns.isin(events, "name", [STREAM_WAIT_EVENT])
     )
     if task_rows.size == 0 or (calls.size == 0 and marks.size == 0):
         return empty, empty, 0
@@ -673,7 +675,7 @@ def _event_edges(
     src: list[int] = []
     dst: list[int] = []
     marked: list[bool] = []
-    runtime = np.flatnonzero(host & (correlation >= 0))
+    runtime = np.flatnonzero(host & (correlation >= 0)) if marks.size else np.zeros(0, np.int64)
     row_by_corr = dict(zip(correlation[runtime].tolist(), runtime.tolist(), strict=False))
     explained: set[int] = set()
     args = events.column("args").to_pylist() if marks.size else []
