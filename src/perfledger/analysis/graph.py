@@ -290,7 +290,7 @@ def build_graph(events: pa.Table) -> StepGraph:
     wait_node_of_row[host_row_of[second]] = np.flatnonzero(second)
 
     ev_src_row, ev_dst_row, ev_contradicted = _event_edges(
-        events, kinds, names, host, device, start, end, correlation, task_rows, launch_of_task
+        events, kinds, host, device, start, end, correlation, task_rows, launch_of_task
     )
     task_index_of_row = np.full(n, -1, dtype=np.int64)
     task_index_of_row[task_rows] = np.arange(task_rows.size)
@@ -618,7 +618,6 @@ def _sync_waits(
 def _event_edges(
     events: pa.Table,
     kinds: npt.NDArray[np.object_],
-    names: npt.NDArray[np.object_],
     host: _BoolArray,
     device: Int64Array,
     start: Int64Array,
