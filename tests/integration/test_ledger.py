@@ -21,6 +21,7 @@ import pytest
 from perfledger import ledger
 from perfledger.errors import PerfledgerError
 from perfledger.model.accounts import STEP_TRACE_COLUMNS
+from perfledger.profiledir import load_profile
 from tests.cli import perfledger as _perfledger
 from tests.paths import data_file
 
@@ -584,3 +585,17 @@ def test_runs_of_another_batch_size_show_the_change_per_sample(tmp_path: Path) -
     assert rows["bs32"]["delta_per_sample_pct"] == str(round(100 * (1.875 - 1.5625) / 1.5625, 4))
     table = perfledger("runs", "--ledger", path, cwd=tmp_path)
     assert "-40.00% (+20.00% per sample)" in table.stdout
+
+
+def test_a_script_linked_from_outside_the_project_is_named_by_its_path(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "train.py").write_text("")
+    (root / "train.py").symlink_to(shared / "train.py")
+    meta = {"recorder": "perfledger", "command": ["python", "train.py"], "working_dir": str(root)}
+    profile = make_profile(tmp_path / "linked", [100.0] * 3, meta=meta)
+    # the file lies outside any repository: the path it was launched by names it (this
+    # used to stop the registration with an internal error)
+    assert ledger.profile_workload(load_profile(profile)).program == str(root / "train.py")
+    ledger.register_profile(profile, ledger_path=tmp_path / "l.db", label="linked")

@@ -190,7 +190,7 @@ def test_interleaved_steps_compare_each_recorded_step_with_the_next_plain_one() 
         walls += [(base + 2, 150 * scale, "warmup")]
     walls += [(n, 100, "none") for n in range(17, 30)]  # quiet again after the window
     steps = [StepRecord(n, 0, round(ms * MS), action) for n, ms, action in walls]
-    estimate = profiler_overhead(steps)
+    estimate = profiler_overhead(steps, interleaved=True)
     assert estimate is not None and estimate.paired
     assert (estimate.profiled_steps, estimate.unprofiled_steps) == (5, 5)
     assert estimate.profiled_ms == 275.0 and estimate.unprofiled_ms == 250.0  # 110 x 2.5, 100 x 2.5
@@ -199,9 +199,22 @@ def test_interleaved_steps_compare_each_recorded_step_with_the_next_plain_one() 
     # without the plain steps inside the window, the quiet steps after it are the comparison:
     # 275 ms against 100 ms, an overhead the profiler never caused
     unpaired = [s for s in steps if not (s.action == "none" and 2 < s.step < 17)]
-    contrast = profiler_overhead(unpaired)
+    contrast = profiler_overhead(unpaired, interleaved=True)
     assert contrast is not None and not contrast.paired
     assert contrast.overhead_pct == pytest.approx(175.0)
+
+
+def test_a_window_of_several_processes_is_not_read_as_interleaved() -> None:
+    # Two DDP processes, each recording steps 2-4 in one window: each process's last recorded
+    # step is followed by a plain one (two such pairs in all), which is no interleaving: the
+    # window (110/130/120 ms) is compared with the plain steps around it (100 ms)
+    walls = [(0, 500, "none"), (1, 140, "warmup"), (2, 110, "record"), (3, 130, "record")]
+    walls += [(4, 120, "save"), (5, 100, "none"), (6, 100, "none"), (7, 100, "none")]
+    one = [StepRecord(n, 0, ms * MS, action) for n, ms, action in walls]
+    estimate = profiler_overhead([*one, *one])
+    assert estimate is not None and not estimate.paired
+    assert (estimate.profiled_ms, estimate.unprofiled_ms) == (120.0, 100.0)
+    assert estimate.profiled_steps == 6
 
 
 def test_overhead_noise_is_unknown_with_a_single_step_on_either_side() -> None:

@@ -165,10 +165,11 @@ def profile_workload(
         program = program_of([str(word) for word in command], Path(str(working or ".")))
         # A script is named relative to the root of the repository holding it: the same
         # script launched from any folder (or by another path) is one program.
-        script = Path(program) if program and program.endswith(".py") else None
+        # (a script that is a link to a file elsewhere: the repository of the file itself)
+        script = Path(program).resolve() if program and program.endswith(".py") else None
         root = git_root(script.parent) if script and script.parent.is_dir() else None
-        if script is not None and root is not None:
-            program = script.resolve().relative_to(root).as_posix()
+        if script is not None and root is not None:  # root: a resolved parent of script
+            program = script.relative_to(root).as_posix()
     if step_trace is None:
         step_trace = stored.read_csv(STEP_TRACE_CSV)
     host_only = figures.is_host_only(step_trace)

@@ -95,7 +95,7 @@ def run_meta(
     world = next((p.fact("world_size") for p in processes if p.fact("world_size")), None)
     backend = next((p.fact("backend") for p in processes if p.fact("backend")), None)
     all_steps = [step for p in processes for step in p.steps]
-    overhead = profiler_overhead(all_steps)
+    overhead = profiler_overhead(all_steps, interleaved=bool(options.get("interleave")))
     return {
         "recorder": f"perfledger {__version__}",
         "command": list(command),

@@ -222,12 +222,14 @@ def step_times_table(processes: Iterable[ProcessRecord]) -> pa.Table:
     )
 
 
-def profiler_overhead(steps: Sequence[StepRecord]) -> OverheadEstimate | None:
+def profiler_overhead(
+    steps: Sequence[StepRecord], *, interleaved: bool = False
+) -> OverheadEstimate | None:
     """How much slower the profiled steps ran than comparable unprofiled ones; None without
     both.
 
-    ``steps``: every step of every process, each process's in order. Interleaved recording
-    (each recorded step followed by an unprofiled one) compares each recorded step with the
+    ``steps``: every step of every process, each process's in order. ``interleaved``
+    recording (each recorded step followed by an unprofiled one) compares each recorded step with the
     unprofiled step right after it, in the same process: the medians of the two, and a noise
     from the spread of the pairs' ratios, so that a change of conditions during the run (another
     job starting) moves both sides of each pair alike. Otherwise (a window of consecutive
@@ -240,7 +242,9 @@ def profiler_overhead(steps: Sequence[StepRecord]) -> OverheadEstimate | None:
         for first, second in zip(steps, steps[1:], strict=False)
         if first.profiled and _plain(second) and second.step == first.step + 1
     ]
-    if len(pairs) >= 2:
+    # only an interleaved recording pairs its steps: in a window of consecutive recorded
+    # steps, only each process's last one is followed by a plain step
+    if interleaved and len(pairs) >= 2:
         recorded = [first.wall_ns / 1e6 for first, _ in pairs]
         plain = [second.wall_ns / 1e6 for _, second in pairs]
         ratios = [a / b for a, b in zip(recorded, plain, strict=True)]
