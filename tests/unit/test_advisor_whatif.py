@@ -241,3 +241,15 @@ def test_a_fix_on_one_rank_of_two_gains_half_as_much_per_step() -> None:
     assert sync.whatif_ms == pytest.approx(0.240, abs=1e-9)
     assert report.combined is not None and "excessive_sync" in report.combined.findings
     assert report.combined.gains.steps == 2
+
+
+def test_fixes_of_the_same_work_do_not_compound() -> None:
+    from perfledger.model.whatif import HOST, LAUNCH, Scale, WhatIf, together
+
+    dispatch = WhatIf(scales=(Scale(LAUNCH, 0.5),))
+    small_ops = WhatIf(scales=(Scale(LAUNCH, 0.1),), no_sync=True)
+    host = WhatIf(scales=(Scale(HOST, 0.8),))
+    both = together([dispatch, small_ops, host])
+    # launch overhead x0.1 (the stronger fix), not x0.05; other work keeps its own scale
+    assert sorted(both.scales, key=lambda s: s.selector) == [Scale(HOST, 0.8), Scale(LAUNCH, 0.1)]
+    assert both.no_sync

@@ -127,9 +127,16 @@ class StepGains:
 
 
 def together(changes: Sequence[WhatIf]) -> WhatIf:
-    """Several changes applied at once (scales multiply where they overlap)."""
+    """Several fixes applied at once. Two fixes of the same work do not compound: where
+    scales share a selector (host_dispatch_bound's and small_op_explosion's launch overhead),
+    the stronger one applies alone, not their product."""
+    strongest: dict[str, Scale] = {}
+    for scale in (s for c in changes for s in c.scales):
+        kept = strongest.get(scale.selector)
+        if kept is None or scale.factor < kept.factor:
+            strongest[scale.selector] = scale
     return WhatIf(
-        scales=tuple(s for c in changes for s in c.scales),
+        scales=tuple(strongest.values()),
         no_sync=any(c.no_sync for c in changes),
         overlap_comm=any(c.overlap_comm for c in changes),
         unsynced_rows=tuple(sorted({r for c in changes for r in c.unsynced_rows})),
