@@ -193,6 +193,21 @@ def test_long_critical_paths_are_capped_without_holes() -> None:
     assert any(s.label.endswith("pieces: host work") for s in spans)
 
 
+def test_a_path_of_equal_pieces_is_capped_too() -> None:
+    from perfledger.analysis.critical_path import _capped
+    from perfledger.model.whatif import PathSpan
+
+    # 1,000 kernels of 10 µs back to back: no shorter piece to merge first
+    pieces = [
+        PathSpan(i * 10, (i + 1) * 10, "compute:matmul", "gemm", "stream 7") for i in range(1000)
+    ]
+    capped = _capped(pieces, MAX_PATH_SPANS)
+    assert len(capped) <= MAX_PATH_SPANS
+    assert capped[0].start_ns == 0 and capped[-1].end_ns == 10_000
+    assert all(a.end_ns == b.start_ns for a, b in zip(capped, capped[1:], strict=False))
+    assert {s.category for s in capped} == {"compute:matmul"}
+
+
 def two_threads() -> EventsBuilder:
     """Main thread: a 2 ms operator issuing a kernel at 0 and at 1,995 µs (5 µs calls, 10 µs
     kernels 10 µs later). Second thread: a launch at 50 µs, then nothing until 2,100 µs (it

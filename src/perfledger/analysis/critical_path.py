@@ -490,7 +490,8 @@ def _measured_spans(
 def _capped(spans: list[PathSpan], cap: int) -> tuple[PathSpan, ...]:
     """At most ``cap`` spans: the pieces shorter than the smallest length that gets there are
     merged with their short neighbours, each run named by its class with the most time and
-    its longest piece; the longer pieces stay as they are."""
+    its longest piece; the longer pieces stay as they are (where too many pieces share the
+    longest length, consecutive groups of them are merged)."""
     if len(spans) <= cap:
         return tuple(spans)
     length = np.array([s.end_ns - s.start_ns for s in spans], dtype=np.int64)
@@ -521,6 +522,9 @@ def _capped(spans: list[PathSpan], cap: int) -> tuple[PathSpan, ...]:
         merged.append(span)
     if run:
         merged.append(_merged(run))
+    if len(merged) > cap:  # long pieces of one length too many to keep: merged in groups
+        size = -(-len(merged) // cap)
+        merged = [_merged(merged[i : i + size]) for i in range(0, len(merged), size)]
     return tuple(merged)
 
 
