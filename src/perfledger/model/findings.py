@@ -278,7 +278,8 @@ class RankAdvice:
     Attributes:
         rank: the rank diagnosed.
         basis: its step windows (count and wall time): what its severities are per.
-        findings: the findings of the rank rules on it, most severe first.
+        findings: the findings of the rank rules on it, largest gain first (whatif_ms, else
+            severity_ms).
         skipped: the rank rules whose data the rank lacks.
         config: the configuration it was diagnosed with (to tell whether it can be reused).
         fixes: the graph change of each finding that has one, by rule id (to combine them).

@@ -103,7 +103,7 @@ class StoredProfile:
 
     @property
     def findings(self) -> list[Document]:
-        """summary.json's findings, most severe first."""
+        """summary.json's findings, largest gain first (whatif_ms, else severity_ms)."""
         findings = self.summary.get("findings") or []
         if not isinstance(findings, list) or not all(isinstance(f, Mapping) for f in findings):
             raise PerfledgerError(f"{self.path / SUMMARY_JSON}: findings is not a list of objects")

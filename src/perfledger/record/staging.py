@@ -229,10 +229,10 @@ def profiler_overhead(
     both.
 
     ``steps``: every step of every process, each process's in order. ``interleaved``
-    recording (each recorded step followed by an unprofiled one) compares each recorded step with the
-    unprofiled step right after it, in the same process: the medians of the two, and a noise
-    from the spread of the pairs' ratios, so that a change of conditions during the run (another
-    job starting) moves both sides of each pair alike. Otherwise (a window of consecutive
+    recording (each recorded step followed by an unprofiled one) compares each recorded step
+    with the unprofiled step right after it, in the same process: the medians of the two, and
+    a noise from the spread of the pairs' ratios, so that a change of conditions during the run
+    (another job starting) moves both sides of each pair alike. Otherwise (a window of consecutive
     recorded steps) the unprofiled steps nearest the window are compared
     (:func:`_neighbouring`). Step 0 (first-call initialisation everywhere) and warm-up steps
     (the profiler is already armed) are never counted as unprofiled.

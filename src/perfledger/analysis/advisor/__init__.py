@@ -237,7 +237,8 @@ def advise(
     *,
     overhead_pct: float | None = None,
 ) -> tuple[Finding, ...]:
-    """The findings of every enabled rule on a profile, most severe first."""
+    """The findings of every enabled rule on a profile, largest gain first (whatif_ms where
+    the fix replays, else severity_ms)."""
     return diagnose(analysis, config, overhead_pct=overhead_pct).findings
 
 
