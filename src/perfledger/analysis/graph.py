@@ -22,7 +22,6 @@ Pure functions over the canonical events table; vectorised with numpy.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -31,6 +30,12 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns, opclass
+from perfledger.analysis.graph_waits import (
+    event_edges,
+    thread_work,
+    unique_pairs,
+    wake_ups,
+)
 from perfledger.analysis.intervals import Int64Array, union
 from perfledger.model import schema, vendors
 
@@ -71,17 +76,6 @@ QUEUED_GAP_NS: Final = 2_000
 # A synchronisation call waited for a task that ended at most this after the call returned
 # (clock jitter between the host and the device).
 SYNC_END_TOLERANCE_NS: Final = 1_000
-# A stretch of host time this long with nothing running on a thread is the thread waiting for
-# another (a backward thread between two steps), not host work; shorter ones are the
-# interpreter's time between operators.
-THREAD_WAIT_NS: Final = 1_000_000
-# Device-side mark of a stream waiting for an event, with the stream and the record's call in
-# its args (Kineto's "Stream Wait Event": wait_on_stream, wait_on_cuda_event_record_corr_id).
-STREAM_WAIT_EVENT: Final = "Stream Wait Event"
-# Host calls that make a stream wait for an event recorded on another stream.
-STREAM_WAIT_CALLS: Final = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
-# Host slices that are a thread's own work (annotations and step marks only wrap it).
-_WORK_KINDS: Final = (schema.CPU_OP, schema.PYTHON, schema.RUNTIME, schema.SYNC, schema.DATALOADER)
 # No earliest start: the node starts when its predecessors let it.
 FREE: Final = np.iinfo(np.int64).min // 4
 
@@ -252,11 +246,11 @@ def build_graph(events: pa.Table) -> StepGraph:
         start[host & (kinds == schema.DATALOADER)], end[host & (kinds == schema.DATALOADER)]
     )
     gap_start = np.where(h_pred >= 0, h_start - h_delay, h_start)
-    h_busy = _thread_work(
+    h_busy = thread_work(
         events, kinds, host, start, end, thread_keys_arr, thread_node, gap_start, h_start
     )
-    h_wake, h_wake_delay = _wake_ups(
-        thread_node, h_kind, h_pred, h_start, gap_start, h_delay, h_busy
+    h_wake, h_wake_delay = wake_ups(
+        thread_node, h_kind == SYNC_WAIT, h_pred, h_start, gap_start, h_delay, h_busy
     )
     # a woken node's wait is its wake-up's, not a delay of its own thread
     h_delay = np.where(h_wake >= 0, h_busy, h_delay)
@@ -289,7 +283,7 @@ def build_graph(events: pa.Table) -> StepGraph:
     wait_node_of_row = np.full(n, -1, dtype=np.int64)
     wait_node_of_row[host_row_of[second]] = np.flatnonzero(second)
 
-    ev_src_row, ev_dst_row, ev_contradicted = _event_edges(
+    ev_src_row, ev_dst_row, ev_contradicted = event_edges(
         events, kinds, host, device, start, end, correlation, task_rows, launch_of_task
     )
     task_index_of_row = np.full(n, -1, dtype=np.int64)
@@ -384,81 +378,6 @@ def build_graph(events: pa.Table) -> StepGraph:
         dropped_edges=ev_contradicted,
     )
     return _topological(graph)
-
-
-def unique_pairs(first: Int64Array, second: Int64Array) -> tuple[Int64Array, Int64Array]:
-    """The distinct (first, second) pairs in order and each row's index among them: what
-    ``np.unique`` of the stacked rows gives, by factorising each column (sorting rows as
-    records is tens of times slower)."""
-    if first.size == 0:
-        return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    a_values, a_code = np.unique(first, return_inverse=True)
-    b_values, b_code = np.unique(second, return_inverse=True)
-    width = b_values.size
-    keys, inverse = np.unique(a_code.reshape(-1) * width + b_code.reshape(-1), return_inverse=True)
-    distinct = np.stack([a_values[keys // width], b_values[keys % width]], axis=1)
-    return distinct.astype(np.int64), inverse.reshape(-1).astype(np.int64)
-
-
-def _wake_ups(
-    thread: Int64Array,
-    kind: npt.NDArray[np.int8],
-    pred: Int64Array,
-    start: Int64Array,
-    gap_start: Int64Array,
-    delay: Int64Array,
-    busy: Int64Array,
-) -> tuple[Int64Array, Int64Array]:
-    """For each host node (sorted by thread, start) whose thread waited before it, the node of
-    another thread that began last before it and after the wait began (-1 none), and the time
-    from that node's start to this one's."""
-    wake = np.full(thread.size, -1, dtype=np.int64)
-    wake_delay = np.zeros(thread.size, dtype=np.int64)
-    waited = (pred >= 0) & (delay > busy) & (kind != SYNC_WAIT)
-    if not waited.any() or np.unique(thread).size < 2:
-        return wake, wake_delay
-    # the wait ends are not their thread's own steps: only calls can wake another thread
-    callers = np.flatnonzero(kind != SYNC_WAIT)
-    for t in np.unique(thread[waited]).tolist():  # a loop over threads
-        others = callers[thread[callers] != t]
-        others = others[np.argsort(start[others], kind="stable")]
-        mine = np.flatnonzero(waited & (thread == t))
-        at = np.searchsorted(start[others], start[mine], side="left") - 1
-        found = at >= 0
-        source = others[np.maximum(at, 0)]
-        found &= start[source] >= gap_start[mine]
-        wake[mine[found]] = source[found]
-        wake_delay[mine[found]] = start[mine[found]] - start[source[found]]
-    return wake, wake_delay
-
-
-def _thread_work(
-    events: pa.Table,
-    kinds: npt.NDArray[np.object_],
-    host: _BoolArray,
-    start: Int64Array,
-    end: Int64Array,
-    thread_keys: Int64Array,
-    thread_node: Int64Array,
-    gap_start: Int64Array,
-    gap_end: Int64Array,
-) -> Int64Array:
-    """Of each host gap [gap_start, gap_end) on its thread, the time the thread worked: what
-    its own slices cover, plus what they leave uncovered when that is under
-    :data:`THREAD_WAIT_NS` (else the uncovered time is a wait for another thread)."""
-    gap = gap_end - gap_start
-    covered = np.zeros(gap.size, dtype=np.int64)
-    if gap.size == 0 or not (gap > 0).any():
-        return np.asarray(np.maximum(gap, 0), np.int64)
-    work = host & np.isin(kinds, _WORK_KINDS)
-    pid = columns.int64(events, "pid")
-    thread_id = columns.int64(events, "stream")
-    for i, (p, t) in enumerate(thread_keys.tolist()):  # a loop over threads
-        mine = np.flatnonzero(thread_node == i)
-        rows = work & (pid == p) & (thread_id == t)
-        covered[mine] = union(start[rows], end[rows]).covered(gap_start[mine], gap_end[mine])
-    idle = gap - covered
-    return np.asarray(np.where(idle >= THREAD_WAIT_NS, covered, np.maximum(gap, 0)), np.int64)
 
 
 def _launch_rows(
@@ -613,122 +532,6 @@ def _sync_waits(
         src.append(task_rows[mine[k[ok]]])
         dst.append(syncs[ok])
     return np.concatenate(src), np.concatenate(dst)
-
-
-def _event_edges(
-    events: pa.Table,
-    kinds: npt.NDArray[np.object_],
-    host: _BoolArray,
-    device: Int64Array,
-    start: Int64Array,
-    end: Int64Array,
-    correlation: Int64Array,
-    task_rows: Int64Array,
-    launch_of_task: Int64Array,
-) -> tuple[Int64Array, Int64Array, int]:
-    """(awaited task row, waiting task row) of every cross-stream event wait, and how many
-    waits the trace's times contradict (the waiting task began before the awaited one ended).
-
-    A wait is a device-side "Stream Wait Event" mark (its stream waits; its args name the
-    recording stream and the record's call) or, without such a mark, a host call
-    ``cudaStreamWaitEvent`` whose args name no stream: then the waiting stream is the one of
-    the next task the same thread launched, and the recording stream the other stream of that
-    device that was last launched to before the call (the record precedes its wait on the
-    same thread). The awaited task is the last one launched to the recording stream before
-    the record (or the wait call); the waiting one, the first launched to the waiting stream
-    after the wait call.
-    """
-    empty = np.zeros(0, dtype=np.int64)
-    calls = np.flatnonzero(host & columns.isin(events, "name", STREAM_WAIT_CALLS))
-    marks = np.flatnonzero(
-        ~host
-        & (kinds == schema.DEVICE_ANNOTATION)
-        & columns.isin(events, "name", [STREAM_WAIT_EVENT])
-    )
-    if task_rows.size == 0 or (calls.size == 0 and marks.size == 0):
-        return empty, empty, 0
-    stream = columns.int64(events, "stream")
-    pid = columns.int64(events, "pid")
-    has_launch = launch_of_task >= 0
-    launch = np.maximum(launch_of_task, 0)
-    issued = np.where(has_launch, start[launch], start[task_rows])
-    t_device, t_stream = device[task_rows], stream[task_rows]
-    lanes, lane_of = unique_pairs(t_device, t_stream)
-    by_lane = [
-        (mine := np.flatnonzero(lane_of == i))[np.argsort(issued[mine], kind="stable")]
-        for i in range(lanes.shape[0])
-    ]
-
-    def last_before(lane: int, when: Int64Array) -> Int64Array:
-        """Per time, the index into task_rows of the lane's last task issued by then (-1)."""
-        mine = by_lane[lane]
-        k = np.searchsorted(issued[mine], when, side="right") - 1
-        return np.where(k >= 0, mine[np.maximum(k, 0)], -1)
-
-    def first_after(lane: int, when: Int64Array) -> Int64Array:
-        mine = by_lane[lane]
-        k = np.searchsorted(issued[mine], when, side="left")
-        return np.where(k < mine.size, mine[np.minimum(k, max(mine.size - 1, 0))], -1)
-
-    lane_index = {(d, st): i for i, (d, st) in enumerate(lanes.tolist())}
-    src: list[int] = []
-    dst: list[int] = []
-    marked: list[bool] = []
-    runtime = np.flatnonzero(host & (correlation >= 0)) if marks.size else np.zeros(0, np.int64)
-    row_by_corr = dict(zip(correlation[runtime].tolist(), runtime.tolist(), strict=False))
-    explained: set[int] = set()
-    args = events.column("args").to_pylist() if marks.size else []
-    for m in marks.tolist():  # a loop over the marks (a few per step)
-        try:
-            detail = json.loads(args[m] or "{}")
-        except ValueError:
-            continue
-        on = detail.get("wait_on_stream") if isinstance(detail, dict) else None
-        waiting = lane_index.get((int(device[m]), int(stream[m])))
-        recording = lane_index.get((int(device[m]), int(on))) if isinstance(on, int) else None
-        if waiting is None or recording is None or waiting == recording:
-            continue
-        call = row_by_corr.get(int(correlation[m]))
-        explained.add(int(correlation[m]))
-        at = np.asarray([start[call] if call is not None else start[m]], dtype=np.int64)
-        record = row_by_corr.get(detail.get("wait_on_cuda_event_record_corr_id", -1))
-        recorded = np.asarray([start[record]], dtype=np.int64) if record is not None else at
-        a, b = int(last_before(recording, recorded)[0]), int(first_after(waiting, at)[0])
-        if a >= 0 and b >= 0:
-            src.append(a)
-            dst.append(b)
-            marked.append(True)
-    bare = calls[~np.isin(correlation[calls], np.asarray(sorted(explained), dtype=np.int64))]
-    if bare.size and has_launch.any():
-        launched = np.flatnonzero(has_launch)
-        threads, thread_of = unique_pairs(pid[launch[launched]], stream[launch[launched]])
-        for i, (p, t) in enumerate(threads.tolist()):  # a loop over launching threads
-            mine = launched[thread_of == i]
-            mine = mine[np.argsort(issued[mine], kind="stable")]
-            here = bare[(pid[bare] == p) & (stream[bare] == t)]
-            k = np.searchsorted(issued[mine], start[here], side="left")
-            ok = k < mine.size
-            here, nxt = here[ok], mine[k[ok]]
-            best = np.full(here.size, -1, dtype=np.int64)
-            best_issued = np.full(here.size, FREE, dtype=np.int64)
-            for j in range(lanes.shape[0]):  # a loop over streams
-                cand = last_before(j, start[here])
-                ok = (cand >= 0) & (lane_of[nxt] != j) & (t_device[nxt] == lanes[j, 0])
-                when = np.where(ok, issued[np.maximum(cand, 0)], FREE)
-                better = when > best_issued
-                best[better], best_issued[better] = cand[better], when[better]
-            found = best >= 0
-            src.extend(best[found].tolist())
-            dst.extend(nxt[found].tolist())
-            marked.extend([False] * int(found.sum()))
-    if not src:
-        return empty, empty, 0
-    a, b = task_rows[np.asarray(src)], task_rows[np.asarray(dst)]
-    possible = end[a] <= start[b]
-    # an inferred wait the times contradict was not one (the stream was a guess)
-    contradicted = int((~possible & np.asarray(marked)).sum())
-    pairs = np.unique(np.stack([a[possible], b[possible]], axis=1), axis=0)
-    return pairs[:, 0].copy(), pairs[:, 1].copy(), contradicted
 
 
 def _task_nodes(

@@ -32,8 +32,8 @@ from perfledger.analysis.graph import (
     SYNC_WAIT,
     TASK,
     StepGraph,
-    unique_pairs,
 )
+from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
 from perfledger.model import whatif
