@@ -589,10 +589,10 @@ def test_runs_of_another_batch_size_show_the_change_per_sample(tmp_path: Path) -
 
 def test_a_script_linked_from_outside_the_project_is_named_by_its_path(tmp_path: Path) -> None:
     root = project(tmp_path)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    (shared / "train.py").write_text("")
-    (root / "train.py").symlink_to(shared / "train.py")
+    elsewhere = tmp_path / "scripts"
+    elsewhere.mkdir()
+    (elsewhere / "train.py").write_text("")
+    (root / "train.py").symlink_to(elsewhere / "train.py")
     meta = {"recorder": "perfledger", "command": ["python", "train.py"], "working_dir": str(root)}
     profile = make_profile(tmp_path / "linked", [100.0] * 3, meta=meta)
     # the file lies outside any repository: the path it was launched by names it (this
