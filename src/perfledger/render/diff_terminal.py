@@ -196,22 +196,18 @@ def _per_sample_table(per_sample: Mapping[str, Any], width: int) -> Table:
         "",
         "",
     )
-    time = per_sample["time_ms"]
-    table.add_row(
-        "time per sample, ms",
-        _num(time["base"], 4),
-        _num(time["current"], 4),
-        _pct(time["change_pct"]),
-        _noise_cell(time["within_noise"]),
-    )
-    rate = per_sample["throughput_samples_per_s"]
-    table.add_row(
-        "samples per second",
-        _num(rate["base"], 1),
-        _num(rate["current"], 1),
-        _pct(rate["change_pct"]),
-        _noise_cell(rate["within_noise"]),
-    )
+    for label, key, digits in (
+        ("time per sample, ms", "time_ms", 4),
+        ("samples per second", "throughput_samples_per_s", 1),
+    ):
+        figure = per_sample[key]
+        table.add_row(
+            label,
+            _num(figure["base"], digits),
+            _num(figure["current"], digits),
+            _pct(figure["change_pct"]),
+            _noise_cell(figure["within_noise"]),
+        )
     return table
 
 
