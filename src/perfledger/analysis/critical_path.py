@@ -16,7 +16,7 @@ end, and ``other`` before a task that nothing explains; it sums to the step exac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -73,9 +73,13 @@ MAX_ARRIVAL_ROUNDS: Final = 8
 ARRIVAL_TOLERANCE_NS: Final = 10_000
 
 
-def replay_profile(events: pa.Table, change: WhatIf = NO_CHANGE) -> ReplayReport:
+def replay_profile(
+    events: pa.Table, change: WhatIf = NO_CHANGE, by_rank: Mapping[int, WhatIf] | None = None
+) -> ReplayReport:
     """Every step of every rank of ``events`` (the canonical table of a profile), replayed
-    unchanged and under ``change``, with the critical path of each predicted step.
+    unchanged and under ``change`` (``by_rank``: a change of its own for each rank it names,
+    such as the advisor's fixes, whose rows are the rank's), with the critical path of each
+    predicted step.
 
     With several ranks, a collective matched across them (:func:`collective_arrivals`) ends
     once its last participant has arrived plus its transfer: the ranks are replayed in rounds,
@@ -83,21 +87,23 @@ def replay_profile(events: pa.Table, change: WhatIf = NO_CHANGE) -> ReplayReport
     if events.num_rows == 0:
         return ReplayReport((), change)
     ranks = np.unique(columns.int64(events, "rank"))
+    mine = by_rank or {}
     if ranks.size == 1:
-        return combined_report([replay_rank(events, change)], change)
+        return combined_report([replay_rank(events, mine.get(int(ranks[0]), change))], change)
     tables = [events.filter(pc.equal(events["rank"], int(r))) for r in ranks.tolist()]
     prepared = [prepare_rank(t) for t in tables if t.num_rows]
+    changes = [mine.get(p.rank, change) for p in prepared]
     arrivals = collective_arrivals(prepared)
     peers = arrivals.peers(None)
-    if not change.unchanged and arrivals.instances:
+    if not all(c.unchanged for c in changes) and arrivals.instances:
         for _ in range(MAX_ARRIVAL_ROUNDS):  # a loop over rounds, while arrivals move
-            schedules = [replay(p.graph, change, peers[i]) for i, p in enumerate(prepared)]
+            schedules = [replay(p.graph, changes[i], peers[i]) for i, p in enumerate(prepared)]
             moved = arrivals.peers(schedules)
             if all(np.array_equal(a.shift, b.shift) for a, b in zip(moved, peers, strict=True)):
                 break
             peers = moved
     return combined_report(
-        [rank_report(p, change, peers[i]) for i, p in enumerate(prepared)], change
+        [rank_report(p, changes[i], peers[i]) for i, p in enumerate(prepared)], change
     )
 
 
