@@ -1,9 +1,12 @@
-"""``perfledger whatif PROFILE [--scale SELECTOR=FACTOR ...] [--no-sync] [--overlap-comm]``:
-how long would each step take if part of the work were faster?
+"""``perfledger whatif PROFILE [--scale SELECTOR=FACTOR ...] [--no-sync] [--drop-sync GLOB ...]
+[--overlap-comm] [--no-loader] [--apply-finding RULE ...]``: how long would each step take if
+part of the work were faster?
 
 Replays the step graph of a stored profile (docs/whatif.md) unchanged and under the change
 asked for, and prints per step the measured, replayed and predicted time and the critical path
 of the prediction; ``--json`` prints the same as one JSON document on stdout.
+``--apply-finding RULE`` replays the very change the advisor replayed for that rule's finding
+(stored in tables/whatif_fixes.parquet), so its gain per step is the finding's ``whatif_ms``.
 """
 
 from __future__ import annotations
@@ -11,15 +14,31 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfledger.analysis import columns
 from perfledger.analysis.critical_path import replay_profile
+from perfledger.analysis.whatif_changes import sync_calls_matching
 from perfledger.errors import PerfledgerError
 from perfledger.model import schema, whatif
-from perfledger.model.whatif import ReplayReport, Scale, WhatIf
+from perfledger.model.whatif import (
+    ReplayReport,
+    Scale,
+    WhatIf,
+    fixes_from_table,
+    step_gains,
+    together,
+    with_change,
+)
 from perfledger.profiledir import load_profile
-from perfledger.profiledir.layout import EVENTS_TABLE
+from perfledger.profiledir.layout import EVENTS_TABLE, WHATIF_FIXES_TABLE
+from perfledger.profiledir.reader import StoredProfile
 
 
 def add_parser(subparsers: Any) -> None:
@@ -47,9 +66,32 @@ def add_parser(subparsers: Any) -> None:
         "--no-sync", action="store_true", help="remove the host's waits for the device"
     )
     parser.add_argument(
+        "--drop-sync",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="remove the waits of the synchronisation calls whose name, or the name of a host "
+        "operator around them, matches GLOB (e.g. 'aten::item', 'cudaStreamSynchronize'); "
+        "may be given several times",
+    )
+    parser.add_argument(
         "--overlap-comm",
         action="store_true",
         help="let collectives run beside the compute of their stream",
+    )
+    parser.add_argument(
+        "--no-loader",
+        action="store_true",
+        help="remove the data loader's host time (the next batch is ready when asked for)",
+    )
+    parser.add_argument(
+        "--apply-finding",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="apply the change the advisor replayed for this rule's finding in the profile "
+        "(its gain per step is the finding's whatif_ms); several combine as the advisor's "
+        "whatif_combined does; the other changes add to them",
     )
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     parser.set_defaults(run=run)
@@ -79,22 +121,121 @@ def parse_scale(text: str) -> Scale:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        scales = tuple(parse_scale(s) for s in args.scale)
+    except PerfledgerError as error:
+        raise PerfledgerError(f"{args.profile}: {error}") from None
+    for pattern in args.drop_sync:
+        if not pattern.strip():
+            raise PerfledgerError(f"{args.profile}: --drop-sync: an empty name pattern")
     change = WhatIf(
-        scales=tuple(parse_scale(s) for s in args.scale),
+        scales=scales,
         no_sync=args.no_sync,
         overlap_comm=args.overlap_comm,
+        no_dataloader=args.no_loader,
     )
     profile = load_profile(args.profile)
+    fixes = finding_fixes(profile, args.apply_finding)
     events = profile.read_table(EVENTS_TABLE)
     assert events is not None  # required
-    report = replay_profile(schema.conform_events(events), change)
+    events = schema.conform_events(events)
+    by_rank = rank_changes(args.profile, events, change, args.drop_sync, fixes)
+    report = replay_profile(events, change, by_rank)
     if not report.steps:
         raise PerfledgerError(f"{args.profile}: the profile has no step to replay")
     if args.json:
         print(json.dumps(whatif_document(report), indent=2))
     else:
-        print("\n".join(whatif_lines(report)))
+        print("\n".join(whatif_lines(report, applied_lines(profile, args.apply_finding))))
     return 0
+
+
+def finding_fixes(profile: StoredProfile, rules: Sequence[str]) -> list[dict[int, WhatIf]]:
+    """For each of ``rules``, the change the advisor replayed for its finding in ``profile``,
+    by rank (tables/whatif_fixes.parquet); a one-line error naming the profile for a rule that
+    is not one, has no finding here, or whose finding has no replayed fix."""
+    if not rules:
+        return []
+    from perfledger.analysis.advisor import RULES  # the rules' registry, only when asked
+
+    known = [r.id for r in RULES]
+    findings = {str(f.get("id")): f for f in profile.findings}
+    for rule in rules:
+        if rule not in known:
+            raise PerfledgerError(
+                f"{profile.path}: --apply-finding {rule}: unknown rule (one of {', '.join(known)})"
+            )
+        if rule not in findings:
+            raise PerfledgerError(
+                f"{profile.path}: --apply-finding {rule}: the profile has no {rule} finding"
+            )
+        if findings[rule].get("whatif_ms") is None:
+            raise PerfledgerError(
+                f"{profile.path}: --apply-finding {rule}: its finding has no replayed fix "
+                "(whatif_ms is null)"
+            )
+    table = profile.read_table(WHATIF_FIXES_TABLE, required=False)
+    stored = fixes_from_table(table) if table is not None else {}
+    for rule in rules:
+        if rule not in stored:
+            raise PerfledgerError(
+                f"{profile.path}: --apply-finding {rule}: the profile does not store the "
+                f"change its finding replayed (tables/{WHATIF_FIXES_TABLE}.parquet; written by "
+                "perfledger analyze from this version on): analyze the trace again"
+            )
+    return [stored[rule] for rule in rules]
+
+
+def rank_changes(
+    path: Path,
+    events: pa.Table,
+    change: WhatIf,
+    drop_sync: Sequence[str],
+    fixes: Sequence[dict[int, WhatIf]],
+) -> dict[int, WhatIf] | None:
+    """Each rank's own change where one depends on the rank (rows of its events): ``change``
+    with the syncs ``drop_sync`` picks and the findings' fixes of that rank, which combine as
+    the advisor combines them (:func:`~perfledger.model.whatif.together`); None when no rank
+    has one."""
+    if not drop_sync and not fixes:
+        return None
+    by_rank: dict[int, WhatIf] = {}
+    found = 0
+    for rank in np.unique(columns.int64(events, "rank")).tolist():  # a loop over ranks
+        mine = change
+        if drop_sync:
+            # rows of the rank's own events, as its step graph numbers them
+            own = events.filter(pc.equal(events["rank"], rank))
+            rows = sync_calls_matching(own, drop_sync)
+            found += rows.size
+            mine = with_change(mine, WhatIf(unsynced_rows=tuple(rows.tolist())))
+        applied = [f[rank] for f in fixes if rank in f]
+        if applied:
+            mine = with_change(mine, together(applied))
+        by_rank[int(rank)] = mine
+    if drop_sync and found == 0:
+        raise PerfledgerError(
+            f"{path}: --drop-sync {' '.join(drop_sync)}: no synchronisation call matches"
+        )
+    return by_rank
+
+
+def applied_lines(profile: StoredProfile, rules: Sequence[str]) -> list[str]:
+    """What the advisor said the applied findings' fixes gain, to compare with the line above."""
+    if not rules:
+        return []
+    findings = {str(f.get("id")): f for f in profile.findings}
+    lines = [
+        f"  {rule}: the advisor's whatif_ms {findings[rule]['whatif_ms']} ms" for rule in rules
+    ]
+    combined = profile.summary.get("whatif_combined")
+    if (
+        len(set(rules)) > 1
+        and isinstance(combined, dict)
+        and set(combined.get("findings") or ()) == set(rules)
+    ):
+        lines.append(f"  together: the advisor's whatif_combined {combined.get('gain_ms')} ms")
+    return ["findings applied:", *lines]
 
 
 def whatif_document(report: ReplayReport) -> dict[str, Any]:
@@ -118,8 +259,9 @@ def whatif_document(report: ReplayReport) -> dict[str, Any]:
     }
 
 
-def whatif_lines(report: ReplayReport) -> list[str]:
-    """The terminal text: a row per step, then the predicted critical path."""
+def whatif_lines(report: ReplayReport, notes: Sequence[str] = ()) -> list[str]:
+    """The terminal text: a row per step, the gain per step (then ``notes``), then the
+    predicted critical path."""
     lines = [
         f"{'rank':>4} {'step':>6} {'measured ms':>12} {'replayed ms':>12} "
         f"{'predicted ms':>13} {'change':>8}"
@@ -137,6 +279,13 @@ def whatif_lines(report: ReplayReport) -> list[str]:
     median, worst = report.median_error_pct, report.worst_error_pct
     if median is not None and worst is not None:
         lines.append(f"replay error: median {median:.2f}%, worst {worst:.2f}%")
+    gains = step_gains(report)
+    lines.append(
+        f"gain per step: {gains.gain_ms:.3f} ms (replayed {gains.baseline_ms:.3f} ms, "
+        f"predicted {gains.predicted_ms:.3f} ms, over {gains.steps} steps; a rank predicted "
+        "slower counts as no gain)"
+    )
+    lines.extend(notes)
     bound = report.mean_bound_by_ns()
     total = sum(bound.values())
     if total > 0:

@@ -7,10 +7,11 @@ stream; the step graph is then replayed. Results are per rank and step, in integ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 # What a scale applies to.
@@ -149,6 +150,24 @@ def together(changes: Sequence[WhatIf]) -> WhatIf:
 NO_CHANGE: Final = WhatIf()
 
 
+# ``bound_by`` keys that split another key in parts (added beside it, never instead of it):
+# a collective's time on the path is ``communication``, of which ``communication:wait`` is the
+# part before its transfer starts (waiting for its peers) and ``communication:transfer`` the
+# rest. The parts are not added to the total again: the other keys sum to the path's length.
+COMMUNICATION_WAIT: Final = "communication:wait"
+COMMUNICATION_TRANSFER: Final = "communication:transfer"
+BOUND_BY_PARTS: Final = {
+    COMMUNICATION_WAIT: "communication",
+    COMMUNICATION_TRANSFER: "communication",
+}
+
+
+def path_classes(bound_by: Mapping[str, int | float]) -> dict[str, int | float]:
+    """``bound_by`` without the parts of its classes (:data:`BOUND_BY_PARTS`): the keys that
+    sum to the path's length."""
+    return {k: v for k, v in bound_by.items() if k not in BOUND_BY_PARTS}
+
+
 # A step's critical path keeps at most this many spans (adjacent pieces merged beyond it).
 MAX_PATH_SPANS: Final = 256
 
@@ -194,7 +213,9 @@ CRITICAL_PATH_SCHEMA: Final = pa.schema(
 @dataclass(frozen=True)
 class StepReplay:
     """One step of one rank: measured, replayed unchanged (baseline) and predicted, in ns;
-    ``bound_by_ns``: the predicted critical path's time by class (sums to predicted_ns);
+    ``bound_by_ns``: the predicted critical path's time by class (the classes sum to
+    predicted_ns; ``communication`` is also split in ``communication:wait`` and
+    ``communication:transfer``, :data:`BOUND_BY_PARTS`, not counted again);
     ``path_spans``: that path laid on the measured trace (:class:`PathSpan`, at most
     :data:`MAX_PATH_SPANS`)."""
 
@@ -206,6 +227,29 @@ class StepReplay:
     bound_by_ns: dict[str, int] = field(default_factory=dict)
     path_nodes: int = 0
     path_spans: tuple[PathSpan, ...] = ()
+
+    def broken_invariant(self) -> str | None:
+        """The first of the critical path's invariants this step breaks (None: none): every
+        class >= 0; the classes (not their parts) sum to the predicted step; each split class
+        equals the sum of its parts."""
+        bound = self.bound_by_ns
+        negative = sorted(k for k, v in bound.items() if v < 0)
+        if negative:
+            return f"negative path time: {', '.join(negative)}"
+        total = sum(path_classes(bound).values())
+        if total != self.predicted_ns:
+            return f"the path's classes sum to {total} ns, not the step's {self.predicted_ns} ns"
+        for whole in sorted(set(BOUND_BY_PARTS.values())):
+            parts = [k for k, of in BOUND_BY_PARTS.items() if of == whole and k in bound]
+            split = sum(bound[k] for k in parts)
+            if parts and split != bound.get(whole, 0):
+                return f"{' + '.join(parts)} = {split} ns, not {whole} = {bound.get(whole, 0)} ns"
+        return None
+
+    def self_check(self) -> None:
+        """Assert the critical path's invariants (:meth:`broken_invariant`)."""
+        broken = self.broken_invariant()
+        assert broken is None, broken
 
     @property
     def error_pct(self) -> float:
@@ -224,6 +268,10 @@ class ReplayReport:
     dropped_edges: int = 0
     # the longest critical-path tasks by name: (name, class, ns on the path), most first
     top_path_tasks: tuple[tuple[str, str, int], ...] = ()
+    # collectives of several ranks not matched across them (ranks that ran one a different
+    # number of times, or whose participant ended before the last one arrived): each of
+    # their tasks keeps its observed duration, its wait for the others unknown to the replay
+    unmatched_collectives: int = 0
 
     @property
     def median_error_pct(self) -> float | None:
@@ -249,11 +297,20 @@ class ReplayReport:
 
     def mean_bound_by_ns(self) -> dict[str, int]:
         """The critical path's time by class, averaged over the steps (classes never on a
-        path left out), largest first."""
+        path left out), largest first; the parts of a class (:data:`BOUND_BY_PARTS`) still
+        add up to its mean exactly."""
         if not self.steps:
             return {}
         total = self.bound_by_ns()
         mean = {k: round(v / len(self.steps)) for k, v in total.items() if v > 0}
+        # the last part of a class is its mean less the others': the parts' means add up to it
+        for whole in set(BOUND_BY_PARTS.values()):
+            parts = [k for k, of in BOUND_BY_PARTS.items() if of == whole and k in total]
+            if parts and whole in mean:
+                mean[parts[-1]] = mean[whole] - sum(mean.get(k, 0) for k in parts[:-1])
+            for k in parts:
+                if mean.get(k, 0) <= 0:
+                    mean.pop(k, None)
         return dict(sorted(mean.items(), key=lambda item: (-item[1], item[0])))
 
     def to_dict(self) -> dict[str, Any]:
@@ -299,3 +356,137 @@ def path_spans_by_rank(table: pa.Table) -> dict[int, tuple[tuple[int, int, PathS
         piece = PathSpan(start, end, category, label, lane)
         spans.setdefault(rank, []).append((rank, step, piece))
     return {rank: tuple(pieces) for rank, pieces in spans.items()}
+
+
+# tables/whatif_fixes.parquet: the graph change each finding's fix replayed (the change behind
+# its ``whatif_ms``), per rank, so that ``perfledger whatif --apply-finding RULE`` replays the
+# very change the advisor did. One row per piece of a change (``part``):
+#   ``scale``: a :class:`Scale` (selector, factor);
+#   ``no_sync``, ``overlap_comm``, ``no_dataloader``: that flag set;
+#   ``unsync``: a synchronisation call (row) whose wait is removed;
+#   ``task``: a task (row) of the ``group``-th :class:`TaskChange`, its factor and fused flag.
+# Rows are rows of the rank's own events (the profile's events of that rank, in stored order).
+FIXES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rule", pa.string(), nullable=False),
+        pa.field("rank", pa.int64(), nullable=False),
+        pa.field("part", pa.string(), nullable=False),
+        pa.field("selector", pa.string()),
+        pa.field("row", pa.int64(), nullable=False),
+        pa.field("factor", pa.float64(), nullable=False),
+        pa.field("fused", pa.bool_(), nullable=False),
+        pa.field("group", pa.int64(), nullable=False),
+    ]
+)
+_FLAGS: Final = ("no_sync", "overlap_comm", "no_dataloader")
+
+
+def fixes_table(fixes: Sequence[tuple[int, str, WhatIf]]) -> pa.Table:
+    """The changes of ``fixes`` ((rank, rule id, change) each) as one table
+    (:data:`FIXES_SCHEMA`); :func:`fixes_from_table` reads it back."""
+    parts: list[pa.Table] = []
+
+    def add(rule: str, rank: int, part: str, **values: Any) -> None:
+        size = len(values["row"])
+        parts.append(
+            pa.table(
+                {
+                    "rule": pa.array([rule] * size, pa.string()),
+                    "rank": pa.array(np.full(size, rank, dtype=np.int64)),
+                    "part": pa.array([part] * size, pa.string()),
+                    "selector": pa.array(values.get("selector", [None] * size), pa.string()),
+                    "row": pa.array(np.asarray(values["row"], dtype=np.int64)),
+                    "factor": pa.array(
+                        np.asarray(values.get("factor", np.ones(size)), dtype=np.float64)
+                    ),
+                    "fused": pa.array(np.asarray(values.get("fused", np.zeros(size)), dtype=bool)),
+                    "group": pa.array(np.full(size, values.get("group", -1), dtype=np.int64)),
+                },
+                schema=FIXES_SCHEMA,
+            )
+        )
+
+    for rank, rule, change in fixes:  # a loop over findings and ranks
+        if change.scales:
+            add(
+                rule,
+                rank,
+                "scale",
+                selector=[s.selector for s in change.scales],
+                row=[-1] * len(change.scales),
+                factor=[s.factor for s in change.scales],
+            )
+        for flag in _FLAGS:
+            if getattr(change, flag):
+                add(rule, rank, flag, row=[-1])
+        if change.unsynced_rows:
+            add(rule, rank, "unsync", row=change.unsynced_rows)
+        for group, task in enumerate(change.tasks):
+            fused = task.fused or (False,) * len(task.rows)
+            add(rule, rank, "task", row=task.rows, factor=task.factors, fused=fused, group=group)
+    return pa.concat_tables(parts) if parts else FIXES_SCHEMA.empty_table()
+
+
+def fixes_from_table(table: pa.Table) -> dict[str, dict[int, WhatIf]]:
+    """:func:`fixes_table` read back: by rule id, each rank's change."""
+    fixes: dict[str, dict[int, WhatIf]] = {}
+    if table.num_rows == 0:
+        return fixes
+    rule = np.asarray(table["rule"].to_numpy(zero_copy_only=False), dtype=object)
+    rank = np.asarray(table["rank"], dtype=np.int64)
+    part = np.asarray(table["part"].to_numpy(zero_copy_only=False), dtype=object)
+    selector = table["selector"].to_pylist()
+    row = np.asarray(table["row"], dtype=np.int64)
+    factor = np.asarray(table["factor"], dtype=np.float64)
+    fused = np.asarray(table["fused"], dtype=bool)
+    group = np.asarray(table["group"], dtype=np.int64)
+    keys = sorted({(str(r), int(k)) for r, k in zip(rule.tolist(), rank.tolist(), strict=True)})
+    for rule_id, rank_id in keys:  # a loop over findings and ranks
+        mine = (rule == rule_id) & (rank == rank_id)
+        scales = np.flatnonzero(mine & (part == "scale"))
+        flags = {flag: bool((mine & (part == flag)).any()) for flag in _FLAGS}
+        unsync = row[mine & (part == "unsync")]
+        tasks = []
+        for g in np.unique(group[mine & (part == "task")]).tolist():  # a loop over changes
+            at = mine & (part == "task") & (group == g)
+            tasks.append(
+                TaskChange(
+                    tuple(row[at].tolist()),
+                    tuple(factor[at].tolist()),
+                    tuple(fused[at].tolist()) if fused[at].any() else (),
+                )
+            )
+        fixes.setdefault(rule_id, {})[rank_id] = WhatIf(
+            scales=tuple(Scale(str(selector[i]), float(factor[i])) for i in scales.tolist()),
+            unsynced_rows=tuple(unsync.tolist()),
+            tasks=tuple(tasks),
+            **flags,
+        )
+    return fixes
+
+
+def with_change(base: WhatIf, extra: WhatIf) -> WhatIf:
+    """``base`` and ``extra`` applied together, every part kept (scales of the same work
+    multiply, unlike :func:`together`'s fixes)."""
+    return WhatIf(
+        scales=base.scales + extra.scales,
+        no_sync=base.no_sync or extra.no_sync,
+        overlap_comm=base.overlap_comm or extra.overlap_comm,
+        unsynced_rows=tuple(sorted({*base.unsynced_rows, *extra.unsynced_rows})),
+        no_dataloader=base.no_dataloader or extra.no_dataloader,
+        tasks=base.tasks + extra.tasks,
+    )
+
+
+def step_gains(report: ReplayReport) -> StepGains:
+    """What a report's change gains over its steps, each rank's predicted total kept within
+    [0, its baseline] as the advisor keeps its gains (``whatif_ms``)."""
+    total = StepGains()
+    ranks = sorted({s.rank for s in report.steps})
+    for rank in ranks:  # a loop over ranks
+        mine = [s for s in report.steps if s.rank == rank]
+        baseline = sum(s.baseline_ns for s in mine)
+        predicted = sum(s.predicted_ns for s in mine)
+        slower = int(predicted > baseline)
+        total = total + StepGains(len(mine), baseline, min(max(predicted, 0), baseline), slower)
+    return total

@@ -17,10 +17,21 @@ from rich.console import Console
 
 from perfledger.analysis import figures
 from perfledger.analysis.critical_path import replay_profile
-from perfledger.analysis.profile import step_trace
-from perfledger.analysis.quality import replay_error, whatif_bounds
-from perfledger.model.whatif import path_spans_table
-from perfledger.profiledir.layout import CRITICAL_PATH_TABLE, REPORT_HTML, SUMMARY_JSON, TIMELINE
+from perfledger.analysis.profile import comm_waits, step_trace
+from perfledger.analysis.quality import (
+    replay_error,
+    replay_invariants,
+    unmatched_collectives,
+    whatif_bounds,
+)
+from perfledger.model.whatif import WhatIf, fixes_table, path_spans_table
+from perfledger.profiledir.layout import (
+    CRITICAL_PATH_TABLE,
+    REPORT_HTML,
+    SUMMARY_JSON,
+    TIMELINE,
+    WHATIF_FIXES_TABLE,
+)
 from perfledger.profiledir.writer import write_table
 from perfledger.render import timeline
 from perfledger.render.cluster import write_cluster_outputs
@@ -134,6 +145,18 @@ class Written:
     omitted: tuple[str, ...] = ()
 
 
+def advisor_fixes(
+    analysis: ProfileAnalysis, advice: AdvisorReport | None
+) -> list[tuple[int, str, WhatIf]]:
+    """(rank, rule id, graph change) of every fix the advisor replayed: each rank's own from
+    its rank task (rows of the rank's events), else the profile's on a profile of one rank."""
+    if analysis.rank_advice is not None:
+        return [(a.rank, rule, c) for a in analysis.rank_advice for rule, c in a.fixes.items()]
+    if advice is None or len(analysis.ranks) != 1:
+        return []
+    return [(analysis.ranks[0].rank, rule, c) for rule, c in advice.fixes.items()]
+
+
 def write_artefacts(
     directory: Path,
     analysis: ProfileAnalysis,
@@ -159,9 +182,13 @@ def write_artefacts(
     on_phase = on_phase or (lambda phase: None)
     replay = analysis.replay
     if replay is None:  # made by the rank tasks; else replayed here
-        replay = replay_profile(analysis.events)
+        waits = comm_waits(analysis.ranks)
+        replay = replay_profile(
+            analysis.events, comm_wait=waits if waits.size == analysis.events.num_rows else None
+        )
         analysis = replace(analysis, replay=replay)
     write_table(directory, CRITICAL_PATH_TABLE, path_spans_table(replay.steps))
+    write_table(directory, WHATIF_FIXES_TABLE, fixes_table(advisor_fixes(analysis, advice)))
     findings = [f.to_dict() for f in advice.findings] if advice else []
     on_phase(PHASE_TIMELINES)
     tables_done = time.perf_counter()
@@ -185,7 +212,13 @@ def write_artefacts(
         findings=[f.to_dict() for f in advice.findings] if advice else (),
         skipped_rules=[(s.rule, s.reason) for s in advice.skipped] if advice else (),
         loss=analysis.loss,
-        quality=(*analysis.quality, *replay_error(replay), *whatif_bounds(advice)),
+        quality=(
+            *analysis.quality,
+            *replay_error(replay),
+            *replay_invariants(replay),
+            *unmatched_collectives(replay),
+            *whatif_bounds(advice),
+        ),
         profiler_overhead_pct=overhead_pct,
         profiler_overhead_noise_pct=overhead_noise_pct,
         unprofiled_step_ms=unprofiled_step_ms,

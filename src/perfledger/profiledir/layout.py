@@ -36,6 +36,7 @@ STEPS_TABLE: Final = "steps"
 GAPS_TABLE: Final = "gaps"
 STEP_TIMES_TABLE: Final = "step_times"
 CRITICAL_PATH_TABLE: Final = "critical_path"  # the replayed steps' critical paths
+WHATIF_FIXES_TABLE: Final = "whatif_fixes"  # the graph change of each finding's fix
 RANK_PART_PREFIX: Final = "rank="
 
 
