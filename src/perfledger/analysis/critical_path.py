@@ -17,7 +17,7 @@ end, and ``other`` before a task that nothing explains; it sums to the step exac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -27,9 +27,11 @@ import pyarrow.compute as pc
 from perfledger.analysis import columns
 from perfledger.analysis.cluster.arrivals import align_arrivals
 from perfledger.analysis.cluster.collectives import collective_tasks
+from perfledger.analysis.comm_split import comm_split
 from perfledger.analysis.graph import (
     CLASS_CODE,
     CLASSES,
+    COMMUNICATION,
     DATALOADER,
     HOST,
     LAUNCH_OVERHEAD,
@@ -39,6 +41,7 @@ from perfledger.analysis.graph import (
     StepGraph,
     build_graph,
 )
+from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.replay import (
     AWAITED,
     CHAIN,
@@ -53,6 +56,8 @@ from perfledger.analysis.replay import (
 from perfledger.analysis.steps import step_plan
 from perfledger.model.accounts import StepWindow
 from perfledger.model.whatif import (
+    COMMUNICATION_TRANSFER,
+    COMMUNICATION_WAIT,
     MAX_PATH_SPANS,
     NO_CHANGE,
     PathSpan,
@@ -74,7 +79,10 @@ ARRIVAL_TOLERANCE_NS: Final = 10_000
 
 
 def replay_profile(
-    events: pa.Table, change: WhatIf = NO_CHANGE, by_rank: Mapping[int, WhatIf] | None = None
+    events: pa.Table,
+    change: WhatIf = NO_CHANGE,
+    by_rank: Mapping[int, WhatIf] | None = None,
+    comm_wait: Int64Array | None = None,
 ) -> ReplayReport:
     """Every step of every rank of ``events`` (the canonical table of a profile), replayed
     unchanged and under ``change`` (``by_rank``: a change of its own for each rank it names,
@@ -83,15 +91,30 @@ def replay_profile(
 
     With several ranks, a collective matched across them (:func:`collective_arrivals`) ends
     once its last participant has arrived plus its transfer: the ranks are replayed in rounds,
-    each with the others' arrivals of the round before, until no arrival moves."""
+    each with the others' arrivals of the round before, until no arrival moves.
+
+    ``comm_wait``: per row of ``events``, how long a communication task waited for its peers
+    at its start (:func:`perfledger.analysis.comm_split.comm_split`; None: the collective
+    library's own split where the trace has it, else none), what splits the critical path's
+    ``communication`` in wait and transfer where no other rank's arrival is known."""
     if events.num_rows == 0:
         return ReplayReport((), change)
     ranks = np.unique(columns.int64(events, "rank"))
     mine = by_rank or {}
     if ranks.size == 1:
-        return combined_report([replay_rank(events, mine.get(int(ranks[0]), change))], change)
+        only = replay_rank(
+            events, mine.get(int(ranks[0]), change), comm_wait=_rank_waits(events, comm_wait)
+        )
+        return combined_report([only], change)
+    rank_of_row = columns.int64(events, "rank")
     tables = [events.filter(pc.equal(events["rank"], int(r))) for r in ranks.tolist()]
-    prepared = [prepare_rank(t) for t in tables if t.num_rows]
+    waits = [
+        _rank_waits(t, None if comm_wait is None else comm_wait[rank_of_row == r])
+        for r, t in zip(ranks.tolist(), tables, strict=True)
+    ]
+    prepared = [
+        prepare_rank(t, comm_wait=w) for t, w in zip(tables, waits, strict=True) if t.num_rows
+    ]
     changes = [mine.get(p.rank, change) for p in prepared]
     arrivals = collective_arrivals(prepared)
     peers = arrivals.peers(None)
@@ -102,9 +125,18 @@ def replay_profile(
             if all(np.array_equal(a.shift, b.shift) for a, b in zip(moved, peers, strict=True)):
                 break
             peers = moved
-    return combined_report(
+    report = combined_report(
         [rank_report(p, changes[i], peers[i]) for i, p in enumerate(prepared)], change
     )
+    return replace(report, unmatched_collectives=arrivals.contradicted + arrivals.unmatched)
+
+
+def _rank_waits(events: pa.Table, given: Int64Array | None) -> Int64Array:
+    """Per row of one rank's events, the wait of each communication task at its start:
+    ``given``, else the collective library's own split (no link bandwidth to estimate with)."""
+    if given is not None:
+        return given
+    return comm_split(events).wait_by_row(events.num_rows)
 
 
 @dataclass(frozen=True)
@@ -117,6 +149,8 @@ class CollectiveArrivals:
         contradicted: matched collectives left out because a participant ended, on the aligned
             clocks, before the last one arrived (a wrong match, or clocks the ends do not
             align): their tasks keep their observed durations.
+        unmatched: collectives run by several ranks a different number of times (one per
+            run of the rank that ran it most): their tasks keep their observed durations.
         offsets_ns: each rank's clock offset (its times minus the offset are on the first
             rank's clock; :func:`perfledger.analysis.cluster.arrivals.align_arrivals`).
     """
@@ -125,6 +159,7 @@ class CollectiveArrivals:
     instances: tuple[tuple[tuple[int, int], ...], ...]
     offsets_ns: tuple[int, ...]
     contradicted: int = 0
+    unmatched: int = 0
 
     def peers(self, schedules: Sequence[Schedule] | None) -> list[Peers]:
         """Per rank, the others' arrival at each of its matched collectives: its observed
@@ -166,7 +201,7 @@ def collective_arrivals(prepared: Sequence[RankReplay]) -> CollectiveArrivals:
     parts = [collective_tasks(p.events) for p in prepared]
     instances: list[tuple[tuple[int, int], ...]] = []
     offsets = [0] * len(prepared)
-    contradicted = 0
+    contradicted = unmatched = 0
     if sum(t.num_rows for t in parts) and len(prepared) > 1:
         aligned = align_arrivals(pa.concat_tables(parts), [p.rank for p in prepared])
         offsets = [aligned.offsets_ns.get(p.rank, 0) for p in prepared]
@@ -184,7 +219,10 @@ def collective_arrivals(prepared: Sequence[RankReplay]) -> CollectiveArrivals:
             lists = by_key[key]
             members = [i for i, nodes in enumerate(lists) if nodes]
             counts = {len(lists[i]) for i in members}
-            if len(members) < 2 or len(counts) != 1:
+            if len(members) < 2:  # one rank's: nothing to match it with
+                continue
+            if len(counts) != 1:  # which of them go together is unknown
+                unmatched += max(counts)
                 continue
             for k in range(counts.pop()):
                 instance = tuple((i, lists[i][k]) for i in members)
@@ -197,7 +235,9 @@ def collective_arrivals(prepared: Sequence[RankReplay]) -> CollectiveArrivals:
                     instances.append(instance)
                 else:  # a participant ended before the last one arrived
                     contradicted += 1
-    return CollectiveArrivals(tuple(prepared), tuple(instances), tuple(offsets), contradicted)
+    return CollectiveArrivals(
+        tuple(prepared), tuple(instances), tuple(offsets), contradicted, unmatched
+    )
 
 
 def combined_report(reports: Sequence[ReplayReport], change: WhatIf = NO_CHANGE) -> ReplayReport:
@@ -211,6 +251,7 @@ def combined_report(reports: Sequence[ReplayReport], change: WhatIf = NO_CHANGE)
         change=change,
         dropped_edges=sum(r.dropped_edges for r in reports),
         top_path_tasks=_top(tops),
+        unmatched_collectives=sum(r.unmatched_collectives for r in reports),
     )
 
 
@@ -226,6 +267,8 @@ class RankReplay:
         baseline: the graph replayed unchanged.
         baseline_windows: the step windows of the baseline replay, by step.
         measured: the step windows of the trace.
+        comm_wait: per node, how long a communication task waited for its peers at its
+            start (0 for every other node; None: no wait known, all transfer).
     """
 
     rank: int
@@ -234,18 +277,34 @@ class RankReplay:
     baseline: Schedule
     baseline_windows: dict[int, StepWindow]
     measured: tuple[StepWindow, ...]
+    comm_wait: Int64Array | None = None
 
 
-def prepare_rank(events: pa.Table, measured: Sequence[StepWindow] | None = None) -> RankReplay:
+def prepare_rank(
+    events: pa.Table,
+    measured: Sequence[StepWindow] | None = None,
+    comm_wait: Int64Array | None = None,
+) -> RankReplay:
     """The step graph of one rank's events (not empty) and its baseline replay
-    (``measured``: the rank's step windows, if known)."""
+    (``measured``: the rank's step windows, if known; ``comm_wait``: per row of ``events``,
+    how long a communication task waited for its peers at its start, as
+    :meth:`perfledger.model.comm.CommSplit.wait_by_row` gives it)."""
     rank = int(events.column("rank")[0].as_py())
     if measured is None:
         measured = step_plan(events).windows
     graph = build_graph(events)
     baseline = replay(graph)
+    node_wait = None
+    if comm_wait is not None:
+        node_wait = np.where(graph.kind == TASK, comm_wait[graph.row], 0).astype(np.int64)
     return RankReplay(
-        rank, events, graph, baseline, _windows(events, graph, baseline), tuple(measured)
+        rank,
+        events,
+        graph,
+        baseline,
+        _windows(events, graph, baseline),
+        tuple(measured),
+        node_wait,
     )
 
 
@@ -253,11 +312,13 @@ def replay_rank(
     events: pa.Table,
     change: WhatIf = NO_CHANGE,
     measured: Sequence[StepWindow] | None = None,
+    comm_wait: Int64Array | None = None,
 ) -> ReplayReport:
-    """The steps of one rank's events replayed (``measured``: its step windows, if known)."""
+    """The steps of one rank's events replayed (``measured``: its step windows, if known;
+    ``comm_wait``: as :func:`prepare_rank` takes it)."""
     if events.num_rows == 0:
         return ReplayReport((), change)
-    return rank_report(prepare_rank(events, measured), change)
+    return rank_report(prepare_rank(events, measured, comm_wait), change)
 
 
 def rank_report(
@@ -273,7 +334,8 @@ def rank_report(
         pred_windows = _windows(prepared.events, graph, predicted)
     tops: dict[tuple[str, str], int] = {}
     steps = []
-    lanes = _Lanes(prepared.events, graph, predicted)
+    # without a change the baseline is the prediction: replayed without the others' arrivals
+    lanes = _Lanes(prepared.events, graph, predicted, prepared.comm_wait, peers, change.unchanged)
     for window in prepared.measured:  # a loop over steps
         base = base_windows.get(window.step)
         pred = pred_windows.get(window.step)
@@ -341,6 +403,8 @@ def _critical_path(
     start, end, via, how = lanes.start, lanes.end, lanes.via, lanes.how
     kind, names, lane_of, shift = lanes.kind, lanes.name, lanes.lane, lanes.shift
     host, other, dataloader = CLASS_CODE[HOST], CLASS_CODE[OTHER], CLASS_CODE[DATALOADER]
+    communication, wait_end = CLASS_CODE[COMMUNICATION], lanes.wait_end
+    waited = 0  # of the communication on the path, the time its collectives waited for peers
     # each piece: replayed [point, cursor), class, label, lane, its shift to measured time
     pieces: list[tuple[int, int, int, str, str, int]] = []
 
@@ -372,7 +436,15 @@ def _critical_path(
                 if kind[v] == TASK:
                     key = (names[v], CLASSES[klass])
                     tops[key] = tops.get(key, 0) + cursor - point
-                add(point, klass, names[v], lane_of[v], shift[v])
+                # a collective waits for its peers from its start, then transfers: two pieces
+                transfer = min(max(wait_end[v], point), cursor) if klass == communication else point
+                if transfer > point:
+                    waited += transfer - point
+                    add(transfer, klass, f"{names[v]} (transfer)", lane_of[v], shift[v])
+                    cursor = transfer
+                    add(point, klass, f"{names[v]} (waiting for peers)", lane_of[v], shift[v])
+                else:
+                    add(point, klass, names[v], lane_of[v], shift[v])
                 cursor = point
             how_v = how[v]
             if cursor <= lo or how_v == RELEASE:
@@ -419,14 +491,27 @@ def _critical_path(
     if cursor > lo:  # before a task that nothing explains
         add(lo, other, "unexplained", "", 0)
     bound_by = {name: by_class[code] for code, name in enumerate(CLASSES)}
+    # parts of ``communication``, beside it: not added to the path's length again
+    bound_by[COMMUNICATION_WAIT] = waited
+    bound_by[COMMUNICATION_TRANSFER] = by_class[communication] - waited
     return bound_by, nodes, _measured_spans(pieces, measured)
 
 
 class _Lanes:
     """A schedule's nodes as plain lists for the walks along the paths: times, links, classes,
-    names, where each ran (its lane) and its shift from replayed to measured time."""
+    names, where each ran (its lane), its shift from replayed to measured time, and where a
+    collective's wait for its peers ends (``comm_wait``: each node's observed wait; ``peers``:
+    the other ranks' arrivals, which ``schedule`` was replayed with unless ``unchanged``)."""
 
-    def __init__(self, events: pa.Table, graph: StepGraph, schedule: Schedule) -> None:
+    def __init__(
+        self,
+        events: pa.Table,
+        graph: StepGraph,
+        schedule: Schedule,
+        comm_wait: Int64Array | None = None,
+        peers: Peers | None = None,
+        unchanged: bool = True,
+    ) -> None:
         rows = graph.row
         device = columns.int64(events, "device")[rows]
         stream = columns.int64(events, "stream")[rows]
@@ -458,9 +543,34 @@ class _Lanes:
         self.name = [str(n) for n in graph.name.tolist()]
         self.shift = (graph.start - schedule.start).tolist()
         self.shift_end = (graph.end - schedule.end).tolist()
+        self.wait_end = _wait_ends(graph, schedule, comm_wait, peers, unchanged).tolist()
         # the nodes by replayed end (then index), to find where each step's path begins
         self.by_end = np.lexsort((np.arange(graph.size), schedule.end))
         self.sorted_end = schedule.end[self.by_end]
+
+
+def _wait_ends(
+    graph: StepGraph,
+    schedule: Schedule,
+    comm_wait: Int64Array | None,
+    peers: Peers | None,
+    unchanged: bool,
+) -> Int64Array:
+    """Per node, the replayed time its wait for its peers ends (its start for a node that
+    does not wait): the observed wait — the others' last arrival where ranks are matched,
+    else ``comm_wait`` — scaled as the task was; in a replay with the others' arrivals, until
+    the last of them arrives (:func:`perfledger.analysis.replay.replay`)."""
+    start, span = schedule.start, schedule.end - schedule.start
+    observed = np.zeros(graph.size, np.int64) if comm_wait is None else comm_wait.copy()
+    matched = peers is not None and peers.node.size > 0
+    if peers is not None and matched:
+        observed[peers.node] = np.clip(peers.wait, 0, graph.dur[peers.node])
+    wait = np.rint(observed * (span / np.maximum(graph.dur, 1))).astype(np.int64)
+    if peers is not None and matched and not unchanged:
+        node = peers.node
+        ready = graph.start[node] + np.minimum(peers.wait, graph.dur[node]) + peers.shift
+        wait[node] = ready - start[node]
+    return np.asarray(start + np.clip(wait, 0, np.maximum(span, 0)), dtype=np.int64)
 
 
 def _measured_spans(

@@ -33,6 +33,7 @@ from perfledger.analysis.comm_split import (
 from perfledger.analysis.communication import communication
 from perfledger.analysis.critical_path import combined_report
 from perfledger.analysis.gaps import gap_report
+from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.quality import rank_checks, relinked_tasks
 from perfledger.analysis.repair import repair_trace
 from perfledger.analysis.steps import (
@@ -185,6 +186,19 @@ def _group_size(trace: Trace) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return 0
+
+
+def comm_waits(ranks: Sequence[RankAnalysis]) -> Int64Array:
+    """Per row of the profile's events (the ranks' events one after the other), how long a
+    communication task waited for its peers at its start (0 elsewhere, and for a rank
+    without a split): what splits the critical path's communication in wait and transfer."""
+    parts = [
+        r.comm.wait_by_row(r.events.num_rows)
+        if r.comm is not None
+        else np.zeros(r.events.num_rows, dtype=np.int64)
+        for r in ranks
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def profile_communication(ranks: Sequence[RankAnalysis]) -> pa.Table:

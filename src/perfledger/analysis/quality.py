@@ -45,6 +45,7 @@ from perfledger.model import schema
 from perfledger.model.accounts import Accounting, HostWindowAccount, StepWindow, WindowAccount
 from perfledger.model.findings import AdvisorReport
 from perfledger.model.quality import (
+    COMMUNICATION,
     EMPTY_WINDOWS,
     INVARIANTS,
     LAUNCHLESS_TASKS,
@@ -57,6 +58,7 @@ from perfledger.model.quality import (
     STEP_TIME,
     TASKLESS_LAUNCHES,
     TIME_ACCOUNT,
+    UNMATCHED_COLLECTIVES,
     UTILIZATION,
     WHATIF,
     WHATIF_BOUNDS,
@@ -342,6 +344,49 @@ def replay_error(report: ReplayReport) -> tuple[QualityCheck, ...]:
             f"(worst {worst:.1f} %, rank {off[0].rank} step {off[0].step}); the critical path "
             "and what-if predictions are doubtful",
             (WHATIF,),
+            repaired=False,
+        ),
+    )
+
+
+def replay_invariants(report: ReplayReport) -> tuple[QualityCheck, ...]:
+    """``invariants`` of the critical paths (:meth:`perfledger.model.whatif.StepReplay.
+    broken_invariant`): a class below 0, classes that do not sum to the replayed step, a
+    communication whose wait and transfer do not add up to it — never expected; flagged."""
+    broken = [
+        f"rank {step.rank} step {step.step}: {error}"
+        for step in report.steps
+        if (error := step.broken_invariant()) is not None
+    ]
+    if not broken:
+        return ()
+    return (
+        QualityCheck(
+            INVARIANTS,
+            len(broken),
+            f"{len(broken)} critical paths break their invariants ({broken[0]})",
+            (WHATIF,),
+            repaired=False,
+        ),
+    )
+
+
+def unmatched_collectives(report: ReplayReport) -> tuple[QualityCheck, ...]:
+    """``unmatched_collectives``: collectives of several ranks the replay could not match
+    across them (ranks that ran one a different number of times, or a participant that ended
+    before the last one arrived): each keeps its observed duration, so a change on another
+    rank does not move it, and its wait for its peers is the split's of its own rank."""
+    count = report.unmatched_collectives
+    if count <= 0:
+        return ()
+    return (
+        QualityCheck(
+            UNMATCHED_COLLECTIVES,
+            count,
+            f"{count} collectives could not be matched across ranks (run a different number "
+            "of times, or a participant ended before the last one arrived): they keep their "
+            "observed durations in the replay, and what-if predictions across ranks miss them",
+            (WHATIF, COMMUNICATION),
             repaired=False,
         ),
     )

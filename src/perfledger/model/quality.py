@@ -44,6 +44,7 @@ RELINKED_TASKS: Final = "relinked_tasks"
 INVARIANTS: Final = "invariants"
 REPLAY_ERROR: Final = "replay_error"
 WHATIF_BOUNDS: Final = "whatif_bounds"
+UNMATCHED_COLLECTIVES: Final = "unmatched_collectives"
 
 HIGH: Final = "high"
 MEDIUM: Final = "medium"

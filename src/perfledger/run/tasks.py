@@ -230,7 +230,9 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         written = writer.submit(_write_files, task, tables, trace.source_files, stop)
         try:
             # the steps replayed here, in parallel over ranks, before the advisor reads them
-            prepared = prepare_rank(events) if events.num_rows else None
+            split = rank_analysis.comm
+            waits = split.wait_by_row(events.num_rows) if split is not None else None
+            prepared = prepare_rank(events, comm_wait=waits) if events.num_rows else None
             replay = rank_report(prepared) if prepared is not None else ReplayReport(())
             rank_analysis = replace(rank_analysis, replay=replay)
             profile = replace(profile, ranks=(rank_analysis,), replay=replay)
