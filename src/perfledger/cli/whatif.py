@@ -51,6 +51,14 @@ def add_parser(subparsers: Any) -> None:
             "synchronisations) with some work made faster, and print the measured, replayed "
             "and predicted time of each step and what the predicted step is bound by."
         ),
+        epilog=(
+            "The advisor's fixes: --apply-finding RULE replays exactly the change behind a "
+            "finding's whatif_ms. By hand (every rank, default thresholds): "
+            "host_dispatch_bound --scale launch=0.5, small_op_explosion --scale launch=0.1, "
+            "exposed_communication --overlap-comm, dataloader_bound --no-loader, "
+            "excessive_sync --drop-sync GLOB or --no-sync; fusion_candidates and memcpy_heavy "
+            "only with --apply-finding (docs/whatif.md)."
+        ),
     )
     parser.add_argument("profile", type=Path, help="profile directory")
     parser.add_argument(
