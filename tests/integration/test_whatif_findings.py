@@ -113,6 +113,15 @@ def test_the_top_findings_applied_together_gain_whatif_combined(name: str) -> No
     assert _cli_gain_ms(profile, *args) == pytest.approx(combined["gain_ms"], abs=ROUNDING_MS)
 
 
+def test_a_finding_named_twice_is_applied_once() -> None:
+    # fusion_candidates scales its chains' tasks: applied twice they would shrink twice
+    profile = _profile("kineto/v100_rank1_test.json.gz")
+    whatif_ms = _replayed(profile)["fusion_candidates"]
+    assert whatif_ms > 0
+    twice = ["--apply-finding", "fusion_candidates"] * 2
+    assert _cli_gain_ms(profile, *twice) == pytest.approx(whatif_ms, abs=ROUNDING_MS)
+
+
 def _launch_factor(rule: str) -> float:
     found = rule_by_id(rule)
     assert found is not None

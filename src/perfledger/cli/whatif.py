@@ -143,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
         no_dataloader=args.no_loader,
     )
     profile = load_profile(args.profile)
-    fixes = finding_fixes(profile, args.apply_finding)
+    # a finding named twice is applied once (its task factors would compound)
+    rules = list(dict.fromkeys(args.apply_finding))
+    fixes = finding_fixes(profile, rules)
     events = profile.read_table(EVENTS_TABLE)
     assert events is not None  # required
     events = schema.conform_events(events)
@@ -154,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(whatif_document(report), indent=2))
     else:
-        print("\n".join(whatif_lines(report, applied_lines(profile, args.apply_finding))))
+        print("\n".join(whatif_lines(report, applied_lines(profile, rules))))
     return 0
 
 
