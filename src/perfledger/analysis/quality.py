@@ -31,6 +31,7 @@ Pure functions over the analysis results.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from typing import Final
@@ -111,8 +112,10 @@ def _shared_correlation(events: pa.Table, rank: str) -> QualityCheck | None:
         return None
     correlation = columns.int64(events, "correlation")[rows]
     name = columns.dictionary_codes(events, "name")[0][rows]
-    pairs = np.unique(np.stack([correlation, name], axis=1), axis=0)
-    shared = int(rows.size - pairs.shape[0])
+    # distinct (correlation, name) pairs, counted on one sort of the pairs
+    order = np.lexsort((name, correlation))
+    repeated = (np.diff(correlation[order]) == 0) & (np.diff(name[order]) == 0)
+    shared = int(repeated.sum())
     return QualityCheck(
         SHARED_CORRELATION,
         shared,
@@ -173,12 +176,14 @@ def _non_nesting_slices(events: pa.Table, rank: str) -> QualityCheck | None:
     thread = columns.int64(events, "stream")[rows]
     start = columns.int64(events, "start_ns")[rows]
     end = start + columns.int64(events, "dur_ns")[rows]
-    keys = np.unique(np.stack([pid, thread], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    # the rows thread by thread, each thread's in start order (a stable sort)
+    order = np.lexsort((thread, pid))
+    pid, thread, start, end = pid[order], thread[order], start[order], end[order]
+    bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(thread) != 0)) + 1
     crossing = 0
-    for key in range(int(keys.max()) + 1):  # a loop over threads, not events
-        mine = keys == key
-        if mine.sum() > 1:
-            crossing += int(crossing_intervals(start[mine], end[mine]).sum())
+    for first, stop in itertools.pairwise([0, *bounds.tolist(), rows.size]):  # over threads
+        if stop - first > 1:
+            crossing += int(crossing_intervals(start[first:stop], end[first:stop]).sum())
     return QualityCheck(
         NON_NESTING_SLICES,
         crossing,
@@ -207,18 +212,18 @@ def _launchless_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
 
 def _taskless_launches(events: pa.Table, rank: str) -> QualityCheck | None:
     correlation = columns.int64(events, "correlation")
-    names = columns.strings(events, "name")
     calls = np.flatnonzero(
         columns.isin(events, "kind", schema.LAUNCH_KINDS)
         & (columns.int64(events, "device") < 0)
         & (correlation >= 0)
     )
-    launches = calls[[_LAUNCH_CALL.search(str(names[i])) is not None for i in calls]]
+    # the patterns tested once per distinct name
+    launches = calls[_name_search(events, _LAUNCH_CALL)[calls]]
     if launches.size == 0:
         return None
     tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS) & (correlation >= 0)
     missing = launches[~np.isin(correlation[launches], correlation[tasks])]
-    kernels = sum(_KERNEL_LAUNCH.search(str(names[i])) is not None for i in missing)
+    kernels = int(_name_search(events, _KERNEL_LAUNCH)[missing].sum())
     # tasks that lost their correlation id may be these launches' own: only launches beyond
     # them are device work the account cannot see
     unlinked = int(
@@ -234,6 +239,11 @@ def _taskless_launches(events: pa.Table, rank: str) -> QualityCheck | None:
         (TIME_ACCOUNT, OPERATORS) if unseen else (OPERATORS,),
         repaired=False,
     )
+
+
+def _name_search(events: pa.Table, pattern: re.Pattern[str]) -> columns.BoolArray:
+    """Rows whose name holds ``pattern`` (tested once per distinct name)."""
+    return columns.matches(events, "name", lambda name: pattern.search(name) is not None)
 
 
 def _zero_length_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
