@@ -13,6 +13,7 @@ import json
 import math
 import multiprocessing
 import os
+import pickle
 import signal
 import warnings
 from collections.abc import Iterator
@@ -58,6 +59,8 @@ class Seen:
     sent: int = 0
     again: list[int] = field(default_factory=list)
     sent_before_again: list[int] = field(default_factory=list)  # ``sent`` at each re-read
+    # the size of each chunk's call as pickled for the pipe to the workers
+    call_bytes: list[int] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -76,6 +79,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Seen]:
     class CountingPool(ProcessPoolExecutor):
         def submit(self, *args: Any, **kwargs: Any) -> Any:
             seen.sent += 1
+            seen.call_bytes.append(len(pickle.dumps(args)))
             return super().submit(*args, **kwargs)
 
     monkeypatch.setattr(kineto_parallel, "restart_at", read_again)
@@ -103,6 +107,11 @@ def test_clean_documents_of_every_shape_are_read_by_the_workers(
         assert parallel.events.num_rows == 2000
         assert parallel.meta["trace_keys"] == {"x": 1}
         assert small_chunks.sent - sent > 10
+        calls = small_chunks.call_bytes[sent:]
+        if name.endswith(".gz"):  # inflated here: the chunks' text goes to the workers
+            assert min(calls) > kineto_stream.CHUNK_BYTES // 2
+        else:  # the workers read their chunks from the file: only where they lie is sent
+            assert max(calls) < 1000
     assert small_chunks.again == []
 
 

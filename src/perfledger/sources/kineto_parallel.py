@@ -4,7 +4,11 @@ The main process reads the file (gunzipping it when compressed) and cuts the tra
 at the separators the streaming reader guesses (:meth:`Splitter.payloads`). Spawned worker
 processes decode each chunk and build its columns (:func:`chunk_columns`) and send back the
 block with its side data (metadata, flows, counters). The main process takes them in file
-order, so the tables are those of the one-process import, row for row.
+order, so the tables are those of the one-process import, row for row. An uncompressed file
+is not sent through the pipes: each worker reads its chunk's bytes itself from the file the
+main process opened (through ``/proc/<pid>/fd``, so a file replaced under the same name
+meanwhile is not mixed in), and only the chunk's place in the file travels
+(:meth:`Splitter.spans`).
 
 A chunk that does not decode (a guessed separator inside a string, a malformed event, damage in
 the file) is read again in this process from where it began, on the same open file, with the
@@ -21,10 +25,11 @@ import multiprocessing
 import os
 import signal
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from perfledger.orphans import exit_with_parent
@@ -40,7 +45,7 @@ from perfledger.sources.kineto_stream import (
     restart_at,
 )
 
-__all__ = ["WorkersUnavailable", "chunk_result", "read_blocks"]
+__all__ = ["OpenFile", "WorkersUnavailable", "chunk_result", "chunk_result_at", "read_blocks"]
 
 Progress = Callable[[int, int], None]
 ChunkResult = tuple[Block | None, Side, int]
@@ -61,6 +66,53 @@ def _start_worker(parent_pid: int) -> None:
     # Ctrl-C is the main process's to handle: it stops the pool (a worker killed by it would
     # look like a worker that died, which the caller answers by reading in one process).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """The file the main process reads, as a worker can open it: the path of the main
+    process's descriptor, and the device and inode the worker must find there."""
+
+    path: str
+    device: int
+    inode: int
+
+
+_opened: dict[OpenFile, int] = {}
+
+
+def _descriptor(source: OpenFile) -> int:
+    """A descriptor of ``source`` in this worker, opened once."""
+    if source not in _opened:
+        fd = os.open(source.path, os.O_RDONLY)
+        found = os.fstat(fd)
+        if (found.st_dev, found.st_ino) != (source.device, source.inode):
+            os.close(fd)
+            raise OSError(f"{source.path} is no longer the file being read")
+        _opened[source] = fd
+    return _opened[source]
+
+
+def shared_file(fd: int) -> OpenFile | None:
+    """How workers can open this process's open file ``fd`` themselves; None where they
+    cannot (no ``/proc``, or it shows another file)."""
+    path = f"/proc/{os.getpid()}/fd/{fd}"
+    try:
+        mine = os.fstat(fd)
+        seen = os.stat(path)
+    except OSError:
+        return None
+    if (seen.st_dev, seen.st_ino) != (mine.st_dev, mine.st_ino):
+        return None
+    return OpenFile(path, mine.st_dev, mine.st_ino)
+
+
+def chunk_result_at(source: OpenFile, first: int, stop: int) -> ChunkResult | None:
+    """:func:`chunk_result` of the elements in bytes ``first:stop`` of ``source``, read here."""
+    data = os.pread(_descriptor(source), stop - first, first)
+    if len(data) != stop - first:
+        return None  # read again in the main process, which reads the file as it is
+    return chunk_result(b"".join((b"[", data, b"]")))
 
 
 def chunk_result(payload: bytes) -> ChunkResult | None:
@@ -145,7 +197,15 @@ def _read_in_workers(
     ``blocks`` and ``side``, up to the first chunk that does not decode: its offset (-1 when
     the data ran out first)."""
     pending: deque[tuple[int, Future[ChunkResult | None]]] = deque()
-    payloads = splitter.payloads()
+    source = None if splitter.source.compressed else shared_file(splitter.source.fileno())
+    chunks: Generator[tuple[int, Future[ChunkResult | None]], None, None] = (
+        ((start, pool.submit(chunk_result, payload)) for start, payload in splitter.payloads())
+        if source is None
+        else (
+            (start, pool.submit(chunk_result_at, source, first, stop))
+            for start, first, stop in splitter.spans()
+        )
+    )
 
     def next_failure() -> int:
         """Take the oldest chunk's outcome; its offset if it did not decode, else -1."""
@@ -162,9 +222,8 @@ def _read_in_workers(
 
     failed_at = -1
     try:
-        for offset, payload in payloads:
-            pending.append((offset, pool.submit(chunk_result, payload)))
-            del payload
+        for submitted in chunks:
+            pending.append(submitted)
             while failed_at < 0 and pending:
                 if len(pending) <= _AHEAD_PER_WORKER * workers and not pending[0][1].done():
                     break
@@ -176,7 +235,7 @@ def _read_in_workers(
     except (BrokenProcessPool, OSError) as exc:
         raise WorkersUnavailable(str(exc)) from None
     finally:
-        payloads.close()
+        chunks.close()
         for _, future in pending:
             future.cancel()
         pending.clear()  # chunks decoded past a failure are read again: let them go now

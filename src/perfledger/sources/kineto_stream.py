@@ -165,6 +165,15 @@ class _Source:
             self._progress(min(self._raw.tell(), self.total), self.total)
         return b"".join(parts)
 
+    @property
+    def compressed(self) -> bool:
+        """Whether the data is inflated from the file (its offsets are not the file's)."""
+        return self._gzip is not None
+
+    def fileno(self) -> int:
+        """The descriptor of the open file."""
+        return self._raw.fileno()
+
     def rewind(self) -> None:
         """Start over at the first byte of the data (same open file)."""
         self._raw.seek(0)
@@ -408,6 +417,17 @@ class Splitter:
         offset (:func:`restart_at`, then :meth:`read_chunk`). Stops where the data ends,
         before the last stretch, which :meth:`chunks` then reads with the exact scan.
         """
+        for start, _, _, payload in self._cuts(text=True):
+            assert payload is not None
+            yield start, payload
+
+    def spans(self) -> Generator[tuple[int, int, int], None, None]:
+        """As :meth:`payloads`, where the elements lie instead of their text: (data offset,
+        first byte, end byte); the payload is ``[`` + data[first:end] + ``]``."""
+        for start, first, stop, _ in self._cuts(text=False):
+            yield start, first, stop
+
+    def _cuts(self, *, text: bool) -> Generator[tuple[int, int, int, bytes | None], None, None]:
         size = CHUNK_BYTES
         while True:
             self._fill(size)
@@ -419,9 +439,11 @@ class Splitter:
                 continue
             size = CHUNK_BYTES
             start = self.base
-            payload = _array_text(self.buf, cut)
+            payload = _array_text(self.buf, cut) if text else None
+            match = _LEADING_COMMA.match(self.buf)
+            first = start + (match.end() if match else 0)
             self._consume(cut)
-            yield start, payload
+            yield start, first, start + cut, payload
 
     def _last_separator(self, stop: int) -> int:
         """Offset just past the ``}`` of the last element separator in ``buf[:stop]``."""
