@@ -100,7 +100,7 @@ def _device_tasks(
     device = columns.int64(events, "device")[rows]
     start = columns.int64(events, "start_ns")[rows]
     end = start + columns.int64(events, "dur_ns")[rows]
-    kind = columns.strings(events.take(rows), "kind")
+    kind = columns.strings(events, "kind")[rows]  # the one column, not a copy of the rows
     launch = launches[rows]
     wait = comm_wait[rows] if comm_wait is not None else np.zeros(rows.size, dtype=np.int64)
     tasks = _DeviceTasks(rows, start, end, launch, kind, np.clip(wait, 0, end - start))
