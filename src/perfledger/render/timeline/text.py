@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -36,9 +36,24 @@ def either(condition: Any, yes: Any, no: Any) -> pa.Array:
     )
 
 
+# The text of small non-negative integers (the timeline's pids, tids, fractions of a µs):
+# taken from here, a column formats four times faster than cast from numbers.
+_SMALL_INTS: Final = pa.array([str(i) for i in range(4096)], pa.string())
+
+
 def ints(values: Int64Array) -> pa.Array:
     """Integers as decimal text."""
-    return pc.cast(pa.array(np.asarray(values, dtype=np.int64)), pa.string())
+    values = np.asarray(values, dtype=np.int64)
+    if values.size and values.min() >= 0 and values.max() < len(_SMALL_INTS):
+        return _SMALL_INTS.take(pa.array(values))
+    return pc.cast(pa.array(values), pa.string())
+
+
+# ".000" to ".999", then the same with the fourth decimal "1" (see :func:`us`): one take of
+# these formats a fraction instead of a cast, a pad, a choice and two joins.
+_FRACTIONS: Final = pa.array(
+    [f".{ns:03d}{tail}" for tail in ("", "1") for ns in range(1000)], pa.string()
+)
 
 
 def us(ns: Int64Array) -> pa.Array:
@@ -48,12 +63,7 @@ def us(ns: Int64Array) -> pa.Array:
     frac = ns - whole * 1000
     # what Perfetto computes: trunc(double(text) * 1000); double(text) == ns / 1000.0
     short = (ns / 1000.0) * 1000.0 < ns
-    return join(
-        ints(whole),
-        ".",
-        pc.utf8_lpad(ints(frac), 3, "0"),
-        either(pa.array(short), "1", ""),
-    )
+    return join(ints(whole), _FRACTIONS.take(pa.array(frac + 1000 * short)))
 
 
 def json_strings(values: Sequence[str | None]) -> pa.Array:
