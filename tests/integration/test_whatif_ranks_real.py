@@ -8,12 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfledger.analysis.critical_path import (
-    ARRIVAL_TOLERANCE_NS,
-    collective_arrivals,
-    prepare_rank,
-)
+from perfledger.analysis.critical_path import collective_arrivals, prepare_rank
 from perfledger.analysis.profile import analyze_rank
+from perfledger.analysis.rank_arrivals import ARRIVAL_TOLERANCE_NS
 from perfledger.analysis.replay import replay
 from perfledger.model.whatif import NO_CHANGE
 from perfledger.sources import load_traces

@@ -25,8 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
-from perfledger.analysis.cluster.arrivals import align_arrivals
-from perfledger.analysis.cluster.collectives import collective_tasks
 from perfledger.analysis.comm_split import comm_split
 from perfledger.analysis.graph import (
     CLASS_CODE,
@@ -42,6 +40,11 @@ from perfledger.analysis.graph import (
     build_graph,
 )
 from perfledger.analysis.intervals import Int64Array
+from perfledger.analysis.rank_arrivals import (
+    CollectiveArrivals,
+    matched_collectives,
+    rank_collectives,
+)
 from perfledger.analysis.replay import (
     AWAITED,
     CHAIN,
@@ -74,8 +77,6 @@ TOP_PATH_TASKS: Final = 5
 # Rounds of the ranks' replays that pass each rank's new arrivals at its collectives to the
 # others (a change on one rank moves the collectives of all of them).
 MAX_ARRIVAL_ROUNDS: Final = 8
-# Clock error allowed between a collective's last arrival and its first participant's end.
-ARRIVAL_TOLERANCE_NS: Final = 10_000
 
 
 def replay_profile(
@@ -139,105 +140,10 @@ def _rank_waits(events: pa.Table, given: Int64Array | None) -> Int64Array:
     return comm_split(events).wait_by_row(events.num_rows)
 
 
-@dataclass(frozen=True)
-class CollectiveArrivals:
-    """The collectives matched across the prepared ranks of a profile.
-
-    Attributes:
-        ranks: the prepared ranks, in order.
-        instances: one collective each: (index into ranks, its task node) per participant.
-        contradicted: matched collectives left out because a participant ended, on the aligned
-            clocks, before the last one arrived (a wrong match, or clocks the ends do not
-            align): their tasks keep their observed durations.
-        unmatched: collectives run by several ranks a different number of times (one per
-            run of the rank that ran it most): their tasks keep their observed durations.
-        offsets_ns: each rank's clock offset (its times minus the offset are on the first
-            rank's clock; :func:`perfledger.analysis.cluster.arrivals.align_arrivals`).
-    """
-
-    ranks: tuple[RankReplay, ...]
-    instances: tuple[tuple[tuple[int, int], ...], ...]
-    offsets_ns: tuple[int, ...]
-    contradicted: int = 0
-    unmatched: int = 0
-
-    def peers(self, schedules: Sequence[Schedule] | None) -> list[Peers]:
-        """Per rank, the others' arrival at each of its matched collectives: its observed
-        wait and how far the others' last arrival moved in ``schedules`` (None: not)."""
-        nodes: list[list[int]] = [[] for _ in self.ranks]
-        waits: list[list[int]] = [[] for _ in self.ranks]
-        shifts: list[list[int]] = [[] for _ in self.ranks]
-        offsets = self.offsets_ns
-        for members in self.instances:  # a loop over collectives: a few per step
-            observed = [
-                int(self.ranks[r].graph.start[v]) - offsets[r] for r, v in members
-            ]  # on the first rank's clock
-            replayed = (
-                observed
-                if schedules is None
-                else [int(schedules[r].start[v]) - offsets[r] for r, v in members]
-            )
-            for i, (r, v) in enumerate(members):
-                others = observed[:i] + observed[i + 1 :]
-                others_now = replayed[:i] + replayed[i + 1 :]
-                nodes[r].append(v)
-                waits[r].append(max(others) - observed[i])
-                shifts[r].append(max(others_now) - max(others))
-        return [
-            Peers(
-                node=np.asarray(nodes[i], dtype=np.int64),
-                wait=np.asarray(waits[i], dtype=np.int64),
-                shift=np.asarray(shifts[i], dtype=np.int64),
-            )
-            for i in range(len(self.ranks))
-        ]
-
-
 def collective_arrivals(prepared: Sequence[RankReplay]) -> CollectiveArrivals:
-    """The collectives of the ranks matched as the cluster pass matches them (the k-th task
-    of one name and process group on every rank that runs it the same number of times,
-    :func:`perfledger.analysis.cluster.collectives.collective_tasks`), and the ranks' clock
-    offsets from their ends."""
-    parts = [collective_tasks(p.events) for p in prepared]
-    instances: list[tuple[tuple[int, int], ...]] = []
-    offsets = [0] * len(prepared)
-    contradicted = unmatched = 0
-    if sum(t.num_rows for t in parts) and len(prepared) > 1:
-        aligned = align_arrivals(pa.concat_tables(parts), [p.rank for p in prepared])
-        offsets = [aligned.offsets_ns.get(p.rank, 0) for p in prepared]
-        by_key: dict[tuple[str, str], list[list[int]]] = {}
-        for i, (p, part) in enumerate(zip(prepared, parts, strict=True)):
-            node_of_row = np.full(p.events.num_rows, -1, dtype=np.int64)
-            tasks = np.flatnonzero(p.graph.kind == TASK)
-            node_of_row[p.graph.row[tasks]] = tasks
-            keys = zip(
-                part["name"].to_pylist(), part["group"].fill_null("").to_pylist(), strict=True
-            )
-            for key, row in zip(keys, part["row"].to_pylist(), strict=True):  # a few per step
-                by_key.setdefault(key, [[] for _ in prepared])[i].append(int(node_of_row[row]))
-        for key in sorted(by_key):
-            lists = by_key[key]
-            members = [i for i, nodes in enumerate(lists) if nodes]
-            counts = {len(lists[i]) for i in members}
-            if len(members) < 2:  # one rank's: nothing to match it with
-                continue
-            if len(counts) != 1:  # which of them go together is unknown
-                unmatched += max(counts)
-                continue
-            for k in range(counts.pop()):
-                instance = tuple((i, lists[i][k]) for i in members)
-                if any(v < 0 for _, v in instance):
-                    continue
-                graphs = [(prepared[i].graph, v, offsets[i]) for i, v in instance]
-                arrived = max(int(g.start[v]) - off for g, v, off in graphs)
-                left = min(int(g.end[v]) - off for g, v, off in graphs)
-                if arrived <= left + ARRIVAL_TOLERANCE_NS:
-                    instances.append(instance)
-                else:  # a participant ended before the last one arrived
-                    contradicted += 1
-    return CollectiveArrivals(
-        tuple(prepared), tuple(instances), tuple(offsets), contradicted, unmatched
-    )
+    """The collectives of the prepared ranks matched across them
+    (:func:`matched_collectives`)."""
+    return matched_collectives([rank_collectives(p) for p in prepared])
 
 
 def combined_report(reports: Sequence[ReplayReport], change: WhatIf = NO_CHANGE) -> ReplayReport:
@@ -308,6 +214,21 @@ def prepare_rank(
     )
 
 
+def with_peers(prepared: RankReplay, peers: Peers) -> RankReplay:
+    """The prepared rank with its baseline replayed with the others' measured arrivals at
+    its collectives (itself when that changes no node's time)."""
+    if not peers.node.size:
+        return prepared
+    baseline = replay(prepared.graph, NO_CHANGE, peers)
+    same = np.array_equal(baseline.start, prepared.baseline.start) and np.array_equal(
+        baseline.end, prepared.baseline.end
+    )
+    if same:
+        return prepared
+    windows = _windows(prepared.events, prepared.graph, baseline)
+    return replace(prepared, baseline=baseline, baseline_windows=windows)
+
+
 def replay_rank(
     events: pa.Table,
     change: WhatIf = NO_CHANGE,
@@ -365,10 +286,16 @@ def predicted_gains(prepared: RankReplay, change: WhatIf) -> StepGains:
     """What ``change`` gains on a prepared rank's steps, without critical paths (what the
     advisor needs): the steps' baseline and predicted totals, the predicted total kept within
     [0, the baseline's], and whether the replay predicted longer (counted in slower_replays)."""
-    if change.unchanged:
+    return replayed_gains(prepared, None if change.unchanged else replay(prepared.graph, change))
+
+
+def replayed_gains(prepared: RankReplay, schedule: Schedule | None) -> StepGains:
+    """What a replay of a prepared rank (``schedule``; None: its baseline) gains on its
+    steps, as :func:`predicted_gains` gives it."""
+    if schedule is None:
         pred_windows = prepared.baseline_windows
     else:
-        pred_windows = _windows(prepared.events, prepared.graph, replay(prepared.graph, change))
+        pred_windows = _windows(prepared.events, prepared.graph, schedule)
     steps = baseline_ns = predicted_ns = 0
     for window in prepared.measured:  # a loop over steps
         base = prepared.baseline_windows.get(window.step)

@@ -43,6 +43,7 @@ SKIPPED_RANKS: Final = "skipped_ranks"
 RELINKED_TASKS: Final = "relinked_tasks"
 INVARIANTS: Final = "invariants"
 REPLAY_ERROR: Final = "replay_error"
+REPLAYED_ALONE: Final = "replayed_alone"
 WHATIF_BOUNDS: Final = "whatif_bounds"
 UNMATCHED_COLLECTIVES: Final = "unmatched_collectives"
 

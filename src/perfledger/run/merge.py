@@ -10,7 +10,8 @@ from dataclasses import replace
 import pyarrow as pa
 
 from perfledger.analysis import ops
-from perfledger.analysis.advisor import realigned_advice
+from perfledger.analysis.advisor import RULES, realigned_advice
+from perfledger.analysis.advisor.together import replayed_together
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
 from perfledger.analysis.cluster.merge import merge_gap_reports
 from perfledger.analysis.profile import (
@@ -120,7 +121,8 @@ def analysis_from_results(
     )
     if arrivals.matched:  # the split changed after the rank tasks diagnosed their ranks
         analysis = replace(analysis, rank_advice=realigned_advice(analysis))
-    return analysis
+    # the tasks replayed their ranks alone: collectives matched across ranks replayed again
+    return replayed_together(analysis, [rule.id for rule in RULES])
 
 
 def _skipped(failure: RankFailure) -> QualityCheck:

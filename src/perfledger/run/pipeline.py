@@ -193,6 +193,8 @@ def build_profile(
             results, counters, slow_rank_excess_pct=excess, failures=failures
         )
         timings["merge_s"] = time.perf_counter() - merged
+        # of which the ranks replayed together (several ranks with matched collectives)
+        timings.update({k: v for k, v in analysis.timings.items() if k == "replay_together_s"})
         _place_events(staging, results)
         extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
         summary, document = _write_profile(

@@ -34,7 +34,9 @@ from perfledger.analysis.advisor import (
 from perfledger.analysis.advisor.base import Rule
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.advisor.ranks import PROFILE_RULES, SPLIT_RULES, merge_rank_findings
+from perfledger.analysis.advisor.together import advice_together
 from perfledger.analysis.profile import rank_profile
+from perfledger.analysis.replay_together import RanksTogether
 from perfledger.model.findings import (
     AdvisorConfig,
     AdvisorReport,
@@ -192,11 +194,16 @@ def _made_advice(
 def _rank_advice(
     analysis: ProfileAnalysis, config: AdvisorConfig, rules: Sequence[Rule]
 ) -> list[RankAdvice]:
-    """Each rank's advice, diagnosed here rank by rank."""
-    return [
+    """Each rank's advice, diagnosed here rank by rank, its fixes' gains then replayed with
+    the ranks together (:mod:`perfledger.analysis.advisor.together`)."""
+    advice = [
         diagnose_rank(rank_profile(analysis, position), config, rules=rules)
         for position in range(len(analysis.ranks))
     ]
+    if len(advice) < 2:
+        return advice
+    ranks = RanksTogether(analysis.ranks)
+    return list(advice_together(ranks, advice, [r.id for r in rules]))
 
 
 def realigned_advice(analysis: ProfileAnalysis) -> tuple[RankAdvice, ...] | None:

@@ -71,7 +71,10 @@ def combined_over_ranks(
     for rank_advice in advice:  # a loop over ranks
         mine = [i for i in ids if i in rank_advice.fixes]
         made = rank_advice.combined
-        if not mine:
+        if made is not None and set(made.findings) == set(ids):
+            # the combination replayed with the ranks together (advisor/together.py)
+            gains = made.gains
+        elif not mine:
             gains = rank_advice.baseline
         elif len(mine) == 1:
             gains = rank_advice.gains[mine[0]]
@@ -89,10 +92,17 @@ def merged_whatif_ms(
     rule_id: str, advice: Sequence[RankAdvice], fired: Sequence[RankAdvice]
 ) -> float | None:
     """A rule's replayed gain per step over every rank's replayed steps (ranks where it did
-    not fire gain nothing); None when no rank where it fired could replay its fix."""
-    gains = [a.gains[rule_id] for a in fired if rule_id in a.gains]
-    if not gains:
+    not fire gain nothing, unless the ranks were replayed together: a rank without the fix
+    then has the gain the others' fixes gave it); None when no rank where it fired could
+    replay its fix."""
+    if not any(rule_id in a.gains for a in fired):
         return None
+    firing = {id(a) for a in fired}
+    gains = [
+        a.gains[rule_id]
+        for a in advice
+        if rule_id in a.gains and (id(a) in firing or rule_id not in a.fixes)
+    ]
     steps = sum(a.baseline.steps for a in advice)
     gained = sum(g.baseline_ns - g.predicted_ns for g in gains)
     return round(gained / max(steps, 1) / 1e6, 3)

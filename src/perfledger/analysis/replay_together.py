@@ -1,0 +1,182 @@
+"""The ranks of a profile replayed together: a collective ends once its last participant has
+arrived, plus its transfer (docs/whatif.md, "Collectives across ranks").
+
+``perfledger analyze`` replays each rank in its own task first (in parallel, alone: a
+collective keeps its observed duration, its wait for the others included). Once every rank is
+back, :class:`RanksTogether` matches the ranks' collectives (from each rank's collective
+tasks: a few small arrays per rank) and replays them again with the others' arrivals: the
+critical paths of the unchanged replay (:meth:`RanksTogether.reports`) and what a change per
+rank gains on every rank (:meth:`RanksTogether.gains`), in rounds passing each rank's new
+arrivals to the others until none moves.
+
+Memory: the ranks' graphs are kept between rounds while their events add up to at most
+:data:`KEPT_GRAPH_ROWS` rows; beyond that one rank's graph is built at a time, at each round,
+and dropped (more time, the parent's memory bounded by the largest rank's graph).
+
+A rank none of whose collectives is matched with another rank's (no collectives, a different
+number of them, clocks its ends do not align) is replayed alone, as its task did: it does not
+hold the others back, and :func:`replayed_alone` counts it in the profile's quality report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import numpy as np
+
+from perfledger.analysis.critical_path import (
+    MAX_ARRIVAL_ROUNDS,
+    RankReplay,
+    prepare_rank,
+    rank_report,
+    replayed_gains,
+    with_peers,
+)
+from perfledger.analysis.intervals import Int64Array
+from perfledger.analysis.rank_arrivals import matched_collectives, rank_collectives
+from perfledger.analysis.replay import Peers, replay
+from perfledger.model.profile import RankAnalysis
+from perfledger.model.quality import REPLAYED_ALONE, WHATIF, QualityCheck
+from perfledger.model.whatif import NO_CHANGE, ReplayReport, StepGains, WhatIf
+
+# The most events rows (all ranks together) whose step graphs are kept between the rounds
+# of a replay together: about 0.1-0.2 GB of graphs.
+KEPT_GRAPH_ROWS: Final = 2_000_000
+
+
+class RanksTogether:
+    """The ranks of a profile, their collectives matched across them, to replay together.
+
+    Args:
+        ranks: the analysed ranks, in rank order (ranks without events left out); their
+            communication splits give the waits of collectives not matched across them.
+        kept_rows: keep the ranks' graphs between rounds while their events add up to at
+            most this many rows (:data:`KEPT_GRAPH_ROWS`).
+    """
+
+    def __init__(self, ranks: Sequence[RankAnalysis], kept_rows: int = KEPT_GRAPH_ROWS) -> None:
+        self._ranks = [r for r in ranks if r.events.num_rows]
+        keep = sum(r.events.num_rows for r in self._ranks) <= kept_rows
+        parts = []
+        alone: list[RankReplay] = []
+        for rank in self._ranks:  # a loop over ranks: one graph at a time unless kept
+            prepared = _prepared(rank)
+            parts.append(rank_collectives(prepared))
+            if keep:
+                alone.append(prepared)
+        self.ranks = tuple(p.rank for p in parts)
+        self.arrivals = matched_collectives(parts)
+        self.peers: tuple[Peers, ...] = tuple(self.arrivals.peers_at(None))
+        self.matched = tuple(self.arrivals.matched(i) for i in range(len(parts)))
+        # ranks with collectives none of which is matched: replayed alone, counted
+        any_collectives = any(p.tasks.num_rows for p in parts)
+        self.alone = tuple(
+            p.rank for p, m in zip(parts, self.matched, strict=True) if any_collectives and not m
+        )
+        self._kept = (
+            [with_peers(p, peers) for p, peers in zip(alone, self.peers, strict=True)]
+            if keep
+            else []
+        )
+
+    @property
+    def together(self) -> bool:
+        """Whether any collective is matched across the ranks (else each replays alone)."""
+        return any(self.matched)
+
+    def prepared(self, index: int) -> RankReplay:
+        """The rank at ``index`` (in :attr:`ranks`) prepared, its baseline replayed with the
+        others' measured arrivals."""
+        if self._kept:
+            return self._kept[index]
+        return with_peers(_prepared(self._ranks[index]), self.peers[index])
+
+    def reports(self) -> dict[int, ReplayReport]:
+        """Each matched rank's steps replayed unchanged with the others' measured arrivals,
+        with their critical paths, by rank (the ranks replayed alone keep their own)."""
+        return {
+            rank: rank_report(self.prepared(i), NO_CHANGE, self.peers[i])
+            for i, rank in enumerate(self.ranks)  # a loop over ranks
+            if self.matched[i]
+        }
+
+    def gains(self, changes: Sequence[Mapping[int, WhatIf]]) -> list[dict[int, StepGains]]:
+        """What each change gains on every rank, the ranks replayed together: per change, a
+        change of each rank it names (by rank; the others unchanged), and per rank what the
+        steps gain (:func:`perfledger.analysis.critical_path.predicted_gains`'s figures).
+
+        Rounds: the first with the others' arrivals as measured, each later one with the
+        arrivals the round before replayed, until none moves (at most
+        :data:`~perfledger.analysis.critical_path.MAX_ARRIVAL_ROUNDS`); all changes go
+        through each rank's graph in one visit per round."""
+        result: list[dict[int, StepGains]] = [{} for _ in changes]
+        pending = [c for c, by_rank in enumerate(changes) if _changed(by_rank)]
+        peers = {c: list(self.peers) for c in pending}
+        if len(pending) < len(changes):
+            baselines = self._baselines()
+            for c in range(len(changes)):
+                if c not in peers:
+                    result[c] = dict(baselines)
+        first = True
+        for _ in range(MAX_ARRIVAL_ROUNDS):  # a loop over rounds, while arrivals move
+            if not pending:
+                break
+            starts: dict[int, list[Int64Array]] = {c: [] for c in pending}
+            for i, rank in enumerate(self.ranks):  # a loop over ranks, one graph at a time
+                if not self.matched[i] and not first:
+                    for c in pending:  # replayed alone: its arrivals move nothing
+                        starts[c].append(np.zeros(0, dtype=np.int64))
+                    continue
+                prepared = self.prepared(i)
+                members = self.arrivals.members(i)
+                for c in pending:  # a loop over changes
+                    change = changes[c].get(rank, NO_CHANGE)
+                    mine = peers[c][i] if self.matched[i] else None
+                    schedule = replay(prepared.graph, change, mine)
+                    result[c][rank] = replayed_gains(prepared, schedule)
+                    starts[c].append(schedule.start[members])
+            first = False
+            moving = []
+            for c in pending:
+                moved = self.arrivals.peers_at(starts[c])
+                if not all(
+                    np.array_equal(a.shift, b.shift) for a, b in zip(moved, peers[c], strict=True)
+                ):
+                    peers[c] = moved
+                    moving.append(c)
+            pending = moving
+        return result
+
+    def _baselines(self) -> dict[int, StepGains]:
+        """Every rank's steps replayed unchanged, with the others' measured arrivals."""
+        return {rank: replayed_gains(self.prepared(i), None) for i, rank in enumerate(self.ranks)}
+
+
+def _prepared(rank: RankAnalysis) -> RankReplay:
+    """The rank prepared as its task prepares it (its communication split's waits)."""
+    split = rank.comm
+    waits = split.wait_by_row(rank.events.num_rows) if split is not None else None
+    return prepare_rank(rank.events, comm_wait=waits)
+
+
+def _changed(by_rank: Mapping[int, WhatIf]) -> bool:
+    return any(not change.unchanged for change in by_rank.values())
+
+
+def replayed_alone(together: RanksTogether) -> dict[int, QualityCheck]:
+    """``replayed_alone``, by rank: a rank of a profile with collectives none of whose own is
+    matched with another rank's, replayed without the others' arrivals (its collectives keep
+    their observed durations, waits included)."""
+    return {
+        rank: QualityCheck(
+            REPLAYED_ALONE,
+            1,
+            f"rank {rank}: none of its collectives matches another rank's (a different number "
+            "of them, none at all, or clocks their ends do not align); it is replayed alone, "
+            "its collectives keeping their observed durations",
+            (WHATIF,),
+            repaired=False,
+        )
+        for rank in together.alone
+    }
