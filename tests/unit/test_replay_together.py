@@ -74,6 +74,15 @@ def test_the_late_rank_made_faster_shortens_the_early_rank_s_step() -> None:
     assert alone == StepGains(1, STEP, STEP)
 
 
+def test_with_three_ranks_the_next_latest_arrival_ends_the_collective() -> None:
+    """A third rank arrives at 2,030 µs (a 2 ms kernel): with rank 1's kernel halved it is the
+    last to arrive, and every rank ends 500 µs after it."""
+    middle = rank_trace(2, "mid_gemm", 2_000)
+    gains = RanksTogether(profile(EARLY, LATE, middle).ranks).gains([{1: FASTER_LATE_KERNEL}])
+    predicted = KERNEL_START + 2_000 * US + TRANSFER
+    assert gains[0] == {r: StepGains(1, STEP, predicted) for r in (0, 1, 2)}
+
+
 def test_the_early_rank_made_faster_gains_nothing() -> None:
     gains = RanksTogether(profile(EARLY, LATE).ranks).gains([{0: WhatIf((Scale("compute", 0.5),))}])
     assert gains[0] == {0: StepGains(1, STEP, STEP), 1: StepGains(1, STEP, STEP)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -92,12 +93,19 @@ class CollectiveArrivals:
     def members(self, index: int) -> Int64Array:
         """The nodes of the rank at ``index`` that take part in a matched collective, in
         order: where :meth:`peers_at` reads that rank's replayed arrivals."""
-        nodes = [v for members in self.instances for r, v in members if r == index]
-        return np.unique(np.asarray(nodes, dtype=np.int64))
+        return self._members[index]
 
     def matched(self, index: int) -> bool:
         """Whether the rank at ``index`` takes part in a matched collective."""
-        return any(r == index for members in self.instances for r, _ in members)
+        return bool(self._members[index].size)
+
+    @cached_property
+    def _members(self) -> tuple[Int64Array, ...]:
+        nodes: list[list[int]] = [[] for _ in self.ranks]
+        for members in self.instances:  # a loop over collectives
+            for r, v in members:
+                nodes[r].append(v)
+        return tuple(np.unique(np.asarray(n, dtype=np.int64)) for n in nodes)
 
     def peers(self, schedules: Sequence[Schedule] | None) -> list[Peers]:
         """Per rank, the others' arrival at each of its matched collectives: its observed
@@ -129,12 +137,15 @@ class CollectiveArrivals:
                 if replayed_at is None
                 else [replayed_at[r][v] - offsets[r] for r, v in members]
             )
+            # the others' last arrival: the last of all, or the one before it for the last
+            first, second = _last_two(observed)
+            first_now, second_now = _last_two(replayed)
             for i, (r, v) in enumerate(members):
-                others = observed[:i] + observed[i + 1 :]
-                others_now = replayed[:i] + replayed[i + 1 :]
+                others = observed[second] if i == first else observed[first]
+                others_now = replayed[second_now] if i == first_now else replayed[first_now]
                 nodes[r].append(v)
-                waits[r].append(max(others) - observed[i])
-                shifts[r].append(max(others_now) - max(others))
+                waits[r].append(others - observed[i])
+                shifts[r].append(others_now - others)
         return [
             Peers(
                 node=np.asarray(nodes[i], dtype=np.int64),
@@ -143,6 +154,17 @@ class CollectiveArrivals:
             )
             for i in range(len(self.ranks))
         ]
+
+
+def _last_two(times: list[int]) -> tuple[int, int]:
+    """The positions of the latest time and of the latest of the others (at least two)."""
+    first, second = (0, 1) if times[0] >= times[1] else (1, 0)
+    for i in range(2, len(times)):  # the participants of one collective
+        if times[i] > times[first]:
+            first, second = i, first
+        elif times[i] > times[second]:
+            second = i
+    return first, second
 
 
 def matched_collectives(parts: Sequence[RankCollectives]) -> CollectiveArrivals:

@@ -25,6 +25,7 @@ from typing import Final
 
 import numpy as np
 
+from perfledger.analysis.cluster.collectives import collective_tasks
 from perfledger.analysis.critical_path import (
     MAX_ARRIVAL_ROUNDS,
     RankReplay,
@@ -41,7 +42,8 @@ from perfledger.model.quality import REPLAYED_ALONE, WHATIF, QualityCheck
 from perfledger.model.whatif import NO_CHANGE, ReplayReport, StepGains, WhatIf
 
 # The most events rows (all ranks together) whose step graphs are kept between the rounds
-# of a replay together: about 0.1-0.2 GB of graphs.
+# of a replay together: a prepared graph holds about 100 bytes per events row (15 MB for
+# v100_rank1_ddp's 151k rows, measured with tracemalloc), so about 0.2 GB.
 KEPT_GRAPH_ROWS: Final = 2_000_000
 
 
@@ -151,6 +153,12 @@ class RanksTogether:
     def _baselines(self) -> dict[int, StepGains]:
         """Every rank's steps replayed unchanged, with the others' measured arrivals."""
         return {rank: replayed_gains(self.prepared(i), None) for i, rank in enumerate(self.ranks)}
+
+
+def any_collectives(ranks: Sequence[RankAnalysis]) -> bool:
+    """Whether several ranks are given and one has a collective task (else nothing to replay
+    together: their graphs are not built)."""
+    return len(ranks) > 1 and any(collective_tasks(r.events).num_rows for r in ranks)
 
 
 def _prepared(rank: RankAnalysis) -> RankReplay:

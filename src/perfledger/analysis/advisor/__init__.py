@@ -36,7 +36,7 @@ from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.advisor.ranks import PROFILE_RULES, SPLIT_RULES, merge_rank_findings
 from perfledger.analysis.advisor.together import advice_together
 from perfledger.analysis.profile import rank_profile
-from perfledger.analysis.replay_together import RanksTogether
+from perfledger.analysis.replay_together import RanksTogether, any_collectives
 from perfledger.model.findings import (
     AdvisorConfig,
     AdvisorReport,
@@ -200,7 +200,7 @@ def _rank_advice(
         diagnose_rank(rank_profile(analysis, position), config, rules=rules)
         for position in range(len(analysis.ranks))
     ]
-    if len(advice) < 2:
+    if not any_collectives(analysis.ranks):
         return advice
     ranks = RanksTogether(analysis.ranks)
     return list(advice_together(ranks, advice, [r.id for r in rules]))

@@ -19,9 +19,8 @@ from dataclasses import replace
 
 from perfledger.analysis.advisor.ranks import merge_rank_findings
 from perfledger.analysis.advisor.whatif import ranked, top_fixes
-from perfledger.analysis.cluster.collectives import collective_tasks
 from perfledger.analysis.profile import ranks_replay
-from perfledger.analysis.replay_together import RanksTogether, replayed_alone
+from perfledger.analysis.replay_together import RanksTogether, any_collectives, replayed_alone
 from perfledger.model.findings import CombinedFix, RankAdvice
 from perfledger.model.profile import ProfileAnalysis
 from perfledger.model.whatif import WhatIf, together
@@ -93,9 +92,7 @@ def replayed_together(analysis: ProfileAnalysis, rule_order: Sequence[str]) -> P
     and combination) and the quality report's ``replayed_alone``; as it is with one rank or
     no collective (``rule_order``: as :func:`advice_together` takes it).
     ``timings['replay_together_s']``: the seconds it took."""
-    if len(analysis.ranks) < 2 or not any(
-        collective_tasks(r.events).num_rows for r in analysis.ranks
-    ):
+    if not any_collectives(analysis.ranks):
         return analysis
     started = time.perf_counter()
     ranks = RanksTogether(analysis.ranks)
