@@ -15,10 +15,15 @@ import pytest
 from perfledger.analysis.critical_path import replay_rank
 from perfledger.analysis.profile import analyze_rank
 from perfledger.model.whatif import (
+    COMMUNICATION_TRANSFER,
+    COMMUNICATION_WAIT,
     MAX_PATH_SPANS,
     REPLAY_MEDIAN_ERROR_PCT,
     REPLAY_WORST_ERROR_PCT,
     ReplayReport,
+    Scale,
+    WhatIf,
+    path_classes,
 )
 from perfledger.sources import load_traces
 from tests.cli import perfledger
@@ -47,7 +52,9 @@ def _reports(name: str) -> tuple[ReplayReport, ...]:
     reports = []
     for trace in load_traces([DATA / Path(name)]):
         rank = analyze_rank(trace)
-        reports.append(replay_rank(rank.events, measured=rank.windows))
+        # the waits of its collectives as analyze splits them (estimated, measured by HCCL)
+        waits = rank.comm.wait_by_row(rank.events.num_rows) if rank.comm is not None else None
+        reports.append(replay_rank(rank.events, measured=rank.windows, comm_wait=waits))
     return tuple(reports)
 
 
@@ -66,8 +73,14 @@ def test_replay_reproduces_the_measured_steps(name: str) -> None:
 def test_critical_path_covers_each_step_exactly(name: str) -> None:
     for report in _reports(name):
         for step in report.steps:
-            assert sum(step.bound_by_ns.values()) == step.predicted_ns
-            assert all(v >= 0 for v in step.bound_by_ns.values())
+            bound = step.bound_by_ns
+            # the classes make up the step; communication's wait and transfer make it up
+            assert sum(path_classes(bound).values()) == step.predicted_ns
+            assert all(v >= 0 for v in bound.values())
+            assert (
+                bound[COMMUNICATION_WAIT] + bound[COMMUNICATION_TRANSFER] == bound["communication"]
+            )
+            assert step.broken_invariant() is None
 
 
 @pytest.mark.parametrize("name", MULTI_STEP)
@@ -87,6 +100,38 @@ def test_critical_path_spans_lie_on_the_measured_steps(name: str) -> None:
             for s in spans:
                 covered[s.category] = covered.get(s.category, 0) + s.end_ns - s.start_ns
             assert sum(covered.values()) == step.measured_ns
+
+
+@pytest.mark.parametrize(
+    "name", ["kineto/a100_rank3_control.json.gz", "kineto/v100_rank1_test.json.gz"]
+)
+def test_a_faster_host_puts_the_collectives_waits_on_the_path(name: str) -> None:
+    """With the host 20x faster the device sets the steps, and the all-reduces' waits for
+    their peers (estimated from their messages and the link) reach the paths: never more
+    than the collectives waited in all (the change leaves their durations alone)."""
+    (trace,) = load_traces([DATA / Path(name)])
+    rank = analyze_rank(trace)
+    split = rank.comm
+    assert split is not None
+    faster_host = WhatIf((Scale("host", 0.05), Scale("launch", 0.05)))
+    report = replay_rank(
+        rank.events,
+        faster_host,
+        measured=rank.windows,
+        comm_wait=split.wait_by_row(rank.events.num_rows),
+    )
+    on_path = 0
+    for step in report.steps:
+        assert step.broken_invariant() is None
+        on_path += step.bound_by_ns[COMMUNICATION_WAIT]
+        # a piece of its own (not one of a run of short pieces merged under a name)
+        pieces = [
+            s
+            for s in step.path_spans
+            if s.label.endswith("(waiting for peers)") and " pieces: " not in s.label
+        ]
+        assert {s.category for s in pieces} <= {"communication"}
+    assert 0 < on_path <= int(split.wait_ns.sum())
 
 
 def test_the_timeline_has_a_critical_path_track_per_rank(tmp_path: Path) -> None:

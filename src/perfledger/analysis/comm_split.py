@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
@@ -39,6 +40,7 @@ from perfledger.analysis import columns
 from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
 from perfledger.model.comm import CommSplit
+from perfledger.model.devices import device_from_meta, peer_link_gbps
 
 IntArray = npt.NDArray[np.int64]
 
@@ -139,6 +141,34 @@ def comm_split(events: pa.Table, link_gbps: float = math.nan, default_group: int
             source.append(UNKNOWN)
     wait = np.clip(wait, 0, dur)
     return CommSplit(rows, wait, tuple(source), tuple(collective), nbytes, group)
+
+
+def stored_comm_waits(events: pa.Table, rank_meta: Mapping[str, Any]) -> IntArray:
+    """Per row of a stored profile's events, how long each communication task waited at its
+    start, split per rank as ``analyze`` split it: with the link bandwidth of the rank's
+    device and the job's world size (``rank_meta``: meta.json's ``ranks``, by rank number
+    as text). The waits measured across ranks are not there: a replay of several ranks
+    takes them from the others' arrivals."""
+    waits = np.zeros(events.num_rows, dtype=np.int64)
+    if events.num_rows == 0:
+        return waits
+    rank_of_row = columns.int64(events, "rank")
+    for rank in np.unique(rank_of_row).tolist():  # a loop over ranks
+        rows = np.flatnonzero(rank_of_row == rank)
+        own = events.take(pa.array(rows, pa.int64()))
+        meta = rank_meta.get(str(rank))
+        meta = meta if isinstance(meta, Mapping) else {}
+        world = next(
+            (
+                v
+                for v in (meta.get("hccl_ranks"), meta.get("world_size"))
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0
+            ),
+            0,
+        )
+        split = comm_split(own, peer_link_gbps(device_from_meta(meta)), world)
+        waits[rows] = split.wait_by_row(own.num_rows)
+    return waits
 
 
 def annotation_messages(events: pa.Table, rows: IntArray) -> list[tuple[int, str | None]]:

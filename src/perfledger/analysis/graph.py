@@ -59,6 +59,8 @@ COMPUTE_CLASSES: Final = tuple(
     for c in opclass.OP_CLASSES
     if c not in (opclass.COMMUNICATION, opclass.MEMCPY, opclass.MEMSET)
 )
+# ``bound_by`` also splits COMMUNICATION in its wait for peers and its transfer: parts beside
+# it, not classes of their own (perfledger.model.whatif.BOUND_BY_PARTS, the critical path).
 CLASSES: Final = (
     HOST,
     DATALOADER,

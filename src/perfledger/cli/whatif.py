@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.analysis.comm_split import stored_comm_waits
 from perfledger.analysis.critical_path import replay_profile
 from perfledger.analysis.whatif_changes import sync_calls_matching
 from perfledger.errors import PerfledgerError
@@ -150,7 +151,9 @@ def run(args: argparse.Namespace) -> int:
     assert events is not None  # required
     events = schema.conform_events(events)
     by_rank = rank_changes(args.profile, events, change, args.drop_sync, fixes)
-    report = replay_profile(events, change, by_rank)
+    ranks_meta = profile.meta.get("ranks")
+    waits = stored_comm_waits(events, ranks_meta if isinstance(ranks_meta, dict) else {})
+    report = replay_profile(events, change, by_rank, comm_wait=waits)
     if not report.steps:
         raise PerfledgerError(f"{args.profile}: the profile has no step to replay")
     if args.json:
@@ -297,7 +300,7 @@ def whatif_lines(report: ReplayReport, notes: Sequence[str] = ()) -> list[str]:
     )
     lines.extend(notes)
     bound = report.mean_bound_by_ns()
-    total = sum(bound.values())
+    total = sum(whatif.path_classes(bound).values())  # communication's parts not twice
     if total > 0:
         parts = ", ".join(
             f"{k} {v / 1e6:.3f} ms ({100.0 * v / total:.0f}%)" for k, v in bound.items()

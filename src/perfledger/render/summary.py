@@ -30,8 +30,10 @@ Keys, in this order (DESIGN.md's fixed keys first; add keys, never rename):
     gap_histogram -- count, total_ms and per duration bucket count, total_ms and by cause,
     critical_path -- the steps' replay (docs/whatif.md): replay_error_pct {median, worst},
                  bound_by_ms (the critical path's time per step by class, mean over the steps,
-                 largest first), top_tasks (name, class, ms on the paths), and per step rank,
-                 step, measured_ms, replayed_ms; null when nothing was replayed,
+                 largest first; communication:wait and communication:transfer are the parts of
+                 communication, not added again), top_tasks (name, class, ms on the paths),
+                 and per step rank, step, measured_ms, replayed_ms; null when nothing was
+                 replayed,
     whatif_combined -- the advisor's top fixes (at most 3, by whatif_ms) replayed together:
                  {findings: [ids], gain_ms, baseline_ms, predicted_ms} per step (the gain of
                  the fixes together, not the sum of theirs); null when no fix gains.

@@ -8,6 +8,8 @@
     "launch": "#9e9d24",
     "sync": "#ef6c00",
     "communication": "#1565c0",
+    "communication:wait": "#90caf9",
+    "communication:transfer": "#1565c0",
     "copies": "#6a1b9a",
     "other": "#9e9e9e",
     "compute:matmul": "#1b5e20",
@@ -24,8 +26,16 @@
     "launch": "launch overhead",
     "sync": "synchronisation",
     "communication": "communication",
+    "communication:wait": "communication: waiting for peers",
+    "communication:transfer": "communication: transfer",
     "copies": "memory copies",
     "other": "unexplained"
+  };
+
+  // Keys that split a class in parts, beside it (bound_by keeps the class's total too).
+  var PATH_PARTS = {
+    "communication:wait": "communication",
+    "communication:transfer": "communication"
   };
 
   function pathColour(category) {
@@ -65,6 +75,17 @@
     steps.forEach(function (s) {
       Object.keys(s.bound_by_ms).forEach(function (k) { if (classes.indexOf(k) < 0) classes.push(k); });
     });
+    // the bars stack a class's parts in its place, so that they add up to the step
+    var drawnAsParts = {};
+    classes.forEach(function (k) { if (PATH_PARTS[k]) drawnAsParts[PATH_PARTS[k]] = true; });
+    var stacked = classes.filter(function (k) { return !drawnAsParts[k]; });
+    // the table lists each class with its parts right after it
+    var listed = [];
+    classes.forEach(function (k) {
+      if (PATH_PARTS[k] && classes.indexOf(PATH_PARTS[k]) >= 0) return;
+      listed.push(k);
+      classes.forEach(function (part) { if (PATH_PARTS[part] === k) listed.push(part); });
+    });
     var ranks = {};
     steps.forEach(function (s) { ranks[s.rank] = true; });
     var severalRanks = Object.keys(ranks).length > 1;
@@ -96,7 +117,7 @@
         },
         yAxis: { type: "value", name: "ms" },
         dataZoom: steps.length > 60 ? [{ type: "slider" }, { type: "inside" }] : [],
-        series: classes.map(function (k) {
+        series: stacked.map(function (k) {
           return {
             name: pathWords(k),
             type: "bar",
@@ -109,12 +130,12 @@
       });
     }
     renderTable(document.getElementById("table-critical-path-mean"), {
-      total_rows: classes.length,
-      shown_rows: classes.length,
+      total_rows: listed.length,
+      shown_rows: listed.length,
       columns: [
-        { name: "bound by", type: "str", values: classes.map(pathWords) },
-        { name: "class", type: "str", values: classes },
-        { name: "mean per step (ms)", type: "float", values: classes.map(function (k) { return (cp.bound_by_ms || {})[k]; }) }
+        { name: "bound by", type: "str", values: listed.map(pathWords) },
+        { name: "class", type: "str", values: listed },
+        { name: "mean per step (ms)", type: "float", values: listed.map(function (k) { return (cp.bound_by_ms || {})[k]; }) }
       ]
     }, { filter: false });
     var tasks = cp.top_tasks || [];
