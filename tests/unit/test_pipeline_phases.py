@@ -4,6 +4,8 @@ advisor."""
 from __future__ import annotations
 
 import io
+import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,3 +111,32 @@ def test_an_advisor_error_stops_the_writer_and_leaves_nothing(
         )
     # nothing is left behind: neither the profile nor its staging folder
     assert list(tmp_path.iterdir()) == []
+
+
+def test_meta_json_times_every_phase_of_one_trace_within_the_whole(tmp_path: Path) -> None:
+    began = time.perf_counter()
+    build_profile(
+        [data_file("kineto/v100_rank1_test.json.gz")],
+        tmp_path / "p",
+        console=Console(file=io.StringIO()),
+        display=RecordingDisplay(),
+    )
+    wall = time.perf_counter() - began
+    timings = json.loads((tmp_path / "p" / "meta.json").read_text())["timings"]
+    # the phases that run one after the other in this process (the writer thread's
+    # tables_s and csv_s run beside the advisor; tables_wait_s is what was left of them)
+    one_after_another = (
+        "import_s",
+        "analysis_s",
+        "replay_s",
+        "advisor_s",
+        "merge_s",
+        "tables_wait_s",
+        "timeline_s",
+        "report_s",
+    )
+    assert all(timings[phase] >= 0 for phase in one_after_another), timings
+    assert timings["replay_s"] > 0
+    # rounded to the ms: a few ms of slack for the rounding of each phase
+    assert sum(timings[p] for p in one_after_another) <= timings["total_s"] + 0.01
+    assert timings["total_s"] <= wall

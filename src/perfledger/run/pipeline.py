@@ -206,6 +206,7 @@ def build_profile(
             step_times=step_times,
             advisor_config=advisor_config,
             timings=timings,
+            started=started,
             copies={s: c for r in results for s, c in r.raw_copies.items()},
             show=report.phase,
             diagnosed=len(results) == 1,
@@ -221,7 +222,7 @@ def build_profile(
 
 def _task_timings(results: Sequence[RankResult], ranks_s: float) -> dict[str, float]:
     """The phases of the rank tasks in meta.json's timings: one rank's own, else their sums."""
-    phases = ("import_s", "analysis_s", "advisor_s", "write_s", "copy_s")
+    phases = ("import_s", "analysis_s", "replay_s", "advisor_s", "write_s", "copy_s")
     if len(results) == 1:
         return {phase: results[0].timings.get(phase, 0.0) for phase in phases}
     timings = {"ranks_s": ranks_s}
@@ -277,6 +278,7 @@ def _write_profile(
     step_times: pa.Table | None,
     advisor_config: AdvisorConfig | None,
     timings: Mapping[str, float],
+    started: float | None = None,
     copies: Mapping[Path, Path] | None = None,
     show: Callable[[str], None] | None = None,
     diagnosed: bool = False,
@@ -284,6 +286,9 @@ def _write_profile(
     """Everything but the rank tasks' events tables: raw copies, tables, artefacts, meta.json;
     returns the summary and meta documents.
 
+    ``started``: when the profile's build began (``time.perf_counter``): meta.json's
+    ``total_s`` counts from there to the writing of meta.json, so that the time outside
+    the recorded phases shows.
     ``copies``: source files the rank tasks already copied (source -> copy), moved into raw/.
     ``show``: told the name of each phase as it starts. ``diagnosed``: the rank rules ran in
     the rank's task already (the status line said so); what runs here is the profile's.
@@ -350,6 +355,8 @@ def _write_profile(
         "tables_wait_s": wait_s,
         **wrote.timings,
     }
+    if started is not None:
+        phases["total_s"] = time.perf_counter() - started
     document["timings"] = {k: round(v, 3) for k, v in phases.items()}
     if wrote.omitted:
         document[artefacts.OMITTED_KEY] = list(wrote.omitted)
