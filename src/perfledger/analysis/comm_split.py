@@ -179,7 +179,8 @@ def annotation_messages(events: pa.Table, rows: IntArray) -> list[tuple[int, str
     names = columns.strings(events, "name")
     is_annotation = columns.isin(events, "kind", [schema.ANNOTATION])
     marks = np.flatnonzero(
-        is_annotation & np.array([str(n).startswith(_ANNOTATION_PREFIX) for n in names])
+        is_annotation
+        & columns.matches(events, "name", lambda name: name.startswith(_ANNOTATION_PREFIX))
     )
     if marks.size == 0 or rows.size == 0:
         return found
