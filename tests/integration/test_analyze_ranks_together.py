@@ -2,7 +2,9 @@
 (worker processes here) are back: the unchanged replay still reproduces the measured steps
 within the bounds of docs/whatif.md, and every fix's gain on each rank is what a second
 implementation gives — the whatif command's replay of all ranks at once
-(:func:`perfledger.analysis.critical_path.replay_profile`, every graph held, its own rounds)."""
+(:func:`perfledger.analysis.critical_path.replay_profile`, every graph held, its own rounds).
+On hand-built ranks (tests/cluster_gen.py) the critical path's wait for peers is the one the
+ranks' arrivals give."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from perfledger.analysis.critical_path import replay_profile
 from perfledger.model.whatif import StepGains
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import ProfileResult, build_profile
+from tests.cluster_gen import write_ranks
 from tests.paths import DATA
 
 TRACES = ["ascend/torch_npu_db/level1", "kineto/sampled_2ranks"]
@@ -70,3 +73,21 @@ def test_each_fix_gains_what_the_ranks_replayed_at_once_give(built: ProfileResul
         (finding,) = [f for f in built.summary["findings"] if f["id"] == rule]
         total = sum((a.gains[rule] for a in advice), StepGains())
         assert finding["whatif_ms"] == total.gain_ms
+
+
+def test_the_critical_path_waits_for_the_late_rank(tmp_path: Path) -> None:
+    """tests/cluster_gen.py: rank 1 computes 12 ms, rank 0 10 ms; both all-reduces end
+    together, 1 ms after rank 1 arrives. Rank 0's all-reduce (3 ms) waits 2 ms, rank 1's (1 ms)
+    not at all: per step, on the mean path, 2 ms of communication of which 1 ms waiting and
+    1 ms transfer (replayed alone, nothing tells the wait: it would all be transfer)."""
+    write_ranks(tmp_path / "ranks", 2, slow_rank=1, slow_factor=1.2)
+    built = build_profile(
+        [tmp_path / "ranks"],
+        tmp_path / "profile",
+        console=Console(file=io.StringIO()),
+        execution=Execution(workers=0),
+    )
+    bound = built.summary["critical_path"]["bound_by_ms"]
+    assert bound["communication"] == pytest.approx(2.0, abs=1e-3)
+    assert bound["communication:wait"] == pytest.approx(1.0, abs=1e-3)
+    assert bound["communication:transfer"] == pytest.approx(1.0, abs=1e-3)
