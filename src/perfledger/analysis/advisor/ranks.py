@@ -17,7 +17,8 @@ How findings of one rule on several ranks become one finding of the profile:
   the title naming that rank and how many ranks it fired on; the evidence adds
   ``worst_rank``, ``ranks`` (where it fired) and ``per_rank`` (each firing rank's severity);
 - its replayed gain (``whatif_ms``) is each firing rank's gain over its replayed steps, summed,
-  over the replayed steps of every rank;
+  over the replayed steps of every rank (with the ranks replayed together,
+  :mod:`~perfledger.analysis.advisor.together`, every rank's gain from the fix);
 - its timeline spans are the worst rank's, then the other firing ranks' (by severity), each
   rank's as its own finding gave them, at most :data:`MERGED_SPANS` in all;
 - a rule is reported skipped only when every rank skipped it (the first rank's reason).
