@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -109,11 +111,111 @@ def trace_figures(path: Path) -> dict[str, object]:
     }
 
 
+# The changes the advisor's rules replay most (rows-free ones, so that any trace has them).
+FIXES: Final = (
+    ("launch x0.5", WhatIf((Scale("launch", 0.5),))),
+    ("launch x0.1", WhatIf((Scale("launch", 0.1),))),
+    ("overlap_comm", WhatIf(overlap_comm=True)),
+    ("no_sync", WhatIf(no_sync=True)),
+    ("compute x0.5", WhatIf((Scale("compute", 0.5),))),
+)
+
+
+def fix_figures(path: Path, rounds: int) -> dict[str, object]:
+    """One fix replayed for the advisor, the previous way (every lookup for every node, the
+    windows measured on a whole replayed events table) and the present one, alternating,
+    ``rounds`` times each; the windows of both compared."""
+    import _replay_previous as previous  # the sibling file (run as a script)
+
+    from perfledger.analysis import replay as replay_module
+    from perfledger.analysis.profile import analyze_rank
+    from perfledger.analysis.replay_windows import ReplayWindows
+    from perfledger.sources.kineto import load_kineto
+
+    events = analyze_rank(load_kineto(path)).events
+    t0 = time.perf_counter()
+    graph = build_graph(events)
+    t1 = time.perf_counter()
+    windows = ReplayWindows(events, graph)
+    t2 = time.perf_counter()
+    present_loop = replay_module._schedule
+    loop_s = [0.0]
+
+    def timed(loop: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            started = time.perf_counter()
+            result = loop(*args)
+            loop_s[0] += time.perf_counter() - started
+            return result
+
+        return run
+
+    figures: dict[str, dict[str, list[float]]] = {}
+    for _ in range(rounds):
+        for name, change in FIXES:
+            seen: list[object] = []
+            for way, loop, measure in (
+                ("previous", previous.previous_schedule, None),
+                ("present", present_loop, windows),
+            ):
+                replay_module._schedule = timed(loop)  # type: ignore[assignment]
+                loop_s[0] = 0.0
+                started = time.perf_counter()
+                schedule = replay(graph, change)
+                replayed = time.perf_counter()
+                if measure is None:
+                    seen.append(previous.previous_windows(events, graph, schedule))
+                else:
+                    seen.append(measure(schedule))
+                ended = time.perf_counter()
+                replay_module._schedule = present_loop  # type: ignore[assignment]
+                got = figures.setdefault(f"{name}/{way}", {})
+                got.setdefault("loop_s", []).append(loop_s[0])
+                got.setdefault("replay_s", []).append(replayed - started)
+                got.setdefault("windows_s", []).append(ended - replayed)
+            if seen[0] != seen[1]:
+                raise SystemExit(f"{name}: the step windows differ between the two ways")
+    medians = {
+        key: {part: round(float(np.median(values)), 3) for part, values in parts.items()}
+        for key, parts in figures.items()
+    }
+    whole = {
+        way: round(
+            sum(
+                medians[f"{n}/{way}"]["replay_s"] + medians[f"{n}/{way}"]["windows_s"]
+                for n, _ in FIXES
+            ),
+            3,
+        )
+        for way in ("previous", "present")
+    }
+    return {
+        "trace": path.name,
+        "events": events.num_rows,
+        "nodes": graph.size,
+        "graph_s": round(t1 - t0, 3),
+        "windows_prepare_s": round(t2 - t1, 3),
+        "rounds": rounds,
+        "fixes": medians,
+        "fixes_s": whole,
+        "previous_over_present": round(whole["previous"] / max(whole["present"], 1e-9), 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=50_000)
     parser.add_argument("--trace", type=Path, help="time the replay of this Kineto trace")
+    parser.add_argument(
+        "--fixes",
+        action="store_true",
+        help="with --trace: the advisor's fixes replayed the previous way and the present one",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --fixes: rounds of each")
     args = parser.parse_args()
+    if args.trace is not None and args.fixes:
+        print(json.dumps(fix_figures(args.trace, args.rounds)))
+        return
     if args.trace is not None:
         print(json.dumps(trace_figures(args.trace)))
         return

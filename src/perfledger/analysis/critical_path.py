@@ -54,8 +54,8 @@ from perfledger.analysis.replay import (
     Peers,
     Schedule,
     replay,
-    replayed_events,
 )
+from perfledger.analysis.replay_windows import ReplayWindows
 from perfledger.analysis.steps import step_plan
 from perfledger.model.accounts import StepWindow
 from perfledger.model.whatif import (
@@ -173,6 +173,7 @@ class RankReplay:
         baseline: the graph replayed unchanged.
         baseline_windows: the step windows of the baseline replay, by step.
         measured: the step windows of the trace.
+        windows: the step windows of any replay of the graph, by step.
         comm_wait: per node, how long a communication task waited for its peers at its
             start (0 for every other node; None: no wait known, all transfer).
     """
@@ -183,6 +184,7 @@ class RankReplay:
     baseline: Schedule
     baseline_windows: dict[int, StepWindow]
     measured: tuple[StepWindow, ...]
+    windows: ReplayWindows
     comm_wait: Int64Array | None = None
 
 
@@ -200,6 +202,7 @@ def prepare_rank(
         measured = step_plan(events).windows
     graph = build_graph(events)
     baseline = replay(graph)
+    windows = ReplayWindows(events, graph)
     node_wait = None
     if comm_wait is not None:
         node_wait = np.where(graph.kind == TASK, comm_wait[graph.row], 0).astype(np.int64)
@@ -208,8 +211,9 @@ def prepare_rank(
         events,
         graph,
         baseline,
-        _windows(events, graph, baseline),
+        windows(baseline),
         tuple(measured),
+        windows,
         node_wait,
     )
 
@@ -225,8 +229,7 @@ def with_peers(prepared: RankReplay, peers: Peers) -> RankReplay:
     )
     if same:
         return prepared
-    windows = _windows(prepared.events, prepared.graph, baseline)
-    return replace(prepared, baseline=baseline, baseline_windows=windows)
+    return replace(prepared, baseline=baseline, baseline_windows=prepared.windows(baseline))
 
 
 def replay_rank(
@@ -252,7 +255,7 @@ def rank_report(
         predicted, pred_windows = baseline, base_windows
     else:
         predicted = replay(graph, change, peers)
-        pred_windows = _windows(prepared.events, graph, predicted)
+        pred_windows = prepared.windows(predicted)
     tops: dict[tuple[str, str], int] = {}
     steps = []
     # without a change the baseline is the prediction: replayed without the others' arrivals
@@ -292,10 +295,7 @@ def predicted_gains(prepared: RankReplay, change: WhatIf) -> StepGains:
 def replayed_gains(prepared: RankReplay, schedule: Schedule | None) -> StepGains:
     """What a replay of a prepared rank (``schedule``; None: its baseline) gains on its
     steps, as :func:`predicted_gains` gives it."""
-    if schedule is None:
-        pred_windows = prepared.baseline_windows
-    else:
-        pred_windows = _windows(prepared.events, prepared.graph, schedule)
+    pred_windows = prepared.baseline_windows if schedule is None else prepared.windows(schedule)
     steps = baseline_ns = predicted_ns = 0
     for window in prepared.measured:  # a loop over steps
         base = prepared.baseline_windows.get(window.step)
@@ -307,11 +307,6 @@ def replayed_gains(prepared: RankReplay, schedule: Schedule | None) -> StepGains
         predicted_ns += pred.wall_ns
     slower = int(predicted_ns > baseline_ns * (1 + SLOWER_TOLERANCE))
     return StepGains(steps, baseline_ns, min(max(predicted_ns, 0), baseline_ns), slower)
-
-
-def _windows(events: pa.Table, graph: StepGraph, schedule: Schedule) -> dict[int, StepWindow]:
-    table = replayed_events(events, graph, schedule)
-    return {w.step: w for w in step_plan(table).windows}
 
 
 def _critical_path(

@@ -12,7 +12,7 @@ sequential); everything around it is vectorised. docs/whatif.md gives the measur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Final
 
@@ -177,6 +177,23 @@ def node_changes(graph: StepGraph, change: WhatIf) -> NodeChanges:
     return NodeChanges(factor, gap, latency, fused, waits)
 
 
+def effective_change(change: WhatIf) -> WhatIf:
+    """``change`` without its parts that change nothing: scales by exactly 1 of a known
+    selector, task changes of no task. Replayed, it gives the same schedule."""
+
+    def known(selector: str) -> bool:
+        glob = selector[len(whatif.KERNEL_PREFIX) :]
+        return selector in whatif.SELECTORS or (
+            selector.startswith(whatif.KERNEL_PREFIX) and bool(glob)
+        )
+
+    scales = tuple(s for s in change.scales if not (s.factor == 1.0 and known(s.selector)))
+    tasks = tuple(t for t in change.tasks if t.rows or t.factors or t.fused)
+    if len(scales) == len(change.scales) and len(tasks) == len(change.tasks):
+        return change
+    return replace(change, scales=scales, tasks=tasks)
+
+
 def name_matches(graph: StepGraph, pattern: str) -> npt.NDArray[np.bool_]:
     """Device tasks (and operators of a host-only run) whose name, or the name of the host
     operator that launched them, matches the glob ``pattern`` (case-sensitive)."""
@@ -287,49 +304,58 @@ def _schedule(
     events: dict[int, list[tuple[int, int]]],
     transfers: dict[int, tuple[int, int]],
 ) -> tuple[list[int], list[int], list[int], list[int]]:
-    """The longest-path recursion over plain lists (nodes in topological order)."""
+    """The longest-path recursion over plain lists (nodes in topological order).
+
+    Most nodes have at most a chain predecessor and a launch call: they take the short path
+    (one flag read); the few with wake-ups, event edges, synchronisation waits or a transfer
+    take the full one."""
     n = len(dur)
     start = [0] * n
     end = [0] * n
     via = [-1] * n
     how = [RELEASE] * n
-    for v in range(n):
-        s = release[v]
+    more = [False] * n
+    for v in (*waits, *wakes, *events, *transfers):
+        more[v] = True
+    for v, p, d, q, lag, s, length, full in zip(
+        range(n), pred, delay, launch_src, launch_delay, release, dur, more, strict=True
+    ):
         by, kind = -1, RELEASE
-        p = pred[v]
         if p >= 0:
-            t = end[p] + delay[v]
+            t = end[p] + d
             if t > s:
                 s, by, kind = t, p, CHAIN
-        q = launch_src[v]
         if q >= 0:
-            t = start[q] + launch_delay[v]
+            t = start[q] + lag
             if t > s:
                 s, by, kind = t, q, LAUNCHED
-        woken = wakes.get(v)
-        if woken is not None:
-            t = start[woken[0]] + woken[1]
-            if t > s:
-                s, by, kind = t, woken[0], WOKEN
-        awaited = events.get(v)
-        if awaited is not None:
-            for w, gap in awaited:
+        if full:
+            woken = wakes.get(v)
+            if woken is not None:
+                t = start[woken[0]] + woken[1]
+                if t > s:
+                    s, by, kind = t, woken[0], WOKEN
+            for w, gap in events.get(v, ()):
                 t = end[w] + gap
                 if t > s:
                     s, by, kind = t, w, AWAITED
-        waited = waits.get(v)
-        if waited is not None:
-            for w in waited:
+            for w in waits.get(v, ()):
                 if end[w] > s:
                     s, by, kind = end[w], w, WAITED
-        if s == FREE:
-            s = observed[v]  # nothing to go by: where it was
-        start[v] = s
-        peer = transfers.get(v)
-        # a collective: waits for the other ranks' arrival, then transfers
-        end[v] = s + dur[v] if peer is None else max(s, peer[0]) + peer[1]
-        via[v] = by
-        how[v] = kind
+            if s == FREE:
+                s = observed[v]  # nothing to go by: where it was
+            start[v] = s
+            peer = transfers.get(v)
+            # a collective: waits for the other ranks' arrival, then transfers
+            end[v] = s + length if peer is None else max(s, peer[0]) + peer[1]
+        else:
+            if s == FREE:
+                s = observed[v]
+            start[v] = s
+            end[v] = s + length
+        if by >= 0:
+            via[v] = by
+            how[v] = kind
     return start, end, via, how
 
 
@@ -417,13 +443,13 @@ class _ThreadMap:
         inside = times <= self.obs_end[i]
         obs_len = self.obs_end[i] - self.obs_start[i]
         rep_len = self.rep_end[i] - self.rep_start[i]
-        within = self.rep_start[i] + _scaled(times - self.obs_start[i], rep_len, obs_len)
+        within = self.rep_start[i] + scaled_offset(times - self.obs_start[i], rep_len, obs_len)
         gap_obs = self.obs_start[nxt] - self.obs_end[i]
         gap_rep = self.rep_start[nxt] - self.rep_end[i]
         has_next = (i < last) & (gap_obs > 0)
         after = self.rep_end[i] + np.where(
             has_next,
-            _scaled(times - self.obs_end[i], gap_rep, gap_obs),
+            scaled_offset(times - self.obs_end[i], gap_rep, gap_obs),
             times - self.obs_end[i],
         )
         mapped = np.where(inside, within, after)
@@ -431,7 +457,7 @@ class _ThreadMap:
         return np.asarray(np.where(before, first, mapped), dtype=np.int64)
 
 
-def _scaled(offset: Int64Array, new_len: Int64Array, old_len: Int64Array) -> Int64Array:
+def scaled_offset(offset: Int64Array, new_len: Int64Array, old_len: Int64Array) -> Int64Array:
     """``offset`` scaled by new_len / old_len (offset kept where old_len is 0)."""
     ratio = np.where(old_len > 0, new_len / np.maximum(old_len, 1), 1.0)
     return np.asarray(np.rint(np.minimum(offset, np.maximum(old_len, offset)) * ratio), np.int64)

@@ -61,44 +61,79 @@ def launch_starts(events: pa.Table) -> Int64Array:
     ``sync`` call carrying the same correlation id. Host rows get -1, and so do tasks whose id
     several calls of one name carry (the ``shared_correlation`` quality check counts them).
     """
-    n = events.num_rows
-    result = np.full(n, -1, dtype=np.int64)
-    if n == 0:
-        return result
+    result = np.full(events.num_rows, -1, dtype=np.int64)
+    keys = launch_keys(events)
+    if keys.task_rows.size:
+        result[keys.task_rows] = keys.starts(columns.int64(events, "start_ns")[keys.launch_rows])
+    return result
+
+
+@dataclass(frozen=True)
+class LaunchKeys:
+    """Which host calls may have launched each device task (:func:`launch_keys`); what does
+    not depend on the times, so that the launches of replayed times are found again cheaply.
+
+    Attributes:
+        task_rows: the tasks whose (rank, correlation) some call carries unambiguously.
+        task_key: for each of them, its key (an index into ``bounds``).
+        launch_rows: the calls carrying those keys, grouped by key.
+        bounds: where each key's calls begin in ``launch_rows``.
+    """
+
+    task_rows: Int64Array
+    task_key: Int64Array
+    launch_rows: Int64Array
+    bounds: Int64Array
+
+    def starts(self, launch_start: Int64Array) -> Int64Array:
+        """For each of ``task_rows``, its launch's start (the earliest of its key's calls),
+        given the start of each of ``launch_rows``."""
+        if self.task_rows.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        earliest = np.minimum.reduceat(launch_start, self.bounds)
+        return np.asarray(earliest[self.task_key], dtype=np.int64)
+
+
+def launch_keys(events: pa.Table) -> LaunchKeys:
+    """The calls that may have launched each task: the host calls carrying its (rank,
+    correlation); the earliest of them is its launch (:func:`launch_starts`). A key that
+    calls of one name carry twice is left out: which of them issued the task is unknown,
+    and the task counts as issued when it starts."""
+    empty = np.zeros(0, dtype=np.int64)
+    none = LaunchKeys(empty, empty, empty, empty)
+    if events.num_rows == 0:
+        return none
     correlation = columns.int64(events, "correlation")
     rank = columns.int64(events, "rank")
-    start = columns.int64(events, "start_ns")
     device = columns.int64(events, "device")
     is_launch = columns.isin(events, "kind", schema.LAUNCH_KINDS) & (device < 0)
     is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS) & (correlation >= 0)
     launch_rows = np.flatnonzero(is_launch & (correlation >= 0))
     task_rows = np.flatnonzero(is_task)
     if launch_rows.size == 0 or task_rows.size == 0:
-        return result
-    # one key per (rank, correlation); the earliest launch wins when calls of different names
-    # share an id (a request and its reply), none when calls of one name do: which of them
-    # issued the task is unknown, and the task counts as issued when it starts
+        return none
+    # one key per (rank, correlation); calls of different names may share an id (a request
+    # and its reply), calls of one name may not
     launch_keys = rank[launch_rows] * (1 << 40) + correlation[launch_rows]
     names = columns.dictionary_codes(events, "name")[0][launch_rows]
-    order = np.lexsort((start[launch_rows], names, launch_keys))
+    order = np.lexsort((names, launch_keys))
     keys_sorted = launch_keys[order]
     names_sorted = names[order]
     same_name = (keys_sorted[1:] == keys_sorted[:-1]) & (names_sorted[1:] == names_sorted[:-1])
     ambiguous_keys = np.unique(keys_sorted[1:][same_name])
-    order = np.lexsort((start[launch_rows], launch_keys))
-    keys_sorted = launch_keys[order]
+    kept = ~np.isin(keys_sorted, ambiguous_keys)
+    keys_sorted = keys_sorted[kept]
+    grouped = launch_rows[order[kept]]
+    if keys_sorted.size == 0:
+        return none
     first_of_key = np.ones(keys_sorted.size, dtype=bool)
     first_of_key[1:] = keys_sorted[1:] != keys_sorted[:-1]
-    first_of_key &= ~np.isin(keys_sorted, ambiguous_keys)
-    keys_unique = keys_sorted[first_of_key]
-    if keys_unique.size == 0:
-        return result
-    starts_unique = start[launch_rows][order][first_of_key]
+    bounds = np.flatnonzero(first_of_key)
+    keys_unique = keys_sorted[bounds]
     task_keys = rank[task_rows] * (1 << 40) + correlation[task_rows]
     pos = np.clip(np.searchsorted(keys_unique, task_keys), 0, keys_unique.size - 1)
     found = keys_unique[pos] == task_keys
-    result[task_rows[found]] = starts_unique[pos[found]]
-    return result
+    return LaunchKeys(task_rows[found], pos[found], grouped, bounds)
 
 
 def mark_steps(events: pa.Table, name: str, source: str) -> pa.Table:
@@ -132,24 +167,43 @@ def step_annotations(events: pa.Table) -> list[tuple[int, int, int]]:
     When several host threads carry step annotations, the thread with the most of them is the
     one that drives the steps (the others are usually nested copies).
     """
-    rows = np.flatnonzero(columns.isin(events, "kind", [schema.STEP]))
+    rows = step_mark_rows(events)
     if rows.size == 0:
         return []
+    start = columns.int64(events, "start_ns")[rows]
+    end = start + columns.int64(events, "dur_ns")[rows]
+    return annotations_at(mark_names(events, rows), start, end)
+
+
+def step_mark_rows(events: pa.Table) -> Int64Array:
+    """The rows of the step annotations of the thread that drives the steps (the thread with
+    the most of them; ties go to the lowest (pid, thread)), in row order."""
+    rows = np.flatnonzero(columns.isin(events, "kind", [schema.STEP]))
+    if rows.size == 0:
+        return rows
     pid = columns.int64(events, "pid")[rows]
     thread = columns.int64(events, "stream")[rows]
-    start = columns.int64(events, "start_ns")[rows]
-    dur = columns.int64(events, "dur_ns")[rows]
     pairs = np.stack([pid, thread], axis=1)
-    keys, inverse, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
+    _, inverse, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
     best = int(np.argmax(counts))  # np.unique sorts keys: ties go to the lowest (pid, thread)
-    chosen = np.flatnonzero(inverse.reshape(-1) == best)
-    names = columns.strings(events.take(rows[chosen]), "name")
-    order = np.argsort(start[chosen], kind="stable")
+    return rows[np.flatnonzero(inverse.reshape(-1) == best)]
+
+
+def mark_names(events: pa.Table, rows: Int64Array) -> list[str]:
+    """The names of the step annotations at ``rows``."""
+    # the one column taken: a take on the table would first join every column's chunks
+    return [str(name) for name in columns.strings(events.select(["name"]).take(rows), "name")]
+
+
+def annotations_at(
+    names: list[str], start: Int64Array, end: Int64Array
+) -> list[tuple[int, int, int]]:
+    """(step, host_start_ns, host_end_ns) of step annotations of these names and times,
+    sorted by start (stable), numbered by their names, numbers used twice made fresh."""
+    order = np.argsort(start, kind="stable")
     result = []
-    for position, i in enumerate(order):
-        number = step_number(str(names[i]), position)
-        result.append((number, int(start[chosen][i]), int(start[chosen][i] + dur[chosen][i])))
-    del keys
+    for position, i in enumerate(order.tolist()):
+        result.append((step_number(names[i], position), int(start[i]), int(end[i])))
     return _unique_numbers(result)
 
 
@@ -203,19 +257,35 @@ def step_plan(
     end = start + columns.int64(events, "dur_ns")
     is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     if not annotations:
-        return _whole_window(rank, start, end, is_task, where)
+        return whole_window(rank, start, end, is_task, where)
     if launches is None:
         launches = launch_starts(events)
     # a task with no known launch counts as issued when it starts
     issued = np.where(launches >= 0, launches, start)[is_task]
-    task_start = start[is_task]
-    task_end = end[is_task]
-    is_comm = (
-        columns.isin(events, "kind", [schema.COMM])[is_task]
-        | columns.matches(events, "name", lambda name: bool(vendors.COMM_KERNEL.search(name)))[
-            is_task
-        ]
+    windows = windows_at(
+        rank, annotations, issued, start[is_task], end[is_task], comm_rows(events)[is_task]
     )
+    return StepPlan(windows, _mark_checks(events, annotations, where))
+
+
+def comm_rows(events: pa.Table) -> np.ndarray:
+    """Which rows are communication (by kind, or a collective's kernel name)."""
+    return columns.isin(events, "kind", [schema.COMM]) | columns.matches(
+        events, "name", lambda name: bool(vendors.COMM_KERNEL.search(name))
+    )
+
+
+def windows_at(
+    rank: int,
+    annotations: list[tuple[int, int, int]],
+    issued: Int64Array,
+    task_start: Int64Array,
+    task_end: Int64Array,
+    is_comm: np.ndarray,
+) -> tuple[StepWindow, ...]:
+    """The windows of step ``annotations`` (:func:`step_annotations`) over device tasks: when
+    each was issued (its launch's start, else its own), its start and end, whether it is
+    communication."""
     order = np.argsort(issued, kind="stable")
     issued, task_start, task_end, is_comm = (
         issued[order],
@@ -239,7 +309,7 @@ def step_plan(
         window_end = max(host_end, device_end, window_start)
         windows.append(StepWindow(rank, number, host_start, host_end, window_start, window_end))
         previous_end = window_end
-    return StepPlan(tuple(windows), _mark_checks(events, annotations, where))
+    return tuple(windows)
 
 
 def _device_end(
@@ -269,7 +339,7 @@ def _device_end(
     return max(work_end, min(comm_end, first_next))
 
 
-def _whole_window(
+def whole_window(
     rank: int, start: Int64Array, end: Int64Array, is_task: np.ndarray, where: str
 ) -> StepPlan:
     """The one window of a profile without step marks: the whole trace, or the device's span

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from perfledger.analysis import columns
 from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
 from perfledger.analysis.ops import link_device_tasks, take_rows
+from perfledger.analysis.replay import effective_change
 from perfledger.model import devices, schema
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.model.findings import AdvisorConfig, StepBasis
@@ -82,6 +83,7 @@ class AdvisorContext:
         self._replays: dict[int, RankReplay | None] = {r.rank: r for r in replays or ()}
         self.fixes: dict[str, WhatIf] = {}  # rule id -> the graph change of its fix
         self.gains: dict[str, StepGains] = {}  # rule id -> what that change gains
+        self._replayed: dict[tuple[int, WhatIf], StepGains] = {}  # (rank, change) -> gains
 
     # --- replay (docs/whatif.md) -----------------------------------------------------------
 
@@ -96,12 +98,20 @@ class AdvisorContext:
         return self._replays[rank]
 
     def step_gains(self, change: WhatIf, ranks: Sequence[int] | None = None) -> StepGains:
-        """What ``change`` gains on the replayed steps of ``ranks`` (default: every rank)."""
+        """What ``change`` gains on the replayed steps of ``ranks`` (default: every rank).
+        Each rank replays a change once: two fixes of the same change (or a combination that
+        is one of them) share its replay; a change of nothing is the baseline."""
         total = StepGains()
+        change = effective_change(change)
         for rank in ranks if ranks is not None else [r.rank for r in self.analysis.ranks]:
             prepared = self.replay_of(rank)
-            if prepared is not None:
-                total = total + predicted_gains(prepared, change)
+            if prepared is None:
+                continue
+            gains = self._replayed.get((rank, change))
+            if gains is None:
+                gains = predicted_gains(prepared, change)
+                self._replayed[(rank, change)] = gains
+            total = total + gains
         return total
 
     def baseline(self) -> StepGains:

@@ -1,0 +1,250 @@
+"""Step windows of a replay, straight from its schedule.
+
+A replayed step is measured as the real one: its window is what
+:func:`perfledger.analysis.steps.step_plan` finds on the events with their replayed times
+(:func:`perfledger.analysis.replay.replayed_events`). A replay moves times only: which rows
+are step marks, which are tasks, which call launched each task, which thread or task each row
+moves with, do not change. :class:`ReplayWindows` works all of that out once per rank and
+then, for each schedule, replays only the rows the windows read (the driving thread's step
+marks, the device tasks and their launch calls) with gathers from the schedule, instead of a
+whole replayed events table. The windows are the same ones, step for step
+(``tests/unit/test_replay_windows.py`` compares both on every trace of the test data).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from perfledger.analysis import columns
+from perfledger.analysis.graph import HOST_OP, LAUNCH, SYNC_CALL, SYNC_WAIT, TASK, StepGraph
+from perfledger.analysis.graph_waits import unique_pairs
+from perfledger.analysis.intervals import Int64Array
+from perfledger.analysis.replay import Schedule, scaled_offset
+from perfledger.analysis.steps import (
+    annotations_at,
+    comm_rows,
+    launch_keys,
+    mark_names,
+    step_mark_rows,
+    whole_window,
+    windows_at,
+)
+from perfledger.model import schema
+from perfledger.model.accounts import StepWindow
+
+_BoolArray = npt.NDArray[np.bool_]
+
+
+class ReplayWindows:
+    """The step windows of one rank's replays (:meth:`__call__`), prepared from its events
+    and step graph."""
+
+    def __init__(self, events: pa.Table, graph: StepGraph) -> None:
+        self.rank = int(events.column("rank")[0].as_py()) if events.num_rows else 0
+        self._events = events
+        self._graph = graph
+        marks = step_mark_rows(events)
+        self.annotated = bool(marks.size)
+        if not self.annotated:
+            return  # one window over every row: replayed whole on each call
+        self._names = mark_names(events, marks)
+        rows = RankRows(events, graph)
+        self._marks = RowTimes(rows, marks)
+        task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
+        self._tasks = RowTimes(rows, task_rows)
+        self._keys = launch_keys(events)
+        self._launches = RowTimes(rows, self._keys.launch_rows)
+        # the tasks with a launch key, as positions among task_rows (both sorted rows)
+        self._keyed = np.searchsorted(task_rows, self._keys.task_rows)
+        self._is_comm = comm_rows(events)[task_rows]
+
+    def __call__(self, schedule: Schedule) -> dict[int, StepWindow]:
+        """The step windows of ``schedule``, by step."""
+        if self._events.num_rows == 0:
+            return {}
+        if not self.annotated:
+            start, end = RowTimes(RankRows(self._events, self._graph), None)(schedule)
+            is_task = columns.isin(self._events, "kind", schema.DEVICE_TASK_KINDS)
+            window = whole_window(self.rank, start, end, is_task, f"rank {self.rank}").windows
+            return {w.step: w for w in window}
+        mark_start, mark_end = self._marks(schedule)
+        annotations = annotations_at(self._names, mark_start, mark_end)
+        task_start, task_end = self._tasks(schedule)
+        launch = np.full(task_start.size, -1, dtype=np.int64)
+        launch[self._keyed] = self._keys.starts(self._launches(schedule)[0])
+        # a task with no known launch counts as issued when it starts
+        issued = np.where(launch >= 0, launch, task_start)
+        windows = windows_at(self.rank, annotations, issued, task_start, task_end, self._is_comm)
+        return {w.step: w for w in windows}
+
+
+class RowTimes:
+    """The replayed start and end of some rows of a rank's events, as
+    :func:`perfledger.analysis.replay.replayed_events` gives them: nodes take their
+    scheduled times; other host rows move with the nodes of their thread (the busiest
+    thread's when theirs has none), piecewise between them; other device rows with the task
+    that starts last before them. Everything but the schedule's times is worked out here."""
+
+    def __init__(self, rows: RankRows, at: Int64Array | None) -> None:
+        def take(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            return values if at is None else values[at]
+
+        graph = rows.graph
+        self.start = take(rows.start)
+        self.end = take(rows.end)
+        host = take(rows.host)
+        node_row = take(rows.is_node)
+        start_node = take(rows.start_node)
+        end_node = take(rows.end_node)
+        self.start_from = np.flatnonzero(start_node >= 0)
+        self.start_node = start_node[self.start_from]
+        self.end_from = np.flatnonzero(end_node >= 0)
+        self.end_node = end_node[self.end_from]
+        # host rows that are not nodes: moved with their thread's nodes
+        candidates = np.flatnonzero(host & ~node_row)
+        at_candidates = candidates if at is None else at[candidates]
+        thread = rows.thread_of(at_candidates)
+        kept = thread >= 0  # rows of a thread without nodes keep their times
+        self.threaded = candidates[kept]
+        self.thread_start = _ThreadTimes(graph, thread[kept], self.start[self.threaded])
+        self.thread_end = _ThreadTimes(graph, thread[kept], self.end[self.threaded])
+        self.shifted = np.zeros(0, dtype=np.int64)
+        self.shift_start = self.shift_end = self.shifted
+        if rows.by_start.size:
+            self.shifted = np.flatnonzero(~host & ~node_row)
+            self.shift_start, self.shift_end = (
+                rows.by_start[
+                    np.clip(
+                        np.searchsorted(rows.task_start, times[self.shifted], side="right") - 1,
+                        0,
+                        None,
+                    )
+                ]
+                for times in (self.start, self.end)
+            )
+        self.observed_start = graph.start[self.shift_start]
+        self.observed_end = graph.start[self.shift_end]
+
+    def __call__(self, schedule: Schedule) -> tuple[Int64Array, Int64Array]:
+        """(start, end) of the rows under ``schedule`` (end no earlier than start)."""
+        new_start = self.start.copy()
+        new_end = self.end.copy()
+        if self.threaded.size:
+            rows = self.threaded
+            new_start[rows] = self.thread_start(schedule)
+            new_end[rows] = np.maximum(self.thread_end(schedule), new_start[rows])
+        if self.shifted.size:
+            rows = self.shifted
+            # moved as far as the task that starts last before them
+            moved_start = schedule.start[self.shift_start] - self.observed_start
+            moved_end = schedule.start[self.shift_end] - self.observed_end
+            new_start[rows] = self.start[rows] + moved_start
+            new_end[rows] = self.end[rows] + moved_end
+            new_end[rows] = np.maximum(new_end[rows], new_start[rows])
+        new_start[self.start_from] = schedule.start[self.start_node]
+        new_end[self.end_from] = schedule.end[self.end_node]
+        return new_start, new_start + np.maximum(new_end - new_start, 0)
+
+
+class _ThreadTimes:
+    """Observed times on host threads -> replayed times, as ``replay._ThreadMap`` maps them:
+    inside a node of the thread in proportion to its replayed length, between two in
+    proportion to the replayed gap, before the first moved as the first. Indices into the
+    nodes, found once; the schedule's times gathered on each call."""
+
+    def __init__(self, graph: StepGraph, thread: Int64Array, times: Int64Array) -> None:
+        size = times.size
+        self.times = times
+        self.node = np.zeros(size, dtype=np.int64)  # the node it is in or after
+        self.next = np.zeros(size, dtype=np.int64)  # the node after that one
+        self.first = np.zeros(size, dtype=np.int64)  # the thread's first node
+        self.before = np.zeros(size, dtype=bool)  # before the thread's first node
+        self.has_next = np.zeros(size, dtype=bool)
+        graph_end = graph.end
+        for t in np.unique(thread).tolist():  # a loop over threads
+            mine = np.flatnonzero(graph.thread == t)
+            at = np.flatnonzero(thread == t)
+            obs_start, obs_end = graph.start[mine], graph_end[mine]
+            i = np.searchsorted(obs_start, times[at], side="right") - 1
+            self.before[at] = i < 0
+            i = np.clip(i, 0, None)
+            last = obs_start.size - 1
+            nxt = np.minimum(i + 1, last)
+            self.has_next[at] = (i < last) & (obs_start[nxt] - obs_end[i] > 0)
+            self.node[at] = mine[i]
+            self.next[at] = mine[nxt]
+            self.first[at] = mine[0]
+        self.obs_start = graph.start[self.node]
+        self.obs_end = graph_end[self.node]
+        self.inside = times <= self.obs_end
+        self.obs_len = self.obs_end - self.obs_start
+        self.gap_obs = graph.start[self.next] - self.obs_end
+        self.first_obs = graph.start[self.first]
+
+    def __call__(self, schedule: Schedule) -> Int64Array:
+        rep_start = schedule.start[self.node]
+        rep_end = schedule.end[self.node]
+        times = self.times
+        within = rep_start + scaled_offset(
+            times - self.obs_start, rep_end - rep_start, self.obs_len
+        )
+        gap_rep = schedule.start[self.next] - rep_end
+        after = rep_end + np.where(
+            self.has_next,
+            scaled_offset(times - self.obs_end, gap_rep, self.gap_obs),
+            times - self.obs_end,
+        )
+        mapped = np.where(self.inside, within, after)
+        first = schedule.start[self.first] + (times - self.first_obs)
+        return np.asarray(np.where(self.before, first, mapped), dtype=np.int64)
+
+
+class RankRows:
+    """What :class:`RowTimes` of one rank's events share: the rows' observed times, which
+    node's time each takes, host threads."""
+
+    def __init__(self, events: pa.Table, graph: StepGraph) -> None:
+        n = events.num_rows
+        self.events = events
+        self.graph = graph
+        self.start = columns.int64(events, "start_ns")
+        self.end = self.start + np.maximum(columns.int64(events, "dur_ns"), 0)
+        self.host = columns.int64(events, "device") < 0
+        self.is_node = np.zeros(n, dtype=bool)
+        self.is_node[graph.row] = True
+        # which node's scheduled time each row takes (assigned in replayed_events' order)
+        nodes = np.arange(graph.size, dtype=np.int64)
+        kind = graph.kind
+        single = (kind == LAUNCH) | (kind == HOST_OP) | (kind == TASK)
+        self.start_node = np.full(n, -1, dtype=np.int64)
+        self.end_node = np.full(n, -1, dtype=np.int64)
+        self.start_node[graph.row[single]] = nodes[single]
+        self.end_node[graph.row[single]] = nodes[single]
+        self.start_node[graph.row[kind == SYNC_CALL]] = nodes[kind == SYNC_CALL]
+        self.end_node[graph.row[kind == SYNC_WAIT]] = nodes[kind == SYNC_WAIT]
+        tasks = np.flatnonzero(kind == TASK)
+        self.by_start = tasks[np.argsort(graph.start[tasks], kind="stable")]
+        self.task_start = graph.start[self.by_start]
+
+    def thread_of(self, rows: Int64Array) -> Int64Array:
+        """The graph's thread whose nodes each host row moves with (its own, else the busiest
+        one); -1 where that thread has no node, or the graph none."""
+        graph = self.graph
+        if not graph.thread_keys:
+            return np.full(rows.size, -1, dtype=np.int64)
+        pid = columns.int64(self.events, "pid")[rows]
+        thread_id = columns.int64(self.events, "stream")[rows]
+        host_nodes = graph.thread >= 0
+        counts = np.bincount(graph.thread[host_nodes], minlength=len(graph.thread_keys))
+        busiest = int(np.argmax(counts))
+        known = np.asarray(graph.thread_keys, dtype=np.int64).reshape(-1, 2)
+        distinct, inverse = unique_pairs(pid, thread_id)
+        of_distinct = np.full(distinct.shape[0], busiest, dtype=np.int64)
+        for i, (p, t) in enumerate(known.tolist()):  # a loop over threads
+            of_distinct[(distinct[:, 0] == p) & (distinct[:, 1] == t)] = i
+        thread = of_distinct[inverse.reshape(-1)]
+        return np.where(counts[thread] > 0, thread, -1)

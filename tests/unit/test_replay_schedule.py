@@ -1,0 +1,95 @@
+"""The replay's longest-path loop gives the schedule of the plain reference recursion below
+(every node visited the same way: release, chain, launch, wake-up, event edges, waits, a
+collective's transfer), node for node, on every trace of tests/data under several changes and
+with the other ranks' arrivals at the collectives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from perfledger.analysis import replay as replay_module
+from perfledger.analysis.critical_path import collective_arrivals, prepare_rank
+from perfledger.analysis.graph import FREE, StepGraph
+from perfledger.analysis.profile import analyze_rank
+from perfledger.analysis.replay import (
+    AWAITED,
+    CHAIN,
+    LAUNCHED,
+    RELEASE,
+    WAITED,
+    WOKEN,
+    Peers,
+    Schedule,
+    replay,
+)
+from perfledger.model.whatif import WhatIf
+from perfledger.sources import load_traces
+from tests.paths import data_file
+from tests.unit.test_replay_windows import TRACES, changes
+
+
+def reference_schedule(
+    pred: list[int],
+    delay: list[int],
+    launch_src: list[int],
+    launch_delay: list[int],
+    release: list[int],
+    dur: list[int],
+    observed: list[int],
+    waits: dict[int, list[int]],
+    wakes: dict[int, tuple[int, int]],
+    events: dict[int, list[tuple[int, int]]],
+    transfers: dict[int, tuple[int, int]],
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Each node in turn, every kind of predecessor looked up."""
+    n = len(dur)
+    start, end, via, how = [0] * n, [0] * n, [-1] * n, [RELEASE] * n
+    for v in range(n):
+        s, by, kind = release[v], -1, RELEASE
+        candidates: list[tuple[int, int, int]] = []
+        if pred[v] >= 0:
+            candidates.append((end[pred[v]] + delay[v], pred[v], CHAIN))
+        if launch_src[v] >= 0:
+            candidates.append((start[launch_src[v]] + launch_delay[v], launch_src[v], LAUNCHED))
+        if v in wakes:
+            candidates.append((start[wakes[v][0]] + wakes[v][1], wakes[v][0], WOKEN))
+        candidates += [(end[w] + gap, w, AWAITED) for w, gap in events.get(v, [])]
+        candidates += [(end[w], w, WAITED) for w in waits.get(v, [])]
+        for t, u, k in candidates:  # the first of the latest wins
+            if t > s:
+                s, by, kind = t, u, k
+        if s == FREE:
+            s = observed[v]
+        start[v] = s
+        end[v] = s + dur[v] if v not in transfers else max(s, transfers[v][0]) + transfers[v][1]
+        via[v], how[v] = by, kind
+    return start, end, via, how
+
+
+def assert_same_schedule(
+    monkeypatch: pytest.MonkeyPatch, graph: StepGraph, change: WhatIf, peers: Peers | None
+) -> Schedule:
+    got = replay(graph, change, peers)
+    with monkeypatch.context() as patch:
+        patch.setattr(replay_module, "_schedule", reference_schedule)
+        expected = replay(graph, change, peers)
+    for name in ("start", "end", "via", "how", "chain_delay", "chain_pred"):
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), (name, change)
+    return got
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_the_schedule_is_the_reference_recursions(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prepared = [prepare_rank(analyze_rank(t).events) for t in load_traces([data_file(name)])]
+    peers: list[Peers | None] = [None] * len(prepared)
+    if len(prepared) > 1:
+        arrivals = collective_arrivals(prepared)
+        peers = list(arrivals.peers(None))
+        assert any(p.node.size for p in arrivals.peers(None))  # transfers replayed too
+    for rank, rank_peers in zip(prepared, peers, strict=True):
+        for change in changes(rank.graph, rank.events):
+            schedule = assert_same_schedule(monkeypatch, rank.graph, change, rank_peers)
+            assert (schedule.how != RELEASE).any() or rank.graph.size <= 1
