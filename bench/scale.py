@@ -195,6 +195,11 @@ def _print_size(f: SizeFigures) -> None:
     )
     if f.phases:
         print(f"[{f.label}] phases: " + ", ".join(f"{k} {v:.2f}" for k, v in f.phases.items()))
+    if "total_s" in f.phases:
+        # meta.json's total_s runs from the start of the profile's build to meta.json: the
+        # rest of the child's wall is the interpreter's start, the imports and the exit
+        outside = f.analyze_wall_s - f.phases["total_s"]
+        print(f"[{f.label}] outside total_s (start, imports, exit): {outside:.2f} s")
     print(f"[{f.label}] RSS MB by second: " + " ".join(map(str, f.rss_mb_by_second)))
     if f.hta:
         h = f.hta
