@@ -7,23 +7,27 @@ the wall time of a pool), and from meta.json's timings the rank tasks' seconds (
 the reference) and the pass that replays the ranks together (``replay_together_s``), as a
 ratio of it. Then the pass alone, timed on the analysed ranks with the graphs kept between
 rounds and with them built again at each round (the parent's memory bounded by one graph),
-with the number of matched collectives. Prints JSON.
+with the number of matched collectives, and the Python heap's peak (tracemalloc, numpy arrays
+included) in each mode. ``--copies-of TRACE --copies N``: also N ranks made of one Kineto trace
+(each copy naming its own rank), for graphs of a real size. Prints JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import json
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 from rich.console import Console
 
 from perfledger.analysis.advisor import RULES
 from perfledger.analysis.advisor.together import replayed_together
-from perfledger.analysis.replay_together import RanksTogether
+from perfledger.analysis.replay_together import KEPT_GRAPH_ROWS, RanksTogether
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
 
@@ -59,8 +63,16 @@ def measure(path: Path) -> dict[str, object]:
     started = time.perf_counter()
     replayed_together(alone, [r.id for r in RULES])
     whole_s = time.perf_counter() - started
+    # the Python heap's peak (numpy arrays included) of the pass's graphs, apart from the
+    # timings: kept between rounds, or built again one rank at a time
+    peaks = {}
+    for name, kept_rows in (("kept", KEPT_GRAPH_ROWS), ("rebuilt", 0)):
+        tracemalloc.start()
+        RanksTogether(alone.ranks, kept_rows=kept_rows).gains([{}])
+        peaks[name] = round(tracemalloc.get_traced_memory()[1] / 1e6, 1)
+        tracemalloc.stop()
     return {
-        "input": str(path.relative_to(DATA) if path.is_relative_to(DATA) else path),
+        "input": str(path.relative_to(DATA) if path.is_relative_to(DATA) else path.name),
         "ranks": len(alone.ranks),
         "matched_collectives": len(kept.arrivals.instances),
         "rank_tasks_s": round(ranks_s, 3),
@@ -69,15 +81,43 @@ def measure(path: Path) -> dict[str, object]:
         "pass_again_s": round(whole_s, 3),
         "match_and_baseline_kept_graphs_s": round(kept_s, 3),
         "match_and_baseline_rebuilt_graphs_s": round(rebuilt_s, 3),
+        "peak_mb_kept_graphs": peaks["kept"],
+        "peak_mb_rebuilt_graphs": peaks["rebuilt"],
     }
+
+
+def rank_copies(trace: Path, copies: int, folder: Path) -> Path:
+    """``copies`` ranks made of one Kineto trace: the same events, each copy naming its own
+    rank (``distributedInfo.rank``); every collective matches, none waits."""
+    with gzip.open(trace, "rt") if trace.suffix == ".gz" else trace.open() as source:
+        document = json.load(source)
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in range(copies):
+        document["distributedInfo"] = {
+            **document.get("distributedInfo", {}),
+            "rank": rank,
+            "world_size": copies,
+        }
+        (folder / f"rank{rank}.json").write_text(json.dumps(document))
+    return folder
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("paths", nargs="*", type=Path, default=DEFAULT)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--copies-of",
+        type=Path,
+        help="also measure this many-rank run: COPIES ranks of one Kineto trace (--copies)",
+    )
+    parser.add_argument("--copies", type=int, default=2)
     args = parser.parse_args()
-    results = [measure(path) for _ in range(args.runs) for path in args.paths]
+    with tempfile.TemporaryDirectory() as scratch:
+        paths = list(args.paths)
+        if args.copies_of is not None:
+            paths.append(rank_copies(args.copies_of, args.copies, Path(scratch) / "copies"))
+        results = [measure(path) for _ in range(args.runs) for path in paths]
     print(json.dumps(results, indent=2))
 
 

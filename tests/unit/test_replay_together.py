@@ -19,11 +19,11 @@ from perfledger.analysis.advisor.ranks import merge_rank_findings
 from perfledger.analysis.advisor.together import advice_together, replayed_together
 from perfledger.analysis.critical_path import predicted_gains, prepare_rank
 from perfledger.analysis.profile import analyze_traces
-from perfledger.analysis.replay_together import RanksTogether, replayed_alone
+from perfledger.analysis.replay_together import RanksTogether, replayed_alone, unsettled_arrivals
 from perfledger.model import schema
 from perfledger.model.findings import RankAdvice, StepBasis
 from perfledger.model.profile import ProfileAnalysis
-from perfledger.model.quality import REPLAYED_ALONE
+from perfledger.model.quality import REPLAYED_ALONE, UNSETTLED_ARRIVALS
 from perfledger.model.trace import Trace
 from perfledger.model.whatif import Scale, StepGains, WhatIf
 from tests.synth import EventsBuilder
@@ -123,6 +123,40 @@ def test_a_rank_whose_collectives_match_none_replays_alone_and_is_counted(
     assert [(c.id, c.count) for c in merged.quality if c.id == REPLAYED_ALONE] == [
         (REPLAYED_ALONE, 1)
     ]
+
+
+def chain_trace(rank: int, kernel: str, kernel_us: int, collectives: int) -> Trace:
+    """The step of :func:`rank_trace`, then ``collectives - 1`` more rounds of a 1 ms kernel
+    and a 500 µs all-reduce on the same stream (both ranks arrive at those together)."""
+    arrival = KERNEL_START + kernel_us * US
+    b = EventsBuilder(rank=rank, pid=100 + rank).step_mark(0, 100 * US, 1)
+    b.launch(10 * US, 1 * US, KERNEL_START, kernel_us * US, kernel)
+    b.launch(12 * US, 1 * US, arrival, STEP - arrival, ALLREDUCE, kind=schema.COMM)
+    end = STEP
+    for k in range(1, collectives):
+        b.launch((12 + 2 * k) * US, 1 * US, end, 1_000 * US, "k2")
+        b.launch((13 + 2 * k) * US, 1 * US, end + 1_000 * US, TRANSFER, ALLREDUCE, kind=schema.COMM)
+        end += 1_000 * US + TRANSFER
+    return Trace(b.table(), schema.empty_counters(), {}, "synthetic")
+
+
+def test_a_chain_of_collectives_settles_within_the_rounds_or_is_counted() -> None:
+    """Each round of the replay together settles one more all-reduce of the chain: four
+    settle (every rank ends 1.5 ms earlier), twelve do not within the 8 rounds (counted; the
+    last round's gains kept)."""
+    short = RanksTogether(
+        profile(chain_trace(0, "gemm", 1_000, 4), chain_trace(1, "slow_gemm", 3_000, 4)).ranks
+    )
+    gains = short.gains([{1: FASTER_LATE_KERNEL}])[0]
+    chain = STEP + 3 * (1_000 * US + TRANSFER)
+    assert gains == {r: StepGains(1, chain, chain - 1_500 * US) for r in (0, 1)}
+    assert short.unsettled == 0 and not unsettled_arrivals(short)
+    long = RanksTogether(
+        profile(chain_trace(0, "gemm", 1_000, 12), chain_trace(1, "slow_gemm", 3_000, 12)).ranks
+    )
+    long.gains([{1: FASTER_LATE_KERNEL}])
+    (check,) = unsettled_arrivals(long)
+    assert long.unsettled == 1 and check.id == UNSETTLED_ARRIVALS and check.count == 1
 
 
 def test_graphs_built_again_at_each_round_give_the_same_figures() -> None:

@@ -38,7 +38,7 @@ from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.rank_arrivals import matched_collectives, rank_collectives
 from perfledger.analysis.replay import Peers, replay
 from perfledger.model.profile import RankAnalysis
-from perfledger.model.quality import REPLAYED_ALONE, WHATIF, QualityCheck
+from perfledger.model.quality import REPLAYED_ALONE, UNSETTLED_ARRIVALS, WHATIF, QualityCheck
 from perfledger.model.whatif import NO_CHANGE, ReplayReport, StepGains, WhatIf
 
 # The most events rows (all ranks together) whose step graphs are kept between the rounds
@@ -68,6 +68,8 @@ class RanksTogether:
             if keep:
                 alone.append(prepared)
         self.ranks = tuple(p.rank for p in parts)
+        # changes whose arrivals still moved after the last round (:meth:`gains`)
+        self.unsettled = 0
         self.arrivals = matched_collectives(parts)
         self.peers: tuple[Peers, ...] = tuple(self.arrivals.peers_at(None))
         self.matched = tuple(self.arrivals.matched(i) for i in range(len(parts)))
@@ -111,7 +113,10 @@ class RanksTogether:
         Rounds: the first with the others' arrivals as measured, each later one with the
         arrivals the round before replayed, until none moves (at most
         :data:`~perfledger.analysis.critical_path.MAX_ARRIVAL_ROUNDS`); all changes go
-        through each rank's graph in one visit per round."""
+        through each rank's graph in one visit per round. A round settles about one more
+        collective of a chain of them (each waits for the one before on every rank): a change
+        whose arrivals still move after the last round keeps that round's gains and is
+        counted in :attr:`unsettled`."""
         result: list[dict[int, StepGains]] = [{} for _ in changes]
         pending = [c for c, by_rank in enumerate(changes) if _changed(by_rank)]
         peers = {c: list(self.peers) for c in pending}
@@ -148,6 +153,7 @@ class RanksTogether:
                     peers[c] = moved
                     moving.append(c)
             pending = moving
+        self.unsettled += len(pending)
         return result
 
     def _baselines(self) -> dict[int, StepGains]:
@@ -170,6 +176,26 @@ def _prepared(rank: RankAnalysis) -> RankReplay:
 
 def _changed(by_rank: Mapping[int, WhatIf]) -> bool:
     return any(not change.unchanged for change in by_rank.values())
+
+
+def unsettled_arrivals(together: RanksTogether) -> tuple[QualityCheck, ...]:
+    """``unsettled_arrivals``: changes replayed with the ranks together whose collectives'
+    arrivals still moved after the last round: their gains across ranks are those of that
+    round (a gain on one rank has not yet reached the collectives further along the others)."""
+    count = together.unsettled
+    if not count:
+        return ()
+    return (
+        QualityCheck(
+            UNSETTLED_ARRIVALS,
+            count,
+            f"{count} of the changes replayed with the ranks together (the advisor's fixes) "
+            f"did not settle in {MAX_ARRIVAL_ROUNDS} rounds: their collectives' arrivals still "
+            "moved, so their whatif_ms across ranks are those of the last round (likely short)",
+            (WHATIF,),
+            repaired=False,
+        ),
+    )
 
 
 def replayed_alone(together: RanksTogether) -> dict[int, QualityCheck]:

@@ -44,6 +44,7 @@ RELINKED_TASKS: Final = "relinked_tasks"
 INVARIANTS: Final = "invariants"
 REPLAY_ERROR: Final = "replay_error"
 REPLAYED_ALONE: Final = "replayed_alone"
+UNSETTLED_ARRIVALS: Final = "unsettled_arrivals"
 WHATIF_BOUNDS: Final = "whatif_bounds"
 UNMATCHED_COLLECTIVES: Final = "unmatched_collectives"
 

@@ -23,6 +23,7 @@ from perfledger.analysis.profile import (
     steps_table,
 )
 from perfledger.analysis.transfers import transfers_from_spellings
+from perfledger.memory import release_freed_memory
 from perfledger.model import schema
 from perfledger.model.accounts import Accounting
 from perfledger.model.findings import RankAdvice
@@ -122,7 +123,9 @@ def analysis_from_results(
     if arrivals.matched:  # the split changed after the rank tasks diagnosed their ranks
         analysis = replace(analysis, rank_advice=realigned_advice(analysis))
     # the tasks replayed their ranks alone: collectives matched across ranks replayed again
-    return replayed_together(analysis, [rule.id for rule in RULES])
+    analysis = replayed_together(analysis, [rule.id for rule in RULES])
+    release_freed_memory()  # the ranks' graphs of that replay
+    return analysis
 
 
 def _skipped(failure: RankFailure) -> QualityCheck:

@@ -20,7 +20,12 @@ from dataclasses import replace
 from perfledger.analysis.advisor.ranks import merge_rank_findings
 from perfledger.analysis.advisor.whatif import ranked, top_fixes
 from perfledger.analysis.profile import ranks_replay
-from perfledger.analysis.replay_together import RanksTogether, any_collectives, replayed_alone
+from perfledger.analysis.replay_together import (
+    RanksTogether,
+    any_collectives,
+    replayed_alone,
+    unsettled_arrivals,
+)
 from perfledger.model.findings import CombinedFix, RankAdvice
 from perfledger.model.profile import ProfileAnalysis
 from perfledger.model.whatif import WhatIf, together
@@ -109,6 +114,10 @@ def replayed_together(analysis: ProfileAnalysis, rule_order: Sequence[str]) -> P
     advice = analysis.rank_advice
     if advice is not None:
         advice = advice_together(ranks, advice, rule_order)
+        unsettled = unsettled_arrivals(ranks)
+        if unsettled:  # a profile-wide check, filed with the first rank's
+            first = rank_analyses[0]
+            rank_analyses = (replace(first, quality=first.quality + unsettled), *rank_analyses[1:])
     replay = ranks_replay(rank_analyses)
     if replay is not None:
         unmatched = ranks.arrivals.contradicted + ranks.arrivals.unmatched
