@@ -8,8 +8,12 @@ the reference) and the pass that replays the ranks together (``replay_together_s
 ratio of it. Then the pass alone, timed on the analysed ranks with the graphs kept between
 rounds and with them built again at each round (the parent's memory bounded by one graph),
 with the number of matched collectives, and the Python heap's peak (tracemalloc, numpy arrays
-included) in each mode. ``--copies-of TRACE --copies N``: also N ranks made of one Kineto trace
-(each copy naming its own rank), for graphs of a real size. Prints JSON.
+included) in each mode. Then two changes (every rank's launch overhead halved; rank 0's
+compute halved) replayed together in rounds (the reference) and in one joint pass,
+alternating twice on the same kept graphs, beside one replay of every rank: their seconds,
+the changes left unsettled, and how many ranks' gains differ between the two.
+``--copies-of TRACE --copies N``: also N ranks made of one Kineto trace (each copy naming its
+own rank), for graphs of a real size. Prints JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from rich.console import Console
 
 from perfledger.analysis.advisor import RULES
 from perfledger.analysis.advisor.together import replayed_together
+from perfledger.analysis.replay import replay
 from perfledger.analysis.replay_together import KEPT_GRAPH_ROWS, RanksTogether
+from perfledger.model.whatif import Scale, WhatIf
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
 
@@ -63,6 +69,39 @@ def measure(path: Path) -> dict[str, object]:
     started = time.perf_counter()
     replayed_together(alone, [r.id for r in RULES])
     whole_s = time.perf_counter() - started
+    # the advisor's kind of changes replayed together, in rounds (the reference) and in one
+    # joint pass, alternating, on the same kept graphs
+    changes = [
+        {r.rank: WhatIf((Scale("launch", 0.5),)) for r in alone.ranks},
+        {alone.ranks[0].rank: WhatIf((Scale("compute", 0.5),))},
+    ]
+    replay_s = 0.0
+    for i, rank in enumerate(kept.ranks):  # one replay of every rank under the first change
+        graph = kept.prepared(i).graph
+        started = time.perf_counter()
+        replay(graph, changes[0][rank], kept.peers[i])
+        replay_s += time.perf_counter() - started
+    timed: dict[str, list[float]] = {"rounds": [], "joint": []}
+    outcome = {}
+    for _ in range(2):
+        for mode in ("rounds", "joint"):
+            together = RanksTogether(alone.ranks)
+            started = time.perf_counter()
+            gains = together.gains(changes, joint=mode == "joint")
+            timed[mode].append(time.perf_counter() - started)
+            outcome[mode] = (gains, together.unsettled, together.in_rounds)
+    differ = sum(
+        a != b
+        for by_rank_a, by_rank_b in zip(outcome["rounds"][0], outcome["joint"][0], strict=True)
+        for a, b in zip(by_rank_a.values(), by_rank_b.values(), strict=True)
+    )
+    gain_ms = {
+        mode: [
+            round(sum(g.baseline_ns - g.predicted_ns for g in by_rank.values()) / 1e6, 3)
+            for by_rank in outcome[mode][0]
+        ]
+        for mode in outcome
+    }
     # the Python heap's peak (numpy arrays included) of the pass's graphs, apart from the
     # timings: kept between rounds, or built again one rank at a time
     peaks = {}
@@ -81,6 +120,15 @@ def measure(path: Path) -> dict[str, object]:
         "pass_again_s": round(whole_s, 3),
         "match_and_baseline_kept_graphs_s": round(kept_s, 3),
         "match_and_baseline_rebuilt_graphs_s": round(rebuilt_s, 3),
+        "two_changes_rounds_s": [round(t, 3) for t in timed["rounds"]],
+        "two_changes_joint_s": [round(t, 3) for t in timed["joint"]],
+        "one_replay_of_every_rank_s": round(replay_s, 3),
+        "unsettled_rounds": outcome["rounds"][1],
+        "unsettled_joint": outcome["joint"][1],
+        "deadlocked_joint": outcome["joint"][2],
+        "rank_gains_differing": differ,
+        "gain_ms_rounds": gain_ms["rounds"],
+        "gain_ms_joint": gain_ms["joint"],
         "peak_mb_kept_graphs": peaks["kept"],
         "peak_mb_rebuilt_graphs": peaks["rebuilt"],
     }

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pyarrow as pa
 import pytest
 
 from perfledger.analysis.advisor import AdvisorConfig, Finding, diagnose
 from perfledger.analysis.advisor.ranks import merge_rank_findings
 from perfledger.analysis.advisor.together import advice_together, replayed_together
-from perfledger.analysis.critical_path import predicted_gains, prepare_rank
+from perfledger.analysis.critical_path import predicted_gains, prepare_rank, replay_profile
 from perfledger.analysis.profile import analyze_traces
 from perfledger.analysis.replay_together import RanksTogether, replayed_alone, unsettled_arrivals
 from perfledger.model import schema
@@ -143,20 +144,54 @@ def chain_trace(rank: int, kernel: str, kernel_us: int, collectives: int) -> Tra
 def test_a_chain_of_collectives_settles_within_the_rounds_or_is_counted() -> None:
     """Each round of the replay together settles one more all-reduce of the chain: four
     settle (every rank ends 1.5 ms earlier), twelve do not within the 8 rounds (counted; the
-    last round's gains kept)."""
-    short = RanksTogether(
-        profile(chain_trace(0, "gemm", 1_000, 4), chain_trace(1, "slow_gemm", 3_000, 4)).ranks
-    )
+    last round's gains kept). The rounds replay the graphs built again at each round; the
+    joint pass over kept graphs gives the rounds' figures where they settle."""
+    ranks = profile(chain_trace(0, "gemm", 1_000, 4), chain_trace(1, "slow_gemm", 3_000, 4)).ranks
+    short = RanksTogether(ranks, kept_rows=0)
     gains = short.gains([{1: FASTER_LATE_KERNEL}])[0]
     chain = STEP + 3 * (1_000 * US + TRANSFER)
     assert gains == {r: StepGains(1, chain, chain - 1_500 * US) for r in (0, 1)}
     assert short.unsettled == 0 and not unsettled_arrivals(short)
+    joint = RanksTogether(ranks)
+    assert joint.gains([{1: FASTER_LATE_KERNEL}])[0] == gains
+    assert joint.unsettled == joint.in_rounds == 0
     long = RanksTogether(
-        profile(chain_trace(0, "gemm", 1_000, 12), chain_trace(1, "slow_gemm", 3_000, 12)).ranks
+        profile(chain_trace(0, "gemm", 1_000, 12), chain_trace(1, "slow_gemm", 3_000, 12)).ranks,
+        kept_rows=0,
     )
     long.gains([{1: FASTER_LATE_KERNEL}])
     (check,) = unsettled_arrivals(long)
     assert long.unsettled == 1 and check.id == UNSETTLED_ARRIVALS and check.count == 1
+
+
+@pytest.mark.parametrize("collectives", [12, 40])
+def test_the_joint_pass_settles_a_long_chain_of_collectives(collectives: int) -> None:
+    """Rank 1's kernel halved (1.5 ms earlier at the first all-reduce): every later all-reduce
+    waits for the one before on both ranks, so the whole chain, and each rank's step, ends
+    1.5 ms earlier, in one pass (the rounds settle one all-reduce each)."""
+    ranks = profile(
+        chain_trace(0, "gemm", 1_000, collectives),
+        chain_trace(1, "slow_gemm", 3_000, collectives),
+    ).ranks
+    together = RanksTogether(ranks)
+    gains = together.gains([{1: FASTER_LATE_KERNEL}, {0: FASTER_LATE_KERNEL}])
+    chain = STEP + (collectives - 1) * (1_000 * US + TRANSFER)
+    assert gains[0] == {r: StepGains(1, chain, chain - 1_500 * US) for r in (0, 1)}
+    # rank 0 runs no slow_gemm: nothing changes
+    assert gains[1] == {r: StepGains(1, chain, chain) for r in (0, 1)}
+    assert together.unsettled == together.in_rounds == 0 and not unsettled_arrivals(together)
+
+
+def test_a_rank_whose_own_change_is_none_moves_with_the_others() -> None:
+    """perfledger whatif with a change of rank 1 only: rank 0, unchanged itself, no longer
+    waits 2 ms but 0.5 ms for rank 1, and its predicted step is 1.5 ms shorter too."""
+    analysis = profile(EARLY, LATE)
+    events = pa.concat_tables([r.events for r in analysis.ranks])
+    report = replay_profile(events, by_rank={1: FASTER_LATE_KERNEL})
+    predicted = {s.rank: s.predicted_ns for s in report.steps}
+    assert predicted == {0: STEP - 1_500 * US, 1: STEP - 1_500 * US}
+    step0 = next(s for s in report.steps if s.rank == 0)
+    assert step0.bound_by_ns["communication:wait"] == 500 * US
 
 
 def test_graphs_built_again_at_each_round_give_the_same_figures() -> None:
@@ -217,3 +252,30 @@ def test_ranks_without_a_match_keep_their_own_replays_and_are_counted() -> None:
     assert [(c.id, c.count) for c in merged.quality if c.id == REPLAYED_ALONE] == [
         (REPLAYED_ALONE, 2)
     ]
+
+
+def crossed_trace(rank: int) -> Trace:
+    """Two all-reduces on two communication streams, issued in opposite orders by the two
+    ranks: each rank's first arrives at 100 µs, its second at 150 µs; both end at 400 µs (each
+    collective transfers 250 µs after its last participant arrives)."""
+    first, second = ("ar_x", "ar_y") if rank == 0 else ("ar_y", "ar_x")
+    b = EventsBuilder(rank=rank, pid=100 + rank).step_mark(0, 50 * US, 1)
+    b.launch(20 * US, 1 * US, 100 * US, 300 * US, first, kind=schema.COMM, stream=8)
+    b.launch(22 * US, 1 * US, 150 * US, 250 * US, second, kind=schema.COMM, stream=9)
+    return Trace(b.table(), schema.empty_counters(), {}, "synthetic")
+
+
+def test_collectives_reached_in_different_orders_are_replayed_in_rounds_and_counted() -> None:
+    """The joint walk deadlocks (rank 0 waits at ar_x for rank 1, which waits at ar_y): the
+    change is replayed in rounds instead. Communication twice as fast: each collective's
+    250 µs transfer takes 125 µs from the last arrival (150 µs), so both steps end at 275 µs."""
+    together = RanksTogether(profile(crossed_trace(0), crossed_trace(1)).ranks)
+    assert len(together.arrivals.instances) == 2
+    faster = WhatIf((Scale("communication", 0.5),))
+    (gains,) = together.gains([{0: faster, 1: faster}])
+    assert gains == {r: StepGains(1, 400 * US, 275 * US) for r in (0, 1)}
+    assert together.in_rounds == 1 and together.unsettled == 0
+    # perfledger whatif's replay of the same ranks falls back the same way
+    events = pa.concat_tables([crossed_trace(r).events for r in (0, 1)])
+    report = replay_profile(events, faster)
+    assert {(s.rank, s.predicted_ns) for s in report.steps} == {(0, 275 * US), (1, 275 * US)}

@@ -55,6 +55,7 @@ from perfledger.analysis.replay import (
     Schedule,
     replay,
 )
+from perfledger.analysis.replay_joint import replay_joint
 from perfledger.analysis.replay_windows import ReplayWindows
 from perfledger.analysis.steps import step_plan
 from perfledger.model.accounts import StepWindow
@@ -119,17 +120,37 @@ def replay_profile(
     changes = [mine.get(p.rank, change) for p in prepared]
     arrivals = collective_arrivals(prepared)
     peers = arrivals.peers(None)
+    # with a change on any rank every rank is replayed: the others' arrivals move its own
+    predicted: Sequence[Schedule | None] = [None] * len(prepared)
     if not all(c.unchanged for c in changes) and arrivals.instances:
-        for _ in range(MAX_ARRIVAL_ROUNDS):  # a loop over rounds, while arrivals move
-            schedules = [replay(p.graph, changes[i], peers[i]) for i, p in enumerate(prepared)]
-            moved = arrivals.peers(schedules)
-            if all(np.array_equal(a.shift, b.shift) for a, b in zip(moved, peers, strict=True)):
-                break
-            peers = moved
+        joint = replay_joint([p.graph for p in prepared], changes, arrivals)
+        if joint is None:  # the ranks reach their collectives in different orders
+            peers = _arrival_rounds(prepared, changes, arrivals)
+            joint = [replay(p.graph, changes[i], peers[i]) for i, p in enumerate(prepared)]
+        else:
+            peers = arrivals.peers(joint)
+        predicted = joint
     report = combined_report(
-        [rank_report(p, changes[i], peers[i]) for i, p in enumerate(prepared)], change
+        [rank_report(p, changes[i], peers[i], predicted[i]) for i, p in enumerate(prepared)],
+        change,
     )
     return replace(report, unmatched_collectives=arrivals.contradicted + arrivals.unmatched)
+
+
+def _arrival_rounds(
+    prepared: Sequence[RankReplay], changes: Sequence[WhatIf], arrivals: CollectiveArrivals
+) -> list[Peers]:
+    """The others' arrivals at each rank's collectives after rounds of replays, each with
+    the arrivals of the round before, until none moves (at most :data:`MAX_ARRIVAL_ROUNDS`):
+    where the joint pass deadlocks."""
+    peers = arrivals.peers(None)
+    for _ in range(MAX_ARRIVAL_ROUNDS):  # a loop over rounds, while arrivals move
+        schedules = [replay(p.graph, changes[i], peers[i]) for i, p in enumerate(prepared)]
+        moved = arrivals.peers(schedules)
+        if all(np.array_equal(a.shift, b.shift) for a, b in zip(moved, peers, strict=True)):
+            break
+        peers = moved
+    return peers
 
 
 def _rank_waits(events: pa.Table, given: Int64Array | None) -> Int64Array:
@@ -246,20 +267,26 @@ def replay_rank(
 
 
 def rank_report(
-    prepared: RankReplay, change: WhatIf = NO_CHANGE, peers: Peers | None = None
+    prepared: RankReplay,
+    change: WhatIf = NO_CHANGE,
+    peers: Peers | None = None,
+    schedule: Schedule | None = None,
 ) -> ReplayReport:
     """A prepared rank's steps replayed under ``change``, with their critical paths
-    (``peers``: the other ranks' arrival at its collectives)."""
+    (``peers``: the other ranks' arrival at its collectives; ``schedule``: the rank's replay
+    under ``change`` with those arrivals, already made — with the ranks replayed together, a
+    rank whose own change is none still moves with the others')."""
     graph, baseline, base_windows = prepared.graph, prepared.baseline, prepared.baseline_windows
-    if change.unchanged:
+    unchanged = change.unchanged and schedule is None
+    if unchanged:
         predicted, pred_windows = baseline, base_windows
     else:
-        predicted = replay(graph, change, peers)
+        predicted = replay(graph, change, peers) if schedule is None else schedule
         pred_windows = prepared.windows(predicted)
     tops: dict[tuple[str, str], int] = {}
     steps = []
     # without a change the baseline is the prediction: replayed without the others' arrivals
-    lanes = _Lanes(prepared.events, graph, predicted, prepared.comm_wait, peers, change.unchanged)
+    lanes = _Lanes(prepared.events, graph, predicted, prepared.comm_wait, peers, unchanged)
     for window in prepared.measured:  # a loop over steps
         base = base_windows.get(window.step)
         pred = pred_windows.get(window.step)

@@ -212,6 +212,51 @@ def name_matches(graph: StepGraph, pattern: str) -> npt.NDArray[np.bool_]:
 def replay(graph: StepGraph, change: WhatIf = NO_CHANGE, peers: Peers | None = None) -> Schedule:
     """The earliest-start schedule of ``graph`` under ``change`` (``peers``: the arrival of
     the other ranks at its collectives)."""
+    inputs = schedule_inputs(graph, change, peers)
+    return inputs.schedule(*_schedule(*inputs.lists))
+
+
+@dataclass(frozen=True)
+class ScheduleInputs:
+    """What the longest-path loop walks for one graph under one change: plain lists and the
+    few edges of the full path (``lists``, in :func:`_schedule`'s order), and the chain
+    delays and predecessors the schedule keeps."""
+
+    lists: tuple[
+        list[int],
+        list[int],
+        list[int],
+        list[int],
+        list[int],
+        list[int],
+        list[int],
+        dict[int, list[int]],
+        dict[int, tuple[int, int]],
+        dict[int, list[tuple[int, int]]],
+        dict[int, tuple[int, int]],
+    ]
+    chain_delay: Int64Array
+    chain_pred: Int64Array
+
+    def schedule(
+        self, start: list[int], end: list[int], via: list[int], how: list[int]
+    ) -> Schedule:
+        """The schedule of the loop's results."""
+        return Schedule(
+            start=np.asarray(start, dtype=np.int64),
+            end=np.asarray(end, dtype=np.int64),
+            chain_delay=self.chain_delay,
+            via=np.asarray(via, dtype=np.int64),
+            how=np.asarray(how, dtype=np.int8),
+            chain_pred=self.chain_pred,
+        )
+
+
+def schedule_inputs(
+    graph: StepGraph, change: WhatIf = NO_CHANGE, peers: Peers | None = None
+) -> ScheduleInputs:
+    """The inputs of :func:`replay`'s loop (the ranks replayed together walk them jointly:
+    :mod:`perfledger.analysis.replay_joint`)."""
     changes = node_changes(graph, change)
     dur = np.rint(graph.dur * changes.dur).astype(np.int64)
     transfers: dict[int, tuple[int, int]] = {}
@@ -265,7 +310,7 @@ def replay(graph: StepGraph, change: WhatIf = NO_CHANGE, peers: Peers | None = N
     kept = changes.waits
     for src, dst in zip(graph.wait_src[kept].tolist(), graph.wait_dst[kept].tolist(), strict=True):
         waits.setdefault(dst, []).append(src)
-    start, end, via, how = _schedule(
+    lists = (
         pred.tolist(),
         delay.tolist(),
         launch_src.tolist(),
@@ -281,14 +326,7 @@ def replay(graph: StepGraph, change: WhatIf = NO_CHANGE, peers: Peers | None = N
         events,
         transfers,
     )
-    return Schedule(
-        start=np.asarray(start, dtype=np.int64),
-        end=np.asarray(end, dtype=np.int64),
-        chain_delay=delay,
-        via=np.asarray(via, dtype=np.int64),
-        how=np.asarray(how, dtype=np.int8),
-        chain_pred=pred,
-    )
+    return ScheduleInputs(lists, delay, pred)
 
 
 def _schedule(
@@ -310,16 +348,65 @@ def _schedule(
     (one flag read); the few with wake-ups, event edges, synchronisation waits or a transfer
     take the full one."""
     n = len(dur)
-    start = [0] * n
-    end = [0] * n
-    via = [-1] * n
-    how = [RELEASE] * n
-    more = [False] * n
-    for v in (*waits, *wakes, *events, *transfers):
-        more[v] = True
-    for v, p, d, q, lag, s, length, full in zip(
-        range(n), pred, delay, launch_src, launch_delay, release, dur, more, strict=True
-    ):
+    state = ScheduleState.of(n, waits, wakes, events, transfers)
+    schedule_span(
+        state,
+        (pred, delay, launch_src, launch_delay, release, dur, observed),
+        (waits, wakes, events, transfers),
+        0,
+        n,
+    )
+    return state.start, state.end, state.via, state.how
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """The loop's results so far (lists filled in node order) and which nodes take the full
+    path: what a walk that pauses between spans of nodes keeps."""
+
+    start: list[int]
+    end: list[int]
+    via: list[int]
+    how: list[int]
+    more: list[bool]
+
+    @staticmethod
+    def of(
+        n: int,
+        waits: dict[int, list[int]],
+        wakes: dict[int, tuple[int, int]],
+        events: dict[int, list[tuple[int, int]]],
+        transfers: dict[int, tuple[int, int]],
+    ) -> ScheduleState:
+        """The state before the first node of a graph of ``n`` nodes."""
+        more = [False] * n
+        for v in (*waits, *wakes, *events, *transfers):
+            more[v] = True
+        return ScheduleState([0] * n, [0] * n, [-1] * n, [RELEASE] * n, more)
+
+
+def schedule_span(
+    state: ScheduleState,
+    nodes: tuple[list[int], list[int], list[int], list[int], list[int], list[int], list[int]],
+    edges: tuple[
+        dict[int, list[int]],
+        dict[int, tuple[int, int]],
+        dict[int, list[tuple[int, int]]],
+        dict[int, tuple[int, int]],
+    ],
+    lo: int,
+    hi: int,
+) -> None:
+    """:func:`_schedule`'s loop over the nodes ``lo`` to ``hi`` (excluded), every node before
+    ``lo`` already in ``state``: ``nodes`` are its plain lists (pred, delay, launch_src,
+    launch_delay, release, dur, observed), ``edges`` its waits, wakes, events and transfers."""
+    start, end, via, how, more = state.start, state.end, state.via, state.how, state.more
+    waits, wakes, events, transfers = edges
+    pred, delay, launch_src, launch_delay, release, dur, observed = nodes
+    spans = (pred, delay, launch_src, launch_delay, release, dur, more)
+    if lo or hi < len(dur):
+        spans = tuple(column[lo:hi] for column in spans)  # type: ignore[assignment]
+    for v, p, d, q, lag, s, length, full in zip(range(lo, hi), *spans, strict=True):
         by, kind = -1, RELEASE
         if p >= 0:
             t = end[p] + d
@@ -356,7 +443,6 @@ def _schedule(
         if by >= 0:
             via[v] = by
             how[v] = kind
-    return start, end, via, how
 
 
 def replayed_events(events: pa.Table, graph: StepGraph, schedule: Schedule) -> pa.Table:

@@ -6,12 +6,14 @@ collective keeps its observed duration, its wait for the others included). Once 
 back, :class:`RanksTogether` matches the ranks' collectives (from each rank's collective
 tasks: a few small arrays per rank) and replays them again with the others' arrivals: the
 critical paths of the unchanged replay (:meth:`RanksTogether.reports`) and what a change per
-rank gains on every rank (:meth:`RanksTogether.gains`), in rounds passing each rank's new
-arrivals to the others until none moves.
+rank gains on every rank (:meth:`RanksTogether.gains`), in one joint pass over the ranks
+(:mod:`perfledger.analysis.replay_joint`) or, where that cannot be, in rounds passing each
+rank's new arrivals to the others until none moves.
 
-Memory: the ranks' graphs are kept between rounds while their events add up to at most
-:data:`KEPT_GRAPH_ROWS` rows; beyond that one rank's graph is built at a time, at each round,
-and dropped (more time, the parent's memory bounded by the largest rank's graph).
+Memory: the ranks' graphs are kept (the joint pass needs every one at once) while their
+events add up to at most :data:`KEPT_GRAPH_ROWS` rows; beyond that the changes are replayed in
+rounds, one rank's graph built at a time, at each round, and dropped (more time, the parent's
+memory bounded by the largest rank's graph).
 
 A rank none of whose collectives is matched with another rank's (no collectives, a different
 number of them, clocks its ends do not align) is replayed alone, as its task did: it does not
@@ -37,6 +39,7 @@ from perfledger.analysis.critical_path import (
 from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.rank_arrivals import matched_collectives, rank_collectives
 from perfledger.analysis.replay import Peers, replay
+from perfledger.analysis.replay_joint import replay_joint
 from perfledger.model.profile import RankAnalysis
 from perfledger.model.quality import REPLAYED_ALONE, UNSETTLED_ARRIVALS, WHATIF, QualityCheck
 from perfledger.model.whatif import NO_CHANGE, ReplayReport, StepGains, WhatIf
@@ -70,6 +73,9 @@ class RanksTogether:
         self.ranks = tuple(p.rank for p in parts)
         # changes whose arrivals still moved after the last round (:meth:`gains`)
         self.unsettled = 0
+        # changes replayed in rounds because the ranks reach their collectives in different
+        # orders (the joint pass deadlocked)
+        self.in_rounds = 0
         self.arrivals = matched_collectives(parts)
         self.peers: tuple[Peers, ...] = tuple(self.arrivals.peers_at(None))
         self.matched = tuple(self.arrivals.matched(i) for i in range(len(parts)))
@@ -105,26 +111,34 @@ class RanksTogether:
             if self.matched[i]
         }
 
-    def gains(self, changes: Sequence[Mapping[int, WhatIf]]) -> list[dict[int, StepGains]]:
+    def gains(
+        self, changes: Sequence[Mapping[int, WhatIf]], joint: bool = True
+    ) -> list[dict[int, StepGains]]:
         """What each change gains on every rank, the ranks replayed together: per change, a
         change of each rank it names (by rank; the others unchanged), and per rank what the
         steps gain (:func:`perfledger.analysis.critical_path.predicted_gains`'s figures).
 
-        Rounds: the first with the others' arrivals as measured, each later one with the
-        arrivals the round before replayed, until none moves (at most
-        :data:`~perfledger.analysis.critical_path.MAX_ARRIVAL_ROUNDS`); all changes go
-        through each rank's graph in one visit per round. A round settles about one more
-        collective of a chain of them (each waits for the one before on every rank): a change
-        whose arrivals still move after the last round keeps that round's gains and is
-        counted in :attr:`unsettled`."""
+        With the graphs kept, each change is replayed in one joint pass over the ranks
+        (:func:`~perfledger.analysis.replay_joint.replay_joint`), which settles every
+        collective at once. Where that walk deadlocks (the ranks reach their collectives in
+        different orders; counted in :attr:`in_rounds`), with the graphs built again at each
+        round, or with ``joint`` False: rounds, the first with the others' arrivals as
+        measured, each later one with the arrivals the round before replayed, until none
+        moves (at most :data:`~perfledger.analysis.critical_path.MAX_ARRIVAL_ROUNDS`); all
+        changes go through each rank's graph in one visit per round. A round settles about
+        one more collective of a chain of them (each waits for the one before on every rank):
+        a change whose arrivals still move after the last round keeps that round's gains and
+        is counted in :attr:`unsettled`."""
         result: list[dict[int, StepGains]] = [{} for _ in changes]
         pending = [c for c, by_rank in enumerate(changes) if _changed(by_rank)]
-        peers = {c: list(self.peers) for c in pending}
         if len(pending) < len(changes):
             baselines = self._baselines()
             for c in range(len(changes)):
-                if c not in peers:
+                if c not in pending:
                     result[c] = dict(baselines)
+        if joint and self._kept and self.together:
+            pending = self._joint(changes, pending, result)
+        peers = {c: list(self.peers) for c in pending}
         first = True
         for _ in range(MAX_ARRIVAL_ROUNDS):  # a loop over rounds, while arrivals move
             if not pending:
@@ -155,6 +169,29 @@ class RanksTogether:
             pending = moving
         self.unsettled += len(pending)
         return result
+
+    def _joint(
+        self,
+        changes: Sequence[Mapping[int, WhatIf]],
+        pending: list[int],
+        result: list[dict[int, StepGains]],
+    ) -> list[int]:
+        """The ``pending`` changes replayed in one joint pass over the kept graphs
+        (:func:`~perfledger.analysis.replay_joint.replay_joint`), their gains put in
+        ``result``; the changes whose walk deadlocked are given back (to replay in rounds)
+        and counted in :attr:`in_rounds`."""
+        graphs = [p.graph for p in self._kept]
+        deadlocked = []
+        for c in pending:  # a loop over changes
+            by_rank = [changes[c].get(rank, NO_CHANGE) for rank in self.ranks]
+            schedules = replay_joint(graphs, by_rank, self.arrivals)
+            if schedules is None:
+                deadlocked.append(c)
+                continue
+            for prepared, schedule in zip(self._kept, schedules, strict=True):
+                result[c][prepared.rank] = replayed_gains(prepared, schedule)
+        self.in_rounds += len(deadlocked)
+        return deadlocked
 
     def _baselines(self) -> dict[int, StepGains]:
         """Every rank's steps replayed unchanged, with the others' measured arrivals."""
