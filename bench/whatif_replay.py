@@ -9,6 +9,11 @@ With ``--trace`` (a Kineto trace, one rank): what a rank task does, timed in thi
 import, the rank's analysis (the reference), the replay with the critical paths (what the task
 now does instead of the profile writer), one fix replayed for the advisor, and the replay as a
 ratio of the import and of the analysis measured in the same run.
+
+With ``--trace PATH --fixes [--rounds 3] [--numba]``: five fixes the advisor replays, each the
+previous way (``_replay_previous.py``), the present one and, with ``--numba`` (numba on
+PYTHONPATH), the present one with the loop compiled (``_replay_numba.py``), alternating; the
+step windows of the ways compared (bench/README.md, "What-if replay").
 """
 
 from __future__ import annotations
@@ -121,10 +126,11 @@ FIXES: Final = (
 )
 
 
-def fix_figures(path: Path, rounds: int) -> dict[str, object]:
+def fix_figures(path: Path, rounds: int, compiled: bool = False) -> dict[str, object]:
     """One fix replayed for the advisor, the previous way (every lookup for every node, the
     windows measured on a whole replayed events table) and the present one, alternating,
-    ``rounds`` times each; the windows of both compared."""
+    ``rounds`` times each; the windows of both compared. ``compiled``: also the present way
+    with the loop compiled by numba (``_replay_numba.py``), and its import and JIT compile."""
     import _replay_previous as previous  # the sibling file (run as a script)
 
     from perfledger.analysis import replay as replay_module
@@ -151,13 +157,22 @@ def fix_figures(path: Path, rounds: int) -> dict[str, object]:
         return run
 
     figures: dict[str, dict[str, list[float]]] = {}
+    ways: list[tuple[str, Callable[..., Any], Any]] = [
+        ("previous", previous.previous_schedule, None),
+        ("present", present_loop, windows),
+    ]
+    numba_s: dict[str, float] = {}
+    if compiled:
+        started = time.perf_counter()
+        import _replay_numba  # needs numba on PYTHONPATH
+
+        numba_s["import_s"] = round(time.perf_counter() - started, 3)
+        numba_s["compile_s"] = round(_replay_numba.compile_seconds(), 3)
+        ways.append(("numba", _replay_numba.compiled_schedule, windows))
     for _ in range(rounds):
         for name, change in FIXES:
             seen: list[object] = []
-            for way, loop, measure in (
-                ("previous", previous.previous_schedule, None),
-                ("present", present_loop, windows),
-            ):
+            for way, loop, measure in ways:
                 replay_module._schedule = timed(loop)  # type: ignore[assignment]
                 loop_s[0] = 0.0
                 started = time.perf_counter()
@@ -173,7 +188,7 @@ def fix_figures(path: Path, rounds: int) -> dict[str, object]:
                 got.setdefault("loop_s", []).append(loop_s[0])
                 got.setdefault("replay_s", []).append(replayed - started)
                 got.setdefault("windows_s", []).append(ended - replayed)
-            if seen[0] != seen[1]:
+            if any(other != seen[0] for other in seen[1:]):
                 raise SystemExit(f"{name}: the step windows differ between the two ways")
     medians = {
         key: {part: round(float(np.median(values)), 3) for part, values in parts.items()}
@@ -187,7 +202,7 @@ def fix_figures(path: Path, rounds: int) -> dict[str, object]:
             ),
             3,
         )
-        for way in ("previous", "present")
+        for way, _, _ in ways
     }
     return {
         "trace": path.name,
@@ -199,6 +214,7 @@ def fix_figures(path: Path, rounds: int) -> dict[str, object]:
         "fixes": medians,
         "fixes_s": whole,
         "previous_over_present": round(whole["previous"] / max(whole["present"], 1e-9), 2),
+        **({"numba": numba_s} if numba_s else {}),
     }
 
 
@@ -212,9 +228,12 @@ def main() -> None:
         help="with --trace: the advisor's fixes replayed the previous way and the present one",
     )
     parser.add_argument("--rounds", type=int, default=3, help="with --fixes: rounds of each")
+    parser.add_argument(
+        "--numba", action="store_true", help="with --fixes: also the loop compiled by numba"
+    )
     args = parser.parse_args()
     if args.trace is not None and args.fixes:
-        print(json.dumps(fix_figures(args.trace, args.rounds)))
+        print(json.dumps(fix_figures(args.trace, args.rounds, args.numba)))
         return
     if args.trace is not None:
         print(json.dumps(trace_figures(args.trace)))
