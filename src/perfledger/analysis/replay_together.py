@@ -228,7 +228,9 @@ def unsettled_arrivals(together: RanksTogether) -> tuple[QualityCheck, ...]:
             count,
             f"{count} of the changes replayed with the ranks together (the advisor's fixes) "
             f"did not settle in {MAX_ARRIVAL_ROUNDS} rounds: their collectives' arrivals still "
-            "moved, so their whatif_ms across ranks are those of the last round (likely short)",
+            "moved, so their whatif_ms across ranks are those of the last round (likely short); "
+            f"{together.in_rounds} change(s) went to rounds because the ranks reach their "
+            "collectives in different orders (no joint pass)",
             (WHATIF,),
             repaired=False,
         ),
