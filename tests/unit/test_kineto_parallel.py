@@ -321,3 +321,55 @@ def test_analyze_of_one_trace_decoded_by_workers_writes_the_same_profile(
         summary.pop("profile", None)
         summary.pop("timings", None)
     assert summaries[0] == summaries[1]
+
+
+@pytest.mark.parametrize("chunk_bytes", [4096, 16384])
+@pytest.mark.parametrize("separator", [",\n  ", " " * 5000 + ",", "\n" + " " * 4095 + ", "])
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_cuts_found_without_reading_every_byte_are_those_of_the_whole_read(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    chunk_bytes: int,
+    separator: str,
+    bom: bytes,
+) -> None:
+    """An uncompressed file's cuts (spans: only the end of each stretch and the start of
+    the next read) are where reading every byte puts them (payloads), up to the same last
+    stretch: names holding the separator's pattern (guesses, wrong alike), leading
+    separators longer than what is read of a stretch's start, an element larger than a
+    chunk."""
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", chunk_bytes)
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "op},{" * (i % 4),
+            "pid": 1,
+            "tid": 2,
+            "ts": i,
+            "dur": 1,
+            "args": {"x": "} , {" * (i % 3)},
+        }
+        for i in range(2000)
+    ]
+    events[700]["name"] = "big" + "x" * (3 * chunk_bytes)
+    body = separator.join(json.dumps(event) for event in events)
+    path = tmp_path / "trace.json"
+    path.write_bytes(bom + b'{"x": 1, "traceEvents": [' + body.encode() + b'], "y": 2}')
+    data = path.read_bytes()
+
+    def cuts(spans: bool) -> tuple[list[tuple[int, bytes]], int, bytes, list[int], dict[str, Any]]:
+        result, splitter = kineto_stream.open_splitter(path)
+        if spans:
+            found = [
+                (start, b"[" + data[first:stop] + b"]") for start, first, stop in splitter.spans()
+            ]
+        else:
+            found = list(splitter.payloads())
+        base, buf = splitter.base, splitter.buf
+        rest = [len(chunk.events) for chunk in kineto_stream.finish(splitter)]
+        return found, base, buf, rest, result.tail
+
+    by_place, by_text = cuts(spans=True), cuts(spans=False)
+    assert len(by_text[0]) > 10
+    assert by_place == by_text

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
 import re
 import zlib
 from collections.abc import Callable, Generator, Iterator
@@ -36,6 +37,7 @@ _BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SEPARATOR = re.compile(rb"\}\s*,\s*\{")
 _LEADING_COMMA = re.compile(rb"\s*,")
+_HEAD_BYTES = 1 << 12  # read at a stretch's start for its leading separator
 _NO_ARGS_TEXT = b"{}"
 
 Progress = Callable[[int, int], None]
@@ -173,6 +175,24 @@ class _Source:
     def fileno(self) -> int:
         """The descriptor of the open file."""
         return self._raw.fileno()
+
+    def data_size(self) -> int:
+        """The size of the data now (uncompressed: the open file's)."""
+        return os.fstat(self.fileno()).st_size
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes of an uncompressed file from ``offset``, without moving on
+        (what :meth:`read` delivers next stays the same)."""
+        data = os.pread(self.fileno(), size, offset)
+        if self._progress is not None:
+            self._progress(min(offset + len(data), self.total), self.total)
+        return data
+
+    def seek(self, offset: int) -> None:
+        """Deliver an uncompressed file's bytes from ``offset`` on."""
+        self._raw.seek(offset)
+        self.offset = offset
+        self.eof = False
 
     def rewind(self) -> None:
         """Start over at the first byte of the data (same open file)."""
@@ -428,6 +448,8 @@ class Splitter:
             yield start, first, stop
 
     def _cuts(self, *, text: bool) -> Generator[tuple[int, int, int, bytes | None], None, None]:
+        if not text and not self.source.compressed:
+            yield from self._places()
         size = CHUNK_BYTES
         while True:
             self._fill(size)
@@ -444,6 +466,50 @@ class Splitter:
             first = start + (match.end() if match else 0)
             self._consume(cut)
             yield start, first, start + cut, payload
+
+    def _places(self) -> Generator[tuple[int, int, int, None], None, None]:
+        """The cuts of :meth:`_cuts` in an uncompressed file, found by reading only the
+        bytes they are searched in (the end of each stretch, the start of the next), not
+        every byte. Returns with ``buf`` and the file as :meth:`_cuts` would leave them
+        before reading the last stretch (fewer than a stretch's bytes left): there it takes
+        over, as it does where a leading separator goes on past the bytes read."""
+        size = CHUNK_BYTES
+        while True:
+            held = len(self.buf) >= size  # read already: cut as :meth:`_cuts` does
+            if held and not self.source.eof:
+                head, cut = self.buf, self._last_separator(len(self.buf))
+            elif not held and self.source.data_size() - self.base >= size:
+                head = self.source.read_at(self.base, _HEAD_BYTES)
+                if not head.strip():
+                    return
+                cut = self._separator_at(size)
+            else:
+                return
+            if cut <= 0:
+                size *= 2
+                continue
+            size = CHUNK_BYTES
+            start = self.base
+            match = _LEADING_COMMA.match(head)
+            self.base += cut
+            self.buf = self.buf[cut:] if held else b""
+            if not held:
+                self.source.seek(self.base)  # where the reading goes on when this stops
+            yield start, start + (match.end() if match else 0), start + cut, None
+
+    def _separator_at(self, stop: int) -> int:
+        """:meth:`_last_separator` of the ``stop`` bytes from ``base``, read from the file
+        only where it searches."""
+        window = 1 << 16
+        while True:
+            begin = max(0, stop - window)
+            text = self.source.read_at(self.base + begin, stop - begin)
+            last = -1
+            for match in _SEPARATOR.finditer(text):
+                last = begin + match.start() + 1
+            if last > 0 or begin == 0:
+                return last
+            window *= 8
 
     def _last_separator(self, stop: int) -> int:
         """Offset just past the ``}`` of the last element separator in ``buf[:stop]``."""
