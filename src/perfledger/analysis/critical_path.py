@@ -92,8 +92,10 @@ def replay_profile(
     predicted step.
 
     With several ranks, a collective matched across them (:func:`collective_arrivals`) ends
-    once its last participant has arrived plus its transfer: the ranks are replayed in rounds,
-    each with the others' arrivals of the round before, until no arrival moves.
+    once its last participant has arrived plus its transfer: the ranks are replayed in one
+    joint pass (:func:`perfledger.analysis.replay_joint.replay_joint`), every rank as soon as
+    any rank changes; where that walk deadlocks (collectives reached in different orders), in
+    rounds, each with the others' arrivals of the round before, until no arrival moves.
 
     ``comm_wait``: per row of ``events``, how long a communication task waited for its peers
     at its start (:func:`perfledger.analysis.comm_split.comm_split`; None: the collective
