@@ -1,12 +1,13 @@
 """One large Kineto trace read by several processes: chunks decoded and laid out in workers.
 
-The main process reads the file (gunzipping it when compressed) and cuts the traceEvents array
-at the separators the streaming reader guesses (:meth:`Splitter.payloads`). Spawned worker
-processes decode each chunk and build its columns (:func:`chunk_columns`) and send back the
-block with its side data (metadata, flows, counters). The main process takes them in file
-order, so the tables are those of the one-process import, row for row. An uncompressed file
-is not sent through the pipes: each worker reads its chunk's bytes itself from the file the
-main process opened (through ``/proc/<pid>/fd``, so a file replaced under the same name
+The main process cuts the traceEvents array at the separators the streaming reader guesses
+(:meth:`Splitter.payloads`; in an uncompressed file :meth:`Splitter.spans`, which reads only
+the bytes it searches for a cut, not the whole file; a compressed one is gunzipped whole).
+Spawned worker processes decode each chunk and build its columns (:func:`chunk_columns`) and
+send back the block with its side data (metadata, flows, counters). The main process takes them
+in file order, so the tables are those of the one-process import, row for row. An uncompressed
+file is not sent through the pipes: each worker reads its chunk's bytes itself from the file
+the main process opened (through ``/proc/<pid>/fd``, so a file replaced under the same name
 meanwhile is not mixed in), and only the chunk's place in the file travels
 (:meth:`Splitter.spans`).
 
