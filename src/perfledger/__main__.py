@@ -38,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+    except BrokenPipeError:
+        return _reader_gone()
     except PerfledgerError as error:
         print(f"perfledger: error: {escaped(error)}", file=sys.stderr)
         return error.exit_code
@@ -81,6 +84,20 @@ def _file_error(error: OSError) -> str | None:
         return None
     reason = error.strerror or os.strerror(error.errno or 0)
     return f"{error.filename}: {reason}" if error.filename else reason
+
+
+def _reader_gone() -> int:
+    """The reader of our output went away (``perfledger ... | head``): stop quietly.
+
+    Whatever is still buffered for stdout goes to the null device, so that the interpreter's
+    own flush at exit does not fail a second time.
+    """
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno())
+    finally:
+        os.close(null)
+    return 1
 
 
 def _internal_error(error: BaseException) -> int:

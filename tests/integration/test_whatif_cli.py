@@ -87,3 +87,38 @@ def test_a_trace_is_not_a_profile() -> None:
     done = perfledger("whatif", DATA / "kineto" / "a100_triton.json.gz")
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _with_stdout_closed(*args: str | Path) -> tuple[int, str]:
+    """``perfledger ARGS`` writing into a pipe whose reader is gone before the first byte
+    (as in ``perfledger ... | head -c 10``): its exit code and stderr."""
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "perfledger", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()
+    stderr = child.stderr.read().decode()
+    return child.wait(timeout=600), stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["whatif", "{profile}", "--scale", "compute=0.5", "--json"],
+        ["whatif", "{profile}"],
+        ["query", "{profile}", "select * from range(200000)", "--format", "csv"],
+    ],
+)
+def test_a_reader_gone_early_ends_the_command_quietly(
+    device_bound_profile: Path, args: list[str]
+) -> None:
+    code, stderr = _with_stdout_closed(*(a.format(profile=device_bound_profile) for a in args))
+    assert stderr == ""
+    assert code == 1
