@@ -265,3 +265,42 @@ def test_a_profile_without_stored_fixes_says_to_analyze_again(
     assert done.returncode == 2
     assert "analyze the trace again" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("column", ["factor", "group", "rule"])
+def test_a_fixes_table_without_a_column_is_a_one_line_error_naming_it(
+    sync_bound_profile: Path, tmp_path: Path, column: str
+) -> None:
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(sync_bound_profile, damaged)
+    fixes = damaged / "tables" / "whatif_fixes.parquet"
+    pq.write_table(pq.read_table(fixes).drop_columns([column]), fixes)
+    done = perfledger("whatif", damaged, "--apply-finding", "excessive_sync")
+    assert done.returncode == 2, done.stderr
+    assert str(fixes) in done.stderr
+    assert f"no column {column}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_fixes_table_with_a_column_of_another_type_is_a_one_line_error(
+    sync_bound_profile: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(sync_bound_profile, damaged)
+    fixes = damaged / "tables" / "whatif_fixes.parquet"
+    table = pq.read_table(fixes)
+    words = pa.array(["many"] * table.num_rows, pa.string())
+    pq.write_table(table.set_column(table.column_names.index("row"), "row", words), fixes)
+    done = perfledger("whatif", damaged, "--apply-finding", "excessive_sync")
+    assert done.returncode == 2, done.stderr
+    assert str(fixes) in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -38,7 +38,7 @@ from perfledger.model.whatif import (
     with_change,
 )
 from perfledger.profiledir import load_profile
-from perfledger.profiledir.layout import EVENTS_TABLE, WHATIF_FIXES_TABLE
+from perfledger.profiledir.layout import EVENTS_TABLE, TABLES_DIR, WHATIF_FIXES_TABLE
 from perfledger.profiledir.reader import StoredProfile
 
 
@@ -188,7 +188,7 @@ def finding_fixes(profile: StoredProfile, rules: Sequence[str]) -> list[dict[int
                 "(whatif_ms is null)"
             )
     table = profile.read_table(WHATIF_FIXES_TABLE, required=False)
-    stored = fixes_from_table(table) if table is not None else {}
+    stored = fixes_from_table(_fixes_conformed(profile, table)) if table is not None else {}
     for rule in rules:
         if rule not in stored:
             raise PerfledgerError(
@@ -197,6 +197,20 @@ def finding_fixes(profile: StoredProfile, rules: Sequence[str]) -> list[dict[int
                 "perfledger analyze from this version on): analyze the trace again"
             )
     return [stored[rule] for rule in rules]
+
+
+def _fixes_conformed(profile: StoredProfile, table: pa.Table) -> pa.Table:
+    """The stored fixes as :data:`~perfledger.model.whatif.FIXES_SCHEMA` types them; a
+    one-line error naming the file for a table without its columns or types."""
+    path = profile.path / TABLES_DIR / f"{WHATIF_FIXES_TABLE}.parquet"
+    missing = [f.name for f in whatif.FIXES_SCHEMA if f.name not in table.column_names]
+    if missing:
+        raise PerfledgerError(f"{path}: not a table of fixes: no column {', '.join(missing)}")
+    try:
+        return table.select(whatif.FIXES_SCHEMA.names).cast(whatif.FIXES_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        reason = " ".join(str(error).split())
+        raise PerfledgerError(f"{path}: not a table of fixes: {reason}") from None
 
 
 def rank_changes(
