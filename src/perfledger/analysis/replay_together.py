@@ -15,9 +15,10 @@ events add up to at most :data:`KEPT_GRAPH_ROWS` rows; beyond that the changes a
 rounds, one rank's graph built at a time, at each round, and dropped (more time, the parent's
 memory bounded by the largest rank's graph).
 
-A rank none of whose collectives is matched with another rank's (no collectives, a different
-number of them, clocks its ends do not align) is replayed alone, as its task did: it does not
-hold the others back, and :func:`replayed_alone` counts it in the profile's quality report.
+A rank none of whose collectives is matched with another rank's (a different number of them,
+the others have none, clocks their ends do not align) is replayed alone, as its task did: it
+does not hold the others back, and :func:`replayed_alone` counts it in the profile's quality
+report. A rank without collectives is replayed alone too, not counted: it has nothing to match.
 """
 
 from __future__ import annotations
@@ -79,10 +80,10 @@ class RanksTogether:
         self.arrivals = matched_collectives(parts)
         self.peers: tuple[Peers, ...] = tuple(self.arrivals.peers_at(None))
         self.matched = tuple(self.arrivals.matched(i) for i in range(len(parts)))
-        # ranks with collectives none of which is matched: replayed alone, counted
-        any_collectives = any(p.tasks.num_rows for p in parts)
+        # ranks with collectives none of which is matched: replayed alone, counted (a rank
+        # without collectives is replayed alone too, correctly: it has nothing to match)
         self.alone = tuple(
-            p.rank for p, m in zip(parts, self.matched, strict=True) if any_collectives and not m
+            p.rank for p, m in zip(parts, self.matched, strict=True) if p.tasks.num_rows and not m
         )
         self._kept = (
             [with_peers(p, peers) for p, peers in zip(alone, self.peers, strict=True)]
@@ -246,8 +247,8 @@ def replayed_alone(together: RanksTogether) -> dict[int, QualityCheck]:
             REPLAYED_ALONE,
             1,
             f"rank {rank}: none of its collectives matches another rank's (a different number "
-            "of them, none at all, or clocks their ends do not align); it is replayed alone, "
-            "its collectives keeping their observed durations",
+            "of them, the others have none, or clocks their ends do not align); it is replayed "
+            "alone, its collectives keeping their observed durations",
             (WHATIF,),
             repaired=False,
         )
