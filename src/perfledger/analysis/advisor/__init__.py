@@ -225,14 +225,23 @@ def realigned_advice(analysis: ProfileAnalysis) -> tuple[RankAdvice, ...] | None
             rank_profile(analysis, position[advice.rank]), advice.config, rules=rules, replays=None
         )
         again = whatif.carried_gains(report.findings, advice.findings, advice.gains)
+        findings = whatif.ranked([f for f in advice.findings if f.id not in SPLIT_RULES] + again)
+        # a finding gone with the new split takes its fix with it: its gain, and the
+        # combination of the top fixes where it was one of them
+        fixes = whatif.fixes_of(advice.fixes, findings)
+        gone = set(advice.fixes) - set(fixes)
+        combined = advice.combined
+        if combined is not None and gone.intersection(combined.findings):
+            combined = None
         refreshed.append(
             replace(
                 advice,
-                findings=tuple(
-                    whatif.ranked([f for f in advice.findings if f.id not in SPLIT_RULES] + again)
-                ),
+                findings=tuple(findings),
                 skipped=tuple(s for s in advice.skipped if s.rule not in SPLIT_RULES)
                 + report.skipped,
+                fixes=fixes,
+                gains={rule: g for rule, g in advice.gains.items() if rule not in gone},
+                combined=combined,
             )
         )
     return tuple(refreshed)
