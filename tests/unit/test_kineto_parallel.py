@@ -373,3 +373,50 @@ def test_cuts_found_without_reading_every_byte_are_those_of_the_whole_read(
     by_place, by_text = cuts(spans=True), cuts(spans=False)
     assert len(by_text[0]) > 10
     assert by_place == by_text
+
+
+def test_a_file_the_workers_cannot_open_goes_to_them_through_the_pipes(
+    tmp_path: Path,
+    small_chunks: Seen,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Where ``/proc/<pid>/fd`` is closed to the workers (a hardened container), they are sent
+    the chunks' text instead: still read by the workers, not by this process alone."""
+    path = gen.write_kineto(tmp_path / "t.json", _ops(6000), style="compact")
+    alone = load_kineto(path)
+    real = kineto_parallel.shared_file
+    unopenable = tmp_path / "no_access" / "fd"  # as the workers find the main process's fd
+
+    def closed(fd: int) -> kineto_parallel.OpenFile | None:
+        found = real(fd)
+        assert found is not None  # the file is shared here: the test closes it
+        return kineto_parallel.OpenFile(str(unopenable), found.device, found.inode)
+
+    raised: list[BaseException] = []
+    original = kineto_parallel.read_blocks
+
+    def watched(*args: Any) -> Any:
+        try:
+            return original(*args)
+        except BaseException as exc:
+            raised.append(exc)
+            raise
+
+    monkeypatch.setattr(kineto_parallel, "shared_file", closed)
+    monkeypatch.setattr(kineto_parallel, "read_blocks", watched)
+    with caplog.at_level("INFO", logger=kineto_parallel.__name__):
+        parallel = load_kineto(path, workers=WORKERS)
+    assert raised == []  # no fall back to the read in one process
+    _assert_same(parallel, alone)
+    assert parallel.events.num_rows == 6000
+    # the first chunks went as places in the file; the read started again from the first
+    # that could not be opened, and from there every chunk went as its text
+    (switched,) = small_chunks.sent_before_again
+    places = small_chunks.call_bytes[:switched]
+    texts = small_chunks.call_bytes[switched:]
+    assert places and max(places) < 1000
+    assert len(texts) > 10 and min(texts) > kineto_stream.CHUNK_BYTES // 2
+    assert small_chunks.again[0] < 100  # the first chunk, where the array begins
+    (record,) = [r for r in caplog.records if "through the pipes" in r.getMessage()]
+    assert str(path) in record.getMessage() and str(unopenable) in record.getMessage()

@@ -9,7 +9,9 @@ in file order, so the tables are those of the one-process import, row for row. A
 file is not sent through the pipes: each worker reads its chunk's bytes itself from the file
 the main process opened (through ``/proc/<pid>/fd``, so a file replaced under the same name
 meanwhile is not mixed in), and only the chunk's place in the file travels
-(:meth:`Splitter.spans`).
+(:meth:`Splitter.spans`). Where a worker may not open it there (a hardened container, a
+process that is not dumpable), the chunks' text goes through the pipes from that chunk on, as
+for a compressed file, and the module's logger says so.
 
 A chunk that does not decode (a guessed separator inside a string, a malformed event, damage in
 the file) is read again in this process from where it began, on the same open file, with the
@@ -22,6 +24,7 @@ read in this process.
 from __future__ import annotations
 
 import gc
+import logging
 import multiprocessing
 import os
 import signal
@@ -46,7 +49,16 @@ from perfledger.sources.kineto_stream import (
     restart_at,
 )
 
-__all__ = ["OpenFile", "WorkersUnavailable", "chunk_result", "chunk_result_at", "read_blocks"]
+__all__ = [
+    "OpenFile",
+    "SharedFileUnreadable",
+    "WorkersUnavailable",
+    "chunk_result",
+    "chunk_result_at",
+    "read_blocks",
+]
+
+_log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 ChunkResult = tuple[Block | None, Side, int]
@@ -110,7 +122,11 @@ def shared_file(fd: int) -> OpenFile | None:
 
 def chunk_result_at(source: OpenFile, first: int, stop: int) -> ChunkResult | None:
     """:func:`chunk_result` of the elements in bytes ``first:stop`` of ``source``, read here."""
-    data = os.pread(_descriptor(source), stop - first, first)
+    try:
+        fd = _descriptor(source)
+    except OSError as exc:
+        raise SharedFileUnreadable(f"{source.path}: {exc.strerror or exc}") from None
+    data = os.pread(fd, stop - first, first)
     if len(data) != stop - first:
         return None  # read again in the main process, which reads the file as it is
     return chunk_result(b"".join((b"[", data, b"]")))
@@ -130,6 +146,19 @@ def chunk_result(payload: bytes) -> ChunkResult | None:
 
 class WorkersUnavailable(Exception):
     """The worker processes could not start, or one died: read the file in this process."""
+
+
+class SharedFileUnreadable(Exception):
+    """A worker could not open the main process's file through ``/proc``: send the chunks'
+    text through the pipes instead."""
+
+
+class _ThroughPipes(Exception):
+    """The chunk at data offset ``start`` and those after it go through the pipes."""
+
+    def __init__(self, start: int, reason: str) -> None:
+        super().__init__(reason)
+        self.start = start
 
 
 def read_blocks(
@@ -153,10 +182,22 @@ def read_blocks(
         if block is not None:
             blocks.append(block)
 
+    shared = True  # the workers read their chunks from the file while they can open it
     try:
         with _pool(workers) as pool:
             while True:
-                failed_at = _read_in_workers(pool, splitter, workers, blocks, side)
+                try:
+                    failed_at = _read_in_workers(pool, splitter, workers, blocks, side, shared)
+                except _ThroughPipes as switch:
+                    _log.info(
+                        "%s: the workers cannot open the file (%s); its chunks go to them "
+                        "through the pipes",
+                        path,
+                        switch,
+                    )
+                    shared = False
+                    splitter = restart_at(splitter, switch.start)
+                    continue
                 if failed_at < 0:
                     break
                 # The chunk from there is read again here, on the same open file (a trace
@@ -192,13 +233,21 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
 
 
 def _read_in_workers(
-    pool: ProcessPoolExecutor, splitter: Splitter, workers: int, blocks: list[Block], side: Side
+    pool: ProcessPoolExecutor,
+    splitter: Splitter,
+    workers: int,
+    blocks: list[Block],
+    side: Side,
+    shared: bool = True,
 ) -> int:
     """Send the splitter's payloads to the workers and take their outcomes in file order into
     ``blocks`` and ``side``, up to the first chunk that does not decode: its offset (-1 when
-    the data ran out first)."""
+    the data ran out first). With ``shared``, an uncompressed file's chunks are read by the
+    workers from the file itself; :class:`_ThroughPipes` where a worker cannot open it."""
     pending: deque[tuple[int, Future[ChunkResult | None]]] = deque()
-    source = None if splitter.source.compressed else shared_file(splitter.source.fileno())
+    source = (
+        shared_file(splitter.source.fileno()) if shared and not splitter.source.compressed else None
+    )
     chunks: Generator[tuple[int, Future[ChunkResult | None]], None, None] = (
         ((start, pool.submit(chunk_result, payload)) for start, payload in splitter.payloads())
         if source is None
@@ -211,7 +260,10 @@ def _read_in_workers(
     def next_failure() -> int:
         """Take the oldest chunk's outcome; its offset if it did not decode, else -1."""
         start, future = pending.popleft()
-        outcome = future.result()
+        try:
+            outcome = future.result()
+        except SharedFileUnreadable as exc:
+            raise _ThroughPipes(start, str(exc)) from None
         if outcome is None:
             return start
         block, found, events = outcome
