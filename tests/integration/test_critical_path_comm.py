@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,13 +78,13 @@ def test_summary_gives_the_wait_and_the_transfer_beside_the_communication(
     summary = json.loads((analysed.profile / "summary.json").read_text())
     bound = summary["critical_path"]["bound_by_ms"]
     assert bound["communication"] == pytest.approx(WAIT_MS + TRANSFER_MS, abs=1e-3)
-    assert bound["communication:wait"] == pytest.approx(WAIT_MS, abs=1e-3)
-    assert bound["communication:transfer"] == pytest.approx(TRANSFER_MS, abs=1e-3)
-    # the classes, not their parts, make up the step
-    whole = sum(
-        v for k, v in bound.items() if k not in ("communication:wait", "communication:transfer")
-    )
-    assert whole == pytest.approx(STEP_MS, abs=1e-3)
+    # the classes make up the step; the parts are beside them, not among them
+    assert sum(bound.values()) == pytest.approx(STEP_MS, abs=1e-3)
+    parts = summary["critical_path"]["bound_by_parts_ms"]
+    assert set(parts) == {"communication"}
+    assert parts["communication"]["wait"] == pytest.approx(WAIT_MS, abs=1e-3)
+    assert parts["communication"]["transfer"] == pytest.approx(TRANSFER_MS, abs=1e-3)
+    assert sum(parts["communication"].values()) == pytest.approx(bound["communication"])
     assert "unmatched_collectives" not in {c["id"] for c in summary["quality"]["checks"]}
     # communication.csv splits the task alike
     with (analysed.profile / "communication.csv").open() as rows:
@@ -99,9 +100,19 @@ def test_the_terminal_says_how_much_of_the_path_waits_for_peers(analysed: Analys
 def test_whatif_splits_the_stored_profile_alike(analysed: Analysed) -> None:
     done = perfledger("whatif", analysed.profile, "--json")
     assert done.returncode == 0, done.stderr
-    bound = json.loads(done.stdout)["critical_path"]["bound_by_ms"]
-    assert bound["communication:wait"] == pytest.approx(WAIT_MS, abs=1e-3)
-    assert bound["communication:transfer"] == pytest.approx(TRANSFER_MS, abs=1e-3)
+    path = json.loads(done.stdout)["critical_path"]
+    assert sum(path["bound_by_ms"].values()) == pytest.approx(STEP_MS, abs=1e-3)
+    assert path["bound_by_parts_ms"] == {
+        "communication": {"wait": WAIT_MS, "transfer": TRANSFER_MS}
+    }
+    # the text: the wait inside communication's entry, the shares adding up to the step
+    done = perfledger("whatif", analysed.profile)
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("critical path per step:")]
+    assert "communication 2.500 ms (71%; waiting for peers 2.000 ms)" in line
+    assert "communication:" not in line
+    shares = [int(x) for x in re.findall(r"\((\d+)%", line)]
+    assert sum(shares) == pytest.approx(100, abs=len(shares))  # each rounded to 1 %
     # the gemm twice as fast: alone, with no peer to wait for, the all-reduce keeps what it
     # lasted (its wait too) and the step ends 500 µs earlier
     done = perfledger("whatif", analysed.profile, "--scale", "kernel:gemm_kernel=0.5", "--json")
@@ -109,27 +120,44 @@ def test_whatif_splits_the_stored_profile_alike(analysed: Analysed) -> None:
     document = json.loads(done.stdout)
     (step,) = document["steps"]
     assert step["predicted_ns"] == round((STEP_MS - 0.5) * 1e6)
-    bound = document["critical_path"]["bound_by_ms"]
-    assert bound["communication:wait"] == pytest.approx(WAIT_MS, abs=1e-3)
-    assert bound["communication:transfer"] == pytest.approx(TRANSFER_MS, abs=1e-3)
+    parts = document["critical_path"]["bound_by_parts_ms"]["communication"]
+    assert parts == {"wait": WAIT_MS, "transfer": TRANSFER_MS}
+    assert "bound_by_parts_ns" not in step and "bound_by_ns" not in step
 
 
-def _pieces(rows: list[dict[str, Any]]) -> dict[str, float]:
-    return {r["label"]: (r["end_ns"] - r["start_ns"]) / 1e6 for r in rows}
+def _pieces(rows: list[dict[str, Any]]) -> dict[tuple[str, str | None], float]:
+    return {(r["label"], r["part"]): (r["end_ns"] - r["start_ns"]) / 1e6 for r in rows}
 
 
 def test_the_path_s_piece_of_the_all_reduce_is_in_two(analysed: Analysed) -> None:
-    rows = pq.read_table(analysed.profile / "tables" / "critical_path.parquet").to_pylist()
+    table = pq.read_table(analysed.profile / "tables" / "critical_path.parquet")
+    assert table.schema.field("part").nullable
+    rows = table.to_pylist()
     pieces = _pieces(rows)
-    assert pieces[f"{ALLREDUCE} (waiting for peers)"] == pytest.approx(WAIT_MS)
-    assert pieces[f"{ALLREDUCE} (transfer)"] == pytest.approx(TRANSFER_MS)
-    assert {r["category"] for r in rows if r["label"].startswith(ALLREDUCE)} == {"communication"}
+    # the label is the collective's name: filtering by it finds both parts
+    assert pieces[(ALLREDUCE, "wait")] == pytest.approx(WAIT_MS)
+    assert pieces[(ALLREDUCE, "transfer")] == pytest.approx(TRANSFER_MS)
+    assert {r["category"] for r in rows if r["label"] == ALLREDUCE} == {"communication"}
+    assert {r["part"] for r in rows if r["label"] != ALLREDUCE} == {None}
     # the wait comes first, the transfer right after it
-    (wait,) = [r for r in rows if r["label"].endswith("(waiting for peers)")]
-    (transfer,) = [r for r in rows if r["label"].endswith("(transfer)")]
+    (wait,) = [r for r in rows if r["part"] == "wait"]
+    (transfer,) = [r for r in rows if r["part"] == "transfer"]
     assert wait["end_ns"] == transfer["start_ns"]
     # the timeline's critical-path track draws the same two slices (µs)
     document = json.loads(gzip.decompress((analysed.profile / "timeline.json.gz").read_bytes()))
+    events = document["traceEvents"] if isinstance(document, dict) else document
+    track = {e["name"]: e["dur"] for e in events if e.get("cat") == "critical_path"}
+    assert track[f"{ALLREDUCE} (waiting for peers)"] == pytest.approx(WAIT_MS * 1e3)
+    assert track[f"{ALLREDUCE} (transfer)"] == pytest.approx(TRANSFER_MS * 1e3)
+
+
+def test_a_timeline_written_from_the_tables_names_the_parts(
+    analysed: Analysed, tmp_path: Path
+) -> None:
+    out = tmp_path / "timeline.json.gz"
+    done = perfledger("timeline", analysed.profile, "-o", out)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(gzip.decompress(out.read_bytes()))
     events = document["traceEvents"] if isinstance(document, dict) else document
     track = {e["name"]: e["dur"] for e in events if e.get("cat") == "critical_path"}
     assert track[f"{ALLREDUCE} (waiting for peers)"] == pytest.approx(WAIT_MS * 1e3)

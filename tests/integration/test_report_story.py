@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from rich.console import Console
 
-from perfledger.model.whatif import BOUND_BY_PARTS
 from perfledger.render.report.data import Headline, ReportData
 from perfledger.render.report.page import write_report
 from perfledger.run.pipeline import build_profile
@@ -601,13 +600,25 @@ def test_critical_path_per_step_adds_up_to_the_replayed_step(
         "#table-critical-path-mean tbody tr",
         "trs => trs.map(tr => Array.from(tr.children).map(td => td.textContent))",
     )
-    assert {c: float(ms) for _w, c, ms in table} == pytest.approx(summary["bound_by_ms"], abs=1e-3)
+    # (with the parts of a class, bound_by_parts_ms, listed as class:part)
+    assert sum(summary["bound_by_ms"].values()) == pytest.approx(
+        sum(s["replayed_ms"] for s in steps) / len(steps), abs=1e-3 * len(summary["bound_by_ms"])
+    )
+    expected = dict(summary["bound_by_ms"])
+    for whole, parts in summary["bound_by_parts_ms"].items():
+        assert sum(parts.values()) == pytest.approx(expected.get(whole, 0.0), abs=1e-9)
+        expected.update({f"{whole}:{k}": ms for k, ms in parts.items() if ms > 0})
+    assert {c: float(ms) for _w, c, ms in table} == pytest.approx(expected, abs=1e-3)
     by_name = {s["name"]: s["data"] for s in option["series"]}
     words_of = {klass: words for words, klass, _ms in table}
     for words, klass, _ms in table:
-        mean = summary["bound_by_ms"][klass]
+        mean = expected[klass]
         # a class split in parts (communication: wait, transfer) is drawn as its parts
-        drawn = [words] if words in by_name else [words_of[k] for k in parts_of(klass, table)]
+        drawn = (
+            [words]
+            if words in by_name
+            else [words_of[k] for k in parts_of(klass, table, summary["bound_by_parts_ms"])]
+        )
         assert drawn, klass
         total = sum(sum(by_name[w]) for w in drawn)
         assert total / len(steps) == pytest.approx(mean, abs=1e-3 * len(drawn)), klass
@@ -615,9 +626,9 @@ def test_critical_path_per_step_adds_up_to_the_replayed_step(
     assert f"{summary['replay_error_pct']['median']:.1f} %" in note
 
 
-def parts_of(klass: str, table: list[list[str]]) -> list[str]:
-    """The classes of the table that are parts of ``klass`` (``communication:wait`` ...)."""
-    return [k for _w, k, _ms in table if BOUND_BY_PARTS.get(k) == klass]
+def parts_of(klass: str, table: list[list[str]], parts: dict[str, dict[str, float]]) -> list[str]:
+    """The rows of the table that are parts of ``klass`` (``communication:wait`` ...)."""
+    return [k for _w, k, _ms in table if k in {f"{klass}:{p}" for p in parts.get(klass, {})}]
 
 
 def timeline_path(page: Page) -> list[list[float]]:

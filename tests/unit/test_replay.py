@@ -9,7 +9,7 @@ import pytest
 
 from perfledger.analysis.critical_path import replay_rank
 from perfledger.errors import PerfledgerError
-from perfledger.model.whatif import MAX_PATH_SPANS, Scale, WhatIf, path_classes
+from perfledger.model.whatif import MAX_PATH_SPANS, Scale, WhatIf
 from tests.synth import EventsBuilder
 
 US = 1_000
@@ -85,7 +85,7 @@ def test_host_bound_critical_path_is_the_host() -> None:
     assert step.bound_by_ns["launch"] == 10 * US + 19 * 5 * US  # latency + 19 calls
     # host work between the calls, and before the first call
     assert step.bound_by_ns["host"] == 19 * 45 * US + 10 * US
-    assert sum(path_classes(step.bound_by_ns).values()) == step.predicted_ns
+    assert sum(step.bound_by_ns.values()) == step.predicted_ns
 
 
 def sync_bound() -> EventsBuilder:
@@ -113,7 +113,7 @@ def test_sync_bound_critical_path_counts_the_waits_as_device_time() -> None:
     step = _one_step(replay_rank(sync_bound().table()).steps)
     assert step.bound_by_ns["sync"] == 5 * 2 * US
     assert step.bound_by_ns["compute:elementwise"] == 5 * 10 * US
-    assert sum(path_classes(step.bound_by_ns).values()) == step.measured_ns
+    assert sum(step.bound_by_ns.values()) == step.measured_ns
 
 
 def exposed_collective() -> EventsBuilder:

@@ -20,14 +20,13 @@ from perfledger.analysis.critical_path import replay_profile, replay_rank
 from perfledger.analysis.quality import replay_invariants, unmatched_collectives
 from perfledger.model import schema
 from perfledger.model.whatif import (
-    COMMUNICATION_TRANSFER,
-    COMMUNICATION_WAIT,
     NO_CHANGE,
     ReplayReport,
     Scale,
     StepReplay,
     WhatIf,
-    path_classes,
+    path_spans_by_rank,
+    path_spans_table,
 )
 from tests.synth import EventsBuilder
 
@@ -88,8 +87,13 @@ def two_ranks(clock_ns: int = 0) -> pa.Table:
 def _split(step: StepReplay) -> tuple[int, int, int]:
     bound = step.bound_by_ns
     assert step.broken_invariant() is None
-    assert sum(path_classes(bound).values()) == step.predicted_ns
-    return bound["communication"], bound[COMMUNICATION_WAIT], bound[COMMUNICATION_TRANSFER]
+    # the classes alone sum to the step; the parts are beside them, adding up to their class
+    assert "communication:wait" not in bound and "communication:transfer" not in bound
+    assert sum(bound.values()) == step.predicted_ns
+    parts = step.bound_by_parts_ns["communication"]
+    assert set(parts) == {"wait", "transfer"}
+    assert parts["wait"] + parts["transfer"] == bound["communication"]
+    return bound["communication"], parts["wait"], parts["transfer"]
 
 
 def _one_rank(change: WhatIf = NO_CHANGE, *, sized: bool = True) -> StepReplay:
@@ -107,12 +111,15 @@ def test_one_rank_the_estimated_wait_and_transfer_are_on_the_path() -> None:
     assert _split(step) == (2_500 * US, 2_000 * US, TRANSFER)
     # and on the measured trace, as two pieces of the path
     arrival = KERNEL_START + 1_000 * US
-    pieces = {(s.label, s.start_ns, s.end_ns) for s in step.path_spans}
-    assert (f"{ALLREDUCE} (waiting for peers)", arrival, arrival + 2_000 * US) in pieces
-    assert (f"{ALLREDUCE} (transfer)", arrival + 2_000 * US, END) in pieces
-    assert {s.category for s in step.path_spans if s.label.startswith(ALLREDUCE)} == {
-        "communication"
+    pieces = {(s.label, s.part, s.start_ns, s.end_ns) for s in step.path_spans}
+    assert (ALLREDUCE, "wait", arrival, arrival + 2_000 * US) in pieces
+    assert (ALLREDUCE, "transfer", arrival + 2_000 * US, END) in pieces
+    assert {s.category for s in step.path_spans if s.label == ALLREDUCE} == {"communication"}
+    assert {s.shown for s in step.path_spans if s.label == ALLREDUCE} == {
+        f"{ALLREDUCE} (waiting for peers)",
+        f"{ALLREDUCE} (transfer)",
     }
+    assert {s.part for s in step.path_spans if s.label != ALLREDUCE} == {None}
 
 
 def test_one_rank_the_wait_scales_with_the_task_the_replay_scales() -> None:
@@ -125,7 +132,31 @@ def test_one_rank_the_wait_scales_with_the_task_the_replay_scales() -> None:
 def test_one_rank_without_a_message_size_everything_is_transfer() -> None:
     step = _one_rank(sized=False)
     assert _split(step) == (2_500 * US, 0, 2_500 * US)
-    assert not any("waiting for peers" in s.label for s in step.path_spans)
+    assert {s.part for s in step.path_spans} == {None}
+    assert not any("waiting for peers" in s.shown for s in step.path_spans)
+
+
+def test_the_table_of_paths_keeps_the_parts() -> None:
+    step = _one_rank()
+    table = path_spans_table([step])
+    assert table.schema.field("part").nullable
+    # a query by the collective's name finds both of its parts
+    rows = [r for r in table.to_pylist() if r["label"] == ALLREDUCE]
+    assert sorted(r["part"] for r in rows) == ["transfer", "wait"]
+    assert path_spans_by_rank(table) == {0: tuple((0, 1, s) for s in step.path_spans)}
+    # a table written before the column: its pieces read back without parts
+    old = table.drop_columns(["part"])
+    assert {p.part for _r, _s, p in path_spans_by_rank(old)[0]} == {None}
+
+
+def test_no_communication_on_the_path_still_has_its_parts() -> None:
+    b = EventsBuilder().step_mark(0, 100 * US, 1)
+    b.launch(10 * US, 5 * US, KERNEL_START, 1_000 * US, "gemm")
+    (step,) = replay_rank(b.table(), NO_CHANGE).steps
+    assert _split(step) == (0, 0, 0)
+    assert ReplayReport((step,)).mean_bound_by_parts_ns() == {
+        "communication": {"wait": 0, "transfer": 0}
+    }
 
 
 def _by_rank(report: ReplayReport) -> dict[int, tuple[int, int, int]]:
@@ -178,19 +209,15 @@ def test_the_mean_parts_add_up_to_the_mean_communication() -> None:
             10,
             10,
             10,
-            {
-                "host": 10 - c,
-                "communication": c,
-                COMMUNICATION_WAIT: w,
-                COMMUNICATION_TRANSFER: c - w,
-            },
+            {"host": 10 - c, "communication": c},
+            {"communication": {"wait": w, "transfer": c - w}},
         )
         for i, (c, w) in enumerate([(5, 1), (5, 1), (6, 1)])
     )
-    mean = ReplayReport(steps).mean_bound_by_ns()
-    assert mean["communication"] == 5  # 16 / 3
-    assert mean[COMMUNICATION_WAIT] + mean[COMMUNICATION_TRANSFER] == 5
-    assert mean[COMMUNICATION_WAIT] == 1
+    report = ReplayReport(steps)
+    mean = report.mean_bound_by_ns()
+    assert mean == {"host": 5, "communication": 5}  # 14 / 3 and 16 / 3
+    assert report.mean_bound_by_parts_ns() == {"communication": {"wait": 1, "transfer": 4}}
 
 
 def test_ranks_that_ran_a_collective_a_different_number_of_times_are_flagged() -> None:
@@ -210,8 +237,15 @@ def test_a_broken_split_is_flagged() -> None:
     good = replay_profile(two_ranks())
     assert replay_invariants(good) == ()
     step = good.steps[0]
-    bound = {**step.bound_by_ns, COMMUNICATION_WAIT: step.bound_by_ns[COMMUNICATION_WAIT] + 1}
-    broken = ReplayReport((StepReplay(0, 1, 1, 1, step.predicted_ns, bound),))
+    parts = step.bound_by_parts_ns["communication"]
+    split = {"communication": {**parts, "wait": parts["wait"] + 1}}
+    broken = ReplayReport((StepReplay(0, 1, 1, 1, step.predicted_ns, step.bound_by_ns, split),))
     (check,) = replay_invariants(broken)
     assert check.id == "invariants" and check.count == 1
-    assert "communication:wait + communication:transfer" in check.message
+    assert "communication: wait + transfer" in check.message
+    # a part counted again as a class breaks the classes' sum
+    twice = {**step.bound_by_ns, "communication:wait": parts["wait"]}
+    (check,) = replay_invariants(
+        ReplayReport((StepReplay(0, 1, 1, 1, step.predicted_ns, twice, step.bound_by_parts_ns),))
+    )
+    assert "classes sum to" in check.message

@@ -193,7 +193,7 @@ def test_a_rank_whose_own_change_is_none_moves_with_the_others() -> None:
     predicted = {s.rank: s.predicted_ns for s in report.steps}
     assert predicted == {0: STEP - 1_500 * US, 1: STEP - 1_500 * US}
     step0 = next(s for s in report.steps if s.rank == 0)
-    assert step0.bound_by_ns["communication:wait"] == 500 * US
+    assert step0.bound_by_parts_ns["communication"]["wait"] == 500 * US
 
 
 def test_graphs_built_again_at_each_round_give_the_same_figures() -> None:

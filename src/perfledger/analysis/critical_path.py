@@ -60,15 +60,16 @@ from perfledger.analysis.replay_windows import ReplayWindows
 from perfledger.analysis.steps import step_plan
 from perfledger.model.accounts import StepWindow
 from perfledger.model.whatif import (
-    COMMUNICATION_TRANSFER,
-    COMMUNICATION_WAIT,
     MAX_PATH_SPANS,
     NO_CHANGE,
+    TRANSFER,
+    WAIT,
     PathSpan,
     ReplayReport,
     StepGains,
     StepReplay,
     WhatIf,
+    communication_parts,
 )
 
 # How many critical-path tasks a report names.
@@ -294,7 +295,9 @@ def rank_report(
         pred = pred_windows.get(window.step)
         if base is None or pred is None:
             continue
-        bound_by, path_nodes, spans = _critical_path(graph, predicted, pred, tops, lanes, window)
+        bound_by, parts, path_nodes, spans = _critical_path(
+            graph, predicted, pred, tops, lanes, window
+        )
         steps.append(
             StepReplay(
                 rank=prepared.rank,
@@ -303,6 +306,7 @@ def rank_report(
                 baseline_ns=base.wall_ns,
                 predicted_ns=pred.wall_ns,
                 bound_by_ns=bound_by,
+                bound_by_parts_ns=parts,
                 path_nodes=path_nodes,
                 path_spans=spans,
             )
@@ -345,9 +349,10 @@ def _critical_path(
     tops: dict[tuple[str, str], int],
     lanes: _Lanes,
     measured: StepWindow,
-) -> tuple[dict[str, int], int, tuple[PathSpan, ...]]:
-    """The time of the step's critical path by class, how many nodes it holds, and its
-    pieces laid on the measured trace (:class:`PathSpan`)."""
+) -> tuple[dict[str, int], dict[str, dict[str, int]], int, tuple[PathSpan, ...]]:
+    """The time of the step's critical path by class, the parts of its classes
+    (``bound_by_parts``), how many nodes it holds, and its pieces laid on the measured trace
+    (:class:`PathSpan`)."""
     lo, hi = window.start_ns, window.end_ns
     by_class = [0] * len(CLASSES)
     # plain lists: the walk below visits one node at a time
@@ -356,13 +361,16 @@ def _critical_path(
     host, other, dataloader = CLASS_CODE[HOST], CLASS_CODE[OTHER], CLASS_CODE[DATALOADER]
     communication, wait_end = CLASS_CODE[COMMUNICATION], lanes.wait_end
     waited = 0  # of the communication on the path, the time its collectives waited for peers
-    # each piece: replayed [point, cursor), class, label, lane, its shift to measured time
-    pieces: list[tuple[int, int, int, str, str, int]] = []
+    # each piece: replayed [point, cursor), class, label, lane, its shift to measured time,
+    # the part of its collective (``wait``, ``transfer``; None: not a part)
+    pieces: list[tuple[int, int, int, str, str, int, str | None]] = []
 
-    def add(point: int, klass: int, label: str, lane: str, moved: int) -> None:
+    def add(
+        point: int, klass: int, label: str, lane: str, moved: int, part: str | None = None
+    ) -> None:
         by_class[klass] += cursor - point
         if cursor > point:
-            pieces.append((point, cursor, klass, label, lane, moved))
+            pieces.append((point, cursor, klass, label, lane, moved, part))
 
     # the nodes ending last by the step's end (``by_end``: nodes by end, then index)
     ending = int(np.searchsorted(lanes.sorted_end, hi, side="right"))
@@ -391,9 +399,9 @@ def _critical_path(
                 transfer = min(max(wait_end[v], point), cursor) if klass == communication else point
                 if transfer > point:
                     waited += transfer - point
-                    add(transfer, klass, f"{names[v]} (transfer)", lane_of[v], shift[v])
+                    add(transfer, klass, names[v], lane_of[v], shift[v], TRANSFER)
                     cursor = transfer
-                    add(point, klass, f"{names[v]} (waiting for peers)", lane_of[v], shift[v])
+                    add(point, klass, names[v], lane_of[v], shift[v], WAIT)
                 else:
                     add(point, klass, names[v], lane_of[v], shift[v])
                 cursor = point
@@ -442,10 +450,8 @@ def _critical_path(
     if cursor > lo:  # before a task that nothing explains
         add(lo, other, "unexplained", "", 0)
     bound_by = {name: by_class[code] for code, name in enumerate(CLASSES)}
-    # parts of ``communication``, beside it: not added to the path's length again
-    bound_by[COMMUNICATION_WAIT] = waited
-    bound_by[COMMUNICATION_TRANSFER] = by_class[communication] - waited
-    return bound_by, nodes, _measured_spans(pieces, measured)
+    parts = communication_parts(waited, by_class[communication])
+    return bound_by, parts, nodes, _measured_spans(pieces, measured)
 
 
 class _Lanes:
@@ -525,15 +531,15 @@ def _wait_ends(
 
 
 def _measured_spans(
-    pieces: list[tuple[int, int, int, str, str, int]], measured: StepWindow
+    pieces: list[tuple[int, int, int, str, str, int, str | None]], measured: StepWindow
 ) -> tuple[PathSpan, ...]:
     """The path's pieces (walked backwards, in replayed time) in measured time: each moved
     by its node's shift, clipped to the measured step window, in time order without overlap,
     touching pieces of the same work merged, at most :data:`MAX_PATH_SPANS`."""
-    merged: list[list[Any]] = []  # [start, end, class code, label, lane]
+    merged: list[list[Any]] = []  # [start, end, class code, label, lane, part]
     floor, ceiling = measured.start_ns, measured.end_ns
     previous: list[Any] | None = None
-    for lo, hi, klass, label, lane, shift in reversed(pieces):
+    for lo, hi, klass, label, lane, shift, part in reversed(pieces):
         a = lo + shift if lo + shift > floor else floor
         b = hi + shift if hi + shift < ceiling else ceiling
         if b <= a:
@@ -544,13 +550,14 @@ def _measured_spans(
             and previous[2] == klass
             and previous[3] == label
             and previous[4] == lane
+            and previous[5] == part
         ):
             previous[1] = b
         else:
-            previous = [a, b, klass, label, lane]
+            previous = [a, b, klass, label, lane, part]
             merged.append(previous)
         floor = b
-    spans = [PathSpan(a, b, CLASSES[k], label, lane) for a, b, k, label, lane in merged]
+    spans = [PathSpan(a, b, CLASSES[k], label, lane, part) for a, b, k, label, lane, part in merged]
     return _capped(spans, MAX_PATH_SPANS)
 
 
@@ -609,7 +616,7 @@ def _merged(run: list[PathSpan]) -> PathSpan:
         run[0].start_ns,
         run[-1].end_ns,
         category,
-        f"{len(run)} pieces: {longest.label}",
+        f"{len(run)} pieces: {longest.shown}",
         lanes.pop() if len(lanes) == 1 else "",
     )
 

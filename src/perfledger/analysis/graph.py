@@ -59,8 +59,8 @@ COMPUTE_CLASSES: Final = tuple(
     for c in opclass.OP_CLASSES
     if c not in (opclass.COMMUNICATION, opclass.MEMCPY, opclass.MEMSET)
 )
-# ``bound_by`` also splits COMMUNICATION in its wait for peers and its transfer: parts beside
-# it, not classes of their own (perfledger.model.whatif.BOUND_BY_PARTS, the critical path).
+# COMMUNICATION's wait for peers and its transfer are parts of it, not classes of their own:
+# ``bound_by_parts`` beside ``bound_by`` (perfledger.model.whatif.communication_parts).
 CLASSES: Final = (
     HOST,
     DATALOADER,

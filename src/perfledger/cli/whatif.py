@@ -269,11 +269,16 @@ def whatif_document(report: ReplayReport) -> dict[str, Any]:
     """The ``--json`` document: every step in ns, and the predicted critical path."""
     return {
         "steps": [
-            {key: value for key, value in step.items() if key != "bound_by_ns"}
+            {
+                key: value
+                for key, value in step.items()
+                if key not in ("bound_by_ns", "bound_by_parts_ns")
+            }
             for step in report.to_dict()["steps"]
         ],
         "critical_path": {
             "bound_by_ms": {k: round(v / 1e6, 3) for k, v in report.mean_bound_by_ns().items()},
+            "bound_by_parts_ms": whatif.parts_ms(report.mean_bound_by_parts_ns()),
             "top_tasks": [
                 {"name": name, "class": klass, "ms": round(ns / 1e6, 3)}
                 for name, klass, ns in report.top_path_tasks
@@ -314,15 +319,23 @@ def whatif_lines(report: ReplayReport, notes: Sequence[str] = ()) -> list[str]:
     )
     lines.extend(notes)
     bound = report.mean_bound_by_ns()
-    total = sum(whatif.path_classes(bound).values())  # communication's parts not twice
+    split = report.mean_bound_by_parts_ns()
+    total = sum(bound.values())
     if total > 0:
         parts = ", ".join(
-            f"{k} {v / 1e6:.3f} ms ({100.0 * v / total:.0f}%)" for k, v in bound.items()
+            f"{k} {v / 1e6:.3f} ms ({100.0 * v / total:.0f}%{_waited(split.get(k))})"
+            for k, v in bound.items()
         )
         lines.append(f"critical path per step: {parts}")
     for name, klass, ns in report.top_path_tasks:
         lines.append(f"  on the path: {ns / 1e6:10.3f} ms  {klass:<22} {name[:80]}")
     return lines
+
+
+def _waited(parts: dict[str, int] | None) -> str:
+    """What of a class's entry waited for peers (communication's), where any did."""
+    waited = (parts or {}).get(whatif.WAIT, 0)
+    return f"; waiting for peers {waited / 1e6:.3f} ms" if waited > 0 else ""
 
 
 def _round(value: float | None) -> float | None:

@@ -7,7 +7,7 @@ stream; the step graph is then replayed. Results are per rank and step, in integ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
@@ -150,22 +150,31 @@ def together(changes: Sequence[WhatIf]) -> WhatIf:
 NO_CHANGE: Final = WhatIf()
 
 
-# ``bound_by`` keys that split another key in parts (added beside it, never instead of it):
-# a collective's time on the path is ``communication``, of which ``communication:wait`` is the
-# part before its transfer starts (waiting for its peers) and ``communication:transfer`` the
-# rest. The parts are not added to the total again: the other keys sum to the path's length.
-COMMUNICATION_WAIT: Final = "communication:wait"
-COMMUNICATION_TRANSFER: Final = "communication:transfer"
-BOUND_BY_PARTS: Final = {
-    COMMUNICATION_WAIT: "communication",
-    COMMUNICATION_TRANSFER: "communication",
-}
+# ``bound_by_parts``, beside ``bound_by`` (whose classes alone sum to the path's length): the
+# parts of a class, ``{class: {part: time}}``. A collective's time on the path
+# (``communication``) is ``wait``, before its transfer starts (waiting for its peers), plus
+# ``transfer``, the rest; both are always there (0 and 0 without communication on the path).
+WAIT: Final = "wait"
+TRANSFER: Final = "transfer"
+PART_NAMES: Final = {WAIT: "waiting for peers", TRANSFER: "transfer"}
 
 
-def path_classes(bound_by: Mapping[str, int | float]) -> dict[str, int | float]:
-    """``bound_by`` without the parts of its classes (:data:`BOUND_BY_PARTS`): the keys that
-    sum to the path's length."""
-    return {k: v for k, v in bound_by.items() if k not in BOUND_BY_PARTS}
+def communication_parts(wait: int, total: int) -> dict[str, dict[str, int]]:
+    """``bound_by_parts`` for ``total`` of communication on a path, ``wait`` of it waiting."""
+    return {COMMUNICATION: {WAIT: wait, TRANSFER: total - wait}}
+
+
+def parts_ms(parts: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:
+    """``bound_by_parts`` in ms (3 decimals): the last part of a class is the class's
+    rounded total less the others' rounded, so that the parts add up to the class's ms."""
+    shown: dict[str, dict[str, float]] = {}
+    for whole, split in parts.items():
+        total = round(sum(split.values()) / 1e6, 3)
+        names = list(split)
+        ms = {k: round(split[k] / 1e6, 3) for k in names[:-1]}
+        ms[names[-1]] = round(total - sum(ms.values()), 3)
+        shown[whole] = ms
+    return shown
 
 
 # A step's critical path keeps at most this many spans (adjacent pieces merged beyond it).
@@ -185,6 +194,8 @@ class PathSpan(NamedTuple):
         lane: where it ran: ``thread <tid>`` (host), ``stream <id>`` or ``device <d> stream
             <id>`` (device), ``""`` for the time between two pieces of work (a latency, host
             work before a thread's first node).
+        part: of a collective that waited for its peers, which part of it the piece is:
+            ``wait`` (its wait) or ``transfer`` (the rest); None for every other piece.
     """
 
     start_ns: int
@@ -192,6 +203,12 @@ class PathSpan(NamedTuple):
     category: str
     label: str
     lane: str
+    part: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The label as a timeline shows it: a part named after the work."""
+        return self.label if self.part is None else f"{self.label} ({PART_NAMES[self.part]})"
 
 
 # tables/critical_path.parquet: every replayed step's critical path (its :class:`PathSpan`
@@ -206,6 +223,7 @@ CRITICAL_PATH_SCHEMA: Final = pa.schema(
         pa.field("category", pa.string(), nullable=False),
         pa.field("label", pa.string(), nullable=False),
         pa.field("lane", pa.string(), nullable=False),
+        pa.field("part", pa.string()),
     ]
 )
 
@@ -214,8 +232,8 @@ CRITICAL_PATH_SCHEMA: Final = pa.schema(
 class StepReplay:
     """One step of one rank: measured, replayed unchanged (baseline) and predicted, in ns;
     ``bound_by_ns``: the predicted critical path's time by class (the classes sum to
-    predicted_ns; ``communication`` is also split in ``communication:wait`` and
-    ``communication:transfer``, :data:`BOUND_BY_PARTS`, not counted again);
+    predicted_ns); ``bound_by_parts_ns``: the parts of a class, ``{"communication": {"wait":
+    w, "transfer": t}}`` with w + t its ``communication`` (:func:`communication_parts`);
     ``path_spans``: that path laid on the measured trace (:class:`PathSpan`, at most
     :data:`MAX_PATH_SPANS`)."""
 
@@ -225,25 +243,32 @@ class StepReplay:
     baseline_ns: int
     predicted_ns: int
     bound_by_ns: dict[str, int] = field(default_factory=dict)
+    bound_by_parts_ns: dict[str, dict[str, int]] = field(default_factory=dict)
     path_nodes: int = 0
     path_spans: tuple[PathSpan, ...] = ()
 
     def broken_invariant(self) -> str | None:
         """The first of the critical path's invariants this step breaks (None: none): every
-        class >= 0; the classes (not their parts) sum to the predicted step; each split class
-        equals the sum of its parts."""
+        class and part >= 0; the classes sum to the predicted step; each split class equals
+        the sum of its parts."""
         bound = self.bound_by_ns
         negative = sorted(k for k, v in bound.items() if v < 0)
+        negative += sorted(
+            f"{whole} {k}"
+            for whole, parts in self.bound_by_parts_ns.items()
+            for k, v in parts.items()
+            if v < 0
+        )
         if negative:
             return f"negative path time: {', '.join(negative)}"
-        total = sum(path_classes(bound).values())
+        total = sum(bound.values())
         if total != self.predicted_ns:
             return f"the path's classes sum to {total} ns, not the step's {self.predicted_ns} ns"
-        for whole in sorted(set(BOUND_BY_PARTS.values())):
-            parts = [k for k, of in BOUND_BY_PARTS.items() if of == whole and k in bound]
-            split = sum(bound[k] for k in parts)
-            if parts and split != bound.get(whole, 0):
-                return f"{' + '.join(parts)} = {split} ns, not {whole} = {bound.get(whole, 0)} ns"
+        for whole, parts in sorted(self.bound_by_parts_ns.items()):
+            split = sum(parts.values())
+            if split != bound.get(whole, 0):
+                named = " + ".join(parts)
+                return f"{whole}: {named} = {split} ns, not {whole} = {bound.get(whole, 0)} ns"
         return None
 
     def self_check(self) -> None:
@@ -297,21 +322,21 @@ class ReplayReport:
 
     def mean_bound_by_ns(self) -> dict[str, int]:
         """The critical path's time by class, averaged over the steps (classes never on a
-        path left out), largest first; the parts of a class (:data:`BOUND_BY_PARTS`) still
-        add up to its mean exactly."""
+        path left out), largest first."""
         if not self.steps:
             return {}
         total = self.bound_by_ns()
         mean = {k: round(v / len(self.steps)) for k, v in total.items() if v > 0}
-        # the last part of a class is its mean less the others': the parts' means add up to it
-        for whole in set(BOUND_BY_PARTS.values()):
-            parts = [k for k, of in BOUND_BY_PARTS.items() if of == whole and k in total]
-            if parts and whole in mean:
-                mean[parts[-1]] = mean[whole] - sum(mean.get(k, 0) for k in parts[:-1])
-            for k in parts:
-                if mean.get(k, 0) <= 0:
-                    mean.pop(k, None)
         return dict(sorted(mean.items(), key=lambda item: (-item[1], item[0])))
+
+    def mean_bound_by_parts_ns(self) -> dict[str, dict[str, int]]:
+        """The parts of the classes (``bound_by_parts``) averaged over the steps, always with
+        ``communication``'s; the transfer is the class's mean (:meth:`mean_bound_by_ns`)
+        less the wait's, so that the parts add up to it exactly."""
+        count = max(len(self.steps), 1)
+        wait = sum(s.bound_by_parts_ns.get(COMMUNICATION, {}).get(WAIT, 0) for s in self.steps)
+        whole = sum(s.bound_by_ns.get(COMMUNICATION, 0) for s in self.steps)
+        return communication_parts(round(wait / count), round(whole / count))
 
     def to_dict(self) -> dict[str, Any]:
         """The plain-data form (ns; the CLI's ``--json`` and summary.json lay it out)."""
@@ -324,6 +349,13 @@ class ReplayReport:
                     "baseline_ns": s.baseline_ns,
                     "predicted_ns": s.predicted_ns,
                     "bound_by_ns": dict(s.bound_by_ns),
+                    "bound_by_parts_ns": {
+                        k: dict(v)
+                        for k, v in (
+                            s.bound_by_parts_ns
+                            or communication_parts(0, s.bound_by_ns.get(COMMUNICATION, 0))
+                        ).items()
+                    },
                 }
                 for s in self.steps
             ],
@@ -343,17 +375,23 @@ def path_spans_table(steps: Sequence[StepReplay]) -> pa.Table:
             "category": [p.category for _, _, p in rows],
             "label": [p.label for _, _, p in rows],
             "lane": [p.lane for _, _, p in rows],
+            "part": [p.part for _, _, p in rows],
         },
         schema=CRITICAL_PATH_SCHEMA,
     )
 
 
 def path_spans_by_rank(table: pa.Table) -> dict[int, tuple[tuple[int, int, PathSpan], ...]]:
-    """:func:`path_spans_table` read back: per rank, its (rank, step, span) pieces."""
+    """:func:`path_spans_table` read back: per rank, its (rank, step, span) pieces (a table
+    written before the ``part`` column: no piece is a part)."""
     spans: dict[int, list[tuple[int, int, PathSpan]]] = {}
-    columns = [table.column(f.name).to_pylist() for f in CRITICAL_PATH_SCHEMA]
-    for rank, step, start, end, category, label, lane in zip(*columns, strict=True):
-        piece = PathSpan(start, end, category, label, lane)
+    nothing = [None] * table.num_rows
+    columns = [
+        table.column(f.name).to_pylist() if f.name in table.column_names else nothing
+        for f in CRITICAL_PATH_SCHEMA
+    ]
+    for rank, step, start, end, category, label, lane, part in zip(*columns, strict=True):
+        piece = PathSpan(start, end, category, label, lane, part)
         spans.setdefault(rank, []).append((rank, step, piece))
     return {rank: tuple(pieces) for rank, pieces in spans.items()}
 

@@ -30,8 +30,9 @@ Keys, in this order (DESIGN.md's fixed keys first; add keys, never rename):
     gap_histogram -- count, total_ms and per duration bucket count, total_ms and by cause,
     critical_path -- the steps' replay (docs/whatif.md): replay_error_pct {median, worst},
                  bound_by_ms (the critical path's time per step by class, mean over the steps,
-                 largest first; communication:wait and communication:transfer are the parts of
-                 communication, not added again), top_tasks (name, class, ms on the paths),
+                 largest first; they sum to the step), bound_by_parts_ms (the parts of a
+                 class, {"communication": {"wait": ms waiting for peers, "transfer": the
+                 rest}}, adding up to its bound_by_ms), top_tasks (name, class, ms on the paths),
                  and per step rank, step, measured_ms, replayed_ms; null when nothing was
                  replayed,
     whatif_combined -- the advisor's top fixes (at most 3, by whatif_ms) replayed together:
@@ -58,7 +59,7 @@ from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAcco
 from perfledger.model.gaps import GapReport
 from perfledger.model.quality import QualityCheck, quality_document
 from perfledger.model.schema import SPAN_STEP
-from perfledger.model.whatif import ReplayReport
+from perfledger.model.whatif import ReplayReport, parts_ms
 from perfledger.version import __version__
 
 MS_DECIMALS: Final = 3
@@ -285,6 +286,7 @@ def _critical_path(report: ReplayReport | None) -> dict[str, Any] | None:
             "worst": _round(report.worst_error_pct, PCT_DECIMALS),
         },
         "bound_by_ms": {k: _ms(v) for k, v in report.mean_bound_by_ns().items()},
+        "bound_by_parts_ms": parts_ms(report.mean_bound_by_parts_ns()),
         "top_tasks": [
             {"name": name, "class": klass, "ms": _ms(ns)}
             for name, klass, ns in report.top_path_tasks

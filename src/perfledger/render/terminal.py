@@ -21,7 +21,7 @@ from rich.text import Text
 from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
 from perfledger.model.gaps import GapReport
 from perfledger.model.schema import SPAN_STEP
-from perfledger.model.whatif import COMMUNICATION_WAIT, path_classes
+from perfledger.model.whatif import WAIT
 from perfledger.render.shown import escaped, shown
 
 TOP_OPERATORS: Final = 10
@@ -507,18 +507,20 @@ def _gap_table(report: GapReport, width: int) -> Table:
 
 def _critical_path_line(critical_path: Any) -> Text | None:
     """One line: what the steps' critical paths are spent on (summary.json's
-    critical_path.bound_by_ms), largest first; communication with its wait for peers."""
+    critical_path.bound_by_ms), largest first; communication with its wait for peers
+    (bound_by_parts_ms)."""
     if not isinstance(critical_path, Mapping):
         return None
-    everything = critical_path.get("bound_by_ms") or {}
-    bound = path_classes(everything)  # the parts of a class are inside it already
+    bound = critical_path.get("bound_by_ms") or {}
+    split = critical_path.get("bound_by_parts_ms") or {}
     total = sum(v for v in bound.values() if isinstance(v, int | float))
     if not bound or total <= 0:
         return None
     shares = []
     for name, ms in list(bound.items())[:4]:
         share = f"{name} {100.0 * ms / total:.0f}%"
-        waited = everything.get(COMMUNICATION_WAIT) if name == "communication" else None
+        parts = split.get(name)
+        waited = parts.get(WAIT) if isinstance(parts, Mapping) else None
         if isinstance(waited, int | float) and waited > 0:
             share += f" (waiting for peers {100.0 * waited / total:.0f}%)"
         shares.append(share)

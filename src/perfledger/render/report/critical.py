@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfledger.model.whatif import parts_ms
 from perfledger.render.report.budgets import ACCOUNTING_STEPS
 from perfledger.render.report.tables import cut
 from perfledger.render.report.values import finite, jsonable
@@ -35,6 +36,7 @@ def critical_path_section(
                 "measured_ms": s.measured_ns / 1e6,
                 "replayed_ms": s.baseline_ns / 1e6,
                 "bound_by_ms": {k: v / 1e6 for k, v in s.bound_by_ns.items() if v > 0},
+                "bound_by_parts_ms": parts_ms(s.bound_by_parts_ns),
                 "path_spans": len(s.path_spans),
             }
             for s in replay.steps[:ACCOUNTING_STEPS]
@@ -47,6 +49,7 @@ def critical_path_section(
     return {
         "replay_error_pct": finite(jsonable(summary.get("replay_error_pct"))),
         "bound_by_ms": finite(jsonable(summary.get("bound_by_ms") or {})),
+        "bound_by_parts_ms": finite(jsonable(summary.get("bound_by_parts_ms") or {})),
         "top_tasks": finite(jsonable(top_tasks)),
         "steps": steps,
         "total_steps": len(replay.steps) if replay is not None else 0,

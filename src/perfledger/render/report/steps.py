@@ -232,7 +232,7 @@ def _path_rows(
     categories = sorted({span.category for _r, span in path})
     at = {c: i for i, c in enumerate(categories)}
     # labels and lanes repeat (a kernel on every step, "thread 7"): each written once
-    texts = sorted({cut(span.label, chars) for _r, span in path} | {span.lane for _r, span in path})
+    texts = sorted({cut(span.shown, chars) for _r, span in path} | {span.lane for _r, span in path})
     text_at = {t: i for i, t in enumerate(texts)}
     return {
         "categories": categories,
@@ -241,7 +241,7 @@ def _path_rows(
         "start_us": [round((span.start_ns - lo) / 1e3, 3) for _r, span in path],
         "dur_us": [round((span.end_ns - span.start_ns) / 1e3, 3) for _r, span in path],
         "category": [at[span.category] for _r, span in path],
-        "label": [text_at[cut(span.label, chars)] for _r, span in path],
+        "label": [text_at[cut(span.shown, chars)] for _r, span in path],
         "lane": [text_at[span.lane] for _r, span in path],
     }
 

@@ -32,11 +32,24 @@
     "other": "unexplained"
   };
 
-  // Keys that split a class in parts, beside it (bound_by keeps the class's total too).
+  // The parts of a class drawn in its place ("class:part" keys, from bound_by_parts_ms).
   var PATH_PARTS = {
     "communication:wait": "communication",
     "communication:transfer": "communication"
   };
+
+  // bound_by_ms with the parts of its classes (bound_by_parts_ms) beside them, as
+  // "class:part" keys; a part of 0 left out.
+  function withParts(bound, parts) {
+    var all = {};
+    Object.keys(bound || {}).forEach(function (k) { all[k] = bound[k]; });
+    Object.keys(parts || {}).forEach(function (k) {
+      Object.keys(parts[k] || {}).forEach(function (part) {
+        if (parts[k][part] > 0 && PATH_PARTS[k + ":" + part]) all[k + ":" + part] = parts[k][part];
+      });
+    });
+    return all;
+  }
 
   function pathColour(category) {
     return PATH_COLOURS[category] || (category.indexOf("compute:") === 0 ? "#4caf50" : "#78909c");
@@ -70,8 +83,13 @@
 
     // per step: its critical path's time by class; they add up to the replayed step
     var box = document.getElementById("chart-critical-path");
-    var steps = cp.steps || [];
-    var classes = Object.keys(cp.bound_by_ms || {});
+    var steps = (cp.steps || []).map(function (s) {
+      var shown = Object.assign({}, s);
+      shown.bound_by_ms = withParts(s.bound_by_ms, s.bound_by_parts_ms);
+      return shown;
+    });
+    var mean = withParts(cp.bound_by_ms, cp.bound_by_parts_ms);
+    var classes = Object.keys(mean);
     steps.forEach(function (s) {
       Object.keys(s.bound_by_ms).forEach(function (k) { if (classes.indexOf(k) < 0) classes.push(k); });
     });
@@ -135,7 +153,7 @@
       columns: [
         { name: "bound by", type: "str", values: listed.map(pathWords) },
         { name: "class", type: "str", values: listed },
-        { name: "mean per step (ms)", type: "float", values: listed.map(function (k) { return (cp.bound_by_ms || {})[k]; }) }
+        { name: "mean per step (ms)", type: "float", values: listed.map(function (k) { return mean[k]; }) }
       ]
     }, { filter: false });
     var tasks = cp.top_tasks || [];

@@ -390,7 +390,7 @@ def critical_path_slices(
             if k >= 0:
                 suffix = f" (overlap {k})" if k else ""
                 layout.thread(process, (CRITICAL_PATH_LANE, int(k)), f"critical path{suffix}")
-    label_codes, labels = _text_codes([p.label for _, _, p in spans])
+    label_codes, labels = _text_codes([p.shown for _, _, p in spans])
     class_codes, classes = _text_codes([p.category for _, _, p in spans])
     lane_codes, lane_names = _text_codes([p.lane for _, _, p in spans])
 
