@@ -445,6 +445,25 @@ def schedule_span(
             how[v] = kind
 
 
+def host_threads(
+    events: pa.Table, graph: StepGraph, rows: Int64Array
+) -> tuple[Int64Array, Int64Array]:
+    """The graph's thread each host row of ``events`` moves with in a replay (its own thread,
+    else the busiest one), and the count of host nodes of each graph thread. The graph must
+    have threads (``graph.thread_keys`` not empty)."""
+    pid = columns.int64(events, "pid")[rows]
+    thread_id = columns.int64(events, "stream")[rows]
+    host_nodes = graph.thread >= 0
+    counts = np.bincount(graph.thread[host_nodes], minlength=len(graph.thread_keys))
+    busiest = int(np.argmax(counts))
+    known = np.asarray(graph.thread_keys, dtype=np.int64).reshape(-1, 2)
+    distinct, inverse = unique_pairs(pid, thread_id)
+    of_distinct = np.full(distinct.shape[0], busiest, dtype=np.int64)
+    for i, (p, t) in enumerate(known.tolist()):  # a loop over threads
+        of_distinct[(distinct[:, 0] == p) & (distinct[:, 1] == t)] = i
+    return of_distinct[inverse.reshape(-1)], counts
+
+
 def replayed_events(events: pa.Table, graph: StepGraph, schedule: Schedule) -> pa.Table:
     """The events with their times replayed: nodes take their scheduled times; other host
     events move with the nodes of their thread (the busiest thread's when theirs has none);
@@ -459,17 +478,7 @@ def replayed_events(events: pa.Table, graph: StepGraph, schedule: Schedule) -> p
     is_node = np.zeros(n, dtype=bool)
     is_node[graph.row] = True
     if graph.thread_keys:
-        pid = columns.int64(events, "pid")
-        thread_id = columns.int64(events, "stream")
-        host_nodes = graph.thread >= 0
-        counts = np.bincount(graph.thread[host_nodes], minlength=len(graph.thread_keys))
-        busiest = int(np.argmax(counts))
-        known = np.asarray(graph.thread_keys, dtype=np.int64).reshape(-1, 2)
-        distinct, inverse = unique_pairs(pid, thread_id)
-        of_distinct = np.full(distinct.shape[0], busiest, dtype=np.int64)
-        for i, (p, t) in enumerate(known.tolist()):  # a loop over threads
-            of_distinct[(distinct[:, 0] == p) & (distinct[:, 1] == t)] = i
-        row_thread = of_distinct[inverse.reshape(-1)]
+        row_thread, _ = host_threads(events, graph, np.arange(n, dtype=np.int64))
         others = np.flatnonzero(host & ~is_node)
         for thread in range(len(graph.thread_keys)):  # a loop over threads
             mine = np.flatnonzero(graph.thread == thread)

@@ -21,9 +21,8 @@ import pyarrow as pa
 
 from perfledger.analysis import columns
 from perfledger.analysis.graph import HOST_OP, LAUNCH, SYNC_CALL, SYNC_WAIT, TASK, StepGraph
-from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
-from perfledger.analysis.replay import Schedule, scaled_offset
+from perfledger.analysis.replay import Schedule, host_threads, scaled_offset
 from perfledger.analysis.steps import (
     annotations_at,
     comm_rows,
@@ -236,15 +235,5 @@ class RankRows:
         graph = self.graph
         if not graph.thread_keys:
             return np.full(rows.size, -1, dtype=np.int64)
-        pid = columns.int64(self.events, "pid")[rows]
-        thread_id = columns.int64(self.events, "stream")[rows]
-        host_nodes = graph.thread >= 0
-        counts = np.bincount(graph.thread[host_nodes], minlength=len(graph.thread_keys))
-        busiest = int(np.argmax(counts))
-        known = np.asarray(graph.thread_keys, dtype=np.int64).reshape(-1, 2)
-        distinct, inverse = unique_pairs(pid, thread_id)
-        of_distinct = np.full(distinct.shape[0], busiest, dtype=np.int64)
-        for i, (p, t) in enumerate(known.tolist()):  # a loop over threads
-            of_distinct[(distinct[:, 0] == p) & (distinct[:, 1] == t)] = i
-        thread = of_distinct[inverse.reshape(-1)]
+        thread, counts = host_threads(self.events, graph, rows)
         return np.where(counts[thread] > 0, thread, -1)
