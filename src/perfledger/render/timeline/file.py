@@ -12,7 +12,6 @@ from typing import IO, Any, Final
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from perfledger.errors import PerfledgerError
 from perfledger.files import temporary_name
@@ -31,6 +30,7 @@ from perfledger.render.timeline.lines import (
     string_bytes,
 )
 from perfledger.render.timeline.records import PreparedTimeline
+from perfledger.render.timeline.text import Pieces, join_records
 from perfledger.render.timeline.windows import WindowIndex
 from perfledger.version import __version__
 
@@ -294,7 +294,7 @@ class TimelineFile:
         )
         del longer_first, nest_list, cls_list, ts_list
 
-        def lines_of(src: int, local: Int64Array) -> pa.Array:
+        def lines_of(src: int, local: Int64Array) -> Pieces:
             if src < len(records):
                 s = ev if src == 0 else prepared.analysis[src - 1]
                 return slice_lines(s, records[src][1][local], origin)
@@ -324,16 +324,12 @@ class TimelineFile:
             chunk = order[begin : begin + _CHUNK_RECORDS]
             chunk_src = src_all[chunk]
             local = local_all[chunk].astype(np.int64)
-            pieces: list[pa.Array] = []
-            positions: list[Int64Array] = []
+            parts = []
             for value in np.unique(chunk_src):
                 where = np.flatnonzero(chunk_src == value)
-                pieces.append(lines_of(int(value), local[where]))
-                positions.append(where)
-            merged = pa.concat_arrays(pieces).take(
-                pa.array(np.argsort(np.concatenate(positions), kind="stable"))
-            )
-            del pieces
+                parts.append((lines_of(int(value), local[where]), where))
+            merged = join_records(parts, int(chunk.size))
+            del parts
             data = string_bytes(merged)  # keeps the array's buffer alive
             if self._empty:
                 data = data[2:]  # the leading ",\n" of the very first record

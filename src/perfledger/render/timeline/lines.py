@@ -1,8 +1,10 @@
-"""The JSON text of timeline records, formatted column-wise: one string per record."""
+"""The JSON text of timeline records, formatted column-wise as pieces (see ``text``)."""
 
 from __future__ import annotations
 
+import functools
 import json
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -10,75 +12,76 @@ import pyarrow.compute as pc
 
 from perfledger.render.timeline.grouping import Int64Array
 from perfledger.render.timeline.records import CounterSeries, PreparedTimeline, Slices
-from perfledger.render.timeline.text import either, ints, join, us
+from perfledger.render.timeline.text import (
+    PieceBuilder,
+    Pieces,
+    fractions,
+    join,
+    us_split,
+)
+
+# A record's start: complete (row 0) or instant (row 1), by the row's ``instant`` flag.
+_HEADS: Final = pa.array([',\n{"ph":"X","pid":', ',\n{"ph":"i","s":"t","pid":'], pa.string())
+_FRACTION_TEXTS: Final = len(fractions())
 
 
-def slice_lines(s: Slices, rows: Int64Array, origin: int) -> pa.Array:
+@functools.lru_cache(maxsize=1)
+def _ts_fractions() -> pa.Array:
+    """The fractions of a slice's start: as they are (an instant's), then followed by the
+    duration's key (a complete slice's)."""
+    return pa.concat_arrays([fractions(), fractions(',"dur":')])
+
+
+def slice_lines(s: Slices, rows: Int64Array, origin: int) -> Pieces:
     """``"ph":"X"`` (complete) and ``"ph":"i"`` (instant) records of the given rows."""
-    ts = us(s.start[rows] - origin)
-    names = s.names.take(pa.array(s.name_index[rows]))
-    cats = s.cats.take(pa.array(s.cat_index[rows]))
-    args = s.args(rows)
     instant = s.instant[rows]
-    head = either(pa.array(instant), ',\n{"ph":"i","s":"t","pid":', ',\n{"ph":"X","pid":')
-    dur = either(pa.array(instant), "", join(',"dur":', us(s.dur[rows])))
-    return join(
-        head,
-        ints(s.pid[rows]),
-        ',"tid":',
-        ints(s.tid[rows]),
-        ',"ts":',
-        ts,
-        dur,
-        ',"name":',
-        names,
-        ',"cat":',
-        cats,
-        ',"args":',
-        args,
-        s.colours.take(pa.array(s.name_index[rows])) if s.colours is not None else "",
-        "}",
-    )
+    complete = ~instant
+    line = PieceBuilder(int(rows.size))
+    line.table(_HEADS, instant.view(np.int8))
+    line.ints(s.pid[rows], after=',"tid":')
+    line.ints(s.tid[rows], after=',"ts":')
+    # an instant has no duration: its time is followed by its name
+    whole, fraction = us_split(s.start[rows] - origin)
+    line.ints(whole)
+    line.table(_ts_fractions(), fraction + _FRACTION_TEXTS * complete)
+    line.us(s.dur[rows], complete)
+    name_index = s.name_index[rows]
+    line.table(s.name_pieces, name_index)
+    line.table(s.cat_pieces, s.cat_index[rows])
+    s.args(line, rows)
+    if s.colours is not None:
+        line.table(s.end_pieces, name_index)
+    else:
+        line.text("}")
+    return line.build()
 
 
 def flow_lines(
     s: Slices, rows: Int64Array, ts: Int64Array, ids: Int64Array, phase: str, origin: int
-) -> pa.Array:
+) -> Pieces:
     """Flow records: ``phase`` "s" leaves a launch, "f" enters a task (bound to the slice
     that encloses it, ``"bp":"e"``)."""
     bind = ',"bp":"e"' if phase == "f" else ""
-    return join(
-        f',\n{{"ph":"{phase}"{bind},"id":',
-        ints(ids),
-        ',"pid":',
-        ints(s.pid[rows]),
-        ',"tid":',
-        ints(s.tid[rows]),
-        ',"ts":',
-        us(ts - origin),
-        ',"name":"launch","cat":"flow"}',
-    )
+    line = PieceBuilder(int(rows.size))
+    line.ints(ids, before=f',\n{{"ph":"{phase}"{bind},"id":', after=',"pid":')
+    line.ints(s.pid[rows], after=',"tid":')
+    line.ints(s.tid[rows], after=',"ts":')
+    line.us(ts - origin, after=',"name":"launch","cat":"flow"}')
+    return line.build()
 
 
-def counter_lines(c: CounterSeries, rows: Int64Array, ts: Int64Array, origin: int) -> pa.Array:
+def counter_lines(c: CounterSeries, rows: Int64Array, ts: Int64Array, origin: int) -> Pieces:
     """``"ph":"C"`` records of the given samples, each at its ``ts`` (a sample carried to a
     window's start is written there)."""
     values = np.round(c.value[rows], 6)
     values = np.where(values == 0, 0.0, values)  # no "-0"
-    series = pa.array(c.series[rows])
-    return join(
-        ',\n{"ph":"C","pid":',
-        ints(c.pid[rows]),
-        ',"ts":',
-        us(ts - origin),
-        ',"name":',
-        c.names.take(series),
-        ',"args":{',
-        c.keys.take(series),
-        ":",
-        pc.cast(pa.array(values), pa.string()),
-        "}}",
-    )
+    line = PieceBuilder(int(rows.size))
+    line.ints(c.pid[rows], before=',\n{"ph":"C","pid":', after=',"ts":')
+    line.us(ts - origin)
+    line.table(join(',"name":', c.names, ',"args":{', c.keys, ":"), c.series[rows])
+    line.values(pc.cast(pa.array(values), pa.string()))
+    line.text("}}")
+    return line.build()
 
 
 def metadata_lines(

@@ -7,6 +7,7 @@ timeline and its step slices are written from one :class:`PreparedTimeline`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -41,7 +42,7 @@ from perfledger.render.timeline.layout import (
     event_tracks,
     track_lanes,
 )
-from perfledger.render.timeline.text import either, ints, join, json_strings, optional_field
+from perfledger.render.timeline.text import PieceBuilder, join, json_strings, optional_field
 
 # Chrome's reserved colour names; Perfetto colours slices by name, so causes also differ there.
 IDLE_CAUSE_COLOURS: Final[Mapping[str, str]] = {
@@ -92,7 +93,8 @@ class Slices:
     names: pa.Array  # JSON-escaped distinct names, indexed by name_index
     cat_index: Int64Array
     cats: pa.Array
-    args: Callable[[Int64Array], pa.Array]  # JSON args objects of the given rows
+    # adds the pieces of the JSON args objects of the given rows to a record's line
+    args: Callable[[PieceBuilder, Int64Array], None]
     # ``,"cname":"..."`` per distinct name (same index as names), or None
     colours: pa.Array | None = None
 
@@ -100,6 +102,23 @@ class Slices:
     def size(self) -> int:
         """The number of rows."""
         return int(self.start.size)
+
+    # The texts around a record's name and category, per distinct one, made once for all
+    # the files written (two threads making one at once make the same).
+    @functools.cached_property
+    def name_pieces(self) -> pa.Array:
+        """``,"name":<name>,"cat":`` per distinct name."""
+        return join(',"name":', self.names, ',"cat":')
+
+    @functools.cached_property
+    def cat_pieces(self) -> pa.Array:
+        """``<category>,"args":`` per distinct category."""
+        return join(self.cats, ',"args":')
+
+    @functools.cached_property
+    def end_pieces(self) -> pa.Array:
+        """A record's end after its args: its colour (per distinct name) and ``}``."""
+        return join(self.colours, "}") if self.colours is not None else pa.array(["}"])
 
 
 @dataclass(frozen=True)
@@ -207,24 +226,18 @@ def event_slices(
     # ``,"shapes":"..."`` per distinct value, looked up per row: formatted once, not per file
     optional = [optional_field(key, events.column(key)) for key in ("shapes", "dtypes")]
 
-    def args(rows: Int64Array) -> pa.Array:
-        parts: list[Any] = ['{"step":', ints(step[rows])]
+    def args(line: PieceBuilder, rows: Int64Array) -> None:
+        line.ints(step[rows], before='{"step":')
         for key, values, absent in (
             ("correlation", correlation, schema.NO_ID),
             ("external_id", external_id, schema.NO_ID),
             ("bytes", moved, -1),
         ):
             sel = values[rows]
-            parts.append(
-                either(
-                    pa.array(sel != absent),
-                    join(f',"{key}":', ints(sel)),
-                    "",
-                )
-            )
-        parts.extend(texts.take(pa.array(codes[rows])) for codes, texts in optional)
-        parts.append("}")
-        return join(*parts)
+            line.ints(sel, sel != absent, before=f',"{key}":')
+        for codes, texts in optional:
+            line.table(texts, codes[rows])
+        line.text("}")
 
     kind_values = [k or "" for k in kinds]
     return Slices(
@@ -271,15 +284,11 @@ def gap_slices(gaps: pa.Table, layout: TrackLayout) -> Callable[[PidMap, TidMap]
         step = int64(gaps, "step")
         cause_text = [c or "other" for c in causes]
 
-        def args(rows: Int64Array) -> pa.Array:
-            causes_json = json_strings(cause_text)
-            return join(
-                '{"step":',
-                ints(step[rows]),
-                ',"cause":',
-                causes_json.take(pa.array(cause_codes[rows])),
-                "}",
-            )
+        causes = join(',"cause":', json_strings(cause_text), "}")
+
+        def args(line: PieceBuilder, rows: Int64Array) -> None:
+            line.ints(step[rows], before='{"step":')
+            line.table(causes, cause_codes[rows])
 
         return Slices(
             start=start,
@@ -349,8 +358,10 @@ def finding_spans(
             tid[i] = tids[(process, (1, int(lane[i])))]
         title_json = json_strings(titles)
 
-        def args(sel: Int64Array) -> pa.Array:
-            return join('{"title":', title_json.take(pa.array(sel)), "}")
+        titles_args = join('{"title":', title_json, "}")
+
+        def args(line: PieceBuilder, sel: Int64Array) -> None:
+            line.table(titles_args, sel)
 
         keep = pid >= 0
         return Slices(
@@ -408,17 +419,14 @@ def critical_path_slices(
         class_json = json_strings(classes)
         lane_json = json_strings(lane_names)
 
-        def args(rows: Int64Array) -> pa.Array:
+        classes_text = join(',"class":', class_json, ',"lane":')
+        lanes_text = join(lane_json, "}")
+
+        def args(line: PieceBuilder, rows: Int64Array) -> None:
             at = keep[rows]
-            return join(
-                '{"step":',
-                ints(step[at]),
-                ',"class":',
-                class_json.take(pa.array(class_codes[at])),
-                ',"lane":',
-                lane_json.take(pa.array(lane_codes[at])),
-                "}",
-            )
+            line.ints(step[at], before='{"step":')
+            line.table(classes_text, class_codes[at])
+            line.table(lanes_text, lane_codes[at])
 
         return Slices(
             start=start[keep],

@@ -1,9 +1,19 @@
-"""Column-wise JSON text: string columns joined row by row, numbers as Perfetto reads them."""
+"""Column-wise JSON text: records as pieces of small text tables, numbers as Perfetto reads them.
+
+A record's line is the concatenation of its pieces, and a chunk of records of every kind is
+written by one take over the pieces' tables (:func:`join_records`): the texts that repeat
+(literals, names, small numbers, fractions of a µs) come straight from tables of distinct
+texts, only the numbers too large for a table get formatted per row, and no column is
+joined row by row (a row-by-row join costs about twice the take of its pieces, per piece,
+and each nested join writes every byte once more).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -11,9 +21,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.render.timeline.grouping import Int64Array
+from perfledger.render.timeline.grouping import BoolArray, Int64Array
 
 
+@functools.lru_cache(maxsize=256)
 def literal(text: str) -> pa.StringScalar:
     """A typed string scalar: an untyped Python str makes pyarrow infer its type, which tries
     to import pandas and dateutil on every call (measured: 10% of a timeline's time here)."""
@@ -56,14 +67,155 @@ _FRACTIONS: Final = pa.array(
 )
 
 
-def us(ns: Int64Array) -> pa.Array:
-    """Non-negative ns as µs text with three decimals, Perfetto-exact (see the package doc)."""
+def us_split(ns: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """Non-negative ns as whole µs and the index of their fraction's text in
+    :func:`fractions` (three decimals, Perfetto-exact: see the package doc)."""
     ns = np.asarray(ns, dtype=np.int64)
     whole = ns // 1000
     frac = ns - whole * 1000
     # what Perfetto computes: trunc(double(text) * 1000); double(text) == ns / 1000.0
     short = (ns / 1000.0) * 1000.0 < ns
-    return join(ints(whole), _FRACTIONS.take(pa.array(frac + 1000 * short)))
+    return whole, frac + 1000 * short
+
+
+def us(ns: Int64Array) -> pa.Array:
+    """Non-negative ns as µs text with three decimals, Perfetto-exact (see the package doc)."""
+    whole, fraction = us_split(ns)
+    return join(ints(whole), _FRACTIONS.take(pa.array(fraction)))
+
+
+@functools.lru_cache(maxsize=64)
+def fractions(after: str = "") -> pa.Array:
+    """The texts of :func:`us_split`'s fraction indices, each followed by ``after``."""
+    if not after:
+        return _FRACTIONS
+    return join(_FRACTIONS, after)
+
+
+@functools.lru_cache(maxsize=64)
+def small_ints(before: str = "", after: str = "") -> pa.Array:
+    """The text of 0 to 4095, each between ``before`` and ``after``."""
+    if not before and not after:
+        return _SMALL_INTS
+    return join(before, _SMALL_INTS, after)
+
+
+@functools.lru_cache(maxsize=256)
+def _one_text(text: str) -> pa.Array:
+    return pa.array([text], pa.string())
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """The text of some records as pieces: record ``i`` is ``texts[codes[i, 0]] +
+    texts[codes[i, 1]] + ...``, ``texts`` being ``tables`` concatenated; -1 adds nothing."""
+
+    tables: list[pa.Array]
+    codes: npt.NDArray[np.int32]  # (records, pieces)
+
+
+@dataclass
+class PieceBuilder:
+    """Builds the :class:`Pieces` of ``rows`` records, piece after piece, left to right.
+
+    ``shown``: the rows that have the piece (others skip it), None for all.
+    """
+
+    rows: int
+    _tables: list[pa.Array] = field(default_factory=list)
+    _columns: list[npt.NDArray[np.int32]] = field(default_factory=list)
+    _size: int = 0
+    _pending: str = ""  # literal text of every row, not yet placed
+
+    def table(self, texts: pa.Array, codes: Any, shown: BoolArray | None = None) -> None:
+        """Row ``i`` gets ``texts[codes[i]]``."""
+        self._place()
+        self._add(texts, codes, shown)
+
+    def text(self, text: str, shown: BoolArray | None = None) -> None:
+        """The same text in every (shown) row."""
+        if shown is None:
+            self._pending += text
+            return
+        self.table(_one_text(text), np.zeros(self.rows, dtype=np.int32), shown)
+
+    def values(self, texts: pa.Array, shown: BoolArray | None = None) -> None:
+        """One text per row (``texts`` has ``rows`` entries)."""
+        self.table(texts, np.arange(self.rows, dtype=np.int32), shown)
+
+    def ints(
+        self,
+        values: Int64Array,
+        shown: BoolArray | None = None,
+        *,
+        before: str = "",
+        after: str = "",
+    ) -> None:
+        """Integers as decimal text, between ``before`` and ``after``."""
+        values = np.asarray(values, dtype=np.int64)
+        used = values if shown is None else values[shown]
+        if not used.size or (used.min() >= 0 and used.max() < len(_SMALL_INTS)):
+            # the literal before, if every row has it, goes into the table's texts
+            prefix = self._take_pending() + before if shown is None else before
+            self.table(small_ints(prefix, after), values, shown)
+            return
+        if before:
+            self.text(before, shown)
+        self.values(pc.cast(pa.array(values), pa.string()), shown)
+        if after:
+            self.text(after, shown)
+
+    def us(self, ns: Int64Array, shown: BoolArray | None = None, *, after: str = "") -> None:
+        """Non-negative ns as µs text (see :func:`us`), followed by ``after``."""
+        whole, fraction = us_split(ns)
+        self.ints(whole, shown)
+        self.table(fractions(after), fraction, shown)
+
+    def build(self) -> Pieces:
+        """The pieces added."""
+        self._place()
+        codes = (
+            np.stack(self._columns, axis=1)
+            if self._columns
+            else np.zeros((self.rows, 0), dtype=np.int32)
+        )
+        return Pieces(self._tables, codes)
+
+    def _take_pending(self) -> str:
+        pending, self._pending = self._pending, ""
+        return pending
+
+    def _place(self) -> None:
+        """The pending literal as a piece of its own."""
+        if self._pending:
+            text = self._take_pending()
+            self._add(_one_text(text), np.zeros(self.rows, dtype=np.int32), None)
+
+    def _add(self, texts: pa.Array, codes: Any, shown: BoolArray | None) -> None:
+        column = np.asarray(codes).astype(np.int32, copy=True)
+        column += self._size
+        if shown is not None:
+            column[~shown] = -1
+        self._tables.append(texts)
+        self._columns.append(column)
+        self._size += len(texts)
+
+
+def join_records(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> pa.Array:
+    """The text of ``size`` records made of several :class:`Pieces` (each with the positions
+    of its records), in position order: one array whose values lie back to back."""
+    width = max(p.codes.shape[1] for p, _ in parts)
+    codes = np.full((size, width), -1, dtype=np.int32)
+    tables: list[pa.Array] = []
+    base = 0
+    for pieces, at in parts:
+        shifted = pieces.codes + np.int32(base)
+        shifted[pieces.codes < 0] = -1
+        codes[at, : shifted.shape[1]] = shifted
+        tables.extend(pieces.tables)
+        base += sum(len(t) for t in pieces.tables)
+    flat = codes.ravel()
+    return pa.concat_arrays(tables).take(pa.array(flat[flat >= 0]))
 
 
 def json_strings(values: Sequence[str | None]) -> pa.Array:
