@@ -304,13 +304,13 @@ class TimelineFile:
                 return flow_lines(ev, f_to[local], f_in_ts[local], flow_ids[local], "f", origin)
             return counter_lines(c, counter_rows[local], counter_ts[local], origin)
 
-        used_pids = set(distinct(ev.pid[event_rows]).tolist())
+        used_pids = _used_pids(ev.pid[event_rows])
         used_threads = _used_threads(ev.pid[event_rows], ev.tid[event_rows])
         for src, rows in records[1:]:
             a = prepared.analysis[src - 1]
-            used_pids |= set(distinct(a.pid[rows]).tolist())
+            used_pids |= _used_pids(a.pid[rows])
             used_threads |= _used_threads(a.pid[rows], a.tid[rows])
-        used_pids |= set(distinct(c.pid[counter_rows]).tolist())
+        used_pids |= _used_pids(c.pid[counter_rows])
         metadata = metadata_lines(prepared, used_pids, used_threads)
 
         head = ",\n".join(metadata)
@@ -412,9 +412,32 @@ class TimelineFile:
         self._tmp.unlink(missing_ok=True)
 
 
+# Pids and tids are small synthetic numbers: the distinct ones are found by counting them
+# when their range is at most this (faster than hashing every record's).
+_COUNTED_RANGE: Final = 1 << 20
+
+
+def _used_pids(pid: Int64Array) -> set[int]:
+    """The distinct pids of some records."""
+    if pid.size == 0:
+        return set()
+    low = int(pid.min())
+    if int(pid.max()) - low < _COUNTED_RANGE:
+        return set((np.flatnonzero(np.bincount(pid - low)) + low).tolist())
+    return set(distinct(pid).tolist())
+
+
 def _used_threads(pid: Int64Array, tid: Int64Array) -> set[tuple[int, int]]:
     """The distinct (pid, tid) pairs of some records."""
     if pid.size == 0:
         return set()
-    pairs = unique_rows([pid, tid])[0]
-    return {(int(p), int(t)) for p, t in pairs}
+    pid_low, tid_low = int(pid.min()), int(tid.min())
+    pid_span = int(pid.max()) - pid_low + 1
+    tid_span = int(tid.max()) - tid_low + 1
+    if pid_span * tid_span <= _COUNTED_RANGE:
+        pairs = np.flatnonzero(np.bincount((pid - pid_low) * tid_span + (tid - tid_low)))
+        return {
+            (int(p) + pid_low, int(t) + tid_low)
+            for p, t in zip(*np.divmod(pairs, tid_span), strict=True)
+        }
+    return {(int(p), int(t)) for p, t in unique_rows([pid, tid])[0]}

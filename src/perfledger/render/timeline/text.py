@@ -38,29 +38,12 @@ def join(*parts: Any) -> pa.Array:
     )
 
 
-def either(condition: Any, yes: Any, no: Any) -> pa.Array:
-    """``pc.if_else`` with literals typed up front (see :func:`literal`)."""
-    return pc.if_else(
-        condition,
-        literal(yes) if isinstance(yes, str) else yes,
-        literal(no) if isinstance(no, str) else no,
-    )
-
-
 # The text of small non-negative integers (the timeline's pids, tids, fractions of a µs):
 # taken from here, a column formats four times faster than cast from numbers.
 _SMALL_INTS: Final = pa.array([str(i) for i in range(4096)], pa.string())
 
 
-def ints(values: Int64Array) -> pa.Array:
-    """Integers as decimal text."""
-    values = np.asarray(values, dtype=np.int64)
-    if values.size and values.min() >= 0 and values.max() < len(_SMALL_INTS):
-        return _SMALL_INTS.take(pa.array(values))
-    return pc.cast(pa.array(values), pa.string())
-
-
-# ".000" to ".999", then the same with the fourth decimal "1" (see :func:`us`): one take of
+# ".000" to ".999", then the same with the fourth decimal "1" (see :func:`us_split`): one take of
 # these formats a fraction instead of a cast, a pad, a choice and two joins.
 _FRACTIONS: Final = pa.array(
     [f".{ns:03d}{tail}" for tail in ("", "1") for ns in range(1000)], pa.string()
@@ -76,12 +59,6 @@ def us_split(ns: Int64Array) -> tuple[Int64Array, Int64Array]:
     # what Perfetto computes: trunc(double(text) * 1000); double(text) == ns / 1000.0
     short = (ns / 1000.0) * 1000.0 < ns
     return whole, frac + 1000 * short
-
-
-def us(ns: Int64Array) -> pa.Array:
-    """Non-negative ns as µs text with three decimals, Perfetto-exact (see the package doc)."""
-    whole, fraction = us_split(ns)
-    return join(ints(whole), _FRACTIONS.take(pa.array(fraction)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -107,11 +84,11 @@ def _one_text(text: str) -> pa.Array:
 
 @dataclass(frozen=True)
 class Pieces:
-    """The text of some records as pieces: record ``i`` is ``texts[codes[i, 0]] +
-    texts[codes[i, 1]] + ...``, ``texts`` being ``tables`` concatenated; -1 adds nothing."""
+    """The text of some records as pieces: record ``i`` is ``texts[codes[0, i]] +
+    texts[codes[1, i]] + ...``, ``texts`` being ``tables`` concatenated; -1 adds nothing."""
 
     tables: list[pa.Array]
-    codes: npt.NDArray[np.int32]  # (records, pieces)
+    codes: npt.NDArray[np.int32]  # (pieces, records): one piece's codes lie together
 
 
 @dataclass
@@ -166,7 +143,7 @@ class PieceBuilder:
             self.text(after, shown)
 
     def us(self, ns: Int64Array, shown: BoolArray | None = None, *, after: str = "") -> None:
-        """Non-negative ns as µs text (see :func:`us`), followed by ``after``."""
+        """Non-negative ns as µs text (see :func:`us_split`), followed by ``after``."""
         whole, fraction = us_split(ns)
         self.ints(whole, shown)
         self.table(fractions(after), fraction, shown)
@@ -175,9 +152,7 @@ class PieceBuilder:
         """The pieces added."""
         self._place()
         codes = (
-            np.stack(self._columns, axis=1)
-            if self._columns
-            else np.zeros((self.rows, 0), dtype=np.int32)
+            np.stack(self._columns) if self._columns else np.zeros((0, self.rows), dtype=np.int32)
         )
         return Pieces(self._tables, codes)
 
@@ -204,14 +179,14 @@ class PieceBuilder:
 def join_records(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> pa.Array:
     """The text of ``size`` records made of several :class:`Pieces` (each with the positions
     of its records), in position order: one array whose values lie back to back."""
-    width = max(p.codes.shape[1] for p, _ in parts)
-    codes = np.full((size, width), -1, dtype=np.int32)
+    width = max(p.codes.shape[0] for p, _ in parts)
+    codes = np.full((size, width), -1, dtype=np.int32)  # record after record
     tables: list[pa.Array] = []
     base = 0
     for pieces, at in parts:
         shifted = pieces.codes + np.int32(base)
         shifted[pieces.codes < 0] = -1
-        codes[at, : shifted.shape[1]] = shifted
+        codes[at, : shifted.shape[0]] = shifted.T
         tables.extend(pieces.tables)
         base += sum(len(t) for t in pieces.tables)
     flat = codes.ravel()
