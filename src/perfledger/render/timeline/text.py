@@ -82,10 +82,16 @@ def _one_text(text: str) -> pa.Array:
     return pa.array([text], pa.string())
 
 
+# The code of a piece a record lacks: negative even when moved by the texts before its
+# tables in a chunk (far fewer than 2**30).
+ABSENT: Final = np.int32(-(1 << 30))
+
+
 @dataclass(frozen=True)
 class Pieces:
     """The text of some records as pieces: record ``i`` is ``texts[codes[0, i]] +
-    texts[codes[1, i]] + ...``, ``texts`` being ``tables`` concatenated; -1 adds nothing."""
+    texts[codes[1, i]] + ...``, ``texts`` being ``tables`` concatenated; a negative code
+    (:data:`ABSENT`) adds nothing."""
 
     tables: list[pa.Array]
     codes: npt.NDArray[np.int32]  # (pieces, records): one piece's codes lie together
@@ -170,7 +176,7 @@ class PieceBuilder:
         column = np.asarray(codes).astype(np.int32, copy=True)
         column += self._size
         if shown is not None:
-            column[~shown] = -1
+            column[~shown] = ABSENT
         self._tables.append(texts)
         self._columns.append(column)
         self._size += len(texts)
@@ -180,15 +186,15 @@ def join_records(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> pa.Ar
     """The text of ``size`` records made of several :class:`Pieces` (each with the positions
     of its records), in position order: one array whose values lie back to back."""
     width = max(p.codes.shape[0] for p, _ in parts)
-    codes = np.full((size, width), -1, dtype=np.int32)  # record after record
+    codes = np.full((size, width), ABSENT, dtype=np.int32)  # record after record
     tables: list[pa.Array] = []
     base = 0
     for pieces, at in parts:
-        shifted = pieces.codes + np.int32(base)
-        shifted[pieces.codes < 0] = -1
+        shifted = pieces.codes + np.int32(base)  # an absent piece's stays negative
         codes[at, : shifted.shape[0]] = shifted.T
         tables.extend(pieces.tables)
         base += sum(len(t) for t in pieces.tables)
+    assert base < -ABSENT, "a chunk's pieces need fewer texts than ABSENT is far"
     flat = codes.ravel()
     return pa.concat_arrays(tables).take(pa.array(flat[flat >= 0]))
 
