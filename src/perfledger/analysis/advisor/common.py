@@ -40,6 +40,14 @@ def encode(
     return codes, distinct
 
 
+def distinct_rows(rows: IntArray, num_rows: int) -> IntArray:
+    """The distinct values of ``rows`` (rows of a table of ``num_rows``), sorted: what
+    ``np.unique`` gives, through a mask over the table instead of a sort."""
+    seen = np.zeros(num_rows, dtype=bool)
+    seen[rows] = True
+    return np.flatnonzero(seen)
+
+
 def host_steps(ctx: AdvisorContext) -> int:
     """How many (rank, step) windows the profile has: the divisor of host-side counts."""
     if ctx.step_windows:

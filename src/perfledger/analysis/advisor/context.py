@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Final
 
+import duckdb
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis import columns
 from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
-from perfledger.analysis.ops import link_device_tasks, take_rows
+from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
 from perfledger.analysis.replay import effective_change
 from perfledger.model import devices, schema
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 IntArray = npt.NDArray[np.int64]
 
 # Columns of :attr:`AdvisorContext.tasks`, one row per device task (kernel, comm, memcpy,
-# memset), sorted by rank, device, stream, start_ns:
+# memset), sorted by rank, device, stream, start_ns. The args text is not among them (the
+# largest column by far): what the rules read in it is derived once, below.
 TASKS_SCHEMA: Final = pa.schema(
     [
         pa.field("row", pa.int64()),  # row in ProfileAnalysis.events
@@ -49,7 +51,6 @@ TASKS_SCHEMA: Final = pa.schema(
         pa.field("bytes", pa.int64()),
         pa.field("shapes", pa.string()),  # the task's own (Ascend kernels), else null
         pa.field("dtypes", pa.string()),
-        pa.field("args", pa.string()),
         pa.field("launch_row", pa.int64()),  # the runtime/sync call that issued it (-1)
         pa.field("launch_ns", pa.int64()),
         pa.field("launch_dur_ns", pa.int64()),
@@ -59,6 +60,10 @@ TASKS_SCHEMA: Final = pa.schema(
         pa.field("op_dtypes", pa.string()),
     ]
 )
+
+# The keys of an Ascend kernel's args the rules read (operator type, outputs, formats, the
+# pipeline ratios), as they appear in the args text:
+ASCEND_ARG_KEYS: Final = r'"(op_type|output_shapes|output_dtypes|input_formats|[a-z0-9_]+_ratio)"'
 
 
 class AdvisorContext:
@@ -238,6 +243,92 @@ class AdvisorContext:
         return device_tasks(self.analysis.events, self.analysis.device_links)
 
     @cached_property
+    def task_kind(self) -> npt.NDArray[np.object_]:
+        """Each task's kind (a column of :attr:`tasks`) as an object array."""
+        return np.asarray(self.tasks["kind"].to_numpy(zero_copy_only=False), dtype=object)
+
+    @cached_property
+    def task_rows(self) -> IntArray:
+        """Each task's row in ProfileAnalysis.events (a column of :attr:`tasks`)."""
+        return np.asarray(self.tasks["row"], dtype=np.int64)
+
+    def task_args(self, positions: IntArray) -> pa.Array:
+        """The args text of the tasks at ``positions`` (of :attr:`tasks`), taken chunk by chunk
+        from the events (the args of every task are tens of MB on a large trace)."""
+        rows = self.task_rows[np.asarray(positions, dtype=np.int64)]
+        return pc.cast(take_rows(self.analysis.events.column("args"), rows), pa.string())
+
+    @cached_property
+    def ascend_task_positions(self) -> IntArray:
+        """Positions in :attr:`tasks` of the tasks whose args name a key of an Ascend
+        kernel's (:data:`ASCEND_ARG_KEYS`): the only args the rules need to parse. Other
+        tasks have none of those values, so their args are searched but never parsed."""
+        if self.tasks.num_rows == 0:
+            return np.zeros(0, dtype=np.int64)
+        # the events' column as it is (no copy): searching it costs less than taking it
+        found = pc.match_substring_regex(self.analysis.events.column("args"), ASCEND_ARG_KEYS)
+        hit = np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
+        return np.flatnonzero(hit[self.task_rows])
+
+    @cached_property
+    def task_op_types(self) -> pa.Array:
+        """The operator type an Ascend kernel records in its args (``op_type``), per task;
+        null elsewhere (and for args that are not valid JSON)."""
+        values = np.full(self.tasks.num_rows, None, dtype=object)
+        positions = self.ascend_task_positions
+        if positions.size:
+            with duckdb.connect() as con:
+                con.register("tasks", pa.table({"args": self.task_args(positions)}))
+                found = con.sql(
+                    "SELECT CASE WHEN json_valid(args) THEN json_extract_string(args, "
+                    "'$.op_type') END AS op_type FROM tasks"
+                ).to_arrow_table()
+            values[positions] = found["op_type"].to_numpy(zero_copy_only=False)
+        return pa.array(values, pa.string(), from_pandas=True)
+
+    @cached_property
+    def launch_dimensions(self) -> tuple[pa.Array, pa.Array]:
+        """Each task's grid and block as kernel_details states them (null when absent, and
+        for copies): taken from the profile's kernel_details, whose rows are the kernel and
+        comm tasks in another order, else read from the tasks' args the same way
+        (:func:`perfledger.analysis.ops.launch_config`)."""
+        tasks = self.tasks
+        kind = self.task_kind
+        launched = np.flatnonzero((kind == schema.KERNEL) | (kind == schema.COMM))
+        keys = {
+            name: np.asarray(tasks[name], dtype=np.int64)[launched]
+            for name in ("rank", "start_ns", "device", "stream", "dur_ns")
+        }
+        # kernel_details' order: rank, start_ns, device, stream, then the task's row
+        order = np.lexsort(
+            (
+                self.task_rows[launched],
+                keys["stream"],
+                keys["device"],
+                keys["start_ns"],
+                keys["rank"],
+            )
+        )
+        positions = launched[order]
+        details = self.analysis.kernel_details
+        same = details.num_rows == positions.size and all(
+            np.array_equal(np.asarray(details[name], dtype=np.int64), keys[name][order])
+            for name in keys
+        )
+        if same:
+            grid, block = details["grid"], details["block"]
+        else:
+            config = launch_config(self.task_args(positions))
+            grid, block = config["grid"], config["block"]
+        at = np.full(tasks.num_rows, -1, dtype=np.int64)
+        at[positions] = np.arange(positions.size, dtype=np.int64)
+        index = pa.array(at, mask=at < 0)
+        return (
+            pc.cast(pc.take(grid, index), pa.string()),
+            pc.cast(pc.take(block, index), pa.string()),
+        )
+
+    @cached_property
     def gap_task_rows(self) -> IntArray:
         """For each row of ProfileAnalysis.gaps, the row in ProfileAnalysis.events of the task
         that ends the gap (-1: none). ``next_task`` counts within the rank's own events."""
@@ -274,8 +365,7 @@ def device_tasks(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
     rows = np.asarray(frame["row"], dtype=np.int64)
 
     def text(column: str, at: IntArray) -> pa.Array:
-        # chunk by chunk: a take on the whole column would first join its chunks (the args
-        # column of a large trace is hundreds of MB)
+        # chunk by chunk: a take on the whole column would first join its chunks
         return pc.cast(take_rows(events.column(column), at), pa.string())
 
     tasks = pa.table(
@@ -292,7 +382,6 @@ def device_tasks(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
             "bytes": frame["bytes"],
             "shapes": text("shapes", rows),
             "dtypes": text("dtypes", rows),
-            "args": text("args", rows),
             "launch_row": frame["launch_row"],
             "launch_ns": frame["launch_ns"],
             "launch_dur_ns": frame["launch_dur_ns"],
@@ -306,9 +395,15 @@ def device_tasks(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
 
 
 def thread_ids(events: pa.Table, rows: IntArray) -> IntArray:
-    """A dense id per host thread (rank, pid, thread) for the given rows."""
+    """A dense id per host thread (rank, pid, thread) for the given rows, numbered in the
+    order of (rank, pid, thread)."""
     if rows.size == 0:
         return np.zeros(0, dtype=np.int64)
-    keys = np.stack([columns.int64(events, c)[rows] for c in ("rank", "pid", "stream")], axis=1)
-    _, inverse = np.unique(keys, axis=0, return_inverse=True)
-    return np.asarray(inverse, dtype=np.int64).reshape(-1)
+    # column by column: 1-D uniques cost far less than a unique over rows, and the dense id
+    # of (id so far, next column) keeps the order of the tuples
+    group = np.zeros(rows.size, dtype=np.int64)
+    for column in ("rank", "pid", "stream"):
+        values, inverse = np.unique(columns.int64(events, column)[rows], return_inverse=True)
+        combined = group * values.size + inverse.reshape(-1)
+        group = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return group

@@ -19,6 +19,7 @@ from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import (
     call_sites,
+    distinct_rows,
     encode,
     host_steps,
     offender,
@@ -41,9 +42,9 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         return Skipped(ID, "no device activity: host-only profile")
     events = ctx.analysis.events
     tasks = ctx.tasks
-    is_kernel = np.asarray(tasks["kind"].to_numpy(zero_copy_only=False) == schema.KERNEL)
+    is_kernel = np.asarray(ctx.task_kind == schema.KERNEL, dtype=bool)
     launch_rows = np.asarray(tasks["launch_row"], dtype=np.int64)[is_kernel]
-    launch_rows = np.unique(launch_rows[launch_rows >= 0])
+    launch_rows = distinct_rows(launch_rows[launch_rows >= 0], events.num_rows)
     if launch_rows.size == 0:
         return Skipped(ID, "no kernel launch is linked to its device task (no correlation ids)")
     is_sync = sync_mask(events)

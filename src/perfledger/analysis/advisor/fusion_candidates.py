@@ -17,7 +17,6 @@ import math
 import re
 from typing import Any, Final
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,9 +45,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         return Skipped(ID, "no device activity: host-only profile")
     tasks = ctx.tasks
     n = tasks.num_rows
-    kind = tasks["kind"].to_numpy(zero_copy_only=False)
-    args_op_type = _ascend_op_types(tasks)
-    op_type = pa.array(args_op_type, pa.string(), from_pandas=True)
+    kind = ctx.task_kind
+    op_type = ctx.task_op_types
     label = pc.coalesce(op_type, tasks["op_name"], tasks["name"])
     label_id, labels = encode(label)
     ascend_label = np.zeros(labels.size, dtype=bool)
@@ -69,8 +67,10 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     memory_rows = np.flatnonzero(memory)
     if memory_rows.size:
         take = pa.array(memory_rows, pa.int64())
+        # only the columns read: a take copies every column it is given
+        used = tasks.select(["shapes", "op_shapes", "dtypes", "op_dtypes"])
         written[memory_rows] = _written_bytes(
-            tasks.take(take), pc.take(label, take), pc.is_valid(pc.take(op_type, take))
+            used.take(take), pc.take(label, take), pc.is_valid(pc.take(op_type, take))
         )
     bandwidth = np.full(n, np.nan)
     for r in np.unique(rank).tolist():  # a loop over ranks
@@ -282,17 +282,6 @@ def _is_memory(label: str, ascend: bool) -> bool:
     if family is not None:
         return family not in _COMPUTE_FAMILIES and family != "view"
     return _MEMORY_KERNEL.search(label) is not None
-
-
-def _ascend_op_types(tasks: pa.Table) -> np.ndarray:
-    """The ``op_type`` an Ascend kernel records in its args (None elsewhere)."""
-    with duckdb.connect() as con:
-        con.register("tasks", tasks.select(["args"]))
-        found = con.sql(
-            "SELECT CASE WHEN json_valid(args) THEN json_extract_string(args, '$.op_type') END "
-            "AS op_type FROM tasks"
-        ).to_arrow_table()
-    return np.asarray(found["op_type"].to_numpy(zero_copy_only=False), dtype=object)
 
 
 def _written_bytes(tasks: pa.Table, label: pa.Array, ascend: pa.Array) -> np.ndarray:

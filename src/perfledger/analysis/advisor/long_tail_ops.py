@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Final
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,15 +27,16 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     if not ctx.step_windows or not ctx.has_device_tasks:
         return Skipped(ID, "no device activity: host-only profile")
     tasks = ctx.tasks
-    kind = tasks["kind"].to_numpy(zero_copy_only=False)
+    kind = ctx.task_kind
     keep = kind != "comm"  # a slow collective waits for other ranks: load_imbalance's business
     if ctx.basis.annotated:
         keep &= np.asarray(tasks["step"], dtype=np.int64) >= 0
-    launch = _launch_dimensions(tasks)
+    grid, block = ctx.launch_dimensions
     sized = (
         tasks["shapes"].is_valid().to_numpy(zero_copy_only=False)
         | tasks["op_shapes"].is_valid().to_numpy(zero_copy_only=False)
-        | (launch != None)  # noqa: E711 - elementwise on an object array
+        | grid.is_valid().to_numpy(zero_copy_only=False)
+        | block.is_valid().to_numpy(zero_copy_only=False)
         | (np.asarray(tasks["bytes"], dtype=np.int64) >= 0)
     )
     if not (keep & sized).any():
@@ -44,7 +44,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             ID, "no input shapes, launch dimensions or copy sizes recorded to group runs by"
         )
     rows = np.flatnonzero(keep & sized)
-    group = _groups(tasks, rows, launch)
+    group = _groups(tasks, rows, grid, block)
     dur = np.asarray(tasks["dur_ns"], dtype=np.int64)[rows]
     order = np.lexsort((dur, group))
     group_sorted, dur_sorted = group[order], dur[order]
@@ -144,36 +144,24 @@ def _shapes(tasks: pa.Table) -> np.ndarray:
     return shapes
 
 
-def _launch_dimensions(tasks: pa.Table) -> np.ndarray:
-    """A kernel's grid and block (Kineto) or block dim (Ascend) as text; None when absent."""
-    with duckdb.connect() as con:
-        con.register("tasks", tasks.select(["args"]))
-        found = con.sql(
-            """
-            SELECT CASE WHEN json_valid(args) THEN nullif(concat_ws('/',
-                       json_extract_string(args, '$.grid'), json_extract_string(args, '$.block'),
-                       json_extract_string(args, '$.block_dim')), '') END AS launch
-            FROM tasks
-            """
-        ).to_arrow_table()
-    return np.asarray(found["launch"].to_numpy(zero_copy_only=False), dtype=object)
-
-
-def _groups(tasks: pa.Table, rows: np.ndarray, launch: np.ndarray) -> np.ndarray:
-    """A dense group id per task: kind, kernel name, operator, shapes, types, launch, bytes."""
-    taken = tasks.take(pa.array(rows, pa.int64()))
+def _groups(tasks: pa.Table, rows: np.ndarray, grid: pa.Array, block: pa.Array) -> np.ndarray:
+    """A dense group id per task at ``rows``: kind, kernel name, operator, shapes, types,
+    launch dimensions (kernel_details' grid and block), bytes."""
+    # each column encoded whole and read at the rows: no copy of the tasks' strings
     parts = (
-        encode(taken["kind"])[0],
-        encode(taken["name"])[0],
-        encode(taken["op_name"])[0],
-        encode(pc.coalesce(taken["shapes"], taken["op_shapes"]))[0],
-        encode(pc.coalesce(taken["dtypes"], taken["op_dtypes"]))[0],
-        encode(launch[rows])[0],
-        np.unique(np.asarray(taken["bytes"], dtype=np.int64), return_inverse=True)[1],
+        encode(tasks["kind"])[0],
+        encode(tasks["name"])[0],
+        encode(tasks["op_name"])[0],
+        encode(pc.coalesce(tasks["shapes"], tasks["op_shapes"]))[0],
+        encode(pc.coalesce(tasks["dtypes"], tasks["op_dtypes"]))[0],
+        encode(grid)[0],
+        encode(block)[0],
+        np.asarray(tasks["bytes"], dtype=np.int64),
     )
     group = np.zeros(rows.size, dtype=np.int64)
     for codes in parts:
-        codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+        codes = np.unique(np.asarray(codes, dtype=np.int64)[rows], return_inverse=True)[1]
+        codes = codes.reshape(-1)
         combined = group * (int(codes.max(initial=0)) + 1) + codes
         group = np.asarray(np.unique(combined, return_inverse=True)[1], dtype=np.int64).reshape(-1)
     return group

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
@@ -70,20 +71,23 @@ def operator_units(ctx: AdvisorContext) -> pa.Table:
     input shapes), and a kernel with no known operator stands alone without shapes.
     """
     tasks = ctx.tasks
-    kernels = tasks.filter(pc.equal(tasks["kind"], "kernel"))
+    is_kernel = np.asarray(ctx.task_kind == "kernel", dtype=bool)
     if ctx.basis.annotated:
-        kernels = kernels.filter(pc.greater_equal(kernels["step"], 0))
+        is_kernel &= np.asarray(tasks["step"], dtype=np.int64) >= 0
     ratios = ", ".join(
         f"TRY_CAST(json_extract_string(valid_args, '$.{name}') AS DOUBLE) AS {name}"
         for name, _ in ASCEND_PIPES
     )
-    # Only Ascend kernels carry these keys in their args: without any, parsing every
-    # kernel's args a dozen times is wasted (and the largest cost of the rule)
-    keys = "|".join(["op_type", "output_shapes", "output_dtypes", "input_formats"])
-    recorded = kernels.num_rows > 0 and bool(
-        pc.any(pc.match_substring_regex(kernels["args"], f'"({keys}|[a-z0-9_]+_ratio)"')).as_py()
-    )
-    valid_args = "CASE WHEN json_valid(args) THEN args END" if recorded else "NULL::VARCHAR"
+    # Only Ascend kernels carry these keys in their args: the args of the others are not
+    # parsed (a dozen keys from every kernel's args would be the largest cost of the rule)
+    recorded = np.zeros(tasks.num_rows, dtype=bool)
+    recorded[ctx.ascend_task_positions] = True
+    recorded &= is_kernel
+    positions = np.flatnonzero(is_kernel)
+    args = np.full(tasks.num_rows, None, dtype=object)
+    if recorded.any():
+        args[recorded] = ctx.task_args(np.flatnonzero(recorded)).to_numpy(zero_copy_only=False)
+    valid_args = "CASE WHEN json_valid(args) THEN args END"
     query = f"""
         WITH parsed AS (
             SELECT *, {valid_args} AS valid_args FROM kernels
@@ -116,10 +120,16 @@ def operator_units(ctx: AdvisorContext) -> pa.Table:
         FROM keyed GROUP BY unit ORDER BY unit
     """
     used = ["row", "rank", "step", "name", "shapes", "dtypes", "start_ns", "dur_ns"]
-    used += ["op_row", "op_name", "op_shapes", "op_dtypes"] + (["args"] if recorded else [])
+    used += ["op_row", "op_name", "op_shapes", "op_dtypes"]
+    take = pa.array(positions, pa.int64())
+    # only the columns the query reads, of the kernels only: its CTEs select * and may be
+    # materialised
+    kernels = tasks.select(used).take(take)
+    kernels = kernels.append_column(
+        "args", pa.array(args[positions], pa.string(), from_pandas=True)
+    )
     with duckdb.connect() as con:
-        # only the columns the query reads: its CTEs select * and may be materialised
-        con.register("kernels", kernels.select(used))
+        con.register("kernels", kernels)
         units = con.sql(query).to_arrow_table()
     formats = units["formats"].to_pylist()
     ratio_matrix = (
@@ -300,12 +310,12 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
 
 
 def _operators_have_shapes(ctx: AdvisorContext) -> bool:
-    events = ctx.analysis.events.select(["kind", "shapes"])  # a filter copies what it is given
-    ops = events.filter(pc.equal(events["kind"], "cpu_op"))
-    shapes = pc.fill_null(pc.cast(ops["shapes"], pa.string()), "")
-    # "[[], []]" and ";;" record arguments but no tensor dimension
-    with_dims = pc.match_substring_regex(shapes, r"\d")
-    return bool(pc.any(with_dims).as_py())
+    events = ctx.analysis.events
+    # "[[], []]" and ";;" record arguments but no tensor dimension; the column searched as
+    # it is (a filter would copy it) and the operators' rows read in the result
+    with_dims = pc.match_substring_regex(pc.cast(events.column("shapes"), pa.string()), r"\d")
+    found = np.asarray(pc.fill_null(with_dims, False).to_numpy(zero_copy_only=False), bool)
+    return bool((found & columns.isin(events, "kind", ["cpu_op"])).any())
 
 
 def _devices_of(ctx: AdvisorContext, rank: np.ndarray) -> list[Any]:

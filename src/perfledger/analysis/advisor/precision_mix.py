@@ -12,7 +12,6 @@ import json
 import re
 from typing import Any, Final
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,27 +35,31 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     if not ctx.step_windows or not ctx.has_device_tasks:
         return Skipped(ID, "no device activity: host-only profile")
     tasks = ctx.tasks
-    kernels = tasks.filter(pc.equal(tasks["kind"], "kernel"))
+    is_kernel = np.asarray(ctx.task_kind == "kernel", dtype=bool)
     if ctx.basis.annotated:
-        kernels = kernels.filter(pc.greater_equal(kernels["step"], 0))
-    if kernels.num_rows == 0:
+        is_kernel &= np.asarray(tasks["step"], dtype=np.int64) >= 0
+    if not is_kernel.any():
         return None
-    with duckdb.connect() as con:
-        # only the columns read below: the task's args are the largest and are only parsed
-        con.register("kernels", kernels)
-        labelled = con.sql(
-            """
-            SELECT rank, step, start_ns, dur_ns, name,
-                   coalesce(CASE WHEN json_valid(args)
-                                    THEN json_extract_string(args, '$.op_type') END,
-                               op_name) AS op,
-                      CASE WHEN json_valid(args)
-                           THEN json_extract_string(args, '$.op_type') END IS NOT NULL AS ascend,
-                      coalesce(dtypes, op_dtypes) AS types,
-                      coalesce(shapes, op_shapes) AS op_shapes_any
-            FROM kernels
-            """
-        ).to_arrow_table()
+    # the kernels' rows of the few columns read (a filter copies every column it is given)
+    take = pa.array(np.flatnonzero(is_kernel), pa.int64())
+    kernels = tasks.select(
+        ["rank", "step", "start_ns", "dur_ns", "name", "op_name", "shapes", "op_shapes"]
+        + ["dtypes", "op_dtypes"]
+    ).take(take)
+    op_type = pc.take(ctx.task_op_types, take)
+    labelled = pa.table(
+        {
+            "rank": kernels["rank"],
+            "step": kernels["step"],
+            "start_ns": kernels["start_ns"],
+            "dur_ns": kernels["dur_ns"],
+            "name": kernels["name"],
+            "op": pc.coalesce(op_type, kernels["op_name"]),
+            "ascend": pc.is_valid(op_type),
+            "types": pc.coalesce(kernels["dtypes"], kernels["op_dtypes"]),
+            "op_shapes_any": pc.coalesce(kernels["shapes"], kernels["op_shapes"]),
+        }
+    )
     ascend = np.asarray(labelled["ascend"], dtype=bool)
     if labelled["op"].null_count == labelled.num_rows:
         return Skipped(ID, "kernels are not linked to the operators that launched them")

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
-from perfledger.analysis.advisor.common import encode, offender, spans_of
+from perfledger.analysis.advisor.common import distinct_rows, encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.model import schema
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
@@ -44,15 +44,17 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     # Idle gaps ended by a short task: what merging them into fewer tasks would remove.
     gaps = ctx.analysis.gaps
     gap_rows = ctx.gap_task_rows
-    short_rows = np.asarray(tasks["row"], dtype=np.int64)[short]
-    ended_by_short = np.isin(gap_rows, short_rows) & (gap_rows >= 0)
+    events = ctx.analysis.events
+    # a mask over the events' rows: looking the gaps' rows up in it needs no sort
+    is_short_row = np.zeros(events.num_rows, dtype=bool)
+    is_short_row[ctx.task_rows[short]] = True
+    ended_by_short = (gap_rows >= 0) & is_short_row[np.maximum(gap_rows, 0)]
     gap_dur = np.asarray(gaps["dur_ns"], dtype=np.int64)
     recoverable = int(gap_dur[ended_by_short].sum())
 
     # Launch overhead: each non-blocking launch call once (a blocking call's time is waiting).
-    events = ctx.analysis.events
     launch_row = np.asarray(tasks["launch_row"], dtype=np.int64)[in_steps]
-    launch_row = np.unique(launch_row[launch_row >= 0])
+    launch_row = distinct_rows(launch_row[launch_row >= 0], events.num_rows)
     if launch_row.size:
         launch_row = launch_row[columns.isin(events, "kind", [schema.RUNTIME])[launch_row]]
     launch_ns = int(columns.int64(events, "dur_ns")[launch_row].sum())
