@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +39,16 @@ from perfledger.analysis.graph import (
     StepGraph,
     build_graph,
 )
+from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
+from perfledger.analysis.path_spans import (
+    NO_PART,
+    TRANSFER_PART,
+    WAIT_PART,
+    Pieces,
+    capped_spans,
+    pieces_of_spans,
+)
 from perfledger.analysis.rank_arrivals import (
     CollectiveArrivals,
     matched_collectives,
@@ -62,8 +71,6 @@ from perfledger.model.accounts import StepWindow
 from perfledger.model.whatif import (
     MAX_PATH_SPANS,
     NO_CHANGE,
-    TRANSFER,
-    WAIT,
     PathSpan,
     ReplayReport,
     StepGains,
@@ -352,113 +359,113 @@ def _critical_path(
 ) -> tuple[dict[str, int], dict[str, dict[str, int]], int, tuple[PathSpan, ...]]:
     """The time of the step's critical path by class, the parts of its classes
     (``bound_by_parts``), how many nodes it holds, and its pieces laid on the measured trace
-    (:class:`PathSpan`)."""
+    (:class:`PathSpan`).
+
+    The path is followed back node by node (:meth:`_Lanes.path`); its pieces — each node's
+    own time and the edge that set its start, in the order walked — are then worked out as
+    columns: the walk's cursor is the running minimum of the pieces' points, clamped to the
+    window."""
     lo, hi = window.start_ns, window.end_ns
-    by_class = [0] * len(CLASSES)
-    # plain lists: the walk below visits one node at a time
-    start, end, via, how = lanes.start, lanes.end, lanes.via, lanes.how
-    kind, names, lane_of, shift = lanes.kind, lanes.name, lanes.lane, lanes.shift
-    host, other, dataloader = CLASS_CODE[HOST], CLASS_CODE[OTHER], CLASS_CODE[DATALOADER]
-    communication, wait_end = CLASS_CODE[COMMUNICATION], lanes.wait_end
-    waited = 0  # of the communication on the path, the time its collectives waited for peers
-    # each piece: replayed [point, cursor), class, label, lane, its shift to measured time,
-    # the part of its collective (``wait``, ``transfer``; None: not a part)
-    pieces: list[tuple[int, int, int, str, str, int, str | None]] = []
-
-    def add(
-        point: int, klass: int, label: str, lane: str, moved: int, part: str | None = None
-    ) -> None:
-        by_class[klass] += cursor - point
-        if cursor > point:
-            pieces.append((point, cursor, klass, label, lane, moved, part))
-
-    # the nodes ending last by the step's end (``by_end``: nodes by end, then index)
     ending = int(np.searchsorted(lanes.sorted_end, hi, side="right"))
-    cursor = hi
-    nodes = 0
-    if ending:
+    if not ending:
+        pieces = _Walked.unexplained(lo, hi)
+        path = np.zeros(0, dtype=np.int64)
+    else:
         tie = int(np.searchsorted(lanes.sorted_end, lanes.sorted_end[ending - 1], side="left"))
         last = lanes.by_end[tie:ending]
         # the step ends with its last task when one ends there
         tasks = last[graph.kind[last] == TASK]
-        v = int(tasks[-1] if tasks.size else last[-1])
-        point = max(end[v], lo)
-        # the window's end beyond every node: the host's step annotation ends it
-        add(point, host, "host work", lanes.host_lane[v], lanes.shift_end[v])
-        cursor = point
-        launched = False  # reached at a launch call's start: its own time is not on the path
-        while cursor > lo:  # a walk along the path, not over every event
-            nodes += 1
-            if not launched:
-                point = max(min(start[v], cursor), lo)
-                klass = lanes.node_class[v]
-                if kind[v] == TASK:
-                    key = (names[v], CLASSES[klass])
-                    tops[key] = tops.get(key, 0) + cursor - point
-                # a collective waits for its peers from its start, then transfers: two pieces
-                transfer = min(max(wait_end[v], point), cursor) if klass == communication else point
-                if transfer > point:
-                    waited += transfer - point
-                    add(transfer, klass, names[v], lane_of[v], shift[v], TRANSFER)
-                    cursor = transfer
-                    add(point, klass, names[v], lane_of[v], shift[v], WAIT)
-                else:
-                    add(point, klass, names[v], lane_of[v], shift[v])
-                cursor = point
-            how_v = how[v]
-            if cursor <= lo or how_v == RELEASE:
-                # before the first node of a host thread the thread ran something else
-                if kind[v] != TASK:
-                    add(lo, host, "host work", lane_of[v], shift[v])
-                    cursor = lo
-                break
-            u = via[v]
-            if how_v == CHAIN:
-                point, klass = end[u], lanes.chain_class[v]
-                label = (
-                    "stream gap"
-                    if kind[v] == TASK
-                    else "data loader"
-                    if klass == dataloader
-                    else "host work"
-                )
-                lane = lane_of[v]
-            elif how_v == LAUNCHED:
-                point, klass, label, lane = (
-                    start[u],
-                    CLASS_CODE[LAUNCH_OVERHEAD],
-                    "launch latency",
-                    "",
-                )
-            elif how_v == WOKEN:
-                point, klass, label, lane = start[u], host, "thread wake-up", ""
-            elif how_v == AWAITED:
-                point, klass, label, lane = (
-                    end[u],
-                    CLASS_CODE[LAUNCH_OVERHEAD],
-                    "event wait",
-                    lane_of[v],
-                )
-            else:
-                point, klass, label, lane = end[u], CLASS_CODE[SYNC], "sync return", ""
-            point = max(min(point, cursor), lo)
-            add(point, klass, label, lane, shift[v])
-            cursor = point
-            # reached at the start of a launch call or of a waking call: its time is not on it
-            launched = how_v in (LAUNCHED, WOKEN)
-            v = u
-    if cursor > lo:  # before a task that nothing explains
-        add(lo, other, "unexplained", "", 0)
-    bound_by = {name: by_class[code] for code, name in enumerate(CLASSES)}
-    parts = communication_parts(waited, by_class[communication])
-    return bound_by, parts, nodes, _measured_spans(pieces, measured)
+        first = int(tasks[-1] if tasks.size else last[-1])
+        path, stopped = lanes.path(first, lo)
+        pieces = lanes.pieces(first, path, stopped, lo, hi)
+    by_class = np.zeros(len(CLASSES), dtype=np.int64)
+    np.add.at(by_class, pieces.category, pieces.length)
+    lanes.add_tops(tops, pieces)
+    waited = int(pieces.length[pieces.part == WAIT_PART].sum())
+    bound_by = {name: int(by_class[code]) for code, name in enumerate(CLASSES)}
+    parts = communication_parts(waited, int(by_class[CLASS_CODE[COMMUNICATION]]))
+    shown = pieces.on_trace(lanes.labels, lanes.lanes)
+    return bound_by, parts, int(path.size), _measured_spans(shown, measured)
+
+
+# Labels of the pieces that are not a node's own time, first in a path's label vocabulary.
+_HOST_WORK, _STREAM_GAP, _DATA_LOADER, _LAUNCH_LATENCY, _WAKE_UP, _EVENT_WAIT = range(6)
+_SYNC_RETURN, _UNEXPLAINED = 6, 7
+_EDGE_LABELS: Final = (
+    "host work",
+    "stream gap",
+    "data loader",
+    "launch latency",
+    "thread wake-up",
+    "event wait",
+    "sync return",
+    "unexplained",
+)
+
+
+@dataclass(frozen=True)
+class _Walked:
+    """A path's pieces in the order walked (back from the step's end), as columns: the
+    replayed ``point`` and ``cursor`` of each ([point, cursor), of ``length`` cursor - point,
+    which may be 0), class, label and lane codes, part code, its shift to measured time, and
+    the task (node) whose own time it is (-1: not a task's)."""
+
+    point: Int64Array
+    cursor: Int64Array
+    category: Int64Array
+    label: Int64Array
+    lane: Int64Array
+    part: Int64Array
+    shift: Int64Array
+    task: Int64Array
+
+    @property
+    def length(self) -> Int64Array:
+        return self.cursor - self.point
+
+    @staticmethod
+    def unexplained(lo: int, hi: int) -> _Walked:
+        """A step no node ends in: before a task that nothing explains."""
+        if hi <= lo:
+            return _Walked(*(np.zeros(0, dtype=np.int64) for _ in range(8)))
+
+        def one(value: int) -> Int64Array:
+            return np.array([value], dtype=np.int64)
+
+        return _Walked(
+            one(lo),
+            one(hi),
+            one(CLASS_CODE[OTHER]),
+            one(_UNEXPLAINED),
+            one(0),
+            one(NO_PART),
+            one(0),
+            one(-1),
+        )
+
+    def on_trace(self, labels: Sequence[str], lanes: Sequence[str]) -> Pieces:
+        """The pieces that hold time, moved to measured time, in time order (unclipped)."""
+        held = np.flatnonzero(self.cursor > self.point)[::-1]
+        shift = self.shift[held]
+        return Pieces(
+            self.point[held] + shift,
+            self.cursor[held] + shift,
+            self.category[held],
+            self.label[held],
+            self.lane[held],
+            self.part[held],
+            CLASSES,
+            labels,
+            lanes,
+        )
 
 
 class _Lanes:
-    """A schedule's nodes as plain lists for the walks along the paths: times, links, classes,
-    names, where each ran (its lane), its shift from replayed to measured time, and where a
-    collective's wait for its peers ends (``comm_wait``: each node's observed wait; ``peers``:
-    the other ranks' arrivals, which ``schedule`` was replayed with unless ``unchanged``)."""
+    """A schedule's nodes for the walks along the paths: times, links, classes, label and
+    lane codes (``labels``, ``lanes``: their texts), each node's shift from replayed to
+    measured time, and where a collective's wait for its peers ends (``comm_wait``: each
+    node's observed wait; ``peers``: the other ranks' arrivals, which ``schedule`` was
+    replayed with unless ``unchanged``)."""
 
     def __init__(
         self,
@@ -474,36 +481,173 @@ class _Lanes:
         stream = columns.int64(events, "stream")[rows]
         is_task = graph.kind == TASK
         one_device = np.unique(device[is_task]).size <= 1
-        threads = [f"thread {tid}" for _, tid in graph.thread_keys]
-        self.lane = [
-            (f"stream {s}" if one_device else f"device {d} stream {s}")
-            if task
-            else (threads[t] if t >= 0 else "")
-            for task, d, s, t in zip(
-                is_task.tolist(),
-                device.tolist(),
-                stream.tolist(),
-                graph.thread.tolist(),
-                strict=True,
-            )
-        ]
-        self.host_lane = [
-            lane if not task else "" for lane, task in zip(self.lane, is_task.tolist(), strict=True)
-        ]
+        # a node's lane: its stream (a task), its thread (a host node), else none ("")
+        texts = {"": 0}
+        self.lane = np.zeros(graph.size, dtype=np.int64)
+        if is_task.any():
+            pairs, at = unique_pairs(device[is_task], stream[is_task])
+            codes = [
+                texts.setdefault(
+                    f"stream {s}" if one_device else f"device {d} stream {s}", len(texts)
+                )
+                for d, s in pairs.tolist()  # a loop over streams
+            ]
+            self.lane[is_task] = np.asarray(codes, dtype=np.int64)[at]
+        threaded = ~is_task & (graph.thread >= 0)
+        if threaded.any():
+            codes = [texts.setdefault(f"thread {t}", len(texts)) for _, t in graph.thread_keys]
+            self.lane[threaded] = np.asarray(codes, dtype=np.int64)[graph.thread[threaded]]
+        self.lanes = list(texts)
+        self.host_lane = np.where(is_task, 0, self.lane)
+        labels = {label: code for code, label in enumerate(_EDGE_LABELS)}
+        self.label = np.fromiter(
+            (labels.setdefault(str(n), len(labels)) for n in graph.name.tolist()),
+            np.int64,
+            graph.size,
+        )
+        self.labels = list(labels)
+        self.start_ns, self.end_ns = schedule.start, schedule.end
+        self.via_node, self.how_node = schedule.via, schedule.how
+        # plain lists: the walk along each path visits one node at a time
         self.start = schedule.start.tolist()
         self.end = schedule.end.tolist()
         self.via = schedule.via.tolist()
         self.how = schedule.how.tolist()
-        self.kind = graph.kind.tolist()
-        self.node_class = graph.node_class.tolist()
-        self.chain_class = graph.chain_class.tolist()
-        self.name = [str(n) for n in graph.name.tolist()]
-        self.shift = (graph.start - schedule.start).tolist()
-        self.shift_end = (graph.end - schedule.end).tolist()
-        self.wait_end = _wait_ends(graph, schedule, comm_wait, peers, unchanged).tolist()
+        self.kind = graph.kind
+        self.is_task = is_task
+        self.node_class = graph.node_class.astype(np.int64)
+        self.chain_class = graph.chain_class.astype(np.int64)
+        self.shift = graph.start - schedule.start
+        self.shift_end = graph.end - schedule.end
+        self.wait_end = _wait_ends(graph, schedule, comm_wait, peers, unchanged)
         # the nodes by replayed end (then index), to find where each step's path begins
         self.by_end = np.lexsort((np.arange(graph.size), schedule.end))
         self.sorted_end = schedule.end[self.by_end]
+
+    def path(self, v: int, lo: int) -> tuple[Int64Array, bool]:
+        """The nodes of the path back from ``v`` (which ends the step) until the step's
+        start ``lo``, and whether the walk stopped at the last one's own time (at ``lo``,
+        or a node whose start nothing set) rather than on the edge before it."""
+        start, end, via, how = self.start, self.end, self.via, self.how
+        cursor = max(end[v], lo)
+        launched = False  # reached at a launch call's start: its own time is not on the path
+        nodes: list[int] = []
+        while cursor > lo:  # a walk along the path, not over every event
+            nodes.append(v)
+            if not launched and start[v] < cursor:
+                cursor = max(start[v], lo)
+            how_v = how[v]
+            if cursor <= lo or how_v == RELEASE:
+                return np.asarray(nodes, dtype=np.int64), True
+            v = via[v]
+            launched = how_v in (LAUNCHED, WOKEN)
+            point = start[v] if launched else end[v]
+            if point < cursor:
+                cursor = max(point, lo)
+        return np.asarray(nodes, dtype=np.int64), False
+
+    def pieces(self, first: int, path: Int64Array, stopped: bool, lo: int, hi: int) -> _Walked:
+        """The pieces of the path ``path`` (from :meth:`path`) in the order walked: the host's
+        time after ``first`` up to the step's end; per node, a collective's transfer, the
+        node's own time (its wait, for a collective), then the edge that set its start; the
+        host's time before the first node of a thread; the time nothing explains."""
+        m = path.size
+        how = self.how_node[path].astype(np.int64)
+        via = self.via_node[path]
+        task = self.is_task[path]
+        klass = self.node_class[path]
+        lane = self.lane[path]
+        shift = self.shift[path]
+        own = np.ones(m, dtype=bool)  # reached at a launch or waking call's start: not on it
+        own[1:] = (how[:-1] == LAUNCHED) | (how[:-1] == WOKEN)
+        own[1:] = ~own[1:]
+        comm = own & (klass == CLASS_CODE[COMMUNICATION])
+        edge = np.ones(m, dtype=bool)
+        if stopped and m:
+            edge[-1] = False
+        # per node three slots: its transfer, its own time, its edge
+        slot_point = np.zeros((m, 3), dtype=np.int64)
+        slot_point[:, 0] = np.maximum(self.wait_end[path], lo)
+        slot_point[:, 1] = self.start_ns[path]
+        at_start = (how == LAUNCHED) | (how == WOKEN)
+        linked = np.where(via >= 0, via, 0)
+        slot_point[:, 2] = np.where(at_start, self.start_ns[linked], self.end_ns[linked])
+        chain = how == CHAIN
+        edge_class = np.select(
+            [chain, how == WOKEN, (how == LAUNCHED) | (how == AWAITED)],
+            [self.chain_class[path], CLASS_CODE[HOST], CLASS_CODE[LAUNCH_OVERHEAD]],
+            CLASS_CODE[SYNC],
+        )
+        chain_label = np.where(
+            task,
+            _STREAM_GAP,
+            np.where(self.chain_class[path] == CLASS_CODE[DATALOADER], _DATA_LOADER, _HOST_WORK),
+        )
+        edge_label = np.select(
+            [chain, how == LAUNCHED, how == WOKEN, how == AWAITED],
+            [chain_label, _LAUNCH_LATENCY, _WAKE_UP, _EVENT_WAIT],
+            _SYNC_RETURN,
+        )
+        edge_lane = np.where(chain | (how == AWAITED), lane, 0)
+        slot_category = np.stack([klass, klass, edge_class], axis=1)
+        slot_label = np.stack([self.label[path], self.label[path], edge_label], axis=1)
+        slot_lane = np.stack([lane, lane, edge_lane], axis=1)
+        slot_part = np.zeros((m, 3), dtype=np.int64)
+        slot_part[:, 1] = np.where(comm, WAIT_PART, NO_PART)
+        slot_task = np.full((m, 3), -1, dtype=np.int64)
+        slot_task[:, :2] = np.where(own & task, path, -1)[:, None]
+        used = np.stack([comm, own, edge], axis=1).reshape(-1)
+        last = path[-1:] if stopped and m and not task[-1] else path[:0]
+
+        def column(head: object, slots: Int64Array, tail: object) -> Int64Array:
+            # the host's time after ``first``, the slots used, the host's time before
+            # ``last`` (the first node of a host thread: the thread ran something else)
+            return np.concatenate(
+                [
+                    np.asarray([head], dtype=np.int64).reshape(-1),
+                    slots.reshape(-1)[used].astype(np.int64),
+                    np.broadcast_to(np.asarray(tail, dtype=np.int64), last.shape),
+                ]
+            )
+
+        point = column(self.end_ns[first], slot_point, lo)
+        cursor_after = np.maximum(np.minimum.accumulate(np.concatenate([[hi], point])), lo)
+        walked = _Walked(
+            cursor_after[1:],
+            cursor_after[:-1],
+            column(CLASS_CODE[HOST], slot_category, CLASS_CODE[HOST]),
+            column(_HOST_WORK, slot_label, _HOST_WORK),
+            column(self.host_lane[first], slot_lane, self.lane[last]),
+            column(NO_PART, slot_part, NO_PART),
+            column(self.shift_end[first], np.repeat(shift, 3), self.shift[last]),
+            column(-1, slot_task, -1),
+        )
+        # a collective's transfer is a part only where it waited before it
+        transfer = np.flatnonzero(walked.part == WAIT_PART) - 1
+        walked.part[transfer] = np.where(walked.length[transfer + 1] > 0, TRANSFER_PART, NO_PART)
+        if walked.point[-1] > lo:  # before a task that nothing explains
+            tail = (lo, walked.point[-1], CLASS_CODE[OTHER], _UNEXPLAINED, 0, NO_PART, 0, -1)
+            return _Walked(
+                *(
+                    np.append(getattr(walked, name), value)
+                    for name, value in zip(_Walked.__dataclass_fields__, tail, strict=True)
+                )
+            )
+        return walked
+
+    def add_tops(self, tops: dict[tuple[str, str], int], pieces: _Walked) -> None:
+        """The time the tasks' own pieces hold, added to ``tops`` by (name, class)."""
+        mine = pieces.task >= 0
+        if not mine.any():
+            return
+        node = pieces.task[mine]
+        key = self.label[node] * len(CLASSES) + self.node_class[node]
+        keys, at = np.unique(key, return_inverse=True)
+        held = np.zeros(keys.size, dtype=np.int64)
+        np.add.at(held, at.reshape(-1), pieces.length[mine])
+        for k, ns in zip(keys.tolist(), held.tolist(), strict=True):  # task names on the path
+            name = (self.labels[k // len(CLASSES)], CLASSES[k % len(CLASSES)])
+            tops[name] = tops.get(name, 0) + ns
 
 
 def _wait_ends(
@@ -530,95 +674,38 @@ def _wait_ends(
     return np.asarray(start + np.clip(wait, 0, np.maximum(span, 0)), dtype=np.int64)
 
 
-def _measured_spans(
-    pieces: list[tuple[int, int, int, str, str, int, str | None]], measured: StepWindow
-) -> tuple[PathSpan, ...]:
-    """The path's pieces (walked backwards, in replayed time) in measured time: each moved
-    by its node's shift, clipped to the measured step window, in time order without overlap,
+def _measured_spans(pieces: Pieces, measured: StepWindow) -> tuple[PathSpan, ...]:
+    """The path's pieces in measured time (in time order) clipped to the measured step
+    window without overlap — each starts no earlier than the one kept before it ends —,
     touching pieces of the same work merged, at most :data:`MAX_PATH_SPANS`."""
-    merged: list[list[Any]] = []  # [start, end, class code, label, lane, part]
     floor, ceiling = measured.start_ns, measured.end_ns
-    previous: list[Any] | None = None
-    for lo, hi, klass, label, lane, shift, part in reversed(pieces):
-        a = lo + shift if lo + shift > floor else floor
-        b = hi + shift if hi + shift < ceiling else ceiling
-        if b <= a:
-            continue
-        if (
-            previous is not None
-            and previous[1] == a
-            and previous[2] == klass
-            and previous[3] == label
-            and previous[4] == lane
-            and previous[5] == part
-        ):
-            previous[1] = b
-        else:
-            previous = [a, b, klass, label, lane, part]
-            merged.append(previous)
-        floor = b
-    spans = [PathSpan(a, b, CLASSES[k], label, lane, part) for a, b, k, label, lane, part in merged]
-    return _capped(spans, MAX_PATH_SPANS)
-
-
-def _capped(spans: list[PathSpan], cap: int) -> tuple[PathSpan, ...]:
-    """At most ``cap`` spans: the pieces shorter than the smallest length that gets there are
-    merged with their short neighbours, each run named by its class with the most time and
-    its longest piece; the longer pieces stay as they are (where too many pieces share the
-    longest length, consecutive groups of them are merged)."""
-    if len(spans) <= cap:
-        return tuple(spans)
-    length = np.array([s.end_ns - s.start_ns for s in spans], dtype=np.int64)
-
-    def count(threshold: int) -> int:
-        short = length < threshold
-        runs = int(short[0]) + int((short[1:] & ~short[:-1]).sum())
-        return int((~short).sum()) + runs
-
-    candidates = np.unique(length)
-    low, high = 0, candidates.size - 1  # the smallest threshold whose count fits
-    while low < high:
-        middle = (low + high) // 2
-        if count(int(candidates[middle])) <= cap:
-            high = middle
-        else:
-            low = middle + 1
-    short = length < int(candidates[low])
-    merged: list[PathSpan] = []
-    run: list[PathSpan] = []
-    for span, is_short in zip(spans, short.tolist(), strict=True):  # the path's pieces
-        if is_short:
-            run.append(span)
-            continue
-        if run:
-            merged.append(_merged(run))
-            run = []
-        merged.append(span)
-    if run:
-        merged.append(_merged(run))
-    if len(merged) > cap:  # long pieces of one length too many to keep: merged in groups
-        size = -(-len(merged) // cap)
-        merged = [_merged(merged[i : i + size]) for i in range(0, len(merged), size)]
-    return tuple(merged)
-
-
-def _merged(run: list[PathSpan]) -> PathSpan:
-    """One span for adjacent pieces of a path."""
-    if len(run) == 1:
-        return run[0]
-    by_class: dict[str, int] = {}
-    for m in run:
-        by_class[m.category] = by_class.get(m.category, 0) + m.end_ns - m.start_ns
-    category = max(by_class.items(), key=lambda item: (item[1], item[0]))[0]
-    longest = max(run, key=lambda m: m.end_ns - m.start_ns)
-    lanes = {m.lane for m in run}
-    return PathSpan(
-        run[0].start_ns,
-        run[-1].end_ns,
-        category,
-        f"{len(run)} pieces: {longest.shown}",
-        lanes.pop() if len(lanes) == 1 else "",
+    end = np.minimum(pieces.end, ceiling)
+    # a piece that ends by its own start once clipped is never kept; of the others, each
+    # starts after the latest end before it (the earlier ones left out ended before that)
+    rows = np.flatnonzero(end > pieces.start)
+    end = end[rows]
+    before = np.maximum.accumulate(np.concatenate([[floor], end[:-1]]))
+    start = np.maximum(pieces.start[rows], before)
+    kept = end > start
+    rows, start, end = rows[kept], start[kept], end[kept]
+    kept_pieces = pieces.take(rows)
+    same = (
+        (end[:-1] == start[1:])
+        & (kept_pieces.category[:-1] == kept_pieces.category[1:])
+        & (kept_pieces.label[:-1] == kept_pieces.label[1:])
+        & (kept_pieces.lane[:-1] == kept_pieces.lane[1:])
+        & (kept_pieces.part[:-1] == kept_pieces.part[1:])
     )
+    first = np.flatnonzero(np.concatenate([[True], ~same])) if rows.size else rows
+    last = np.append(first[1:], rows.size) - 1
+    merged = kept_pieces.take(first)
+    merged = replace(merged, start=start[first], end=end[last])
+    return capped_spans(merged, MAX_PATH_SPANS)
+
+
+def _capped(spans: Sequence[PathSpan], cap: int) -> tuple[PathSpan, ...]:
+    """At most ``cap`` of adjacent ``spans`` (:func:`capped_spans`)."""
+    return capped_spans(pieces_of_spans(spans), cap)
 
 
 def _top(tops: dict[tuple[str, str], int]) -> tuple[tuple[str, str, int], ...]:
