@@ -19,7 +19,10 @@ What keeps Perfetto's importer from truncating or dropping slices:
   the track names.
 
 Everything is formatted column-wise with pyarrow: the only Python loops run over tracks,
-distinct names and output chunks, never over events.
+distinct names and output chunks, never over events. A record's text is a row of pieces
+(literals, names, small numbers and fractions of a µs from small tables of distinct texts;
+only larger numbers are formatted per row), and a chunk of records of every kind becomes
+text in one take over those pieces (``text``).
 
 Modules: ``records`` prepares a profile's records once (:func:`prepare_timeline`), with
 ``layout`` placing them on tracks; ``file`` cuts them to a window and streams one file
