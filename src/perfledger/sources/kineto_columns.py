@@ -455,24 +455,53 @@ def _times(
     return events, ts_ns, ts_ok, dur_ns, dur_ok
 
 
-def _category_groups(cats: pa.Array) -> tuple[pa.Array, Int64Array, BoolArray]:
-    """Per row: the category (dictionary-encoded), its args group, whether it is on a device."""
-    encoded = pc.dictionary_encode(cats)
-    names = encoded.dictionary.to_pylist()
-    group = np.full(len(names), GROUP_OTHER, np.int64)
-    device = np.zeros(len(names), np.bool_)
-    for i, category in enumerate(names):
+def _encoded(values: list[str]) -> tuple[list[str], npt.NDArray[np.int32]]:
+    """Distinct values in order of first appearance, and each row's index among them.
+
+    For short strings with few distinct values (categories): the codes then serve the
+    category rules, the launch flows and the kept rows' dictionary, each without another
+    pass over the strings.
+    """
+    distinct = list(dict.fromkeys(values))
+    index = dict(zip(distinct, range(len(distinct)), strict=True))
+    return distinct, np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+
+
+def _dictionary_array(distinct: list[str], codes: npt.NDArray[np.int32]) -> pa.DictionaryArray:
+    """The rows ``codes`` of ``distinct`` as :func:`pyarrow.compute.dictionary_encode` would
+    encode their strings: the dictionary in order of first appearance among these rows."""
+    encoded = pc.dictionary_encode(pa.array(codes, pa.int32()))  # integers: a cheap hash
+    return pa.DictionaryArray.from_arrays(
+        encoded.indices, pa.array(distinct, pa.string()).take(encoded.dictionary)
+    )
+
+
+@dataclass(frozen=True)
+class _Categories:
+    """Per distinct category of a chunk: its args group, whether it is a device's, whether
+    it is a launch flow's."""
+
+    group: Int64Array
+    device: BoolArray
+    launch_flow: BoolArray
+
+
+def _category_rules(categories: list[str]) -> _Categories:
+    group = np.full(len(categories), GROUP_OTHER, np.int64)
+    device = np.zeros(len(categories), np.bool_)
+    launch_flow = np.zeros(len(categories), np.bool_)
+    for i, category in enumerate(categories):
         lowered = category.lower()
         kind = vendors.KINETO_CATEGORY_KINDS.get(lowered)
         device[i] = lowered in vendors.KINETO_DEVICE_CATEGORIES
+        launch_flow[i] = lowered in vendors.KINETO_LAUNCH_FLOW_CATEGORIES
         if device[i]:
             group[i] = GROUP_DEVICE
         elif kind in ("runtime", "sync"):
             group[i] = GROUP_LAUNCH
         elif kind is not None:
             group[i] = GROUP_HOST
-    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    return encoded, group[codes], device[codes]
+    return _Categories(group, device, launch_flow)
 
 
 def _clamped_durations(dur: Int64Array, side: Side) -> Int64Array:
@@ -488,14 +517,23 @@ def _narrow(values: Int64Array) -> IdArray:
     return values.astype(np.int32)
 
 
+class _PhaseCodes(dict[str, int]):
+    def __missing__(self, key: str) -> int:
+        return -1
+
+
+_PHASE_CODES = _PhaseCodes({ph: code for code, ph in enumerate(_PHASES.to_pylist())})
+
+
 def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
     """Columns of one decoded chunk; metadata, flows and counters go to ``side``."""
     events, ts, ts_ok, dur, dur_ok = _times(chunk)
-    phase_code = pc.index_in(pa.array([e.ph for e in events], pa.string()), value_set=_PHASES)
-    codes = np.asarray(phase_code.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    n = len(events)
+    codes = np.fromiter(map(_PHASE_CODES.__getitem__, [e.ph for e in events]), np.int64, n)
     pid, numeric_pid = _numeric_pid([e.pid for e in events])
     tid = int_column([e.tid for e in events])
-    cats = pa.array([e.cat for e in events], pa.string())
+    categories, cat_codes = _encoded([e.cat for e in events])
+    rules = _category_rules(categories)
 
     is_instant = (codes == _PH_I) | (codes == _PH_I2)
     candidate = ((codes == _PH_X) | is_instant) & numeric_pid
@@ -505,7 +543,7 @@ def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
 
     _bookkeeping(events, codes, numeric_pid, ts, dur, side)
     _metadata(events, codes, side)
-    _flows(events, codes, cats, pid, tid, ts, side)
+    _flows(events, codes, rules.launch_flow[cat_codes], pid, tid, ts, side)
     _other_phases(events, codes, side)
     if keep.size == 0:
         return None
@@ -514,7 +552,9 @@ def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
     kept: list[Any] = (
         list(itemgetter(*keep.tolist())(events)) if keep.size > 1 else [events[int(keep[0])]]
     )
-    cat, group, on_device = _category_groups(cats.take(pa.array(keep)))
+    kept_cats = cat_codes[keep]
+    group = rules.group[kept_cats]
+    on_device = rules.device[kept_cats]
     group[is_instant[keep]] = GROUP_INSTANT
     texts = [e.args for e in kept]
     columns = _args_columns(texts, group, ts[keep], side)
@@ -533,7 +573,8 @@ def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
     elif size is not None:
         nbytes = np.where(nbytes >= 0, nbytes, size)
     return Block(
-        cat=cat,
+        cat=_dictionary_array(categories, kept_cats),
+        # long strings: Arrow's hash of their bytes beats Python's dict here
         name=pc.dictionary_encode(pa.array([e.name for e in kept], pa.string())),
         phase=np.where(is_instant[keep], PHASE_INSTANT, PHASE_COMPLETE).astype(np.int8),
         pid=_narrow(kept_pid),
@@ -566,7 +607,10 @@ def _args_columns(
     raw_rows: dict[str, list[Int64Array]] = {}
     for g in np.unique(group).tolist():
         rows = np.flatnonzero(group == g)
-        subset = texts if rows.size == m else [texts[i] for i in rows.tolist()]
+        if rows.size == m:
+            subset = texts
+        else:  # picked in C, as the kept events are
+            subset = list(itemgetter(*rows.tolist())(texts)) if rows.size > 1 else [texts[rows[0]]]
         structs, fields = _decode_group(subset, g)
         if g == GROUP_INSTANT:
             _memory_counters(structs, fields, ts[rows], side)
@@ -626,7 +670,7 @@ def _metadata(events: list[FastEvent] | list[TextEvent], codes: Int64Array, side
 def _flows(
     events: list[FastEvent] | list[TextEvent],
     codes: Int64Array,
-    cats: pa.Array,
+    launch: BoolArray,
     pid: Int64Array,
     tid: Int64Array,
     ts: Int64Array,
@@ -636,13 +680,6 @@ def _flows(
     is_flow = (codes == _PH_S) | (codes == _PH_F) | (codes == _PH_T)
     if not is_flow.any():
         return
-    launch = np.asarray(
-        pc.is_in(
-            pc.utf8_lower(cats),
-            value_set=pa.array(sorted(vendors.KINETO_LAUNCH_FLOW_CATEGORIES)),
-        ).to_numpy(zero_copy_only=False),
-        dtype=np.bool_,
-    )
     rows = np.flatnonzero(is_flow & launch)
     if rows.size == 0:
         return
@@ -696,14 +733,16 @@ def _memory_counters(
     rows = np.flatnonzero((get["total_allocated"] >= 0) | (get["total_reserved"] >= 0))
     if rows.size == 0:
         return
-    keys = list(
-        zip(get["device_type"][rows].tolist(), get["device_id"][rows].tolist(), strict=True)
-    )
-    labels = {}
-    for device_type, device_id in set(keys):
+    # one label per distinct (device type, device id), taken for every row
+    types, type_code = np.unique(get["device_type"][rows], return_inverse=True)
+    ids, id_code = np.unique(get["device_id"][rows], return_inverse=True)
+    pair_codes, row_pair = np.unique(type_code * ids.size + id_code, return_inverse=True)
+    labels = []
+    for code in pair_codes.tolist():
+        device_type, device_id = int(types[code // ids.size]), int(ids[code % ids.size])
         kind = vendors.TORCH_DEVICE_TYPES.get(device_type, f"device_type_{device_type}")
-        labels[device_type, device_id] = kind if device_id < 0 else f"{kind}:{device_id}"
-    tracks = pa.array([labels[key] for key in keys], pa.string())
+        labels.append(kind if device_id < 0 else f"{kind}:{device_id}")
+    tracks = pa.array(labels, pa.string()).take(pa.array(row_pair.reshape(-1)))
     for name, attr in (
         ("allocated_bytes", "total_allocated"),
         ("reserved_bytes", "total_reserved"),
@@ -712,5 +751,7 @@ def _memory_counters(
         present = values >= 0
         side.counter_ts.append(ts[rows][present])
         side.counter_track.append(tracks.filter(pa.array(present)))
-        side.counter_name.append(pa.array([name] * int(present.sum()), pa.string()))
+        side.counter_name.append(
+            pa.array([name], pa.string()).take(np.zeros(int(present.sum()), np.int32))
+        )
         side.counter_value.append(values[present].astype(np.float64))
