@@ -69,6 +69,7 @@ _SNIFF_BYTES = 1 << 20
 _KIND_CODE = {kind: code for code, kind in enumerate(schema.KINDS)}
 _UNKNOWN = -1
 KindArray = npt.NDArray[np.int8]  # codes into schema.KINDS
+_DEVICE_SIDE_KINDS = (*schema.DEVICE_TASK_KINDS, schema.DEVICE_ANNOTATION)
 
 __all__ = ["SOURCE_KIND", "is_kineto", "load_kineto"]
 
@@ -518,6 +519,14 @@ def _classify(
     return kind, unmapped
 
 
+def _of_kinds(kind: KindArray, kinds: tuple[str, ...]) -> npt.NDArray[np.bool_]:
+    """Which rows have one of ``kinds``: a lookup in a table of every kind (cheaper than
+    ``np.isin``, which compares or sorts the million rows)."""
+    table = np.zeros(len(schema.KINDS), np.bool_)
+    table[[_KIND_CODE[name] for name in kinds]] = True
+    return table[kind]
+
+
 def _device_index(values: Int64Array) -> Int64Array:
     """Device numbers for int16: out-of-range ids (a pid used as device) are renumbered."""
     high = int(np.iinfo(np.int16).max)
@@ -546,9 +555,8 @@ def _flow_correlation(
     """
     if not side.flow_id:
         return correlation
-    k = _KIND_CODE
-    launch = np.isin(kind, [k[schema.RUNTIME], k[schema.SYNC]])
-    task = np.isin(kind, [k[x] for x in schema.DEVICE_TASK_KINDS])
+    launch = _of_kinds(kind, (schema.RUNTIME, schema.SYNC))
+    task = _of_kinds(kind, schema.DEVICE_TASK_KINDS)
     missing = np.flatnonzero((launch | task) & (correlation < 0))
     if missing.size == 0:
         return correlation
@@ -586,13 +594,12 @@ def _copy_sizes(kind: KindArray, correlation: Int64Array, nbytes: Int64Array) ->
     ROCm's device copy records carry no size; the HIP call (``hipMemcpyWithStream``, args
     ``size``) does.
     """
-    k = _KIND_CODE
-    tasks = np.isin(kind, [k[schema.MEMCPY], k[schema.MEMSET]])
+    tasks = _of_kinds(kind, (schema.MEMCPY, schema.MEMSET))
     wanting = np.flatnonzero(tasks & (nbytes < 0) & (correlation >= 0))
     if wanting.size == 0:
         return nbytes
     calls = np.flatnonzero(
-        np.isin(kind, [k[schema.RUNTIME], k[schema.SYNC]]) & (nbytes >= 0) & (correlation >= 0)
+        _of_kinds(kind, (schema.RUNTIME, schema.SYNC)) & (nbytes >= 0) & (correlation >= 0)
     )
     if calls.size == 0:
         return nbytes
@@ -612,7 +619,6 @@ def _events_table(
     Every column goes from the blocks straight into sorted order and the blocks let go of it
     on the way, so the import never holds two copies of the table.
     """
-    k = _KIND_CODE
     sizes = [b.phase.size for b in blocks]
     start = _take_column(blocks, "ts") + base_ns
     dur = _take_column(blocks, "dur")
@@ -653,8 +659,7 @@ def _events_table(
         start - base_ns,
         _sorted_column(blocks, sizes, "correlation", position, np.int64),
     )
-    device_kinds = [k[x] for x in (*schema.DEVICE_TASK_KINDS, schema.DEVICE_ANNOTATION)]
-    on_host = ~np.isin(kind, device_kinds)
+    on_host = ~_of_kinds(kind, _DEVICE_SIDE_KINDS)
     device = _sorted_column(blocks, sizes, "device", position, np.int64)
     device[on_host] = 0
     device = _device_index(device)
@@ -665,9 +670,8 @@ def _events_table(
     nbytes = _copy_sizes(
         kind, correlation, _sorted_column(blocks, sizes, "nbytes", position, np.int64, schema.NO_ID)
     )
-    moves_bytes = np.isin(
-        kind,
-        [k[x] for x in (schema.MEMCPY, schema.MEMSET, schema.COMM, schema.RUNTIME, schema.SYNC)],
+    moves_bytes = _of_kinds(
+        kind, (schema.MEMCPY, schema.MEMSET, schema.COMM, schema.RUNTIME, schema.SYNC)
     )
     nbytes[~moves_bytes] = schema.NO_ID
     del moves_bytes
@@ -702,9 +706,7 @@ def _vendor(
     categories = {c.lower() for c in cat.dictionary.to_pylist()}
     if categories & vendors.MTIA_CATEGORIES:
         return vendors.VENDOR_MTIA
-    k = _KIND_CODE
-    device_kinds = [k[x] for x in (*schema.DEVICE_TASK_KINDS, schema.DEVICE_ANNOTATION)]
-    runtime_rows = np.isin(kind, [k[schema.RUNTIME], k[schema.SYNC]])
+    runtime_rows = _of_kinds(kind, (schema.RUNTIME, schema.SYNC))
     name_codes = np.asarray(name.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     used = np.unique(name_codes[runtime_rows])
     runtime_names = name.dictionary.take(pa.array(used, pa.int64())).to_pylist()
@@ -718,7 +720,7 @@ def _vendor(
     )
     if any(vendors.ROCM_DEVICE_NAMES.search(str(n)) for n in device_names):
         return vendors.VENDOR_ROCM
-    if np.isin(kind, device_kinds).any() or runtime_rows.any():
+    if _of_kinds(kind, _DEVICE_SIDE_KINDS).any() or runtime_rows.any():
         return vendors.VENDOR_CUDA
     return vendors.VENDOR_CPU
 
