@@ -40,6 +40,27 @@ def encode(
     return codes, distinct
 
 
+def group_ids(parts: Sequence[IntArray], size: int) -> IntArray:
+    """A dense id per row for the tuples of non-negative codes ``parts`` (each ``size`` long),
+    numbered in the tuples' order.
+
+    The codes are combined as the digits of one number, made dense again only where the
+    next digit would overflow: one sort for a handful of small codes, not one per part.
+    """
+    group = np.zeros(size, dtype=np.int64)
+    bound = 1  # group < bound
+    for part in parts:
+        codes = np.asarray(part, dtype=np.int64).reshape(-1)
+        width = int(codes.max(initial=0)) + 1
+        if bound * width >= 1 << 62:
+            group = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            bound = int(group.max(initial=0)) + 1
+        group = group * width + codes
+        bound *= width
+    dense: IntArray = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return dense
+
+
 def distinct_rows(rows: IntArray, num_rows: int) -> IntArray:
     """The distinct values of ``rows`` (rows of a table of ``num_rows``), sorted: what
     ``np.unique`` gives, through a mask over the table instead of a sort."""

@@ -265,10 +265,11 @@ class AdvisorContext:
         tasks have none of those values, so their args are searched but never parsed."""
         if self.tasks.num_rows == 0:
             return np.zeros(0, dtype=np.int64)
-        # the events' column as it is (no copy): searching it costs less than taking it
-        found = pc.match_substring_regex(self.analysis.events.column("args"), ASCEND_ARG_KEYS)
-        hit = np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
-        return np.flatnonzero(hit[self.task_rows])
+        # the tasks' args taken, then searched: the whole column holds every host event's
+        # args too, and searching it costs more than the take
+        args = self.task_args(np.arange(self.tasks.num_rows, dtype=np.int64))
+        found = pc.match_substring_regex(args, ASCEND_ARG_KEYS)
+        return np.flatnonzero(pc.fill_null(found, False).to_numpy(zero_copy_only=False))
 
     @cached_property
     def task_op_types(self) -> pa.Array:

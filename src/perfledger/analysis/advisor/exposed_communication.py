@@ -32,7 +32,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     if not ctx.step_windows or not ctx.has_device_tasks:
         return Skipped(ID, "no device activity: host-only profile")
     tasks = ctx.tasks
-    kind = tasks["kind"].to_numpy(zero_copy_only=False)
+    kind = ctx.task_kind
     is_comm = kind == "comm"
     if not is_comm.any():
         return Skipped(ID, "no communication task in the trace (one device, or not recorded)")
@@ -49,10 +49,11 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         if rank_analysis.comm is not None:
             sources.update(rank_analysis.comm.source)
 
-    exposed_each = _exposed_per_task(tasks, is_comm)
+    exposed_each = _exposed_per_task(tasks, kind, is_comm)
     comm_rows = np.flatnonzero(is_comm)
     worst = comm_rows[np.argsort(-exposed_each[comm_rows], kind="stable")[:TOP_OFFENDERS]]
-    names = tasks["name"].to_numpy(zero_copy_only=False)
+    # the names of the offenders only (every task's name decoded is a large object array)
+    names = dict(zip(worst.tolist(), tasks["name"].take(worst).to_pylist(), strict=True))
     rank = np.asarray(tasks["rank"], dtype=np.int64)
     step = np.asarray(tasks["step"], dtype=np.int64)
     start = np.asarray(tasks["start_ns"], dtype=np.int64)
@@ -159,9 +160,8 @@ def _waiting_note(waiting: float, count: int, sources: Counter[str]) -> str:
     return ""
 
 
-def _exposed_per_task(tasks: Any, is_comm: np.ndarray) -> np.ndarray:
+def _exposed_per_task(tasks: Any, kind: np.ndarray, is_comm: np.ndarray) -> np.ndarray:
     """For each communication task, its time with no kernel of the same device running."""
-    kind = tasks["kind"].to_numpy(zero_copy_only=False)
     lane = np.asarray(tasks["rank"], dtype=np.int64) * (1 << 20) + np.asarray(
         tasks["device"], dtype=np.int64
     )

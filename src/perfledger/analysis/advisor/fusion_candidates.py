@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
-from perfledger.analysis.advisor.common import encode, offender, spans_of
+from perfledger.analysis.advisor.common import encode, group_ids, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline.estimates import estimate_table
 from perfledger.analysis.roofline.families import ATTENTION, CONV, MATMUL, op_family
@@ -102,10 +102,14 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     keep = length >= int(p["min_chain"])
     if not keep.any():
         return None
-    signatures, signature_of, repeats = np.unique(
-        matrix[keep], axis=0, return_inverse=True, return_counts=True
-    )
-    signature_of = signature_of.reshape(-1)
+    # the distinct chains of labels (in the rows' order, as np.unique over rows gives them),
+    # column by column: a unique over rows of ten columns costs several times more
+    kept = matrix[keep]
+    signature_of = group_ids([kept[:, j] + 1 for j in range(max_chain)], kept.shape[0])
+    repeats = np.bincount(signature_of)
+    first_of = np.full(repeats.size, signature_of.size, dtype=np.int64)
+    np.minimum.at(first_of, signature_of, np.arange(signature_of.size, dtype=np.int64))
+    signatures = kept[first_of]
     frequent = np.flatnonzero(repeats > p["min_repeats"])
     if frequent.size == 0:
         return None

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
-from perfledger.analysis.advisor.common import encode, offender, spans_of
+from perfledger.analysis.advisor.common import encode, group_ids, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
@@ -149,22 +149,16 @@ def _groups(tasks: pa.Table, rows: np.ndarray, grid: pa.Array, block: pa.Array) 
     launch dimensions (kernel_details' grid and block), bytes."""
     # each column encoded whole and read at the rows: no copy of the tasks' strings
     parts = (
-        encode(tasks["kind"])[0],
-        encode(tasks["name"])[0],
-        encode(tasks["op_name"])[0],
-        encode(pc.coalesce(tasks["shapes"], tasks["op_shapes"]))[0],
-        encode(pc.coalesce(tasks["dtypes"], tasks["op_dtypes"]))[0],
-        encode(grid)[0],
-        encode(block)[0],
-        np.asarray(tasks["bytes"], dtype=np.int64),
+        encode(tasks["kind"])[0][rows],
+        encode(tasks["name"])[0][rows],
+        encode(tasks["op_name"])[0][rows],
+        encode(pc.coalesce(tasks["shapes"], tasks["op_shapes"]))[0][rows],
+        encode(pc.coalesce(tasks["dtypes"], tasks["op_dtypes"]))[0][rows],
+        encode(grid)[0][rows],
+        encode(block)[0][rows],
+        np.unique(np.asarray(tasks["bytes"], dtype=np.int64)[rows], return_inverse=True)[1],
     )
-    group = np.zeros(rows.size, dtype=np.int64)
-    for codes in parts:
-        codes = np.unique(np.asarray(codes, dtype=np.int64)[rows], return_inverse=True)[1]
-        codes = codes.reshape(-1)
-        combined = group * (int(codes.max(initial=0)) + 1) + codes
-        group = np.asarray(np.unique(combined, return_inverse=True)[1], dtype=np.int64).reshape(-1)
-    return group
+    return group_ids(parts, rows.size)
 
 
 RULE: Final = Rule(

@@ -43,6 +43,9 @@ ASCEND_PIPES: Final = (
     ("aiv_mte3_ratio", True),
 )
 
+# Rows of the events searched at a time for an operator's recorded dimensions.
+_SHAPES_SLICE: Final = 1 << 16
+
 UNITS_SCHEMA: Final = pa.schema(
     [
         pa.field("rank", pa.int32()),
@@ -311,11 +314,17 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
 
 def _operators_have_shapes(ctx: AdvisorContext) -> bool:
     events = ctx.analysis.events
-    # "[[], []]" and ";;" record arguments but no tensor dimension; the column searched as
-    # it is (a filter would copy it) and the operators' rows read in the result
-    with_dims = pc.match_substring_regex(pc.cast(events.column("shapes"), pa.string()), r"\d")
-    found = np.asarray(pc.fill_null(with_dims, False).to_numpy(zero_copy_only=False), bool)
-    return bool((found & columns.isin(events, "kind", ["cpu_op"])).any())
+    is_op = columns.isin(events, "kind", ["cpu_op"])
+    shapes = events.column("shapes")
+    # slice by slice, up to the first operator with a dimension (the first slice, on traces
+    # recorded with shapes): "[[], []]" and ";;" record arguments but no tensor dimension
+    for begin in range(0, events.num_rows, _SHAPES_SLICE):
+        piece = pc.cast(shapes.slice(begin, _SHAPES_SLICE), pa.string())
+        with_dims = pc.fill_null(pc.match_substring_regex(piece, r"\d"), False)
+        found = np.asarray(with_dims.to_numpy(zero_copy_only=False), dtype=bool)
+        if (found & is_op[begin : begin + _SHAPES_SLICE]).any():
+            return True
+    return False
 
 
 def _devices_of(ctx: AdvisorContext, rank: np.ndarray) -> list[Any]:

@@ -54,9 +54,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfledger.analysis.roofline.arguments import (
     Argument,
@@ -514,17 +514,16 @@ def estimate_table(ops: pa.Table) -> pa.Table:
             columns[column] = pa.array(np.zeros(ops.num_rows, dtype=bool))
         else:
             columns[column] = pa.nulls(ops.num_rows, pa.string())
-    frame = pa.table(columns).append_column(
-        "position", pa.array(np.arange(ops.num_rows, dtype=np.int64))
-    )
-    order = ", ".join(f"{c} NULLS FIRST" for c in _SIGNATURE_COLUMNS)
-    with duckdb.connect() as con:
-        con.register("frame", frame)
-        ranked = con.sql(
-            f"SELECT position, dense_rank() OVER (ORDER BY {order}) - 1 AS signature "
-            "FROM frame ORDER BY position"
-        ).to_arrow_table()
-    signature = np.asarray(ranked.column("signature"), dtype=np.int64)
+    frame = pa.table(columns)
+    # a dense id per distinct signature (nulls alike), column by column: each column's values
+    # hashed to codes, the codes so far and the column's combined and made dense again
+    signature = np.zeros(ops.num_rows, dtype=np.int64)
+    for column in frame.columns:
+        values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        encoded = pc.dictionary_encode(values, null_encoding="encode")
+        codes = np.asarray(encoded.indices, dtype=np.int64)
+        combined = signature * (int(codes.max(initial=0)) + 1) + codes
+        signature = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
     _, first_row = np.unique(signature, return_index=True)
     distinct = frame.take(pa.array(first_row, pa.int64()))
     costs = [_estimate_row(row) for row in distinct.select(list(_SIGNATURE_COLUMNS)).to_pylist()]
