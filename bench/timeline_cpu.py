@@ -37,12 +37,11 @@ import pyarrow.compute as pc
 from perfledger.model.accounts import StepWindow
 from perfledger.model.whatif import path_spans_by_rank
 from perfledger.profiledir import load_profile
-from perfledger.profiledir.reader import read_parquet
 from perfledger.render import timeline
 
 profile_dir, out, whole, step_cap = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 profile = load_profile(profile_dir)
-events = read_parquet(profile_dir / "tables" / "events.parquet")
+events = profile.read_table("events")  # every rank's
 gaps = profile.read_table("gaps", required=False)
 counters = profile.read_table("counters", required=False)
 steps = profile.read_table("steps")
