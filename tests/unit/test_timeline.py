@@ -258,6 +258,35 @@ def test_instants_are_thread_scoped(tmp_path: Path) -> None:
     assert mark["ph"] == "i" and mark["s"] == "t" and "dur" not in mark
 
 
+def test_numbers_of_every_size_keep_their_value(tmp_path: Path) -> None:
+    """Small numbers and large ones, in one file and on one record, side by side: ids and
+    byte counts on both sides of 4096, absent ones left out, steps of -1, times past 4 s."""
+    values = [0, 1, 4095, 4096, 4097, 999_999, 1_000_000, 2**40 + 7]
+    b = EventsBuilder()
+    expected: dict[str, dict[str, int]] = {}
+    for i, value in enumerate(values):
+        name = f"op{i}"
+        fields: dict[str, int] = {"step": value if i % 3 and value < 2**31 else -1}
+        if i % 2:
+            fields["external_id"] = value
+        if i % 4 == 1:
+            fields["bytes"] = values[-1 - i]
+        # far apart, so the same thread holds them side by side (no overlap)
+        b.cpu_op(i * 700 * MS + 3, (value % 9_000 + 1) * US, name, **fields)
+        expected[name] = fields
+    b.add(schema.INSTANT, "mark", 5 * 700 * MS + 10 * MS, 0)
+    summary = write(tmp_path, b.table(), device_busy=False)
+    for name, fields in expected.items():
+        (record,) = slices_named(summary, name)
+        args = {k: v for k, v in record["args"].items() if k in ("step", "external_id", "bytes")}
+        assert args == fields, name
+        i = int(name[2:])
+        assert perfetto_ns(record["ts"]) == i * 700 * MS
+        assert perfetto_ns(record["dur"]) == (values[i] % 9_000 + 1) * US
+    (mark,) = [e for e in load(tmp_path / "t.json.gz")["traceEvents"] if e.get("name") == "mark"]
+    assert "dur" not in mark and perfetto_ns(mark["ts"]) == 5 * 700 * MS + 10 * MS - 3
+
+
 def test_trace_strings_are_escaped_json(tmp_path: Path) -> None:
     evil = '</script><img src=x onerror=alert(1)> "quoted" \\ \n\t\x01 é 中文'
     b = EventsBuilder().cpu_op(0, 10 * US, evil, shapes='[[1, "2"]]')
