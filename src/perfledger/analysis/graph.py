@@ -23,6 +23,7 @@ Pure functions over the canonical events table; vectorised with numpy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Final
 
 import numpy as np
@@ -30,6 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns, opclass
+from perfledger.analysis.graph_plain import PlainColumns
 from perfledger.analysis.graph_waits import (
     event_edges,
     thread_work,
@@ -159,6 +161,12 @@ class StepGraph:
     def end(self) -> Int64Array:
         return self.start + self.dur
 
+    @cached_property
+    def plain(self) -> PlainColumns:
+        """The columns the replay's loop reads, as plain lists, made on first use and shared
+        by every replay of the graph."""
+        return PlainColumns.of(self)
+
 
 @dataclass
 class _Nodes:
@@ -186,14 +194,15 @@ def build_graph(events: pa.Table) -> StepGraph:
     dur = np.maximum(columns.int64(events, "dur_ns"), 0)
     end = start + dur
     correlation = columns.int64(events, "correlation")
-    is_task = np.isin(kinds, schema.DEVICE_TASK_KINDS)
+    # masks of the kind column read on its dictionary: a test per distinct kind, not per row
+    is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     host = device < 0
     names = columns.strings(events, "name") if n else np.zeros(0, dtype=object)
 
     task_rows = np.flatnonzero(is_task)
     launch_of_task = _launch_rows(events, kinds, host, correlation, start, names, task_rows)
     if task_rows.size:
-        is_sync = host & (kinds == schema.SYNC)
+        is_sync = host & columns.isin(events, "kind", [schema.SYNC])
         host_rows = np.union1d(launch_of_task[launch_of_task >= 0], np.flatnonzero(is_sync))
     else:
         is_sync = np.zeros(n, dtype=bool)
@@ -244,9 +253,8 @@ def build_graph(events: pa.Table) -> StepGraph:
     h_pred, h_delay, h_release = _chain(thread_node, h_start, h_dur, pin_first=True)
     # the wait of a synchronisation call starts when its tasks end, not after host work
     h_delay[second] = 0
-    dataloader = union(
-        start[host & (kinds == schema.DATALOADER)], end[host & (kinds == schema.DATALOADER)]
-    )
+    loader = host & columns.isin(events, "kind", [schema.DATALOADER])
+    dataloader = union(start[loader], end[loader])
     gap_start = np.where(h_pred >= 0, h_start - h_delay, h_start)
     h_busy = thread_work(
         events, kinds, host, start, end, thread_keys_arr, thread_node, gap_start, h_start
@@ -397,7 +405,9 @@ def _launch_rows(
     correlation id, none when calls of one name share it.
     """
     result = np.full(task_rows.size, -1, dtype=np.int64)
-    launches = np.flatnonzero(np.isin(kinds, schema.LAUNCH_KINDS) & host & (correlation >= 0))
+    launches = np.flatnonzero(
+        columns.isin(events, "kind", schema.LAUNCH_KINDS) & host & (correlation >= 0)
+    )
     if launches.size == 0 or task_rows.size == 0:
         return result
     keys = correlation[launches]
@@ -430,7 +440,7 @@ def _outermost_slices(
     end: Int64Array,
 ) -> Int64Array:
     """The operator and data-loader slices of each host thread that no other one encloses."""
-    rows = np.flatnonzero(host & np.isin(kinds, [schema.CPU_OP, schema.DATALOADER]))
+    rows = np.flatnonzero(host & columns.isin(events, "kind", [schema.CPU_OP, schema.DATALOADER]))
     if rows.size == 0:
         return rows
     pid = columns.int64(events, "pid")[rows]
@@ -502,7 +512,9 @@ def _sync_waits(
         return empty, empty
     stream = columns.int64(events, "stream")
     names = columns.strings(events, "name")
-    marks = np.flatnonzero((kinds == schema.DEVICE_ANNOTATION) & (correlation >= 0))
+    marks = np.flatnonzero(
+        columns.isin(events, "kind", [schema.DEVICE_ANNOTATION]) & (correlation >= 0)
+    )
     mark_by_corr = dict(zip(correlation[marks].tolist(), marks.tolist(), strict=False))
     scope_device = np.full(syncs.size, -1, dtype=np.int64)
     scope_stream = np.full(syncs.size, -1, dtype=np.int64)
@@ -657,7 +669,7 @@ def _host_names(
     """The host operator each task's external id names (None when none does)."""
     result = np.full(task_rows.size, None, dtype=object)
     external = columns.int64(events, "external_id")
-    ops = np.flatnonzero((kinds == schema.CPU_OP) & (external >= 0))
+    ops = np.flatnonzero(columns.isin(events, "kind", [schema.CPU_OP]) & (external >= 0))
     if ops.size == 0 or task_rows.size == 0:
         return result
     keys, first = np.unique(external[ops], return_index=True)

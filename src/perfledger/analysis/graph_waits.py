@@ -100,7 +100,7 @@ def thread_work(
     covered = np.zeros(gap.size, dtype=np.int64)
     if gap.size == 0 or not (gap > 0).any():
         return np.asarray(np.maximum(gap, 0), np.int64)
-    work = host & np.isin(kinds, WORK_KINDS)
+    work = host & columns.isin(events, "kind", WORK_KINDS)
     pid = columns.int64(events, "pid")
     thread_id = columns.int64(events, "stream")
     for i, (p, t) in enumerate(thread_keys.tolist()):  # a loop over threads
@@ -138,7 +138,7 @@ def event_edges(
     calls = np.flatnonzero(host & columns.isin(events, "name", STREAM_WAIT_CALLS))
     marks = np.flatnonzero(
         ~host
-        & (kinds == schema.DEVICE_ANNOTATION)
+        & columns.isin(events, "kind", [schema.DEVICE_ANNOTATION])
         & columns.isin(events, "name", [STREAM_WAIT_EVENT])
     )
     if task_rows.size == 0 or (calls.size == 0 and marks.size == 0):

@@ -33,6 +33,7 @@ from perfledger.analysis.graph import (
     TASK,
     StepGraph,
 )
+from perfledger.analysis.graph_plain import events_by_node, patched, waits_by_node
 from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
@@ -219,8 +220,9 @@ def replay(graph: StepGraph, change: WhatIf = NO_CHANGE, peers: Peers | None = N
 @dataclass(frozen=True)
 class ScheduleInputs:
     """What the longest-path loop walks for one graph under one change: plain lists and the
-    few edges of the full path (``lists``, in :func:`_schedule`'s order), and the chain
-    delays and predecessors the schedule keeps."""
+    few edges of the full path (``lists``, in :func:`_schedule`'s order), and the columns
+    the schedule keeps or links its nodes with (chain predecessors and delays, launch calls
+    and latencies, releases; ``full``: the nodes of the full path)."""
 
     lists: tuple[
         list[int],
@@ -237,19 +239,45 @@ class ScheduleInputs:
     ]
     chain_delay: Int64Array
     chain_pred: Int64Array
+    launch_src: Int64Array
+    launch_delay: Int64Array
+    release: Int64Array
+    full: npt.NDArray[np.bool_]
 
     def schedule(
         self, start: list[int], end: list[int], via: list[int], how: list[int]
     ) -> Schedule:
-        """The schedule of the loop's results."""
-        return Schedule(
-            start=np.asarray(start, dtype=np.int64),
-            end=np.asarray(end, dtype=np.int64),
+        """The schedule of the loop's results (whose nodes of the short path have no link
+        yet: :meth:`links` gives them)."""
+        n = len(start)
+        schedule = Schedule(
+            start=np.fromiter(start, np.int64, n),
+            end=np.fromiter(end, np.int64, n),
             chain_delay=self.chain_delay,
-            via=np.asarray(via, dtype=np.int64),
-            how=np.asarray(how, dtype=np.int8),
+            via=np.fromiter(via, np.int64, n),
+            # the ways a start was set are a few small numbers: one byte each
+            how=np.frombuffer(bytes(how), dtype=np.int8).copy(),
             chain_pred=self.chain_pred,
         )
+        self.links(schedule)
+        return schedule
+
+    def links(self, schedule: Schedule) -> None:
+        """Fill in ``schedule`` what set the start of each node of the short path that has
+        no link (a chain predecessor or a launch call, else its release), as the loop decides
+        it: the first of the latest, and only above the release."""
+        nodes = np.flatnonzero(~self.full & (schedule.via < 0))
+        pred, launch = self.chain_pred[nodes], self.launch_src[nodes]
+        release = self.release[nodes]
+        chained = pred >= 0
+        by_chain = np.where(chained, schedule.end[pred] + self.chain_delay[nodes], release)
+        chained &= by_chain > release
+        best = np.where(chained, by_chain, release)
+        launched = launch >= 0
+        by_launch = np.where(launched, schedule.start[launch] + self.launch_delay[nodes], best)
+        launched &= by_launch > best
+        schedule.via[nodes] = np.where(launched, launch, np.where(chained, pred, -1))
+        schedule.how[nodes] = np.where(launched, LAUNCHED, np.where(chained, CHAIN, RELEASE))
 
 
 def schedule_inputs(
@@ -258,7 +286,9 @@ def schedule_inputs(
     """The inputs of :func:`replay`'s loop (the ranks replayed together walk them jointly:
     :mod:`perfledger.analysis.replay_joint`)."""
     changes = node_changes(graph, change)
-    dur = np.rint(graph.dur * changes.dur).astype(np.int64)
+    dur = graph.dur
+    if (changes.dur != 1.0).any():
+        dur = np.rint(graph.dur * changes.dur).astype(np.int64)
     transfers: dict[int, tuple[int, int]] = {}
     if peers is not None and peers.node.size:
         # the others' arrival, before its own when it came last (the others waited for it)
@@ -273,12 +303,16 @@ def schedule_inputs(
                 strict=True,
             )
         )
-    host_gap = (graph.kind != TASK) & (graph.chain_delay > 0)
-    # only the thread's own work between two nodes scales, not its waits for other threads
-    scaled_work = np.rint(graph.chain_busy * changes.gap).astype(np.int64)
-    delay = np.where(
-        host_gap, graph.chain_delay - graph.chain_busy + scaled_work, graph.chain_delay
-    )
+    plain = graph.plain
+    if (changes.gap == 1.0).all():
+        delay = graph.chain_delay
+    else:
+        host_gap = (graph.kind != TASK) & (graph.chain_delay > 0)
+        # only the thread's own work between two nodes scales, not its waits for other threads
+        scaled_work = np.rint(graph.chain_busy * changes.gap).astype(np.int64)
+        delay = np.where(
+            host_gap, graph.chain_delay - graph.chain_busy + scaled_work, graph.chain_delay
+        )
     if change.overlap_comm:
         pred = graph.lane_pred
         delay = np.where(graph.kind == TASK, graph.lane_delay, delay)
@@ -294,39 +328,33 @@ def schedule_inputs(
         launch_src = np.where(changes.fused, -1, launch_src)
         delay = np.where(changes.fused, 0, delay)
         release = np.where(changes.fused, FREE, release)
-    events: dict[int, list[tuple[int, int]]] = {}
-    keep_event = np.ones(graph.event_src.size, dtype=bool)
+    events = plain.events
     if change.overlap_comm:
         # communication neither waits for the compute before it nor holds the compute after
         keep_event = ~(graph.is_comm[graph.event_src] | graph.is_comm[graph.event_dst])
-    for src, dst, gap in zip(
-        graph.event_src[keep_event].tolist(),
-        graph.event_dst[keep_event].tolist(),
-        graph.event_delay[keep_event].tolist(),
-        strict=True,
-    ):
-        events.setdefault(dst, []).append((src, gap))
-    waits: dict[int, list[int]] = {}
-    kept = changes.waits
-    for src, dst in zip(graph.wait_src[kept].tolist(), graph.wait_dst[kept].tolist(), strict=True):
-        waits.setdefault(dst, []).append(src)
+        events = events_by_node(
+            graph.event_src[keep_event], graph.event_dst[keep_event], graph.event_delay[keep_event]
+        )
+    waits = plain.waits
+    if not changes.waits.all():
+        kept = changes.waits
+        waits = waits_by_node(graph.wait_src[kept], graph.wait_dst[kept])
     lists = (
-        pred.tolist(),
-        delay.tolist(),
-        launch_src.tolist(),
-        launch_delay.tolist(),
-        release.tolist(),
-        dur.tolist(),
-        graph.start.tolist(),
+        patched(plain.chain_pred, graph.chain_pred, pred),
+        patched(plain.chain_delay, graph.chain_delay, delay),
+        patched(plain.launch_src, graph.launch_src, launch_src),
+        patched(plain.launch_delay, graph.launch_delay, launch_delay),
+        patched(plain.release, graph.release, release),
+        patched(plain.dur, graph.dur, dur),
+        plain.start,
         waits,
-        {
-            v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
-            for v in np.flatnonzero(graph.wake_src >= 0).tolist()
-        },
+        plain.wakes,
         events,
         transfers,
     )
-    return ScheduleInputs(lists, delay, pred)
+    full = np.zeros(graph.size, dtype=bool)
+    full[[*waits, *plain.wakes, *events, *transfers]] = True
+    return ScheduleInputs(lists, delay, pred, launch_src, launch_delay, release, full)
 
 
 def _schedule(
@@ -345,8 +373,9 @@ def _schedule(
     """The longest-path recursion over plain lists (nodes in topological order).
 
     Most nodes have at most a chain predecessor and a launch call: they take the short path
-    (one flag read); the few with wake-ups, event edges, synchronisation waits or a transfer
-    take the full one."""
+    (one flag read), which keeps only their times (what set their start is left unset, -1,
+    for :meth:`ScheduleInputs.links`); the few with wake-ups, event edges, synchronisation
+    waits or a transfer take the full one."""
     n = len(dur)
     state = ScheduleState.of(n, waits, wakes, events, transfers)
     schedule_span(
@@ -407,16 +436,16 @@ def schedule_span(
     if lo or hi < len(dur):
         spans = tuple(column[lo:hi] for column in spans)  # type: ignore[assignment]
     for v, p, d, q, lag, s, length, full in zip(range(lo, hi), *spans, strict=True):
-        by, kind = -1, RELEASE
-        if p >= 0:
-            t = end[p] + d
-            if t > s:
-                s, by, kind = t, p, CHAIN
-        if q >= 0:
-            t = start[q] + lag
-            if t > s:
-                s, by, kind = t, q, LAUNCHED
         if full:
+            by, kind = -1, RELEASE
+            if p >= 0:
+                t = end[p] + d
+                if t > s:
+                    s, by, kind = t, p, CHAIN
+            if q >= 0:
+                t = start[q] + lag
+                if t > s:
+                    s, by, kind = t, q, LAUNCHED
             woken = wakes.get(v)
             if woken is not None:
                 t = start[woken[0]] + woken[1]
@@ -435,14 +464,24 @@ def schedule_span(
             peer = transfers.get(v)
             # a collective: waits for the other ranks' arrival, then transfers
             end[v] = s + length if peer is None else max(s, peer[0]) + peer[1]
-        else:
-            if s == FREE:
-                s = observed[v]
-            start[v] = s
-            end[v] = s + length
-        if by >= 0:
-            via[v] = by
-            how[v] = kind
+            if by >= 0:
+                via[v] = by
+                how[v] = kind
+            continue
+        # the short path: what set the start is worked out afterwards, vectorised
+        # (ScheduleInputs.links), from the times this loop gives
+        if p >= 0:
+            t = end[p] + d
+            if t > s:
+                s = t
+        if q >= 0:
+            t = start[q] + lag
+            if t > s:
+                s = t
+        if s == FREE:
+            s = observed[v]
+        start[v] = s
+        end[v] = s + length
 
 
 def host_threads(

@@ -1,0 +1,87 @@
+"""A step graph's columns as the replay's longest-path loop reads them: plain lists, and the
+few edges of the full path by node.
+
+Made once per graph (``StepGraph.plain``) and shared by every replay of it: a change rebuilds
+only the columns it changes, and a column it changes in a few nodes is the graph's list with
+those items replaced (:func:`patched`) rather than a whole array turned into a list again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfledger.analysis.intervals import Int64Array
+
+if TYPE_CHECKING:
+    from perfledger.analysis.graph import StepGraph
+
+
+@dataclass(frozen=True)
+class PlainColumns:
+    """The columns of a graph the loop reads unchanged by most changes, as lists (node
+    order), and its synchronisation waits, wake-ups and event edges by node."""
+
+    chain_pred: list[int]
+    chain_delay: list[int]
+    launch_src: list[int]
+    launch_delay: list[int]
+    release: list[int]
+    dur: list[int]
+    start: list[int]
+    waits: dict[int, list[int]]
+    wakes: dict[int, tuple[int, int]]
+    events: dict[int, list[tuple[int, int]]]
+
+    @staticmethod
+    def of(graph: StepGraph) -> PlainColumns:
+        """The plain columns of ``graph``."""
+        return PlainColumns(
+            graph.chain_pred.tolist(),
+            graph.chain_delay.tolist(),
+            graph.launch_src.tolist(),
+            graph.launch_delay.tolist(),
+            graph.release.tolist(),
+            graph.dur.tolist(),
+            graph.start.tolist(),
+            waits_by_node(graph.wait_src, graph.wait_dst),
+            {
+                v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
+                for v in np.flatnonzero(graph.wake_src >= 0).tolist()
+            },
+            events_by_node(graph.event_src, graph.event_dst, graph.event_delay),
+        )
+
+
+def waits_by_node(src: Int64Array, dst: Int64Array) -> dict[int, list[int]]:
+    """The tasks each synchronisation wait node waits for."""
+    waits: dict[int, list[int]] = {}
+    for s, d in zip(src.tolist(), dst.tolist(), strict=True):  # the graph's few waits
+        waits.setdefault(d, []).append(s)
+    return waits
+
+
+def events_by_node(
+    src: Int64Array, dst: Int64Array, delay: Int64Array
+) -> dict[int, list[tuple[int, int]]]:
+    """The awaited tasks (and the edge's delay) of each task that waited for an event."""
+    events: dict[int, list[tuple[int, int]]] = {}
+    for s, d, gap in zip(src.tolist(), dst.tolist(), delay.tolist(), strict=True):
+        events.setdefault(d, []).append((s, gap))
+    return events
+
+
+def patched(base: list[int], old: Int64Array, new: Int64Array) -> list[int]:
+    """``new`` as a list, given ``base``, the list of ``old``: ``base`` itself when ``new``
+    is ``old``, a copy with the changed items replaced when few changed, else ``new``'s."""
+    if new is old:
+        return base
+    changed = np.flatnonzero(new != old)
+    if changed.size * 4 > new.size:
+        return list(new.tolist())
+    out = base.copy()
+    for i, value in zip(changed.tolist(), new[changed].tolist(), strict=True):  # the changed
+        out[i] = value
+    return out
