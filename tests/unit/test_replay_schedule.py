@@ -93,3 +93,20 @@ def test_the_schedule_is_the_reference_recursions(
         for change in changes(rank.graph, rank.events):
             schedule = assert_same_schedule(monkeypatch, rank.graph, change, rank_peers)
             assert (schedule.how != RELEASE).any() or rank.graph.size <= 1
+
+
+def test_replays_leave_the_graphs_shared_columns_as_they_were() -> None:
+    # every replay of a graph reads the same plain columns (made once): the changes that
+    # rebuild some of them must not write into them, so the baseline stays the baseline
+    (trace,) = load_traces([data_file("kineto/v100_rank1_test.json.gz")])
+    rank = prepare_rank(analyze_rank(trace).events)
+    graph = rank.graph
+    for change in changes(graph, rank.events):
+        replay(graph, change)
+    again = replay(graph)
+    for name in ("start", "end", "via", "how"):
+        assert np.array_equal(getattr(again, name), getattr(rank.baseline, name)), name
+    plain = graph.plain
+    assert plain.dur == graph.dur.tolist() and plain.chain_delay == graph.chain_delay.tolist()
+    assert plain.launch_delay == graph.launch_delay.tolist()
+    assert plain.release == graph.release.tolist()
