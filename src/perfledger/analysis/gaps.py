@@ -24,6 +24,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis import columns
+from perfledger.analysis.ops import take_rows
 from perfledger.model import schema
 from perfledger.model.accounts import IDLE_CAUSES
 from perfledger.model.gaps import WORST_GAPS_SCHEMA, CauseShare, GapBucket, GapReport
@@ -129,12 +131,11 @@ def _ending_task(events: pa.Table, top: pa.Table) -> pa.Array:
     rank = np.asarray(top["rank"], dtype=np.int64)
     device = np.asarray(top["device"], dtype=np.int64)
     end = np.asarray(top["end_ns"], dtype=np.int64)
-    event_rank = np.asarray(events["rank"], dtype=np.int64)
-    event_device = np.asarray(events["device"], dtype=np.int64)
-    event_start = np.asarray(events["start_ns"], dtype=np.int64)
-    is_task = np.asarray(
-        pc.is_in(events["kind"], value_set=pa.array(list(schema.DEVICE_TASK_KINDS))), dtype=bool
-    )
+    event_rank = columns.int64(events, "rank")
+    event_device = columns.int64(events, "device")
+    event_start = columns.int64(events, "start_ns")
+    # the kinds tested once per distinct kind, not per row
+    is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     chosen = np.full(len(next_task), -1, dtype=np.int64)
     for i, row in enumerate(next_task):
         if row < 0:
@@ -155,20 +156,19 @@ def _ending_task(events: pa.Table, top: pa.Table) -> pa.Array:
         )
         if match.size:
             chosen[i] = match[0]
-    names = events["name"].take(pa.array(np.maximum(chosen, 0), pa.int64(), mask=chosen < 0))
-    return pc.cast(names, pa.string()).combine_chunks()
+    # chunk by chunk: a take on the whole column would first join its chunks
+    return pc.cast(take_rows(events.column("name"), chosen), pa.string())
 
 
 def _running_at(
     events: pa.Table, kind: str, rank: npt.NDArray[np.int64], at_ns: npt.NDArray[np.int64]
 ) -> pa.Array:
     """Name of the innermost ``kind`` event of each rank running at each instant (or null)."""
-    # only the columns used: a filter copies every column it is given (args is half the table)
-    host = events.select(["kind", "rank", "start_ns", "dur_ns", "name"])
-    host = host.filter(pc.equal(host["kind"], kind))
-    host_rank = np.asarray(host["rank"], dtype=np.int64)
-    host_start = np.asarray(host["start_ns"], dtype=np.int64)
-    host_end = host_start + np.asarray(host["dur_ns"], dtype=np.int64)
+    # the rows of that kind read in the columns as they are (a filter copies what it keeps)
+    rows = np.flatnonzero(columns.isin(events, "kind", [kind]))
+    host_rank = columns.int64(events, "rank")[rows]
+    host_start = columns.int64(events, "start_ns")[rows]
+    host_end = host_start + columns.int64(events, "dur_ns")[rows]
     chosen = np.full(len(at_ns), -1, dtype=np.int64)
     # One vectorised pass per reported gap (a handful), not per event.
     for i, (r, t) in enumerate(zip(rank, at_ns, strict=True)):
@@ -176,5 +176,5 @@ def _running_at(
         if running.size:
             pick = np.lexsort((host_end[running] - host_start[running], -host_start[running]))
             chosen[i] = running[pick[0]]
-    names = host["name"].take(pa.array(np.maximum(chosen, 0), pa.int64(), mask=chosen < 0))
-    return pc.cast(names, pa.string()).combine_chunks()
+    picked = np.where(chosen >= 0, rows[np.maximum(chosen, 0)] if rows.size else -1, -1)
+    return pc.cast(take_rows(events.column("name"), picked), pa.string())

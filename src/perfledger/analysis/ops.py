@@ -194,31 +194,30 @@ def launch_config(args: pa.Array) -> dict[str, pa.Array]:
     """
     dims = [(c, k) for c, k in KERNEL_ARG_KEYS.items() if pa.types.is_string(_config_type(c))]
     figures = [(c, k) for c, k in KERNEL_ARG_KEYS.items() if (c, k) not in dims]
-    dim_keys = [key for _, keys in dims for key in keys]
-    figure_keys = [key for _, keys in figures for key in keys]
+    keys = [key for _, column_keys in dims + figures for key in column_keys]
     selects = []
-    for column, keys in dims:
+    for column, column_keys in dims:
         texts = []
-        for key in keys:
-            raw = f"CAST(dims[{dim_keys.index(key) + 1}] AS VARCHAR)"
+        for key in column_keys:
+            raw = f"CAST(found[{keys.index(key) + 1}] AS VARCHAR)"
             bare = f"regexp_replace({raw}, '[\\[\\] \"]', '', 'g')"
             whole = f"regexp_replace({bare}, '\\.0+(,|$)', '\\1', 'g')"
             texts.append(f"nullif({whole}, 'null')")
         selects.append(f"coalesce({', '.join(texts)}) AS {column}")
-    for column, keys in figures:
+    for column, column_keys in figures:
         sql_type = "BIGINT" if pa.types.is_integer(_config_type(column)) else "DOUBLE"
-        numbers = [f"TRY_CAST(figures[{figure_keys.index(k) + 1}] AS {sql_type})" for k in keys]
+        # the value as json_extract_string gives it: a string without its quotes
+        numbers = [
+            f"TRY_CAST(json_extract_string(found[{keys.index(k) + 1}], '$') AS {sql_type})"
+            for k in column_keys
+        ]
         selects.append(f"coalesce({', '.join(numbers)}) AS {column}")
+    # one parse of each document: try() gives null where json_extract fails (not JSON), as a
+    # json_valid test before it would, without parsing the document a second time
     query = f"""
-        WITH parsed AS (
-            SELECT i, CASE WHEN json_valid(args) THEN args END AS valid_args FROM tasks
-        )
         SELECT {", ".join(selects)}
-        FROM (
-            SELECT i, json_extract(valid_args, {_json_paths(dim_keys)}) AS dims,
-                   json_extract_string(valid_args, {_json_paths(figure_keys)}) AS figures
-            FROM parsed
-        ) ORDER BY i
+        FROM (SELECT i, try(json_extract(args, {_json_paths(keys)})) AS found FROM tasks)
+        ORDER BY i
     """
     tasks = pa.table({"i": pa.array(np.arange(len(args), dtype=np.int64)), "args": args})
     schema_ = pa.schema([KERNEL_DETAILS_SCHEMA.field(c) for c in KERNEL_ARG_KEYS])
