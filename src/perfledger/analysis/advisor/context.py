@@ -263,13 +263,24 @@ class AdvisorContext:
         """Positions in :attr:`tasks` of the tasks whose args name a key of an Ascend
         kernel's (:data:`ASCEND_ARG_KEYS`): the only args the rules need to parse. Other
         tasks have none of those values, so their args are searched but never parsed."""
-        if self.tasks.num_rows == 0:
-            return np.zeros(0, dtype=np.int64)
-        # the tasks' args taken, then searched: the whole column holds every host event's
-        # args too, and searching it costs more than the take
-        args = self.task_args(np.arange(self.tasks.num_rows, dtype=np.int64))
-        found = pc.match_substring_regex(args, ASCEND_ARG_KEYS)
-        return np.flatnonzero(pc.fill_null(found, False).to_numpy(zero_copy_only=False))
+        # the tasks' args taken chunk by chunk and searched: the whole column holds every
+        # host event's args too, and searching it costs more than the takes
+        rows = self.task_rows
+        order = np.argsort(rows, kind="stable")
+        wanted = rows[order]
+        column = self.analysis.events.column("args")
+        bounds = np.cumsum([0, *(len(chunk) for chunk in column.chunks)])
+        cuts = np.searchsorted(wanted, bounds)
+        hit = np.zeros(rows.size, dtype=bool)
+        for i, chunk in enumerate(column.chunks):
+            if cuts[i + 1] == cuts[i]:
+                continue
+            taken = chunk.take(pa.array(wanted[cuts[i] : cuts[i + 1]] - bounds[i]))
+            found = pc.match_substring_regex(pc.cast(taken, pa.string()), ASCEND_ARG_KEYS)
+            hit[order[cuts[i] : cuts[i + 1]]] = np.asarray(
+                pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool
+            )
+        return np.flatnonzero(hit)
 
     @cached_property
     def task_op_types(self) -> pa.Array:

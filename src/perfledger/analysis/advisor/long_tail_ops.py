@@ -69,9 +69,12 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     flagged = np.flatnonzero(slow)
     worst = flagged[np.argsort(-excess[flagged], kind="stable")[:TOP_OFFENDERS]]
     take = rows[worst]
-    name = tasks["name"].to_numpy(zero_copy_only=False)
-    op = tasks["op_name"].to_numpy(zero_copy_only=False)
-    shapes = _shapes(tasks)
+    # the offenders' strings only (every task's decoded is a large object array)
+    at = pa.array(take, pa.int64())
+    name = dict(zip(take.tolist(), tasks["name"].take(at).to_pylist(), strict=True))
+    op = dict(zip(take.tolist(), tasks["op_name"].take(at).to_pylist(), strict=True))
+    own_shapes = pc.coalesce(tasks["shapes"].take(at), tasks["op_shapes"].take(at))
+    shapes = dict(zip(take.tolist(), own_shapes.to_pylist(), strict=True))
     rank = np.asarray(tasks["rank"], dtype=np.int64)
     step = np.asarray(tasks["step"], dtype=np.int64)
     start = np.asarray(tasks["start_ns"], dtype=np.int64)
@@ -132,16 +135,6 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         ),
         spans=spans_of(offenders),
     )
-
-
-def _shapes(tasks: pa.Table) -> np.ndarray:
-    own = tasks["shapes"].is_valid().to_numpy(zero_copy_only=False)
-    shapes: np.ndarray = np.where(
-        own,
-        tasks["shapes"].to_numpy(zero_copy_only=False),
-        tasks["op_shapes"].to_numpy(zero_copy_only=False),
-    )
-    return shapes
 
 
 def _groups(tasks: pa.Table, rows: np.ndarray, grid: pa.Array, block: pa.Array) -> np.ndarray:

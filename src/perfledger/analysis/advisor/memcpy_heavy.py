@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
+import pyarrow as pa
 
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import offender, spans_of
@@ -31,7 +32,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     if not ctx.step_windows or not ctx.has_device_tasks:
         return Skipped(ID, "no device activity: host-only profile")
     tasks = ctx.tasks
-    is_copy = tasks["kind"].to_numpy(zero_copy_only=False) == "memcpy"
+    is_copy = ctx.task_kind == "memcpy"
     if ctx.basis.annotated:
         is_copy &= np.asarray(tasks["step"], dtype=np.int64) >= 0
     if not is_copy.any():
@@ -42,7 +43,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     share = pct(exposed, busy)
 
     rows = np.flatnonzero(is_copy)
-    names = tasks["name"].to_numpy(zero_copy_only=False)[rows].astype(str)
+    names = tasks["name"].take(pa.array(rows, pa.int64())).to_numpy(zero_copy_only=False)
+    names = names.astype(str)
     distinct, index = np.unique(names, return_inverse=True)
     direction = np.array([copy_direction(n) for n in distinct], dtype=object)[index]
     pageable = np.array([is_pageable(n) for n in distinct], dtype=bool)[index]

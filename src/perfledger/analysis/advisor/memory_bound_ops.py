@@ -320,6 +320,8 @@ def _operators_have_shapes(ctx: AdvisorContext) -> bool:
     # recorded with shapes): "[[], []]" and ";;" record arguments but no tensor dimension
     for begin in range(0, events.num_rows, _SHAPES_SLICE):
         piece = pc.cast(shapes.slice(begin, _SHAPES_SLICE), pa.string())
+        if piece.null_count == len(piece):
+            continue  # none recorded here: nothing to search
         with_dims = pc.fill_null(pc.match_substring_regex(piece, r"\d"), False)
         found = np.asarray(with_dims.to_numpy(zero_copy_only=False), dtype=bool)
         if (found & is_op[begin : begin + _SHAPES_SLICE]).any():
