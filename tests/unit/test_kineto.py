@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from perfledger.errors import PerfledgerError, TraceFormatError
 from perfledger.model import schema
-from perfledger.sources import kineto_stream
+from perfledger.sources import kineto, kineto_stream
 from perfledger.sources.kineto import is_kineto, load_kineto
 from perfledger.sources.kineto_columns import float_us_ns, text_us_ns
 from tests import kineto_gen as gen
@@ -595,6 +595,32 @@ def test_chunk_boundaries_do_not_change_the_result(
         assert whole.events.num_rows == len(events)
         assert pieces.meta["trace_keys"] == {"x": 1}
         assert whole.loss is None and pieces.loss is None
+
+
+def test_rows_far_apart_in_the_file_are_laid_out_in_time_order_with_their_texts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two threads written one after the other, their times interleaved: in start order the
+    # table alternates between chunks at both ends of the file (about ten events a chunk).
+    first = [gen.cpu_op(f"a{i}", 1000 + 2 * i, 1, external_id=i, tid=1) for i in range(300)]
+    second = [
+        gen.cpu_op(
+            f"b{i}", 1001 + 2 * i, 1, external_id=1000 + i, tid=2, **{"Input Dims": [[i, 2]]}
+        )
+        for i in range(300)
+    ]
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(kineto, "LAYOUT_PIECE_ROWS", 50)  # and texts laid out in 12 pieces
+    events = load_kineto(write(tmp_path, first + second, name="t.json")).events
+    # by hand: a0 (ts 1000), b0 (1001), a1 (1002), b1 (1003) ...
+    ids = [x for i in range(300) for x in (i, 1000 + i)]
+    assert events["external_id"].to_pylist() == ids
+    assert events["name"].to_pylist() == [f"a{x}" if x < 1000 else f"b{x - 1000}" for x in ids]
+    assert [json.loads(text)["External id"] for text in events["args"].to_pylist()] == ids
+    shapes = events["shapes"].to_pylist()
+    assert [None if s is None else json.loads(s) for s in shapes] == [
+        None if x < 1000 else [[x - 1000, 2]] for x in ids
+    ]
 
 
 def test_progress_reports_the_whole_file(tmp_path: Path) -> None:

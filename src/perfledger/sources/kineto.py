@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gc
 import gzip
-import itertools
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -388,6 +387,11 @@ def _gather_plan(sizes: list[int], order: Int64Array) -> _GatherPlan:
     return _GatherPlan(block, local, last)
 
 
+# The string columns are laid out in pieces of at least this many rows (and at most 32 pieces):
+# a block's text is let go once the pieces have read its last row.
+LAYOUT_PIECE_ROWS = 1 << 16
+
+
 def _sorted_strings(blocks: list[Block], sizes: list[int], column: str, plan: _GatherPlan) -> Any:
     """A string column of all blocks in sorted row order, built piece by piece.
 
@@ -404,23 +408,11 @@ def _sorted_strings(blocks: list[Block], sizes: list[int], column: str, plan: _G
         if part is None:
             parts[j] = pa.nulls(sizes[j], pa.string())
     n = plan.block.size
-    step = max(1 << 16, n // 32 + 1)
+    step = max(LAYOUT_PIECE_ROWS, n // 32 + 1)
     pieces = []
     for begin in range(0, n, step):
         end = min(n, begin + step)
-        by_block = np.argsort(plan.block[begin:end], kind="stable")
-        source = plan.block[begin:end][by_block]
-        local = plan.local[begin:end][by_block]
-        bounds = [0, *(np.flatnonzero(np.diff(source)) + 1).tolist(), by_block.size]
-        segments = []
-        for a, b in itertools.pairwise(bounds):
-            part = parts[int(source[a])]
-            assert part is not None
-            segments.append(part.take(pa.array(local[a:b])))
-        restore = np.empty_like(by_block)
-        restore[by_block] = np.arange(by_block.size)
-        pieces.append(pa.concat_arrays(segments).take(pa.array(restore)))
-        del segments
+        pieces.append(_piece(parts, plan.block[begin:end], plan.local[begin:end]))
         done = np.flatnonzero((plan.last >= begin) & (plan.last < end)).tolist()
         for j in done:
             parts[j] = None
@@ -428,6 +420,34 @@ def _sorted_strings(blocks: list[Block], sizes: list[int], column: str, plan: _G
             # hand the freed text back, or the pool keeps it beside the growing output
             pa.default_memory_pool().release_unused()
     return pa.chunked_array(pieces, pa.string())
+
+
+def _piece(
+    parts: list[pa.Array | None], block: npt.NDArray[np.int32], local: npt.NDArray[np.int32]
+) -> pa.Array:
+    """The strings of rows (``block``, ``local``) in this order, in one take.
+
+    The rows a piece reads from one block lie close together (the sorted order follows
+    time, and so does a block): the stretch of each block from its first to its last row
+    read is joined to the others' (a bulk copy), and the piece taken from that.
+    """
+    # each block's first and last row read: the ends of its run in (block, row) order
+    keys = np.sort((block.astype(np.int64) << 32) | local)
+    heads = np.flatnonzero(np.diff(keys >> 32, prepend=-1))
+    tails = np.append(heads[1:] - 1, keys.size - 1)
+    read = keys[heads] >> 32
+    first = np.zeros(len(parts), np.int64)
+    last = np.zeros(len(parts), np.int64)
+    first[read] = keys[heads] & 0xFFFFFFFF
+    last[read] = keys[tails] & 0xFFFFFFFF
+    stretches = []
+    for j in read.tolist():
+        part = parts[j]
+        assert part is not None
+        stretches.append(part.slice(first[j], last[j] - first[j] + 1))
+    start = np.zeros(len(parts), np.int64)  # where each block's stretch begins in the join
+    start[read] = np.concatenate(([0], np.cumsum(last[read] - first[read] + 1)[:-1]))
+    return pa.concat_arrays(stretches).take(pa.array(start[block] + local - first[block]))
 
 
 def _dictionary(blocks: list[Block], column: str) -> pa.DictionaryArray:
