@@ -14,6 +14,7 @@ import pytest
 from perfledger.analysis.advisor import AdvisorConfig
 from perfledger.analysis.advisor.common import group_ids
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
+from perfledger.analysis.advisor.memory_bound_ops import operator_units
 from tests.advisor_synth import US, analyse
 from tests.synth import EventsBuilder
 
@@ -127,3 +128,41 @@ def test_group_ids_number_the_rows_tuples_in_their_order(width: int) -> None:
     numbering = {key: i for i, key in enumerate(sorted(set(tuples)))}
 
     assert group_ids(parts, size).tolist() == [numbering[t] for t in tuples]
+
+
+def test_operator_units_the_same_whether_or_not_the_args_are_parsed() -> None:
+    """Kernels of operators with and without recorded shapes, several kernels per operator,
+    one without an operator: the units read without parsing any args are those the query
+    over the parsed args gives (args naming an Ascend key that changes nothing)."""
+
+    def profile(formats: bool) -> AdvisorContext:
+        b = EventsBuilder()
+        ext = 0
+        for s in range(3):
+            t0 = s * 1000 * US
+            b.step_mark(t0, 1000 * US, s + 1)
+            for i, (op, shapes) in enumerate(
+                [("aten::mm", "[[8, 8], [8, 8]]"), ("aten::add", None)]
+            ):
+                ext += 1
+                fields = {"shapes": shapes, "dtypes": '["float", "float"]'} if shapes else {}
+                b.cpu_op(t0 + 10 * i * US, 8 * US, op, external_id=ext, **fields)
+                for k in range(2):  # two kernels per operator call
+                    args = {"input_formats": "ND"} if formats else None
+                    at = t0 + (100 + 50 * i + 20 * k) * US
+                    host = t0 + (10 * i + 1 + 3 * k) * US
+                    b.launch(host, 1 * US, at, 15 * US, f"k{i}{k}", external_id=ext, args=args)
+            b.kernel(t0 + 300 * US, 5 * US, "orphan")
+        return AdvisorContext(analyse(b), AdvisorConfig())
+
+    plain, parsed = profile(False), profile(True)
+    assert parsed.ascend_task_positions.size > 0 and plain.ascend_task_positions.size == 0
+
+    units = operator_units(plain)
+
+    assert units.equals(operator_units(parsed))
+    # 3 steps x (mm, add, orphan); each operator's two kernels in one unit
+    assert units.num_rows == 9
+    assert sorted(set(units["name"].to_pylist())) == ["aten::add", "aten::mm", "orphan"]
+    assert set(units["tasks"].to_pylist()) == {1, 2}
+    assert sum(units["time_ns"].to_pylist()) == 3 * (4 * 15 + 5) * US

@@ -87,6 +87,8 @@ def operator_units(ctx: AdvisorContext) -> pa.Table:
     recorded[ctx.ascend_task_positions] = True
     recorded &= is_kernel
     positions = np.flatnonzero(is_kernel)
+    if not recorded.any():
+        return _launching_operators(tasks, positions)
     args = np.full(tasks.num_rows, None, dtype=object)
     if recorded.any():
         args[recorded] = ctx.task_args(np.flatnonzero(recorded)).to_numpy(zero_copy_only=False)
@@ -163,6 +165,55 @@ def operator_units(ctx: AdvisorContext) -> pa.Table:
             "time_ns": units["time_ns"],
             "tasks": units["tasks"],
             "bound_pipe": pa.array(list(bound_pipe), pa.string()),
+        }
+    ).cast(UNITS_SCHEMA)
+
+
+def _launching_operators(tasks: pa.Table, positions: np.ndarray) -> pa.Table:
+    """:func:`operator_units` where no kernel records Ascend args: the unit of a kernel is the
+    operator that launched it (``op_row``), or the kernel alone when it has shapes of its own
+    or no operator. Grouped by sorts, not by a query: what every row of a unit shares (the
+    operator's name, shapes and types) is read at its first row."""
+    row = np.asarray(tasks["row"], dtype=np.int64)[positions]
+    op_row = np.asarray(tasks["op_row"], dtype=np.int64)[positions]
+    own = np.asarray(tasks["shapes"].is_valid(), dtype=bool)[positions]
+    unit = np.where(own | (op_row < 0), -1 - row, op_row)
+    _, first, inverse = np.unique(unit, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    count = first.size
+    step = np.asarray(tasks["step"], dtype=np.int64)[positions]
+    start = np.asarray(tasks["start_ns"], dtype=np.int64)[positions]
+    dur = np.asarray(tasks["dur_ns"], dtype=np.int64)[positions]
+    first_step = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_step, inverse, step)
+    first_start = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_start, inverse, start)
+    last_end = np.full(count, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last_end, inverse, start + dur)
+    time_ns = np.zeros(count, dtype=np.int64)
+    np.add.at(time_ns, inverse, dur)
+    at = pa.array(positions[first], pa.int64())
+    alone = pa.array(unit[first] < 0)
+
+    def either(mine: str, operators: str) -> pa.Array:
+        return pc.if_else(alone, tasks[mine].take(at), tasks[operators].take(at))
+
+    return pa.table(
+        {
+            "rank": tasks["rank"].take(at),
+            "step": pa.array(first_step),
+            "name": either("name", "op_name"),
+            "shapes": either("shapes", "op_shapes"),
+            "dtypes": either("dtypes", "op_dtypes"),
+            "output_shapes": pa.nulls(count, pa.string()),
+            "output_dtypes": pa.nulls(count, pa.string()),
+            "ascend": pa.array(np.zeros(count, dtype=bool)),
+            "packed_layout": pa.array(np.zeros(count, dtype=bool)),
+            "start_ns": pa.array(first_start),
+            "end_ns": pa.array(last_end),
+            "time_ns": pa.array(time_ns),
+            "tasks": pa.array(np.bincount(inverse, minlength=count).astype(np.int64)),
+            "bound_pipe": pa.nulls(count, pa.string()),
         }
     ).cast(UNITS_SCHEMA)
 
