@@ -30,7 +30,6 @@ class PlainColumns:
     launch_delay: list[int]
     release: list[int]
     dur: list[int]
-    start: list[int]
     waits: dict[int, list[int]]
     wakes: dict[int, tuple[int, int]]
     events: dict[int, list[tuple[int, int]]]
@@ -40,12 +39,11 @@ class PlainColumns:
         """The plain columns of ``graph``."""
         return PlainColumns(
             graph.chain_pred.tolist(),
-            graph.chain_delay.tolist(),
+            shared_values(graph.chain_delay),
             graph.launch_src.tolist(),
-            graph.launch_delay.tolist(),
-            graph.release.tolist(),
-            graph.dur.tolist(),
-            graph.start.tolist(),
+            shared_values(graph.launch_delay),
+            shared_values(graph.release),
+            shared_values(graph.dur),
             waits_by_node(graph.wait_src, graph.wait_dst),
             {
                 v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
@@ -53,6 +51,16 @@ class PlainColumns:
             },
             events_by_node(graph.event_src, graph.event_dst, graph.event_delay),
         )
+
+
+def shared_values(column: Int64Array) -> list[int]:
+    """``column`` as a list whose equal items are one object where it holds few distinct
+    values (delays, durations, releases: a few hundred over 400k nodes): a pointer per node
+    rather than an int object each."""
+    values, inverse = np.unique(column, return_inverse=True)
+    if values.size * 4 > column.size:
+        return list(column.tolist())
+    return list(map(values.tolist().__getitem__, inverse.reshape(-1).tolist()))
 
 
 def waits_by_node(src: Int64Array, dst: Int64Array) -> dict[int, list[int]]:

@@ -231,7 +231,7 @@ class ScheduleInputs:
         list[int],
         list[int],
         list[int],
-        list[int],
+        Int64Array,
         dict[int, list[int]],
         dict[int, tuple[int, int]],
         dict[int, list[tuple[int, int]]],
@@ -346,7 +346,7 @@ def schedule_inputs(
         patched(plain.launch_delay, graph.launch_delay, launch_delay),
         patched(plain.release, graph.release, release),
         patched(plain.dur, graph.dur, dur),
-        plain.start,
+        graph.start,  # read only where nothing else sets a start: not made a list
         waits,
         plain.wakes,
         events,
@@ -364,7 +364,7 @@ def _schedule(
     launch_delay: list[int],
     release: list[int],
     dur: list[int],
-    observed: list[int],
+    observed: Int64Array,
     waits: dict[int, list[int]],
     wakes: dict[int, tuple[int, int]],
     events: dict[int, list[tuple[int, int]]],
@@ -416,7 +416,7 @@ class ScheduleState:
 
 def schedule_span(
     state: ScheduleState,
-    nodes: tuple[list[int], list[int], list[int], list[int], list[int], list[int], list[int]],
+    nodes: tuple[list[int], list[int], list[int], list[int], list[int], list[int], Int64Array],
     edges: tuple[
         dict[int, list[int]],
         dict[int, tuple[int, int]],
@@ -459,7 +459,7 @@ def schedule_span(
                 if end[w] > s:
                     s, by, kind = end[w], w, WAITED
             if s == FREE:
-                s = observed[v]  # nothing to go by: where it was
+                s = int(observed[v])  # nothing to go by: where it was
             start[v] = s
             peer = transfers.get(v)
             # a collective: waits for the other ranks' arrival, then transfers
@@ -479,7 +479,7 @@ def schedule_span(
             if t > s:
                 s = t
         if s == FREE:
-            s = observed[v]
+            s = int(observed[v])
         start[v] = s
         end[v] = s + length
 
