@@ -7,9 +7,10 @@ every phase stacked (bench/README.md has the figures).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
@@ -39,3 +40,21 @@ def release_freed_memory() -> None:
     """Return the blocks Arrow's pool and the C heap hold freed to the system."""
     pa.default_memory_pool().release_unused()
     _malloc_trim()
+
+
+@contextlib.contextmanager
+def returning_pool() -> Iterator[None]:
+    """Arrow allocates from the C heap inside the block (its previous pool again after it).
+
+    Arrow's own pool (mimalloc in the wheels) keeps the pages of freed buffers mapped for
+    reuse, so a large table freed between two passes still counts in the process's memory
+    while the next pass allocates elsewhere; the C heap hands a large buffer's pages back as
+    soon as it is freed (glibc maps each one on its own). Buffers keep the pool that made
+    them: tables made inside the block are freed to it after the block too.
+    """
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)

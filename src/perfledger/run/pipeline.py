@@ -27,7 +27,7 @@ from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
 from perfledger.analysis.profile import step_trace
 from perfledger.errors import PerfledgerError
 from perfledger.files import write_json
-from perfledger.memory import release_freed_memory
+from perfledger.memory import release_freed_memory, returning_pool
 from perfledger.model import schema
 from perfledger.model.profile import ProfileAnalysis
 from perfledger.model.schema import STEP_TIMES_SCHEMA
@@ -165,6 +165,8 @@ def build_profile(
         execution = Execution(workers=0)
     outside = counters.cast(schema.COUNTERS_SCHEMA) if counters is not None else None
     with (
+        # freed tables go back to the system between the passes, not kept by Arrow's pool
+        returning_pool(),
         staged_directory(out_dir, force=force) as staging,
         TaskReport(display, ", ".join(p.name for p in inputs)) as report,
     ):
