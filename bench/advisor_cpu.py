@@ -86,7 +86,8 @@ if __name__ == "__main__":
     best = None
     for _ in range(repeat):
         spent.clear()
-        peak, (elapsed, report) = peak_above(lambda: cpu_of(lambda: diagnose(profile, rules=rules, replays=None)))
+        run = lambda: diagnose(profile, rules=rules, replays=None)
+        peak, (elapsed, report) = peak_above(lambda: cpu_of(run))
         release_freed_memory()
         if best is None or elapsed < best[0]:
             best = (elapsed, dict(spent), peak, report)
