@@ -623,6 +623,25 @@ def test_rows_far_apart_in_the_file_are_laid_out_in_time_order_with_their_texts(
     ]
 
 
+def test_threads_written_side_by_side_are_laid_out_by_thread_in_time_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Six threads written round-robin, each a second apart: in start order a piece of the
+    # table reads every sixth row of each chunk it reads from.
+    events = [
+        gen.cpu_op(f"t{t}op{i}", t * 1_000_000 + i, 1, external_id=t * 1000 + i, tid=t)
+        for i in range(200)
+        for t in range(6)
+    ]
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 16384)
+    monkeypatch.setattr(kineto, "LAYOUT_PIECE_ROWS", 50)
+    table = load_kineto(write(tmp_path, events, name="t.json")).events
+    ids = [t * 1000 + i for t in range(6) for i in range(200)]  # by hand: thread by thread
+    assert table["external_id"].to_pylist() == ids
+    assert [json.loads(text)["External id"] for text in table["args"].to_pylist()] == ids
+    assert table["name"].to_pylist() == [f"t{x // 1000}op{x % 1000}" for x in ids]
+
+
 def test_progress_reports_the_whole_file(tmp_path: Path) -> None:
     path = write(tmp_path, _gpu_trace(), name="p.json.gz")
     calls: list[tuple[int, int]] = []

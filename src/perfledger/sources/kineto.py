@@ -427,27 +427,38 @@ def _piece(
 ) -> pa.Array:
     """The strings of rows (``block``, ``local``) in this order, in one take.
 
-    The rows a piece reads from one block lie close together (the sorted order follows
-    time, and so does a block): the stretch of each block from its first to its last row
-    read is joined to the others' (a bulk copy), and the piece taken from that.
+    The rows a piece reads from one block mostly lie close together (the sorted order
+    follows time, and so does a block): the stretch of such a block from its first to its
+    last row read is joined to the others' (a bulk copy), and the piece taken from that. A
+    block read sparsely (rows of threads far apart in time written side by side) gives only
+    the rows read, so the join never holds more than about twice the piece.
     """
-    # each block's first and last row read: the ends of its run in (block, row) order
-    keys = np.sort((block.astype(np.int64) << 32) | local)
-    heads = np.flatnonzero(np.diff(keys >> 32, prepend=-1))
-    tails = np.append(heads[1:] - 1, keys.size - 1)
-    read = keys[heads] >> 32
-    first = np.zeros(len(parts), np.int64)
-    last = np.zeros(len(parts), np.int64)
-    first[read] = keys[heads] & 0xFFFFFFFF
-    last[read] = keys[tails] & 0xFFFFFFFF
+    keys = (block.astype(np.int64) << 32) | local
+    ordered = np.sort(keys)  # runs of one block each, its rows in file order
+    heads = np.flatnonzero(np.diff(ordered >> 32, prepend=-1))
+    tails = np.append(heads[1:] - 1, ordered.size - 1)
+    read = ordered[heads] >> 32  # the blocks read, ascending
+    first = ordered[heads] & 0xFFFFFFFF
+    last = ordered[tails] & 0xFFFFFFFF
+    dense = last - first <= 2 * (tails - heads + 1) + 16
+    sizes = np.where(dense, last - first + 1, tails - heads + 1)
     stretches = []
-    for j in read.tolist():
+    for i, j in enumerate(read.tolist()):
         part = parts[j]
         assert part is not None
-        stretches.append(part.slice(first[j], last[j] - first[j] + 1))
-    start = np.zeros(len(parts), np.int64)  # where each block's stretch begins in the join
-    start[read] = np.concatenate(([0], np.cumsum(last[read] - first[read] + 1)[:-1]))
-    return pa.concat_arrays(stretches).take(pa.array(start[block] + local - first[block]))
+        if dense[i]:
+            stretches.append(part.slice(first[i], sizes[i]))
+        else:
+            stretches.append(part.take(pa.array(ordered[heads[i] : tails[i] + 1] & 0xFFFFFFFF)))
+    start = np.concatenate(([0], np.cumsum(sizes)[:-1]))  # of each stretch in the join
+    run = np.searchsorted(read, block)
+    index = start[run] + local - first[run]
+    sparse = ~dense[run]
+    if sparse.any():  # a row's place among the rows read of its block
+        index[sparse] = (
+            start[run[sparse]] + np.searchsorted(ordered, keys[sparse]) - heads[run[sparse]]
+        )
+    return pa.concat_arrays(stretches).take(pa.array(index))
 
 
 def _dictionary(blocks: list[Block], column: str) -> pa.DictionaryArray:
