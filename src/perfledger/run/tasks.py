@@ -233,7 +233,9 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             split = rank_analysis.comm
             waits = split.wait_by_row(events.num_rows) if split is not None else None
             prepared = prepare_rank(events, comm_wait=waits) if events.num_rows else None
+            del waits  # the graph keeps its nodes' own
             replay = rank_report(prepared) if prepared is not None else ReplayReport(())
+            release_freed_memory()  # the graph's and the replay's temporaries
             rank_analysis = replace(rank_analysis, replay=replay)
             profile = replace(profile, ranks=(rank_analysis,), replay=replay)
             replayed = time.perf_counter()
