@@ -39,7 +39,7 @@ from perfledger.analysis.steps import mark_steps
 from perfledger.analysis.transfers import copy_spellings
 from perfledger.errors import PerfledgerError
 from perfledger.files import replacing
-from perfledger.memory import release_freed_memory
+from perfledger.memory import release_freed_memory, returning_pool
 from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccount
 from perfledger.model.comm import CommSplit
 from perfledger.model.gaps import GapReport
@@ -177,7 +177,8 @@ def run_rank_task(task: RankTask, progress: TaskProgress | None = None) -> RankR
 
     ``progress``: told the bytes read and each phase (a task run in this process only).
     """
-    outcome = _run(task, progress)
+    with returning_pool():  # a worker process's too, not only build_profile's
+        outcome = _run(task, progress)
     # A worker reads rank after rank: hand the freed rank's memory back before the next one
     # (Arrow's pool and the C heap keep freed blocks otherwise, and the peak creeps up).
     release_freed_memory()
