@@ -688,6 +688,8 @@ def _measured_spans(pieces: Pieces, measured: StepWindow) -> tuple[PathSpan, ...
     start = np.maximum(pieces.start[rows], before)
     kept = end > start
     rows, start, end = rows[kept], start[kept], end[kept]
+    if rows.size == 0:
+        return ()  # nothing of the path inside the measured step
     kept_pieces = pieces.take(rows)
     same = (
         (end[:-1] == start[1:])
@@ -696,7 +698,7 @@ def _measured_spans(pieces: Pieces, measured: StepWindow) -> tuple[PathSpan, ...
         & (kept_pieces.lane[:-1] == kept_pieces.lane[1:])
         & (kept_pieces.part[:-1] == kept_pieces.part[1:])
     )
-    first = np.flatnonzero(np.concatenate([[True], ~same])) if rows.size else rows
+    first = np.flatnonzero(np.concatenate([[True], ~same]))
     last = np.append(first[1:], rows.size) - 1
     merged = kept_pieces.take(first)
     merged = replace(merged, start=start[first], end=end[last])
