@@ -130,9 +130,13 @@ def capped_spans(pieces: Pieces, cap: int) -> tuple[PathSpan, ...]:
     ncat = len(pieces.categories)
     time_in = np.zeros((first.size, ncat), dtype=np.int64)
     np.add.at(time_in, (group, pieces.category), length)
-    # the most time, then the greater name: a score whose order is (time, name)
+    present = np.zeros((first.size, ncat), dtype=bool)
+    present[group, pieces.category] = True
+    # the most time, then the greater name: a score whose order is (time, name); a class
+    # absent from the run scores below every present one (a run of empty pieces has no time)
     name_rank = np.argsort(np.argsort(np.asarray(pieces.categories, dtype=object)))
-    category = np.argmax(time_in * (ncat + 1) + name_rank, axis=1)
+    score = np.where(present, time_in * (ncat + 1) + name_rank, -1)
+    category = np.argmax(score, axis=1)
     by_length = np.lexsort((np.arange(n), -length, group))
     longest = by_length[np.searchsorted(group[by_length], np.arange(first.size))]
     one_lane = np.minimum.reduceat(pieces.lane, first) == np.maximum.reduceat(pieces.lane, first)
