@@ -130,6 +130,21 @@ def test_group_ids_number_the_rows_tuples_in_their_order(width: int) -> None:
     assert group_ids(parts, size).tolist() == [numbering[t] for t in tuples]
 
 
+@pytest.mark.parametrize(("low", "high"), [(0, 1 << 61), (0, 1 << 62), (-(1 << 63), (1 << 63) - 1)])
+def test_group_ids_number_tuples_of_huge_codes_in_their_order(low: int, high: int) -> None:
+    # each part alone fits in an int64, but its digits times the groups before it do not
+    rng = np.random.default_rng(high)
+    size = 300
+    parts = [
+        rng.choice(np.append(rng.integers(low, high, 5, endpoint=True), [low, high]), size)
+        for _ in range(4)
+    ]
+    tuples = list(zip(*(p.tolist() for p in parts), strict=True))
+    numbering = {key: i for i, key in enumerate(sorted(set(tuples)))}
+
+    assert group_ids(parts, size).tolist() == [numbering[t] for t in tuples]
+
+
 def test_operator_units_the_same_whether_or_not_the_args_are_parsed() -> None:
     """Kernels of operators with and without recorded shapes, several kernels per operator,
     one without an operator: the units read without parsing any args are those the query

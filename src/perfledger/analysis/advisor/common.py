@@ -41,7 +41,7 @@ def encode(
 
 
 def group_ids(parts: Sequence[IntArray], size: int) -> IntArray:
-    """A dense id per row for the tuples of non-negative codes ``parts`` (each ``size`` long),
+    """A dense id per row for the tuples of integer codes ``parts`` (each ``size`` long),
     numbered in the tuples' order.
 
     The codes are combined as the digits of one number, made dense again only where the
@@ -51,13 +51,23 @@ def group_ids(parts: Sequence[IntArray], size: int) -> IntArray:
     bound = 1  # group < bound
     for part in parts:
         codes = np.asarray(part, dtype=np.int64).reshape(-1)
+        if codes.size and int(codes.min()) < 0:
+            codes = _dense(codes)
         width = int(codes.max(initial=0)) + 1
         if bound * width >= 1 << 62:
-            group = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            group = _dense(group)
             bound = int(group.max(initial=0)) + 1
+            if bound * width >= 1 << 62:  # the part's own codes too wide: their ranks instead
+                codes = _dense(codes)
+                width = int(codes.max(initial=0)) + 1
         group = group * width + codes
         bound *= width
-    dense: IntArray = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return _dense(group)
+
+
+def _dense(codes: IntArray) -> IntArray:
+    """The rank of each code among the distinct ones (their order kept)."""
+    dense: IntArray = np.unique(codes, return_inverse=True)[1].reshape(-1).astype(np.int64)
     return dense
 
 
