@@ -5,12 +5,15 @@ with the other ranks' arrivals at the collectives."""
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import numpy as np
 import pytest
 
 from perfledger.analysis import replay as replay_module
 from perfledger.analysis.critical_path import collective_arrivals, prepare_rank
 from perfledger.analysis.graph import FREE, StepGraph
+from perfledger.analysis.graph_plain import PlainColumns
 from perfledger.analysis.profile import analyze_rank
 from perfledger.analysis.replay import (
     AWAITED,
@@ -95,18 +98,33 @@ def test_the_schedule_is_the_reference_recursions(
             assert (schedule.how != RELEASE).any() or rank.graph.size <= 1
 
 
-def test_replays_leave_the_graphs_shared_columns_as_they_were() -> None:
+@pytest.mark.parametrize("name", ["kineto/v100_rank1_test.json.gz", "kineto/sampled_2ranks"])
+def test_replays_leave_the_graphs_shared_columns_as_they_were(name: str) -> None:
     # every replay of a graph reads the same plain columns (made once): the changes that
     # rebuild some of them must not write into them, so the baseline stays the baseline
-    (trace,) = load_traces([data_file("kineto/v100_rank1_test.json.gz")])
-    rank = prepare_rank(analyze_rank(trace).events)
-    graph = rank.graph
-    for change in changes(graph, rank.events):
-        replay(graph, change)
-    again = replay(graph)
-    for name in ("start", "end", "via", "how"):
-        assert np.array_equal(getattr(again, name), getattr(rank.baseline, name)), name
-    plain = graph.plain
-    assert plain.dur == graph.dur.tolist() and plain.chain_delay == graph.chain_delay.tolist()
-    assert plain.launch_delay == graph.launch_delay.tolist()
-    assert plain.release == graph.release.tolist()
+    prepared = [prepare_rank(analyze_rank(t).events) for t in load_traces([data_file(name)])]
+    peers: list[Peers | None] = [None] * len(prepared)
+    if len(prepared) > 1:
+        peers = list(collective_arrivals(prepared).peers(None))
+    for rank, rank_peers in zip(prepared, peers, strict=True):
+        graph = rank.graph
+        before = PlainColumns.of(graph)
+        unsynced = tuple(graph.row[graph.wait_dst[::2]].tolist())
+        whatifs = [*changes(graph, rank.events), WhatIf(unsynced_rows=unsynced)]
+        # the changes together: scales, fused tasks, own lanes, fewer waits at once
+        fused = whatifs[-2]
+        whatifs.append(
+            replace(fused, scales=whatifs[1].scales, overlap_comm=True, unsynced_rows=unsynced)
+        )
+        for change in whatifs:
+            replay(graph, change)
+            replay(graph, change, rank_peers)
+        again = replay(graph)
+        for column in ("start", "end", "via", "how"):
+            assert np.array_equal(getattr(again, column), getattr(rank.baseline, column)), column
+        # every field, as made afresh from the graph's arrays before and after the replays:
+        # neither the shared lists and dicts nor the arrays behind them were written
+        after = PlainColumns.of(graph)
+        for field in fields(PlainColumns):
+            shared = getattr(graph.plain, field.name)
+            assert shared == getattr(before, field.name) == getattr(after, field.name), field.name
