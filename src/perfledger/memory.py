@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import threading
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
@@ -42,6 +43,11 @@ def release_freed_memory() -> None:
     _malloc_trim()
 
 
+_pool_lock = threading.Lock()
+_pool_users = 0
+_pool_before: list[pa.MemoryPool] = []
+
+
 @contextlib.contextmanager
 def returning_pool() -> Iterator[None]:
     """Arrow allocates from the C heap inside the block (its previous pool again after it).
@@ -50,11 +56,20 @@ def returning_pool() -> Iterator[None]:
     reuse, so a large table freed between two passes still counts in the process's memory
     while the next pass allocates elsewhere; the C heap hands a large buffer's pages back as
     soon as it is freed (glibc maps each one on its own). Buffers keep the pool that made
-    them: tables made inside the block are freed to it after the block too.
+    them: tables made inside the block are freed to it after the block too. The pool is the
+    process's: blocks entered by several threads at once (tasks of a threaded worker) share
+    it, and the previous pool comes back when the last of them ends.
     """
-    previous = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
+    global _pool_users
+    with _pool_lock:
+        if _pool_users == 0:
+            _pool_before.append(pa.default_memory_pool())
+            pa.set_memory_pool(pa.system_memory_pool())
+        _pool_users += 1
     try:
         yield
     finally:
-        pa.set_memory_pool(previous)
+        with _pool_lock:
+            _pool_users -= 1
+            if _pool_users == 0:
+                pa.set_memory_pool(_pool_before.pop())
