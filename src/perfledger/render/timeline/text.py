@@ -174,12 +174,35 @@ class PieceBuilder:
 
     def _add(self, texts: pa.Array, codes: Any, shown: BoolArray | None) -> None:
         column = np.asarray(codes).astype(np.int32, copy=True)
+        if len(texts) > max(self.rows, _FIXED_TABLE) or texts.nbytes > _KEPT_TABLE_BYTES:
+            texts, column = _used_texts(texts, column, shown)
         column += self._size
         if shown is not None:
             column[~shown] = ABSENT
         self._tables.append(texts)
         self._columns.append(column)
         self._size += len(texts)
+
+
+# A table of distinct texts (names, shapes...) is concatenated into every chunk that uses
+# it: beyond this many texts (more than the fixed tables of literals, small numbers and
+# fractions hold), and more than the piece's records, only the texts its records use go in,
+# so a chunk costs what its records' text does, not the trace's distinct texts; and beyond
+# this many bytes too, so the chunk's tables stay far from pa.string's 2 GiB of offsets.
+_FIXED_TABLE: Final = 8192
+_KEPT_TABLE_BYTES: Final = 4 << 20
+
+
+def _used_texts(
+    texts: pa.Array, codes: npt.NDArray[np.int32], shown: BoolArray | None
+) -> tuple[pa.Array, npt.NDArray[np.int32]]:
+    """The texts that ``codes`` (of the ``shown`` rows) use, and the codes into them."""
+    if shown is None:
+        used, inverse = np.unique(codes, return_inverse=True)
+        return texts.take(pa.array(used)), inverse.astype(np.int32).reshape(codes.shape)
+    used, inverse = np.unique(codes[shown], return_inverse=True)
+    codes[shown] = inverse.reshape(-1)  # the hidden rows' codes become ABSENT anyway
+    return texts.take(pa.array(used)), codes
 
 
 def join_records(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> pa.Array:
