@@ -823,3 +823,15 @@ def test_floats_that_cannot_hold_the_ns_ask_for_the_text() -> None:
     values, valid = float_us_ns(np.array([1712195495505543.0, math.nan]))  # type: ignore[misc]
     assert values[0] == 1712195495505543000
     assert valid.tolist() == [True, False]
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [(schema.INSTANT,), (schema.RUNTIME, schema.SYNC), schema.DEVICE_TASK_KINDS, schema.KINDS],
+)
+def test_a_row_of_no_kind_is_of_none_of_the_kinds(kinds: tuple[str, ...]) -> None:
+    # -1 is the code of a category the vendor table does not know, before it is settled: read
+    # as an index from the end, it would be the last kind (instant)
+    codes = np.array([-1, *range(len(schema.KINDS)), -1], dtype=np.int8)
+    expected = [code >= 0 and schema.KINDS[code] in kinds for code in codes.tolist()]
+    assert kineto._of_kinds(codes, kinds).tolist() == expected
