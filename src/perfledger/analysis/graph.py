@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,7 @@ from perfledger.analysis import columns, opclass
 from perfledger.analysis.graph_plain import PlainColumns
 from perfledger.analysis.graph_waits import (
     event_edges,
+    strings_at,
     thread_work,
     unique_pairs,
     wake_ups,
@@ -187,35 +188,38 @@ class _Nodes:
 
 def build_graph(events: pa.Table) -> StepGraph:
     """The step graph of one rank's canonical events (any order)."""
+    # the unordered graph's temporaries (a column of each kind per row of the events) are
+    # freed before the graph is sorted
+    return _topological(_unordered_graph(events))
+
+
+def _unordered_graph(events: pa.Table) -> StepGraph:
+    """The step graph's nodes, host nodes first, not yet in a topological order."""
     n = events.num_rows
-    kinds = columns.strings(events, "kind") if n else np.zeros(0, dtype=object)
     device = columns.int64(events, "device")
     start = columns.int64(events, "start_ns")
     dur = np.maximum(columns.int64(events, "dur_ns"), 0)
     end = start + dur
     correlation = columns.int64(events, "correlation")
     # masks of the kind column read on its dictionary: a test per distinct kind, not per row
-    is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     host = device < 0
-    names = columns.strings(events, "name") if n else np.zeros(0, dtype=object)
 
-    task_rows = np.flatnonzero(is_task)
-    launch_of_task = _launch_rows(events, kinds, host, correlation, start, names, task_rows)
+    task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
+    launch_of_task = _launch_rows(events, host, correlation, start, task_rows)
     if task_rows.size:
         is_sync = host & columns.isin(events, "kind", [schema.SYNC])
         host_rows = np.union1d(launch_of_task[launch_of_task >= 0], np.flatnonzero(is_sync))
     else:
         is_sync = np.zeros(n, dtype=bool)
-        host_rows = _outermost_slices(events, kinds, host, start, end)
-    pid = columns.int64(events, "pid")
-    thread_id = columns.int64(events, "stream")
-    thread_keys_arr, thread_of = unique_pairs(pid[host_rows], thread_id[host_rows])
+        host_rows = _outermost_slices(events, host, start, end)
+    thread_keys_arr, thread_of = unique_pairs(
+        columns.int64(events, "pid")[host_rows], columns.int64(events, "stream")[host_rows]
+    )
     order = np.lexsort((host_rows, start[host_rows], thread_of))
     host_rows, thread_of = host_rows[order], thread_of[order]
 
     waits_task_row, waits_sync_row = _sync_waits(
         events,
-        kinds,
         device,
         start,
         end,
@@ -225,15 +229,17 @@ def build_graph(events: pa.Table) -> StepGraph:
         host_rows,
         is_sync,
     )
+    sync_here = is_sync[host_rows]
+    del is_sync
+    sync_rows = host_rows[sync_here]
+    sync_of = _RowIndex(sync_rows)
     # the wait of a synchronisation call ends `ret` after the last task it waited for
-    waited_end = np.full(n, FREE, dtype=np.int64)
-    np.maximum.at(waited_end, waits_sync_row, end[waits_task_row])
-    sync_rows = host_rows[is_sync[host_rows]]
-    ret = end[sync_rows] - np.clip(waited_end[sync_rows], start[sync_rows], end[sync_rows])
+    waited_end = np.full(sync_rows.size, FREE, dtype=np.int64)
+    np.maximum.at(waited_end, sync_of(waits_sync_row), end[waits_task_row])
+    ret = end[sync_rows] - np.clip(waited_end, start[sync_rows], end[sync_rows])
 
     nodes = _Nodes({})
     # host nodes: a synchronisation row becomes its call and its wait, in that order
-    sync_here = is_sync[host_rows]
     copies = np.where(sync_here, 2, 1)
     host_row_of = np.repeat(host_rows, copies)
     thread_node = np.repeat(thread_of, copies)
@@ -241,24 +247,25 @@ def build_graph(events: pa.Table) -> StepGraph:
     second[np.cumsum(copies) - 1] = sync_here  # the wait part of each synchronisation row
     first_of_sync = np.zeros(host_row_of.size, dtype=bool)
     first_of_sync[(np.cumsum(copies) - copies)[sync_here]] = True
-    ret_by_row = np.zeros(n, dtype=np.int64)
-    ret_by_row[sync_rows] = ret
+    sync_of_node = sync_of(host_row_of)
+    ret_of_node = np.zeros(host_row_of.size, dtype=np.int64)
+    ret_of_node[sync_of_node >= 0] = ret[sync_of_node[sync_of_node >= 0]]
     h_kind = np.where(
         second,
         SYNC_WAIT,
         np.where(first_of_sync, SYNC_CALL, HOST_OP if not task_rows.size else LAUNCH),
     ).astype(np.int8)
-    h_start = np.where(second, end[host_row_of] - ret_by_row[host_row_of], start[host_row_of])
-    h_dur = np.where(second, ret_by_row[host_row_of], np.where(first_of_sync, 0, dur[host_row_of]))
+    h_start = np.where(second, end[host_row_of] - ret_of_node, start[host_row_of])
+    h_dur = np.where(second, ret_of_node, np.where(first_of_sync, 0, dur[host_row_of]))
     h_pred, h_delay, h_release = _chain(thread_node, h_start, h_dur, pin_first=True)
     # the wait of a synchronisation call starts when its tasks end, not after host work
     h_delay[second] = 0
     loader = host & columns.isin(events, "kind", [schema.DATALOADER])
     dataloader = union(start[loader], end[loader])
+    loader_node = loader[host_row_of]  # host nodes are host rows: of the data loader's kind
+    del loader
     gap_start = np.where(h_pred >= 0, h_start - h_delay, h_start)
-    h_busy = thread_work(
-        events, kinds, host, start, end, thread_keys_arr, thread_node, gap_start, h_start
-    )
+    h_busy = thread_work(events, host, start, end, thread_keys_arr, thread_node, gap_start, h_start)
     h_wake, h_wake_delay = wake_ups(
         thread_node, h_kind == SYNC_WAIT, h_pred, h_start, gap_start, h_delay, h_busy
     )
@@ -271,7 +278,7 @@ def build_graph(events: pa.Table) -> StepGraph:
     h_class = np.select(
         [h_kind == LAUNCH, (h_kind == SYNC_CALL) | (h_kind == SYNC_WAIT)],
         [CLASS_CODE[LAUNCH_OVERHEAD], CLASS_CODE[SYNC]],
-        np.where(kinds[host_row_of] == schema.DATALOADER, CLASS_CODE[DATALOADER], CLASS_CODE[HOST]),
+        np.where(loader_node, CLASS_CODE[DATALOADER], CLASS_CODE[HOST]),
     )
     n_host = host_row_of.size
     nodes.add(
@@ -288,31 +295,24 @@ def build_graph(events: pa.Table) -> StepGraph:
         release=h_release,
         thread=thread_node,
     )
-    host_node_of_row = np.full(n, -1, dtype=np.int64)
-    host_node_of_row[host_row_of[~second]] = np.flatnonzero(~second)
-    wait_node_of_row = np.full(n, -1, dtype=np.int64)
-    wait_node_of_row[host_row_of[second]] = np.flatnonzero(second)
+    host_node_of = _RowIndex(host_row_of[~second], np.flatnonzero(~second))
+    wait_node_of = _RowIndex(host_row_of[second], np.flatnonzero(second))
 
     ev_src_row, ev_dst_row, ev_contradicted = event_edges(
-        events, kinds, host, device, start, end, correlation, task_rows, launch_of_task
+        events, host, device, start, end, correlation, task_rows, launch_of_task
     )
-    task_index_of_row = np.full(n, -1, dtype=np.int64)
-    task_index_of_row[task_rows] = np.arange(task_rows.size)
+    task_index_of = _RowIndex(task_rows)
     task_block = _task_nodes(
         events,
-        kinds,
-        names,
         device,
         start,
         dur,
         task_rows,
         launch_of_task,
-        host_node_of_row,
-        task_index_of_row[ev_src_row],
-        task_index_of_row[ev_dst_row],
+        host_node_of,
+        task_index_of(ev_src_row),
+        task_index_of(ev_dst_row),
     )
-    task_node_of_row = np.full(n, -1, dtype=np.int64)
-    task_node_of_row[task_rows] = n_host + np.arange(task_rows.size)
     nodes.add(
         kind=np.full(task_rows.size, TASK, dtype=np.int8),
         row=task_rows,
@@ -327,6 +327,7 @@ def build_graph(events: pa.Table) -> StepGraph:
         release=task_block["release"],
         thread=np.full(task_rows.size, -1, dtype=np.int64),
     )
+    del device, start, dur, end, correlation, host
     size = n_host + task_rows.size
     kind = nodes.column("kind") if size else np.zeros(0, dtype=np.int8)
     row = nodes.column("row") if size else np.zeros(0, dtype=np.int64)
@@ -345,18 +346,19 @@ def build_graph(events: pa.Table) -> StepGraph:
     node_class = np.zeros(size, dtype=np.int64)
     node_class[:n_host] = h_class
     node_class[n_host:] = task_block["node_class"]
-    wait_src = task_node_of_row[waits_task_row]
-    wait_dst = wait_node_of_row[waits_sync_row]
+    task_of_wait = task_index_of(waits_task_row)
+    wait_src = np.where(task_of_wait >= 0, n_host + task_of_wait, -1)
+    wait_dst = wait_node_of(waits_sync_row)
     keep = (wait_src >= 0) & (wait_dst >= 0)
     wait_src, wait_dst = wait_src[keep], wait_dst[keep]
     flags = {key: np.zeros(size, dtype=bool) for key in ("is_kernel", "is_comm", "is_copy")}
     for key in flags:
         flags[key][n_host:] = task_block[key]
-    name = np.asarray(names[row], dtype=object) if size else np.zeros(0, dtype=object)
+    name = strings_at(events, "name", row) if size else np.zeros(0, dtype=object)
     host_name = np.full(size, None, dtype=object)
     host_name[n_host:] = task_block["host_name"]
 
-    graph = StepGraph(
+    return StepGraph(
         kind=kind.astype(np.int8),
         row=row,
         start=col("start"),
@@ -387,16 +389,29 @@ def build_graph(events: pa.Table) -> StepGraph:
         event_delay=task_block["event_delay"],
         dropped_edges=ev_contradicted,
     )
-    return _topological(graph)
+
+
+class _RowIndex:
+    """Rows of the events (each once) -> a value each (their position when none is given),
+    -1 for any other row: a lookup without a column as long as the events."""
+
+    def __init__(self, rows: Int64Array, values: Int64Array | None = None) -> None:
+        order = np.argsort(rows, kind="stable")
+        self.rows = rows[order]
+        self.values = order if values is None else values[order]
+
+    def __call__(self, rows: Int64Array) -> Int64Array:
+        if self.rows.size == 0:
+            return np.full(rows.size, -1, dtype=np.int64)
+        at = np.clip(np.searchsorted(self.rows, rows), 0, self.rows.size - 1)
+        return np.where(self.rows[at] == rows, self.values[at], -1).astype(np.int64)
 
 
 def _launch_rows(
     events: pa.Table,
-    kinds: npt.NDArray[np.object_],
     host: _BoolArray,
     correlation: Int64Array,
     start: Int64Array,
-    names: npt.NDArray[np.object_],
     task_rows: Int64Array,
 ) -> Int64Array:
     """For each task row, the row of the host call that launched it (-1 when none is known).
@@ -434,7 +449,6 @@ def _launch_rows(
 
 def _outermost_slices(
     events: pa.Table,
-    kinds: npt.NDArray[np.object_],
     host: _BoolArray,
     start: Int64Array,
     end: Int64Array,
@@ -489,7 +503,6 @@ def _chain(
 
 def _sync_waits(
     events: pa.Table,
-    kinds: npt.NDArray[np.object_],
     device: Int64Array,
     start: Int64Array,
     end: Int64Array,
@@ -511,19 +524,20 @@ def _sync_waits(
     if syncs.size == 0 or task_rows.size == 0:
         return empty, empty
     stream = columns.int64(events, "stream")
-    names = columns.strings(events, "name")
     marks = np.flatnonzero(
         columns.isin(events, "kind", [schema.DEVICE_ANNOTATION]) & (correlation >= 0)
     )
-    mark_by_corr = dict(zip(correlation[marks].tolist(), marks.tolist(), strict=False))
+    mark_names = strings_at(events, "name", marks)
+    mark_by_corr = dict(zip(correlation[marks].tolist(), range(marks.size), strict=False))
     scope_device = np.full(syncs.size, -1, dtype=np.int64)
     scope_stream = np.full(syncs.size, -1, dtype=np.int64)
     for i, corr in enumerate(correlation[syncs].tolist()):  # a loop over sync calls
-        mark = mark_by_corr.get(corr) if corr >= 0 else None
-        if mark is None:
+        at = mark_by_corr.get(corr) if corr >= 0 else None
+        if at is None:
             continue
+        mark = marks[at]
         scope_device[i] = device[mark]
-        if "stream" in str(names[mark]).lower():
+        if "stream" in str(mark_names[at]).lower():
             scope_stream[i] = stream[mark]
     issued = np.where(launch_of_task >= 0, start[np.maximum(launch_of_task, 0)], start[task_rows])
     t_device, t_stream = device[task_rows], stream[task_rows]
@@ -550,14 +564,12 @@ def _sync_waits(
 
 def _task_nodes(
     events: pa.Table,
-    kinds: npt.NDArray[np.object_],
-    names: npt.NDArray[np.object_],
     device: Int64Array,
     start: Int64Array,
     dur: Int64Array,
     task_rows: Int64Array,
     launch_of_task: Int64Array,
-    host_node_of_row: Int64Array,
+    host_node_of: _RowIndex,
     event_src: Int64Array,
     event_dst: Int64Array,
 ) -> dict[str, np.ndarray]:
@@ -566,8 +578,8 @@ def _task_nodes(
     size = task_rows.size
     stream = columns.int64(events, "stream")[task_rows]
     t_start, t_dur = start[task_rows], dur[task_rows]
-    t_kind = kinds[task_rows]
-    t_name = names[task_rows]
+    t_kind = strings_at(events, "kind", task_rows)
+    t_name = strings_at(events, "name", task_rows)
     comm_named = columns.matches(events, "name", lambda x: bool(vendors.COMM_KERNEL.search(x)))
     is_comm = (t_kind == schema.COMM) | comm_named[task_rows]
     is_copy = np.isin(t_kind, [schema.MEMCPY, schema.MEMSET])
@@ -619,7 +631,7 @@ def _task_nodes(
     lane_pred[order2] = np.where(pred2_sorted >= 0, order2[np.maximum(pred2_sorted, 0)], -1)
     lane_delay = np.where(lane_pred == chain_pred, chain_delay, np.maximum(chain_delay, 0))
 
-    host_name = _host_names(events, kinds, task_rows)
+    host_name = _host_names(events, task_rows)
     codes = np.full(size, CLASS_CODE[OTHER], dtype=np.int64)
     codes[is_copy] = CLASS_CODE[COPIES]
     codes[is_comm] = CLASS_CODE[COMMUNICATION]
@@ -639,7 +651,7 @@ def _task_nodes(
                 else CLASS_CODE[f"compute:{c}"]
             )
         codes[rest] = [distinct[t] for t in triples]
-    launch_src = np.where(has_launch, host_node_of_row[np.maximum(launch_of_task, 0)], -1)
+    launch_src = np.where(has_launch, host_node_of(np.maximum(launch_of_task, 0)), -1)
     return {
         "chain_pred": chain_pred,
         "chain_delay": chain_delay,
@@ -663,9 +675,7 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _host_names(
-    events: pa.Table, kinds: npt.NDArray[np.object_], task_rows: Int64Array
-) -> npt.NDArray[np.object_]:
+def _host_names(events: pa.Table, task_rows: Int64Array) -> npt.NDArray[np.object_]:
     """The host operator each task's external id names (None when none does)."""
     result = np.full(task_rows.size, None, dtype=object)
     external = columns.int64(events, "external_id")
@@ -676,8 +686,7 @@ def _host_names(
     wanted = external[task_rows]
     pos = np.clip(np.searchsorted(keys, wanted), 0, keys.size - 1)
     found = (keys[pos] == wanted) & (wanted >= 0)
-    names = columns.strings(events, "name")
-    result[found] = names[ops[first[pos[found]]]]
+    result[found] = strings_at(events, "name", ops[first[pos[found]]])
     return result
 
 
@@ -710,59 +719,70 @@ def _topological(graph: StepGraph) -> StepGraph:
     order = np.lexsort((graph.kind, key))
     rank = np.empty(size, dtype=np.int64)
     rank[order] = np.arange(size)
+    del key, before, roots, depth, chain_order, chain_ids, same, position, has_launch, has_wake
 
     def moved(pointers: Int64Array) -> Int64Array:
         return np.where(pointers >= 0, rank[np.maximum(pointers, 0)], -1)[order]
 
-    chain_pred, lane_pred, launch_src, wake_src = (
-        moved(graph.chain_pred),
-        moved(graph.lane_pred),
-        moved(graph.launch_src),
-        moved(graph.wake_src),
-    )
-    wait_src, wait_dst = rank[graph.wait_src], rank[graph.wait_dst]
+    # the unordered columns, each dropped once its sorted one is made: at most one column of
+    # the graph held twice rather than the whole graph
+    old = dict(vars(graph))
+    del graph
+    sorted_columns: dict[str, Any] = {}
     here = np.arange(size)
     dropped = 0
-    for pointers in (chain_pred, lane_pred, launch_src, wake_src):
+    for key in ("chain_pred", "lane_pred", "launch_src", "wake_src"):
+        pointers = moved(old.pop(key))
         backward = pointers >= here
         dropped += int(backward.sum())
         pointers[backward] = -1
+        sorted_columns[key] = pointers
+    wait_src, wait_dst = rank[old.pop("wait_src")], rank[old.pop("wait_dst")]
     forward = wait_src < wait_dst
     dropped += int((~forward).sum())
-    event_src, event_dst = rank[graph.event_src], rank[graph.event_dst]
+    event_src, event_dst = rank[old.pop("event_src")], rank[old.pop("event_dst")]
     event_forward = event_src < event_dst
     dropped += int((~event_forward).sum())
+    for key in _NODE_COLUMNS:
+        if key not in sorted_columns:
+            sorted_columns[key] = old.pop(key)[order]
     return StepGraph(
-        kind=graph.kind[order],
-        row=graph.row[order],
-        start=graph.start[order],
-        dur=graph.dur[order],
-        chain_pred=chain_pred,
-        chain_delay=graph.chain_delay[order],
-        chain_busy=graph.chain_busy[order],
-        chain_class=graph.chain_class[order],
-        lane_pred=lane_pred,
-        lane_delay=graph.lane_delay[order],
-        launch_src=launch_src,
-        launch_delay=graph.launch_delay[order],
-        wake_src=wake_src,
-        wake_delay=graph.wake_delay[order],
-        release=graph.release[order],
+        **sorted_columns,
         wait_src=wait_src[forward],
         wait_dst=wait_dst[forward],
-        node_class=graph.node_class[order],
-        is_kernel=graph.is_kernel[order],
-        is_comm=graph.is_comm[order],
-        is_copy=graph.is_copy[order],
-        name=graph.name[order],
-        host_name=graph.host_name[order],
-        thread=graph.thread[order],
-        thread_keys=graph.thread_keys,
+        thread_keys=old["thread_keys"],
         event_src=event_src[event_forward],
         event_dst=event_dst[event_forward],
-        event_delay=graph.event_delay[event_forward],
-        dropped_edges=graph.dropped_edges + dropped,
+        event_delay=old["event_delay"][event_forward],
+        dropped_edges=old["dropped_edges"] + dropped,
     )
+
+
+# The graph's columns of one item per node.
+_NODE_COLUMNS: Final = (
+    "kind",
+    "row",
+    "start",
+    "dur",
+    "chain_pred",
+    "chain_delay",
+    "chain_busy",
+    "chain_class",
+    "lane_pred",
+    "lane_delay",
+    "launch_src",
+    "launch_delay",
+    "wake_src",
+    "wake_delay",
+    "release",
+    "node_class",
+    "is_kernel",
+    "is_comm",
+    "is_copy",
+    "name",
+    "host_name",
+    "thread",
+)
 
 
 def _chain_positions(graph: StepGraph) -> tuple[Int64Array, Int64Array]:

@@ -49,6 +49,26 @@ def unique_pairs(first: Int64Array, second: Int64Array) -> tuple[Int64Array, Int
     return distinct.astype(np.int64), inverse.reshape(-1).astype(np.int64)
 
 
+def strings_at(table: pa.Table, column: str, rows: Int64Array) -> npt.NDArray[np.object_]:
+    """A string column's values at ``rows`` as an object array, decoded once per distinct
+    value (:func:`perfledger.analysis.columns.strings` at some rows, without a pointer per row
+    of the table)."""
+    result = np.full(rows.size, None, dtype=object)
+    offset = 0
+    for chunk in table.column(column).chunks:  # a loop over chunks
+        size = len(chunk)
+        here = np.flatnonzero((rows >= offset) & (rows < offset + size))
+        if here.size:
+            local = rows[here] - offset
+            if pa.types.is_dictionary(chunk.type):
+                values = np.asarray(chunk.dictionary.to_pylist(), dtype=object)
+                result[here] = values[chunk.indices.to_numpy(zero_copy_only=False)[local]]
+            else:
+                result[here] = np.asarray(chunk.take(pa.array(local)).to_pylist(), dtype=object)
+        offset += size
+    return result
+
+
 def wake_ups(
     thread: Int64Array,
     wait_end: _BoolArray,
@@ -84,7 +104,6 @@ def wake_ups(
 
 def thread_work(
     events: pa.Table,
-    kinds: npt.NDArray[np.object_],
     host: _BoolArray,
     start: Int64Array,
     end: Int64Array,
@@ -113,7 +132,6 @@ def thread_work(
 
 def event_edges(
     events: pa.Table,
-    kinds: npt.NDArray[np.object_],
     host: _BoolArray,
     device: Int64Array,
     start: Int64Array,
@@ -173,10 +191,11 @@ def event_edges(
     runtime = np.flatnonzero(host & (correlation >= 0)) if marks.size else np.zeros(0, np.int64)
     row_by_corr = dict(zip(correlation[runtime].tolist(), runtime.tolist(), strict=False))
     explained: set[int] = set()
-    args = events.column("args").to_pylist() if marks.size else []
-    for m in marks.tolist():  # a loop over the marks (a few per step)
+    # the args of the marks only: not a Python string per row of the events
+    args = events.column("args").take(pa.array(marks)).to_pylist() if marks.size else []
+    for m, text in zip(marks.tolist(), args, strict=True):  # the marks (a few per step)
         try:
-            detail = json.loads(args[m] or "{}")
+            detail = json.loads(text or "{}")
         except ValueError:
             continue
         on = detail.get("wait_on_stream") if isinstance(detail, dict) else None
