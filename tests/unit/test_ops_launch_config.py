@@ -9,10 +9,11 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from perfledger.analysis.ops import KERNEL_ARG_KEYS, launch_config
+from perfledger.analysis.ops import KERNEL_ARG_KEYS, KINETO_TASK_IDS, launch_config
 from perfledger.model.tables import KERNEL_DETAILS_SCHEMA
 
 _KEYS = [key for keys in KERNEL_ARG_KEYS.values() for key in keys]
@@ -95,6 +96,23 @@ _objects = st.dictionaries(
 )
 
 
+# Kineto's ids before the launch configuration, written as Kineto writes them and damaged:
+# numbers that are not JSON integers, ids as strings, and an id closing the object with a comma.
+_ID_KEYS = ["External id", "queued", "device", "context", "stream", "correlation"]
+_id_values = st.one_of(
+    st.integers(-(10**20), 10**20).map(str),
+    st.sampled_from(["0", "-0", "007", "1.5", "2e3", '"9"', "-", "", "null", "1 2"]),
+)
+
+
+@st.composite
+def _kineto_ids(draw: st.DrawFn) -> str:
+    pairs = draw(st.lists(st.tuples(st.sampled_from(_ID_KEYS), _id_values), max_size=6))
+    separator = draw(st.sampled_from([",", ", ", ",  ", " ,"]))
+    colon = draw(st.sampled_from([": ", ":", " : "]))
+    return "".join(f'"{key}"{colon}{value}{separator}' for key, value in pairs)
+
+
 @st.composite
 def _args_text(draw: st.DrawFn) -> str | None:
     choice = draw(st.integers(0, 9))
@@ -103,6 +121,8 @@ def _args_text(draw: st.DrawFn) -> str | None:
     obj = draw(_objects)
     separators = draw(st.sampled_from([(", ", ": "), (",", ":"), (",", ": "), (" , ", " :  ")]))
     text = json.dumps(obj, separators=separators, ensure_ascii=draw(st.booleans()))
+    if draw(st.booleans()):  # Kineto's ids first, as on every kernel of a Kineto trace
+        text = "{" + draw(_kineto_ids()) + text[1:]
     if choice == 1 and len(text) > 2:  # damaged JSON
         cut = draw(st.integers(1, len(text) - 1))
         text = text[:cut]
@@ -124,10 +144,29 @@ def _args_text(draw: st.DrawFn) -> str | None:
         '{"grid": [1e2, 1]}',
         "not json",
         "{}",
+        '{"External id": 7,"queued": 0, "device": 1, "context": 1,"stream": 7, '
+        '"correlation": 7,"grid": [2, 1, 1],"block": [64, 1, 1]}',
+        '{"External id": 8,"queued": 0, "device": 1, "context": 1,"stream": 7, '
+        '"correlation": 8,"grid": [2, 1, 1],"block": [64, 1, 1]}',
+        '{"correlation": 007,"grid": [2, 1, 1]}',
+        '{"correlation": 99999999999999999999999,"grid": [2, 1, 1]}',
+        '{"correlation": 5,}',
+        '{"stream": 7, "correlation": 5, ',
     ]
 )
 def test_launch_config_matches_duckdb(args: list[str | None]) -> None:
     _check(args)
+
+
+def test_kineto_ids_are_not_configuration_keys() -> None:
+    # launch_config drops the ids before parsing: a configuration key among them would be lost
+    assert not set(_ID_KEYS) & set(_KEYS)
+    for key in _ID_KEYS:
+        text = pa.array([f'{{"{key}": 12, "grid": [1, 2, 3]}}'])
+        assert pc.match_substring_regex(text, KINETO_TASK_IDS).to_pylist() == [True]
+    assert pc.match_substring_regex(
+        pa.array(['{"grid": 1, "x": 2}']), KINETO_TASK_IDS
+    ).to_pylist() == [False]
 
 
 def test_kineto_kernel_args_read_every_field() -> None:
