@@ -228,7 +228,7 @@ def _duplicate_numbers(events: pa.Table) -> int:
     rows = np.flatnonzero(columns.isin(events, "kind", [schema.STEP]))
     if rows.size < 2:
         return 0
-    names = columns.strings(events.take(rows), "name")
+    names = columns.strings(columns.take_rows(events, rows, ["name"]), "name")
     numbers = [step_number(str(name), -1 - i) for i, name in enumerate(names)]
     return len(numbers) - len(set(numbers))
 

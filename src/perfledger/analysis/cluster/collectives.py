@@ -55,19 +55,9 @@ def collective_tasks(events: pa.Table) -> pa.Table:
     is_comm = columns.isin(events, "kind", [schema.COMM])
     if not is_comm.any():
         return COLLECTIVES_SCHEMA.empty_table()
-    rows = pa.array(np.flatnonzero(is_comm), pa.int64())
-    comm = pa.table(
-        {
-            "rank": events["rank"].take(rows),
-            "device": events["device"].take(rows),
-            "step": events["step"].take(rows),
-            "name": pc.cast(events["name"].take(rows), pa.string()),
-            "start_ns": events["start_ns"].take(rows),
-            "dur_ns": events["dur_ns"].take(rows),
-            "args": pc.cast(events["args"].take(rows), pa.string()),
-            "row": rows,
-        }
-    )
+    rows = np.flatnonzero(is_comm)
+    comm = _comm_rows(events, rows, ["rank", "device", "step", "name", "start_ns", "dur_ns"])
+    comm = comm.append_column("row", pa.array(rows, pa.int64()))
     query = """
         SELECT rank, device, step, name, start_ns, dur_ns,
                coalesce(TRY_CAST(CASE WHEN json_valid(args)
@@ -85,6 +75,18 @@ def collective_tasks(events: pa.Table) -> pa.Table:
         return con.sql(query).to_arrow_table().cast(COLLECTIVES_SCHEMA)
 
 
+def _comm_rows(events: pa.Table, rows: np.ndarray, names: list[str]) -> pa.Table:
+    """The columns ``names`` and ``args`` of the communication ``rows``, the strings plain
+    and each column in one piece (the queries read them in this order)."""
+    taken = {}
+    for name in [*names, "args"]:
+        column = columns.take(events.column(name), rows)
+        if pa.types.is_dictionary(column.type):
+            column = pc.cast(column, column.type.value_type)
+        taken[name] = column.combine_chunks()
+    return pa.table(taken)
+
+
 def link_usage(events: pa.Table) -> pa.Table:
     """Bytes and time per transport link and rank, from the collectives' HCCL link figures.
 
@@ -94,14 +96,7 @@ def link_usage(events: pa.Table) -> pa.Table:
     is_comm = columns.isin(events, "kind", [schema.COMM])
     if not is_comm.any():
         return LINKS_SCHEMA.empty_table()
-    rows = pa.array(np.flatnonzero(is_comm), pa.int64())
-    comm = pa.table(
-        {
-            "rank": events["rank"].take(rows),
-            "name": pc.cast(events["name"].take(rows), pa.string()),
-            "args": pc.cast(events["args"].take(rows), pa.string()),
-        }
-    )
+    comm = _comm_rows(events, np.flatnonzero(is_comm), ["rank", "name"])
     query = """
         WITH per_name AS (
             SELECT rank, name, any_value(links) AS links FROM (

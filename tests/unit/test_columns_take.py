@@ -1,0 +1,42 @@
+"""columns.take: rows of a chunked column picked chunk by chunk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfledger.analysis import columns
+
+
+@given(
+    st.lists(st.lists(st.one_of(st.none(), st.text(max_size=4)), max_size=6), max_size=5),
+    st.data(),
+)
+def test_take_picks_the_rows_of_every_chunk(
+    chunks: list[list[str | None]], data: st.DataObject
+) -> None:
+    column = pa.chunked_array([pa.array(c, pa.string()) for c in chunks], pa.string())
+    values = [v for c in chunks for v in c]
+    rows = sorted(data.draw(st.sets(st.integers(0, max(len(values) - 1, 0)))) if values else [])
+    taken = columns.take(column, np.array(rows, dtype=np.int64))
+    assert taken.type == pa.string()
+    assert taken.to_pylist() == [values[r] for r in rows]
+
+
+def test_take_rows_keeps_dictionary_columns_and_reads_only_the_named_columns() -> None:
+    names = pa.array(["a", "b", "a", "c", "b"]).dictionary_encode()
+    table = pa.table(
+        {
+            "name": pa.chunked_array([names.slice(0, 2), names.slice(2)]),
+            "start_ns": pa.chunked_array([[10, 20], [30], [40, 50]], pa.int64()),
+            "args": pa.chunked_array([["x", "y", "z", "w", "v"]]),
+        }
+    )
+    taken = columns.take_rows(table, np.array([1, 2, 4]), ["name", "start_ns"])
+    assert taken.column_names == ["name", "start_ns"]
+    assert taken.schema.field("name").type == table.schema.field("name").type
+    assert taken.column("name").to_pylist() == ["b", "a", "b"]
+    assert taken.column("start_ns").to_pylist() == [20, 30, 50]
+    assert columns.take_rows(table, np.zeros(0, np.int64), ["args"]).num_rows == 0
