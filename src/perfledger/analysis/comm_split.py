@@ -91,7 +91,13 @@ def bus_factor(collective: str | None, ranks: int) -> float:
     return 1.0
 
 
-def comm_split(events: pa.Table, link_gbps: float = math.nan, default_group: int = 0) -> CommSplit:
+def comm_split(
+    events: pa.Table,
+    link_gbps: float = math.nan,
+    default_group: int = 0,
+    *,
+    launches: IntArray | None = None,
+) -> CommSplit:
     """The waiting part of each communication task of one rank (see the module doc).
 
     Args:
@@ -100,16 +106,19 @@ def comm_split(events: pa.Table, link_gbps: float = math.nan, default_group: int
             unknown, so no transfer can be estimated).
         default_group: the ranks of a collective whose task does not say (the job's world
             size, or HCCL's rank count); 0: unknown.
+        launches: :func:`~perfledger.analysis.steps.launch_starts` of ``events`` if already
+            computed.
     """
     rows = np.flatnonzero(columns.isin(events, "kind", [schema.COMM]))
     if rows.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return CommSplit(empty, empty, (), (), empty, empty)
-    taken = events.take(pa.array(rows, pa.int64()))
+    # the columns read, at the tasks' rows only (a take of the table copies every column)
+    taken = columns.take_rows(events, rows, ["dur_ns", "name", "bytes", "args"])
     dur = columns.int64(taken, "dur_ns")
     names = columns.strings(taken, "name")
     nbytes = columns.int64(taken, "bytes").copy()
-    annotated = annotation_messages(events, rows)
+    annotated = annotation_messages(events, rows, launches)
     args = taken.column("args").to_pylist()
     wait = np.zeros(rows.size, dtype=np.int64)
     source: list[str] = []
@@ -171,12 +180,14 @@ def stored_comm_waits(events: pa.Table, rank_meta: Mapping[str, Any]) -> IntArra
     return waits
 
 
-def annotation_messages(events: pa.Table, rows: IntArray) -> list[tuple[int, str | None]]:
+def annotation_messages(
+    events: pa.Table, rows: IntArray, launches: IntArray | None = None
+) -> list[tuple[int, str | None]]:
     """Per communication task (``rows`` of ``events``): the bytes of the first input of the
     ``nccl:<collective>`` annotation (record_function) its launch ran in, and the annotation's
-    name; (-1, None) when its launch is unknown or in no such annotation."""
+    name; (-1, None) when its launch is unknown or in no such annotation. ``launches``:
+    :func:`~perfledger.analysis.steps.launch_starts` of ``events`` if already computed."""
     found: list[tuple[int, str | None]] = [(-1, None)] * rows.size
-    names = columns.strings(events, "name")
     is_annotation = columns.isin(events, "kind", [schema.ANNOTATION])
     marks = np.flatnonzero(
         is_annotation
@@ -184,11 +195,12 @@ def annotation_messages(events: pa.Table, rows: IntArray) -> list[tuple[int, str
     )
     if marks.size == 0 or rows.size == 0:
         return found
-    launch = launch_starts(events)[rows]
+    launch = (launch_starts(events) if launches is None else launches)[rows]
+    names = columns.strings(columns.take_rows(events, marks, ["name"]), "name")
     start = columns.int64(events, "start_ns")[marks]
     end = start + columns.int64(events, "dur_ns")[marks]
     order = np.argsort(start, kind="stable")
-    marks, start, end = marks[order], start[order], end[order]
+    marks, names, start, end = marks[order], names[order], start[order], end[order]
     at = np.searchsorted(start, launch, side="right") - 1
     shapes = events.column("shapes")
     dtypes = events.column("dtypes")
@@ -197,7 +209,7 @@ def annotation_messages(events: pa.Table, rows: IntArray) -> list[tuple[int, str
         if launch[i] >= end[j]:
             continue
         row = int(marks[j])
-        name = str(names[row])[len(_ANNOTATION_PREFIX) :]
+        name = str(names[j])[len(_ANNOTATION_PREFIX) :]
         found[i] = (_tensor_bytes(shapes[row].as_py(), dtypes[row].as_py()), name)
     return found
 

@@ -61,7 +61,9 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     launches = launch_starts(trace.events)
     plan = step_plan(trace.events, launches, where=where)
     events = assign_steps(trace.events, plan.windows, launches)
-    split = comm_split(events, peer_link_gbps(device_from_meta(trace.meta)), _group_size(trace))
+    split = comm_split(
+        events, peer_link_gbps(device_from_meta(trace.meta)), _group_size(trace), launches=launches
+    )
     accounting = device_accounting(
         events, plan.windows, launches, split.wait_by_row(events.num_rows)
     )
@@ -76,7 +78,7 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
             *trace.quality,
             *repairs,
             *plan.checks,
-            *rank_checks(events, plan.windows, accounting, where=where),
+            *rank_checks(events, plan.windows, accounting, where=where, launches=launches),
             *relinked_tasks(links, where=where),
         ),
         device_links=links,

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.intervals import crossing_intervals
+from perfledger.analysis.intervals import Int64Array, crossing_intervals
 from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
 from perfledger.model.accounts import Accounting, HostWindowAccount, StepWindow, WindowAccount
@@ -84,17 +84,21 @@ def rank_checks(
     accounting: Accounting,
     *,
     where: str | None = None,
+    launches: Int64Array | None = None,
 ) -> tuple[QualityCheck, ...]:
     """Every plausibility check of one analysed rank (those that found something); ``where``
-    is what their messages name (the trace's file; default the rank)."""
+    is what their messages name (the trace's file; default the rank). ``launches``:
+    :func:`~perfledger.analysis.steps.launch_starts` of ``events`` if already computed."""
     if events.num_rows == 0:
         return ()
     rank = where or f"rank {int(events.column('rank')[0].as_py())}"
+    if launches is None:
+        launches = launch_starts(events)
     found = [
         _shared_correlation(events, rank),
-        _overlapping_stream_tasks(events, rank),
+        _overlapping_stream_tasks(events, launches, rank),
         _non_nesting_slices(events, rank),
-        _launchless_tasks(events, rank),
+        _launchless_tasks(events, launches, rank),
         _taskless_launches(events, rank),
         _zero_length_tasks(events, rank),
         _empty_windows(events, windows, rank),
@@ -127,7 +131,9 @@ def _shared_correlation(events: pa.Table, rank: str) -> QualityCheck | None:
     )
 
 
-def _overlapping_stream_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
+def _overlapping_stream_tasks(
+    events: pa.Table, launches: Int64Array, rank: str
+) -> QualityCheck | None:
     tasks = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
     if tasks.size < 2:
         return None
@@ -135,7 +141,7 @@ def _overlapping_stream_tasks(events: pa.Table, rank: str) -> QualityCheck | Non
     stream = columns.int64(events, "stream")[tasks]
     start = columns.int64(events, "start_ns")[tasks]
     end = start + columns.int64(events, "dur_ns")[tasks]
-    issued = launch_starts(events)[tasks]
+    issued = launches[tasks]
     order = np.lexsort((start, stream, device))
     same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
     running_end = _running_max_by_group(end[order], same)
@@ -194,11 +200,11 @@ def _non_nesting_slices(events: pa.Table, rank: str) -> QualityCheck | None:
     )
 
 
-def _launchless_tasks(events: pa.Table, rank: str) -> QualityCheck | None:
+def _launchless_tasks(events: pa.Table, launches: Int64Array, rank: str) -> QualityCheck | None:
     tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     if not tasks.any():
         return None
-    count = int((launch_starts(events)[tasks] < 0).sum())
+    count = int((launches[tasks] < 0).sum())
     return QualityCheck(
         LAUNCHLESS_TASKS,
         count,

@@ -233,7 +233,13 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             # the steps replayed here, in parallel over ranks, before the advisor reads them
             split = rank_analysis.comm
             waits = split.wait_by_row(events.num_rows) if split is not None else None
-            prepared = prepare_rank(events, comm_wait=waits) if events.num_rows else None
+            # the windows analyze_rank found: the step plan reads no column assign_steps
+            # fills, so planning again on these events finds the very same
+            prepared = (
+                prepare_rank(events, rank_analysis.windows, comm_wait=waits)
+                if events.num_rows
+                else None
+            )
             del waits  # the graph keeps its nodes' own
             replay = rank_report(prepared) if prepared is not None else ReplayReport(())
             release_freed_memory()  # the graph's and the replay's temporaries
