@@ -27,3 +27,12 @@ def test_take_rows_of_nothing() -> None:
     column = pa.chunked_array([[1, 2]], pa.int64())
     assert take_rows(column, np.zeros(0, dtype=np.int64)).to_pylist() == []
     assert take_rows(column, np.array([-1, -1], dtype=np.int64)).to_pylist() == [None, None]
+
+
+def test_take_rows_decodes_one_dictionary_chunk_with_null_values_and_missing_rows() -> None:
+    values = ["k1", None, "k2", "k1", "k3"]
+    column = pa.chunked_array([pa.array(values).dictionary_encode()])
+    rows = np.array([4, -1, 1, 0, 0, 2, 3], dtype=np.int64)
+    taken = take_rows(column, rows)
+    assert taken.type == pa.string()
+    assert taken.to_pylist() == [values[r] if r >= 0 else None for r in rows]

@@ -425,8 +425,17 @@ def _check_columns(events: pa.Table) -> None:
 
 
 def _kind_mask(events: pa.Table, kinds: Sequence[str]) -> BoolArray:
-    mask = pc.is_in(events["kind"], value_set=pa.array(list(kinds), pa.string()))
-    return np.asarray(pc.fill_null(mask, False), dtype=bool)
+    value_set = pa.array(list(kinds), pa.string())
+    masks = []
+    for chunk in events["kind"].chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            masks.append(np.asarray(pc.fill_null(pc.is_in(chunk, value_set=value_set), False)))
+            continue
+        # one test per distinct kind, then a lookup per row (a null row reads the last entry)
+        wanted = pc.fill_null(pc.is_in(chunk.dictionary, value_set=value_set), False)
+        lookup = np.append(np.asarray(wanted, dtype=bool), False)
+        masks.append(lookup[np.asarray(pc.fill_null(chunk.indices, len(chunk.dictionary)))])
+    return np.concatenate(masks).astype(bool, copy=False) if masks else np.zeros(0, dtype=bool)
 
 
 def _int_column(events: pa.Table, name: str) -> IntArray:
@@ -434,15 +443,20 @@ def _int_column(events: pa.Table, name: str) -> IntArray:
 
 
 def _thread_group(events: pa.Table) -> IntArray:
-    """A dense id per host thread: (rank, pid, thread)."""
+    """A dense id per host thread: (rank, pid, thread), numbered in order of first appearance."""
     group = np.zeros(events.num_rows, dtype=np.int64)
     for column in ("rank", "pid", "stream"):
-        # 1-D uniques per column are far cheaper than a unique over rows; the product of the
-        # distinct counts (ranks x processes x threads) stays small.
-        values, inverse = np.unique(_int_column(events, column), return_inverse=True)
-        group = group * len(values) + inverse.reshape(-1)
-        group = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        # column by column: the ids so far times the column's distinct count plus its own id
+        # stays below rows squared; hashing (Arrow's dictionary encoding) instead of sorting
+        values, count = _dense_ids(_int_column(events, column))
+        group, _ = _dense_ids(group * count + values)
     return group
+
+
+def _dense_ids(values: IntArray) -> tuple[IntArray, int]:
+    """0, 1, ... per distinct value in order of first appearance, and the number of them."""
+    encoded = pc.dictionary_encode(pa.array(values, pa.int64()))
+    return np.asarray(encoded.indices, dtype=np.int64), len(encoded.dictionary)
 
 
 def _string_take(events: pa.Table, column: str, rows: IntArray) -> pa.Array:
@@ -457,6 +471,16 @@ def take_rows(column: pa.ChunkedArray, rows: IntArray) -> pa.Array:
     (131 MB for the args of the bench trace) for a few rows. Dictionary columns come back
     decoded to their values.
     """
+    if column.num_chunks == 1 and pa.types.is_dictionary(column.type):
+        # the codes gathered, then the values taken once in the order asked: taking and
+        # decoding first, then reordering, would copy the (long) names twice
+        chunk = column.chunk(0)
+        codes = np.asarray(pc.fill_null(chunk.indices, -1), dtype=np.int64)
+        rows = np.asarray(rows, dtype=np.int64)
+        picked = np.full(rows.size, -1, dtype=np.int64)
+        asked = rows >= 0
+        picked[asked] = codes[rows[asked]]
+        return chunk.dictionary.take(pa.array(picked, mask=picked < 0))
     found, position = _take_in_row_order(column, rows)
     return found.take(pa.array(position, mask=position < 0))
 
