@@ -281,14 +281,14 @@ def test_counters_and_spans_go_with_their_rank_and_strays_with_the_last(
 def test_each_rank_is_prepared_once_from_its_own_events(
     synthetic: ProfileAnalysis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    prepare = writer.prepare_timeline
+    place = writer.place_timeline
     seen: list[tuple[list[int], int, int]] = []
 
     def spy(events: pa.Table, **kwargs: Any) -> Any:
         seen.append((pc.unique(events["rank"]).to_pylist(), events.num_rows, kwargs["first_pid"]))
-        return prepare(events, **kwargs)
+        return place(events, **kwargs)
 
-    monkeypatch.setattr(writer, "prepare_timeline", spy)
+    monkeypatch.setattr(writer, "place_timeline", spy)
     paths = artefacts.write_timelines(tmp_path, synthetic, [])
     assert len(paths) == 4  # the whole timeline and 3 steps, all from these preparations
     # per rank: host process, device process, analysis process (busy counters)

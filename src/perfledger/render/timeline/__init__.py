@@ -38,6 +38,14 @@ file (in rank order, pids and tids are those of a file written all at once). Rec
 time order within a rank. Each rank's part holds its own findings' spans and counters;
 those of a rank without events of its own go with the last rank.
 
+Step slices written without a whole timeline (analyze of a trace above the whole
+timeline's cap) are prepared a group of neighbouring steps at a time: a rank's tracks,
+numbers, flows, counters and analysis slices are placed once over all its events
+(:func:`place_timeline`), then each group's files are written from a preparation of only
+the event rows that overlap the group's windows (:func:`prepare_rows`), so memory holds a
+few steps' records rather than the trace's. The rows keep their order and the file figures
+are those of the whole rank, so every file holds the bytes of a preparation of every row.
+
 Caps are shared between ranks: of a file capped at N events, each of R ranks keeps its
 earliest ``ceil(N / R)`` events of the file's window (its events starting before the first
 one left out; its gaps, spans and counters stop there too), so every rank shows its own
@@ -51,9 +59,12 @@ from perfledger.render.timeline.file import TIMELINE_FORMAT_VERSION, TimelineSta
 from perfledger.render.timeline.layout import MAX_LANES
 from perfledger.render.timeline.records import (
     IDLE_CAUSE_COLOURS,
+    Placement,
     PreparedTimeline,
     RankPathSpan,
     device_busy_counters,
+    place_timeline,
+    prepare_rows,
     prepare_timeline,
     profile_origin_ns,
 )
@@ -73,6 +84,7 @@ __all__ = [
     "IDLE_CAUSE_COLOURS",
     "MAX_LANES",
     "STEP_MAX_EVENTS",
+    "Placement",
     "STEP_WRITERS",
     "TIMELINE_FORMAT_VERSION",
     "PreparedTimeline",
@@ -80,6 +92,8 @@ __all__ = [
     "TimelinePart",
     "TimelineStats",
     "device_busy_counters",
+    "place_timeline",
+    "prepare_rows",
     "prepare_timeline",
     "profile_origin_ns",
     "write_prepared_step_timelines",

@@ -65,7 +65,7 @@ class TimelineStats:
     dropped: int
 
 
-def _overlaps(
+def overlaps(
     start: Int64Array, dur: Int64Array, lo: int, hi: int, end: Int64Array | None = None
 ) -> BoolArray:
     """Slices that overlap [lo, hi); an instant counts from ``lo`` on."""
@@ -181,14 +181,14 @@ class TimelineFile:
         max_events = self.max_events
         lo, hi = window if window is not None else (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
         if index is None:
-            in_window = _overlaps(ev.start, ev.dur, lo, hi, prepared.event_end)
+            in_window = overlaps(ev.start, ev.dur, lo, hi, prepared.event_end)
             in_window[prepared.dropped] = False
             event_rows = np.flatnonzero(in_window)
         else:
             near = index.events.candidates(lo, hi)
             near = near[~index.dropped[near]]
             event_rows = near[
-                _overlaps(ev.start[near], ev.dur[near], lo, hi, prepared.event_end[near])
+                overlaps(ev.start[near], ev.dur[near], lo, hi, prepared.event_end[near])
             ]
         total = int(event_rows.size)
         cut = hi
@@ -202,10 +202,10 @@ class TimelineFile:
         records: list[tuple[int, Int64Array]] = [(0, event_rows)]  # source, rows
         for i, a in enumerate(prepared.analysis, start=1):
             if index is None:
-                rows = np.flatnonzero(_overlaps(a.start, a.dur, lo, cut))
+                rows = np.flatnonzero(overlaps(a.start, a.dur, lo, cut))
             else:
                 near = index.analysis[i - 1].candidates(lo, cut)
-                rows = near[_overlaps(a.start[near], a.dur[near], lo, cut)]
+                rows = near[overlaps(a.start[near], a.dur[near], lo, cut)]
             records.append((i, rows))
 
         # flows whose both ends are written
@@ -344,7 +344,7 @@ class TimelineFile:
                 flows=int(f_from.size),
                 counters=int(counter_rows.size),
                 overlapping=prepared.overlapping,
-                dropped=int(prepared.dropped.size),
+                dropped=prepared.dropped_count,
                 flows_unplaceable=prepared.flows_unplaceable,
             )
         )

@@ -127,8 +127,11 @@ def event_tracks(events: pa.Table, layout: TrackLayout) -> tuple[Int64Array, lis
     if n == 0:
         return row_thread, thread_keys, 0
     keys, track = unique_rows([rank, category, ident, stream, lane_class])
+    # the track's columns are no longer needed: let them go before the lanes' passes
+    del rank, device, stream, on_device, annotation, category, ident, lane_class
     order = np.argsort(track, kind="stable")
     bounds = np.searchsorted(track[order], np.arange(keys.shape[0] + 1))
+    del track
     overlapping = 0
     for t in range(keys.shape[0]):  # one pass per track, vectorised inside
         r, cat, idn, strm, cls = (int(v) for v in keys[t])

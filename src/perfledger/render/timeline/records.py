@@ -152,6 +152,8 @@ class PreparedTimeline:
         overlapping: slices moved to overflow lanes.
         dropped: rows of ``events`` left out (their track needed more than MAX_LANES lanes).
         event_end: start + dur of every event row, for the window of each file.
+        dropped_count: the event rows left out of the whole profile (or rank), ``dropped``
+            among them (a preparation of some rows, :func:`prepare_rows`, lists none).
     """
 
     origin: int
@@ -167,6 +169,7 @@ class PreparedTimeline:
     overlapping: int
     dropped: Int64Array
     event_end: Int64Array
+    dropped_count: int
 
 
 def profile_origin_ns(events: pa.Table, counters: pa.Table | None = None) -> int:
@@ -537,6 +540,113 @@ def flows(events: pa.Table) -> tuple[Int64Array, Int64Array]:
     return rows_unique[pos[found]], task_rows[found]
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where every record of a profile (or one rank of it) goes, found over all its events.
+
+    A preparation of all the event rows (:func:`prepare_timeline`) and one of some of them
+    (:func:`prepare_rows`, e.g. the rows near a few steps) share it, so the tracks, numbers,
+    flows and counters of a file do not depend on how many rows were prepared with it.
+
+    Attributes:
+        row_thread: per event row, its index into ``thread_keys`` (-1: left out).
+        flow_from, flow_to: event rows of each flow's launch and device task (placeable
+            flows whose both ends are on a track), with ``flow_out_ts`` and ``flow_in_ts``.
+        dropped: the number of event rows left out.
+        Others: as :class:`PreparedTimeline`'s.
+    """
+
+    origin: int
+    row_thread: Int64Array
+    thread_keys: list[ThreadKey]
+    pids: PidMap
+    tids: TidMap
+    metadata: list[Metadata]
+    analysis: list[Slices]
+    counters: CounterSeries
+    flow_from: Int64Array
+    flow_to: Int64Array
+    flow_out_ts: Int64Array
+    flow_in_ts: Int64Array
+    flows_unplaceable: int
+    overlapping: int
+    dropped: int
+
+
+def place_timeline(
+    events: pa.Table,
+    *,
+    gaps: pa.Table | None = None,
+    counters: pa.Table | None = None,
+    findings: Sequence[Mapping[str, Any]] | None = None,
+    process_names: Mapping[int, str] | None = None,
+    origin_ns: int | None = None,
+    device_busy: bool = True,
+    first_pid: int = 1,
+    first_tid: int = 1,
+    critical_path: Sequence[RankPathSpan] = (),
+) -> Placement:
+    """The tracks, numbers, flows, counters and analysis slices of a profile: everything of
+    its preparation but the events' own slices (arguments as :func:`prepare_timeline`)."""
+    check_events(events)
+    origin = profile_origin_ns(events, counters) if origin_ns is None else origin_ns
+    layout = TrackLayout(process_names)
+    row_thread, thread_keys, overlapping = event_tracks(events, layout)
+    gap_build = gap_slices(gaps, layout) if gaps is not None and gaps.num_rows else None
+    finding_build = finding_spans(findings or (), layout)
+    path_build = critical_path_slices(critical_path, layout)
+    all_counters = [c for c in (counters,) if c is not None and c.num_rows]
+    if device_busy:
+        busy_counters = device_busy_counters(busy.device_busy(events, origin_ns=origin))
+        if busy_counters.num_rows:
+            all_counters.append(busy_counters)
+    counter_table = (
+        pa.concat_tables(
+            [
+                c.select(schema.COUNTERS_SCHEMA.names).cast(schema.COUNTERS_SCHEMA)
+                for c in all_counters
+            ]
+        )
+        if all_counters
+        else schema.empty_counters()
+    )
+    counter_build = counter_series(counter_table, layout, origin)
+    del counter_table, all_counters
+    pids, tids, metadata = layout.assign(first_pid, first_tid)
+    analysis = [b(pids, tids) for b in (gap_build, finding_build, path_build) if b is not None]
+    flow_from, flow_to = flows(events)
+    out_ts, in_ts, placeable = flow_points(
+        _rows_of(events, "start_ns", flow_from, flow_to),
+        _rows_of(events, "dur_ns", flow_from, flow_to),
+        np.arange(flow_from.size, dtype=np.int64),
+        np.arange(flow_from.size, flow_from.size * 2, dtype=np.int64),
+    )
+    kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0) & placeable
+    return Placement(
+        origin=origin,
+        row_thread=row_thread,
+        thread_keys=thread_keys,
+        pids=pids,
+        tids=tids,
+        metadata=metadata,
+        analysis=analysis,
+        counters=counter_build(pids),
+        flow_from=flow_from[kept],
+        flow_to=flow_to[kept],
+        flow_out_ts=out_ts[kept],
+        flow_in_ts=in_ts[kept],
+        flows_unplaceable=int((~placeable).sum()),
+        overlapping=overlapping,
+        dropped=int((row_thread < 0).sum()),
+    )
+
+
+def _rows_of(events: pa.Table, column: str, *rows: Int64Array) -> Int64Array:
+    """An integer column's values at the given rows, one run of rows after the other."""
+    values = int64(events, column)
+    return np.concatenate([values[r] for r in rows])
+
+
 def prepare_timeline(
     events: pa.Table,
     *,
@@ -566,67 +676,123 @@ def prepare_timeline(
         critical_path: (rank, step, span) of the steps' critical paths, shown on a
             ``critical path`` track of each rank's analysis process.
     """
-    check_events(events)
-    origin = profile_origin_ns(events, counters) if origin_ns is None else origin_ns
-    layout = TrackLayout(process_names)
-    row_thread, thread_keys, overlapping = event_tracks(events, layout)
-    gap_build = gap_slices(gaps, layout) if gaps is not None and gaps.num_rows else None
-    finding_build = finding_spans(findings or (), layout)
-    path_build = critical_path_slices(critical_path, layout)
-    all_counters = [c for c in (counters,) if c is not None and c.num_rows]
-    if device_busy:
-        busy_counters = device_busy_counters(busy.device_busy(events, origin_ns=origin))
-        if busy_counters.num_rows:
-            all_counters.append(busy_counters)
-    counter_table = (
-        pa.concat_tables(
-            [
-                c.select(schema.COUNTERS_SCHEMA.names).cast(schema.COUNTERS_SCHEMA)
-                for c in all_counters
-            ]
-        )
-        if all_counters
-        else schema.empty_counters()
+    placement = place_timeline(
+        events,
+        gaps=gaps,
+        counters=counters,
+        findings=findings,
+        process_names=process_names,
+        origin_ns=origin_ns,
+        device_busy=device_busy,
+        first_pid=first_pid,
+        first_tid=first_tid,
+        critical_path=critical_path,
     )
-    counter_build = counter_series(counter_table, layout, origin)
-    pids, tids, metadata = layout.assign(first_pid, first_tid)
-    slices = event_slices(events, row_thread, thread_keys, pids, tids)
-    analysis = [b(pids, tids) for b in (gap_build, finding_build, path_build) if b is not None]
-    flow_from, flow_to = flows(events)
-    out_ts, in_ts, placeable = flow_points(slices, flow_from, flow_to)
-    kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0) & placeable
+    return prepare_all_rows(placement, events)
+
+
+def prepare_all_rows(placement: Placement, events: pa.Table) -> PreparedTimeline:
+    """The preparation of every row of ``events``, the table ``placement`` was made from."""
+    slices = event_slices(
+        events, placement.row_thread, placement.thread_keys, placement.pids, placement.tids
+    )
+    return _prepared(
+        placement,
+        slices,
+        placement.flow_from,
+        placement.flow_to,
+        np.ones(placement.flow_from.size, dtype=bool),
+        np.flatnonzero(placement.row_thread < 0),
+    )
+
+
+# The columns an event's slice is formatted from (event_slices).
+_SLICE_COLUMNS: Final = (
+    "start_ns",
+    "dur_ns",
+    "kind",
+    "name",
+    "step",
+    "correlation",
+    "external_id",
+    "bytes",
+    "shapes",
+    "dtypes",
+)
+
+
+def prepare_rows(placement: Placement, events: pa.Table, rows: Int64Array) -> PreparedTimeline:
+    """The preparation of some event rows only (ascending, none left out by the placement).
+
+    A file whose records all lie among these rows (its window's events, and the flows
+    between them) is written from it with the bytes it has when written from the
+    preparation of every row: the rows keep their order, the tracks, numbers, counters,
+    analysis slices and file figures are the placement's, made over all the rows.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size and int(placement.row_thread[rows].min()) < 0:
+        raise ValueError("a preparation of some rows holds no row the placement left out")
+    subset = events.select(list(_SLICE_COLUMNS)).take(pa.array(rows))
+    slices = event_slices(
+        subset, placement.row_thread[rows], placement.thread_keys, placement.pids, placement.tids
+    )
+    del subset
+    # a flow goes with these rows when both its ends are among them
+    member = np.zeros(placement.row_thread.size, dtype=bool)
+    member[rows] = True
+    kept = member[placement.flow_from] & member[placement.flow_to]
+    del member
+    local_from = np.zeros(placement.flow_from.size, dtype=np.int64)
+    local_to = np.zeros(placement.flow_to.size, dtype=np.int64)
+    local_from[kept] = np.searchsorted(rows, placement.flow_from[kept])
+    local_to[kept] = np.searchsorted(rows, placement.flow_to[kept])
+    return _prepared(placement, slices, local_from, local_to, kept, np.zeros(0, dtype=np.int64))
+
+
+def _prepared(
+    placement: Placement,
+    slices: Slices,
+    flow_from: Int64Array,
+    flow_to: Int64Array,
+    flow_kept: BoolArray,
+    dropped: Int64Array,
+) -> PreparedTimeline:
+    """A preparation of the placement's events whose slices are ``slices`` (rows of which
+    ``flow_from`` and ``flow_to`` give the flows' ends, those ``flow_kept``)."""
     return PreparedTimeline(
-        origin=origin,
+        origin=placement.origin,
         events=slices,
-        analysis=analysis,
-        flow_from=flow_from[kept],
-        flow_to=flow_to[kept],
-        flow_out_ts=out_ts[kept],
-        flow_in_ts=in_ts[kept],
-        flows_unplaceable=int((~placeable).sum()),
-        counters=counter_build(pids),
-        metadata=metadata,
-        overlapping=overlapping,
-        dropped=np.flatnonzero(row_thread < 0),
+        analysis=placement.analysis,
+        flow_from=flow_from[flow_kept],
+        flow_to=flow_to[flow_kept],
+        flow_out_ts=placement.flow_out_ts[flow_kept],
+        flow_in_ts=placement.flow_in_ts[flow_kept],
+        flows_unplaceable=placement.flows_unplaceable,
+        counters=placement.counters,
+        metadata=placement.metadata,
+        overlapping=placement.overlapping,
+        dropped=dropped,
         event_end=slices.start + slices.dur,
+        dropped_count=placement.dropped,
     )
 
 
 def flow_points(
-    ev: Slices, launch: Int64Array, task: Int64Array
+    start: Int64Array, dur: Int64Array, launch: Int64Array, task: Int64Array
 ) -> tuple[Int64Array, Int64Array, BoolArray]:
     """Where each flow leaves its launch and enters its task, and whether it can be placed.
 
-    A flow must not go back in time (Perfetto meets its end before its start and drops it),
-    and each end must lie inside its own slice, away from a neighbour starting at the same
-    instant. It leaves the launch at the task's start, but no later than the launch's middle,
-    and enters the task at its middle, but no earlier than it left. Tasks that ended before
+    ``start`` and ``dur``: of the slices that ``launch`` and ``task`` index. A flow must not
+    go back in time (Perfetto meets its end before its start and drops it), and each end
+    must lie inside its own slice, away from a neighbour starting at the same instant. It
+    leaves the launch at the task's start, but no later than the launch's middle, and
+    enters the task at its middle, but no earlier than it left. Tasks that ended before
     their launch began (clock skew between host and device) get no flow.
     """
-    l_start = ev.start[launch]
-    l_mid = l_start + ev.dur[launch] // 2
-    t_start = ev.start[task]
-    t_dur = ev.dur[task]
+    l_start = start[launch]
+    l_mid = l_start + dur[launch] // 2
+    t_start = start[task]
+    t_dur = dur[task]
     t_mid = t_start + t_dur // 2
     out_ts = np.minimum(l_mid, np.maximum(t_start, l_start))
     in_ts = np.maximum(t_mid, out_ts)

@@ -50,7 +50,7 @@ class _SpanIndex:
 
 
 @dataclass(frozen=True)
-class _CounterIndex:
+class CounterIndex:
     """Counter samples by time, and each series' samples by time (for the carried values)."""
 
     by_ts: Int64Array
@@ -60,7 +60,7 @@ class _CounterIndex:
     series_bounds: list[tuple[int, int]]  # each series' run in by_series, in series order
 
     @classmethod
-    def of(cls, counters: CounterSeries) -> _CounterIndex:
+    def of(cls, counters: CounterSeries) -> CounterIndex:
         by_ts = np.argsort(counters.ts, kind="stable").astype(np.int64)
         by_series = np.lexsort((counters.ts, counters.series)).astype(np.int64)
         series = counters.series[by_series]
@@ -109,10 +109,14 @@ class WindowIndex:
     analysis: list[_SpanIndex]
     flows: _SpanIndex
     dropped: BoolArray
-    counters: _CounterIndex
+    counters: CounterIndex
 
     @classmethod
-    def of(cls, prepared: PreparedTimeline, reach: int) -> WindowIndex:
+    def of(
+        cls, prepared: PreparedTimeline, reach: int, counters: CounterIndex | None = None
+    ) -> WindowIndex:
+        """The index of ``prepared``; ``counters``: its counters' index, when made already
+        (preparations of several groups of rows share their counters)."""
         ev = prepared.events
         dropped = np.zeros(ev.size, dtype=bool)
         dropped[prepared.dropped] = True
@@ -123,5 +127,5 @@ class WindowIndex:
             analysis=[_SpanIndex.of(a.start, a.start + a.dur, reach) for a in prepared.analysis],
             flows=_SpanIndex.of(flow_start, flow_end, reach),
             dropped=dropped,
-            counters=_CounterIndex.of(prepared.counters),
+            counters=counters or CounterIndex.of(prepared.counters),
         )

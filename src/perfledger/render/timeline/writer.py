@@ -21,16 +21,20 @@ import pyarrow.compute as pc
 from perfledger.memory import release_freed_memory
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
-from perfledger.render.timeline.file import TimelineFile, TimelineStats
-from perfledger.render.timeline.grouping import distinct, int64
+from perfledger.render.timeline.file import TimelineFile, TimelineStats, overlaps
+from perfledger.render.timeline.grouping import Int64Array, distinct, int64
 from perfledger.render.timeline.records import (
+    Placement,
     PreparedTimeline,
     RankPathSpan,
     check_events,
+    place_timeline,
+    prepare_all_rows,
+    prepare_rows,
     prepare_timeline,
     profile_origin_ns,
 )
-from perfledger.render.timeline.windows import WindowIndex
+from perfledger.render.timeline.windows import CounterIndex, WindowIndex
 
 # A step slice holds at most this many trace events, so one step always opens fast.
 STEP_MAX_EVENTS: Final = 200_000
@@ -317,15 +321,22 @@ def _write_parts(
     process_names: Mapping[int, str] | None,
     origin: int,
 ) -> None:
-    """Prepare each rank's part in turn, add it to every file, let it go."""
+    """Prepare each rank's part in turn, add it to every file, let it go.
+
+    When every file has a window (step slices, no whole timeline), a rank's events are
+    prepared a group of files at a time, only the rows near the group's windows
+    (:func:`_file_groups`): memory then holds the preparation of a few steps, not of the
+    whole trace, and every file gets the bytes of a preparation of every row.
+    """
     owner = _owner_of(ranks)
     counter_owner = _counter_owners(counters, owner, len(ranks))
     first_pid = first_tid = 1
+    windowed = len(files) > 1 and all(f.window is not None for f in files)
     with _step_pool(len(files)) as pool:
         for i in range(len(ranks)):
             part = load(i)
             last = i == len(ranks) - 1
-            prepared = prepare_timeline(
+            placement = place_timeline(
                 part.events,
                 gaps=part.gaps,
                 counters=(
@@ -341,26 +352,91 @@ def _write_parts(
                 first_tid=first_tid,
                 critical_path=part.critical_path,
             )
-            first_pid += sum(1 for m in prepared.metadata if m[4] == "process")
-            first_tid += sum(1 for m in prepared.metadata if m[4] == "thread")
-            index = _window_index(prepared, files)
-            # the whole timeline's part (the largest) first, the step slices beside it
-            done = [
-                pool.submit(f.add, prepared, rank=part.rank, last=last, index=index) for f in files
-            ]
-            for future in done:
-                future.result()
-            del prepared, done, part, index
+            first_pid += sum(1 for m in placement.metadata if m[4] == "process")
+            first_tid += sum(1 for m in placement.metadata if m[4] == "thread")
+            groups = (
+                _file_groups(placement, part.events, files) if windowed else [(list(files), None)]
+            )
+            counter_index = CounterIndex.of(placement.counters) if windowed else None
+            for group, rows in groups:
+                prepared = (
+                    prepare_rows(placement, part.events, rows)
+                    if rows is not None
+                    else prepare_all_rows(placement, part.events)
+                )
+                index = _window_index(prepared, group, counter_index)
+                # the whole timeline's part (the largest) first, the step slices beside it
+                done = [
+                    pool.submit(f.add, prepared, rank=part.rank, last=last, index=index)
+                    for f in group
+                ]
+                for future in done:
+                    future.result()
+                del prepared, done, index
+                release_freed_memory()
+            del placement, part, groups, counter_index
             release_freed_memory()
 
 
-def _window_index(prepared: PreparedTimeline, files: Sequence[TimelineFile]) -> WindowIndex | None:
+# The event rows a group of step files is prepared from, at most (unless one file's window
+# alone holds more, or fewer files than the writers would leave them idle): a preparation
+# holds about 100 bytes per row, a few steps of a large trace.
+GROUP_ROWS: Final = 250_000
+
+
+def _file_groups(
+    placement: Placement, events: pa.Table, files: Sequence[TimelineFile]
+) -> list[tuple[list[TimelineFile], Int64Array]]:
+    """The files (all with a window) in groups of neighbouring windows, each with the event
+    rows that overlap the hull of its windows: every record of a group's files is among
+    them. A group holds at most :data:`GROUP_ROWS` rows, and at least as many files as
+    are written side by side (:data:`STEP_WRITERS`) when there are that many."""
+    start = int64(events, "start_ns")
+    dur = int64(events, "dur_ns")
+    end = start + dur
+    placed = placement.row_thread >= 0
+    by_time = sorted(files, key=lambda f: _window_of(f))
+    # rows starting in each window: a cheap measure of what it holds
+    sorted_start = np.sort(start)
+    window_lo = np.array([_window_of(f)[0] for f in by_time], dtype=np.int64)
+    window_hi = np.array([_window_of(f)[1] for f in by_time], dtype=np.int64)
+    near = np.searchsorted(sorted_start, window_hi) - np.searchsorted(sorted_start, window_lo)
+    del sorted_start
+    groups: list[list[TimelineFile]] = []
+    held = 0
+    for f, rows in zip(by_time, near.tolist(), strict=True):
+        if groups and (len(groups[-1]) < STEP_WRITERS or held + rows <= GROUP_ROWS):
+            groups[-1].append(f)
+            held += rows
+        else:
+            groups.append([f])
+            held = rows
+    out: list[tuple[list[TimelineFile], Int64Array]] = []
+    for group in groups:
+        lo = min(_window_of(f)[0] for f in group)
+        hi = max(_window_of(f)[1] for f in group)
+        out.append((group, np.flatnonzero(overlaps(start, dur, lo, hi, end) & placed)))
+    return out
+
+
+def _window_of(f: TimelineFile) -> tuple[int, int]:
+    """A windowed file's window."""
+    assert f.window is not None
+    return f.window
+
+
+def _window_index(
+    prepared: PreparedTimeline,
+    files: Sequence[TimelineFile],
+    counters: CounterIndex | None = None,
+) -> WindowIndex | None:
     """The preparation indexed for the files' windows, when several files have one (step
-    slices): each then tests only the records near its window, not every record."""
+    slices): each then tests only the records near its window, not every record.
+    ``counters``: the index of its counters, when made already."""
     windows = [f.window for f in files if f.window is not None]
     if len(windows) < 2:
         return None
-    return WindowIndex.of(prepared, reach=max(hi - lo for lo, hi in windows))
+    return WindowIndex.of(prepared, reach=max(hi - lo for lo, hi in windows), counters=counters)
 
 
 def _step_hulls(windows: Sequence[StepWindow]) -> dict[int, tuple[int, int]]:
