@@ -39,6 +39,7 @@ from perfledger.analysis.graph import (
     StepGraph,
     build_graph,
 )
+from perfledger.analysis.graph_plain import c_array
 from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.path_spans import (
@@ -508,11 +509,12 @@ class _Lanes:
         self.labels = list(labels)
         self.start_ns, self.end_ns = schedule.start, schedule.end
         self.via_node, self.how_node = schedule.via, schedule.how
-        # plain lists: the walk along each path visits one node at a time
-        self.start = schedule.start.tolist()
-        self.end = schedule.end.tolist()
-        self.via = schedule.via.tolist()
-        self.how = schedule.how.tolist()
+        # item by item: the walk along each path visits one node at a time (C arrays of 8
+        # bytes a node, the ways a start was set one byte each, rather than int objects)
+        self.start = c_array(schedule.start)
+        self.end = c_array(schedule.end)
+        self.via = c_array(schedule.via)
+        self.how = schedule.how.astype(np.uint8).tobytes()
         self.kind = graph.kind
         self.is_task = is_task
         self.node_class = graph.node_class.astype(np.int64)

@@ -580,8 +580,13 @@ def _task_nodes(
     t_start, t_dur = start[task_rows], dur[task_rows]
     t_kind = strings_at(events, "kind", task_rows)
     t_name = strings_at(events, "name", task_rows)
-    comm_named = columns.matches(events, "name", lambda x: bool(vendors.COMM_KERNEL.search(x)))
-    is_comm = (t_kind == schema.COMM) | comm_named[task_rows]
+    # a collective's kernel by its name: the pattern tried once per distinct task name
+    names_of_tasks = t_name.tolist()
+    comm_names = {
+        n for n in dict.fromkeys(names_of_tasks) if n is not None and vendors.COMM_KERNEL.search(n)
+    }
+    comm_named = np.fromiter((n in comm_names for n in names_of_tasks), bool, size)
+    is_comm = (t_kind == schema.COMM) | comm_named
     is_copy = np.isin(t_kind, [schema.MEMCPY, schema.MEMSET])
     is_kernel = (t_kind == schema.KERNEL) & ~is_comm
     lane_key = unique_pairs(device[task_rows], stream)[1]

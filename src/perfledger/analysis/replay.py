@@ -33,7 +33,7 @@ from perfledger.analysis.graph import (
     TASK,
     StepGraph,
 )
-from perfledger.analysis.graph_plain import events_by_node, patched, waits_by_node
+from perfledger.analysis.graph_plain import IntColumn, events_by_node, patched, waits_by_node
 from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
@@ -225,12 +225,12 @@ class ScheduleInputs:
     and latencies, releases; ``full``: the nodes of the full path)."""
 
     lists: tuple[
-        list[int],
-        list[int],
-        list[int],
-        list[int],
-        list[int],
-        list[int],
+        IntColumn,
+        IntColumn,
+        IntColumn,
+        IntColumn,
+        IntColumn,
+        IntColumn,
         Int64Array,
         dict[int, list[int]],
         dict[int, tuple[int, int]],
@@ -358,12 +358,12 @@ def schedule_inputs(
 
 
 def _schedule(
-    pred: list[int],
-    delay: list[int],
-    launch_src: list[int],
-    launch_delay: list[int],
-    release: list[int],
-    dur: list[int],
+    pred: IntColumn,
+    delay: IntColumn,
+    launch_src: IntColumn,
+    launch_delay: IntColumn,
+    release: IntColumn,
+    dur: IntColumn,
     observed: Int64Array,
     waits: dict[int, list[int]],
     wakes: dict[int, tuple[int, int]],
@@ -416,7 +416,7 @@ class ScheduleState:
 
 def schedule_span(
     state: ScheduleState,
-    nodes: tuple[list[int], list[int], list[int], list[int], list[int], list[int], Int64Array],
+    nodes: tuple[IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, Int64Array],
     edges: tuple[
         dict[int, list[int]],
         dict[int, tuple[int, int]],

@@ -59,7 +59,7 @@ class ReplayWindows:
         self._launches = RowTimes(rows, self._keys.launch_rows)
         # the tasks with a launch key, as positions among task_rows (both sorted rows)
         self._keyed = np.searchsorted(task_rows, self._keys.task_rows)
-        self._is_comm = comm_rows(events)[task_rows]
+        self._is_comm = _task_comm(events, graph, task_rows)
 
     def __call__(self, schedule: Schedule) -> dict[int, StepWindow]:
         """The step windows of ``schedule``, by step."""
@@ -79,6 +79,17 @@ class ReplayWindows:
         issued = np.where(launch >= 0, launch, task_start)
         windows = windows_at(self.rank, annotations, issued, task_start, task_end, self._is_comm)
         return {w.step: w for w in windows}
+
+
+def _task_comm(events: pa.Table, graph: StepGraph, task_rows: Int64Array) -> _BoolArray:
+    """Which of the task rows are communication: the graph's flags of their nodes where its
+    task nodes are those rows (no second pass of the collective name pattern over every
+    name of the events)."""
+    tasks = np.flatnonzero(graph.kind == TASK)
+    by_row = tasks[np.argsort(graph.row[tasks], kind="stable")]
+    if np.array_equal(graph.row[by_row], task_rows):
+        return np.asarray(graph.is_comm[by_row], dtype=bool)
+    return np.asarray(comm_rows(events)[task_rows], dtype=bool)
 
 
 class RowTimes:
@@ -103,6 +114,12 @@ class RowTimes:
         self.start_node = start_node[self.start_from]
         self.end_from = np.flatnonzero(end_node >= 0)
         self.end_node = end_node[self.end_from]
+        if np.array_equal(self.end_from, self.start_from) and np.array_equal(
+            self.end_node, self.start_node
+        ):
+            # rows whose start and end are one node's (tasks, launch calls): kept once
+            self.end_from, self.end_node = self.start_from, self.start_node
+        del start_node, end_node
         # host rows that are not nodes: moved with their thread's nodes
         candidates = np.flatnonzero(host & ~node_row)
         at_candidates = candidates if at is None else at[candidates]
@@ -125,8 +142,7 @@ class RowTimes:
                 ]
                 for times in (self.start, self.end)
             )
-        self.observed_start = graph.start[self.shift_start]
-        self.observed_end = graph.start[self.shift_end]
+        self.graph = graph
 
     def __call__(self, schedule: Schedule) -> tuple[Int64Array, Int64Array]:
         """(start, end) of the rows under ``schedule`` (end no earlier than start)."""
@@ -139,8 +155,9 @@ class RowTimes:
         if self.shifted.size:
             rows = self.shifted
             # moved as far as the task that starts last before them
-            moved_start = schedule.start[self.shift_start] - self.observed_start
-            moved_end = schedule.start[self.shift_end] - self.observed_end
+            observed = self.graph.start
+            moved_start = schedule.start[self.shift_start] - observed[self.shift_start]
+            moved_end = schedule.start[self.shift_end] - observed[self.shift_end]
             new_start[rows] = self.start[rows] + moved_start
             new_end[rows] = self.end[rows] + moved_end
             new_end[rows] = np.maximum(new_end[rows], new_start[rows])
@@ -177,28 +194,28 @@ class _ThreadTimes:
             self.node[at] = mine[i]
             self.next[at] = mine[nxt]
             self.first[at] = mine[0]
-        self.obs_start = graph.start[self.node]
-        self.obs_end = graph_end[self.node]
-        self.inside = times <= self.obs_end
-        self.obs_len = self.obs_end - self.obs_start
-        self.gap_obs = graph.start[self.next] - self.obs_end
-        self.first_obs = graph.start[self.first]
+        self.inside = times <= graph_end[self.node]
+        # the observed times of the nodes are gathered again on each call, not kept: a few
+        # gathers per replay rather than five more columns per row for the rank's life
+        self.graph = graph
 
     def __call__(self, schedule: Schedule) -> Int64Array:
+        graph = self.graph
+        obs_start = graph.start[self.node]
+        obs_len = graph.dur[self.node]
+        obs_end = obs_start + obs_len
         rep_start = schedule.start[self.node]
         rep_end = schedule.end[self.node]
         times = self.times
-        within = rep_start + scaled_offset(
-            times - self.obs_start, rep_end - rep_start, self.obs_len
-        )
+        within = rep_start + scaled_offset(times - obs_start, rep_end - rep_start, obs_len)
         gap_rep = schedule.start[self.next] - rep_end
         after = rep_end + np.where(
             self.has_next,
-            scaled_offset(times - self.obs_end, gap_rep, self.gap_obs),
-            times - self.obs_end,
+            scaled_offset(times - obs_end, gap_rep, graph.start[self.next] - obs_end),
+            times - obs_end,
         )
         mapped = np.where(self.inside, within, after)
-        first = schedule.start[self.first] + (times - self.first_obs)
+        first = schedule.start[self.first] + (times - graph.start[self.first])
         return np.asarray(np.where(self.before, first, mapped), dtype=np.int64)
 
 
