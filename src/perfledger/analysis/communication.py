@@ -59,31 +59,32 @@ def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
     device = columns.int64(events, "device")
     start = columns.int64(events, "start_ns")
     end = start + columns.int64(events, "dur_ns")
-    names = columns.strings(events, "name")
 
-    overlapped = np.zeros(events.num_rows, dtype=np.int64)
-    for r, d in {(int(a), int(b)) for a, b in zip(rank[is_comm], device[is_comm], strict=True)}:
+    # every per-task figure at the communication rows only (a few per step), not per event
+    rows = np.flatnonzero(is_comm)
+    overlapped = np.zeros(rows.size, dtype=np.int64)
+    for r, d in {(int(a), int(b)) for a, b in zip(rank[rows], device[rows], strict=True)}:
         same = (rank == r) & (device == d)
         compute = union(start[same & is_kernel], end[same & is_kernel])
-        rows = np.flatnonzero(same & is_comm)
-        overlapped[rows] = compute.covered(start[rows], end[rows])
-
-    rows = np.flatnonzero(is_comm)
-    wait = split.wait_by_row(events.num_rows) if split is not None else np.zeros(events.num_rows)
-    split_of = _per_row(events, split)
+        mine = np.flatnonzero((rank[rows] == r) & (device[rows] == d))
+        overlapped[mine] = compute.covered(start[rows[mine]], end[rows[mine]])
+    rank, device, start, end = rank[rows], device[rows], start[rows], end[rows]
+    names = columns.strings(columns.take_rows(events, rows, ["name"]), "name")
+    split_of = _per_task(events, rows, split)
+    wait = split_of["wait"]
     message = split_of["bytes"]
     size_class = np.where(message > 0, np.floor(np.log2(np.maximum(message, 1))), -1).astype(
         np.int64
     )
-    keys = sorted({(int(rank[i]), int(device[i]), str(names[i]), int(size_class[i])) for i in rows})
+    keys = sorted(
+        {
+            (int(rank[i]), int(device[i]), str(names[i]), int(size_class[i]))
+            for i in range(rows.size)
+        }
+    )
     records: list[dict[str, Any]] = []
     for r, d, name, size in keys:
-        sel = rows[
-            (rank[rows] == r)
-            & (device[rows] == d)
-            & (names[rows] == name)
-            & (size_class[rows] == size)
-        ]
+        sel = np.flatnonzero((rank == r) & (device == d) & (names == name) & (size_class == size))
         dur = end[sel] - start[sel]
         waited = int(wait[sel].sum())
         total = int(dur.sum())
@@ -141,17 +142,27 @@ def nccl_algorithm(name: str) -> str | None:
     return f"{found.group(1)}_{found.group(2)}" if found else None
 
 
-def _per_row(events: pa.Table, split: CommSplit | None) -> dict[str, np.ndarray]:
-    """The split's per-task figures laid out per row of the events table (the events' own
-    bytes where there is no split)."""
-    rows = events.num_rows
-    collective = np.full(rows, None, dtype=object)
-    source = np.full(rows, UNKNOWN, dtype=object)
-    group = np.zeros(rows, dtype=np.int64)
-    moved = columns.int64(events, "bytes").copy()
-    if split is not None and split.rows.size:
-        collective[split.rows] = np.asarray(split.collective, dtype=object)
-        source[split.rows] = np.asarray(split.source, dtype=object)
-        group[split.rows] = split.group_size
-        moved[split.rows] = split.bytes
-    return {"collective": collective, "source": source, "group_size": group, "bytes": moved}
+def _per_task(events: pa.Table, rows: np.ndarray, split: CommSplit | None) -> dict[str, np.ndarray]:
+    """The split's figures of the tasks at ``rows`` (ascending rows of the events table): the
+    events' own bytes where there is no split."""
+    collective = np.full(rows.size, None, dtype=object)
+    source = np.full(rows.size, UNKNOWN, dtype=object)
+    group = np.zeros(rows.size, dtype=np.int64)
+    wait = np.zeros(rows.size, dtype=np.int64)
+    moved = columns.int64(events, "bytes")[rows]
+    if split is not None and split.rows.size and rows.size:
+        at = np.minimum(np.searchsorted(rows, split.rows), rows.size - 1)
+        found = rows[at] == split.rows
+        at = at[found]
+        collective[at] = np.asarray(split.collective, dtype=object)[found]
+        source[at] = np.asarray(split.source, dtype=object)[found]
+        group[at] = split.group_size[found]
+        moved[at] = split.bytes[found]
+        wait[at] = split.wait_ns[found]
+    return {
+        "collective": collective,
+        "source": source,
+        "group_size": group,
+        "bytes": moved,
+        "wait": wait,
+    }
