@@ -33,7 +33,8 @@ def encode(
     if isinstance(values, np.ndarray):
         values = pa.array(values, type=pa.string(), from_pandas=True)
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+        # a chunked column of one chunk is that chunk: joining would copy the (long) names
+        values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
     encoded = pc.dictionary_encode(pc.cast(values, pa.string()), null_encoding="encode")
     codes = np.asarray(encoded.indices.fill_null(0), dtype=np.int64)
     distinct = np.array([str(v) for v in encoded.dictionary.to_pylist()] or [""], dtype=str)

@@ -192,15 +192,19 @@ def _launching_operators(tasks: pa.Table, positions: np.ndarray) -> pa.Table:
     np.maximum.at(last_end, inverse, start + dur)
     time_ns = np.zeros(count, dtype=np.int64)
     np.add.at(time_ns, inverse, dur)
-    at = pa.array(positions[first], pa.int64())
-    alone = pa.array(unit[first] < 0)
+    at = positions[first]
+    alone = unit[first] < 0
 
     def either(mine: str, operators: str) -> pa.Array:
-        return pc.if_else(alone, tasks[mine].take(at), tasks[operators].take(at))
+        # each column taken only where it is the one read: taking both whole and choosing
+        # would copy every kernel name of the units launched by an operator for nothing
+        own = tasks[mine].take(pa.array(at, pa.int64(), mask=~alone))
+        launching = tasks[operators].take(pa.array(at, pa.int64(), mask=alone))
+        return pc.coalesce(own, launching)
 
     return pa.table(
         {
-            "rank": tasks["rank"].take(at),
+            "rank": tasks["rank"].take(pa.array(at, pa.int64())),
             "step": pa.array(first_step),
             "name": either("name", "op_name"),
             "shapes": either("shapes", "op_shapes"),

@@ -41,9 +41,11 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     if not is_kernel.any():
         return None
     # the kernels' rows of the few columns read (a filter copies every column it is given)
-    take = pa.array(np.flatnonzero(is_kernel), pa.int64())
+    kernel_rows = np.flatnonzero(is_kernel)
+    take = pa.array(kernel_rows, pa.int64())
+    # the kernels' names are read as codes of the tasks' names, not copied (tens of MB)
     kernels = tasks.select(
-        ["rank", "step", "start_ns", "dur_ns", "name", "op_name", "shapes", "op_shapes"]
+        ["rank", "step", "start_ns", "dur_ns", "op_name", "shapes", "op_shapes"]
         + ["dtypes", "op_dtypes"]
     ).take(take)
     op_type = pc.take(ctx.task_op_types, take)
@@ -53,7 +55,6 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "step": kernels["step"],
             "start_ns": kernels["start_ns"],
             "dur_ns": kernels["dur_ns"],
-            "name": kernels["name"],
             "op": pc.coalesce(op_type, kernels["op_name"]),
             "ascend": pc.is_valid(op_type),
             "types": pc.coalesce(kernels["dtypes"], kernels["op_dtypes"]),
@@ -81,9 +82,9 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     )
     precision = precision_of_type[type_index]
     # fp32 inputs on tensor cores in TF32 already run at the TF32 rate: not plain fp32
-    kernel_index, kernel_names = encode(labelled["name"])
-    tf32_kernel = np.array([_TF32_KERNEL.search(k) is not None for k in kernel_names], bool)
-    precision[(precision == devices.FP32) & tf32_kernel[kernel_index]] = devices.TF32
+    name_index, names = encode(tasks["name"])
+    tf32_name = np.array([_TF32_KERNEL.search(k) is not None for k in names], bool)
+    precision[(precision == devices.FP32) & tf32_name[name_index[kernel_rows]]] = devices.TF32
     known = math_task & (precision != "")
     if not known.any():
         return Skipped(

@@ -517,13 +517,19 @@ def estimate_table(ops: pa.Table) -> pa.Table:
     frame = pa.table(columns)
     # a dense id per distinct signature (nulls alike), column by column: each column's values
     # hashed to codes, the codes so far and the column's combined and made dense again
+    # (hashes, not sorts: only which rows share a signature matters, not the ids' order)
     signature = np.zeros(ops.num_rows, dtype=np.int64)
     for column in frame.columns:
-        values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        values = column
+        if isinstance(column, pa.ChunkedArray):
+            # one chunk is used as it is: joining would copy the column (kernel names: MBs)
+            values = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
         encoded = pc.dictionary_encode(values, null_encoding="encode")
         codes = np.asarray(encoded.indices, dtype=np.int64)
         combined = signature * (int(codes.max(initial=0)) + 1) + codes
-        signature = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        signature = np.asarray(
+            pc.dictionary_encode(pa.array(combined, pa.int64())).indices, dtype=np.int64
+        )
     _, first_row = np.unique(signature, return_index=True)
     distinct = frame.take(pa.array(first_row, pa.int64()))
     costs = [_estimate_row(row) for row in distinct.select(list(_SIGNATURE_COLUMNS)).to_pylist()]
