@@ -228,7 +228,7 @@ def _taskless_launches(events: pa.Table, rank: str) -> QualityCheck | None:
     if launches.size == 0:
         return None
     tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS) & (correlation >= 0)
-    missing = launches[~np.isin(correlation[launches], correlation[tasks])]
+    missing = launches[~_present(correlation[launches], correlation[tasks])]
     kernels = int(_name_search(events, _KERNEL_LAUNCH)[missing].sum())
     # tasks that lost their correlation id may be these launches' own: only launches beyond
     # them are device work the account cannot see
@@ -245,6 +245,16 @@ def _taskless_launches(events: pa.Table, rank: str) -> QualityCheck | None:
         (TIME_ACCOUNT, OPERATORS) if unseen else (OPERATORS,),
         repaired=False,
     )
+
+
+def _present(values: Int64Array, pool: Int64Array) -> columns.BoolArray:
+    """Which ``values`` are in ``pool`` (``np.isin``, by one sort of the pool and a binary
+    search: a tenth of isin's time on the ids of a large trace)."""
+    if pool.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    pool = np.sort(pool)
+    at = np.minimum(np.searchsorted(pool, values), pool.size - 1)
+    return np.asarray(pool[at] == values)
 
 
 def _name_search(events: pa.Table, pattern: re.Pattern[str]) -> columns.BoolArray:
