@@ -206,6 +206,9 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         progress.phase(PHASE_ANALYSIS)
     claimed = trace.meta.get("rank")
     rank_analysis = analyze_rank(trace)
+    # the repaired trace (its meta, counters and files are the import's): a repair's source
+    # events are not kept through the replay
+    trace = rank_analysis.trace
     outside = rank_counters(task.counters, trace.rank) if task.counters is not None else None
     profile = profile_of_rank(rank_analysis, outside)
     events = profile.events
