@@ -1,5 +1,6 @@
-"""The rank task plans the steps once: what the replay and the checks are given equals what
-planning again, or finding the launches again, would find, on every real Kineto trace."""
+"""The rank task plans the steps and sums the copies once: what the replay, the checks and the
+profile are given equals what planning again, finding the launches again or summing the copies
+again would find, on real Kineto traces."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import numpy as np
 import pytest
 
 from perfledger.analysis.comm_split import comm_split
-from perfledger.analysis.profile import analyze_rank
+from perfledger.analysis.profile import analyze_rank, profile_of_rank
 from perfledger.analysis.quality import rank_checks
 from perfledger.analysis.steps import launch_starts, step_plan
+from perfledger.analysis.transfers import copy_spellings
 from perfledger.sources.kineto import load_kineto
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
@@ -33,3 +35,13 @@ def test_windows_and_launches_found_once_are_those_found_again(name: str) -> Non
     assert rank_checks(events, windows, accounting, launches=launches) == rank_checks(
         events, windows, accounting
     )
+
+
+@pytest.mark.parametrize("name", ["v100_rank1_ddp.json.gz", "a100_alexnet.json.gz"])
+def test_transfers_from_the_spellings_made_once_are_those_of_the_events(name: str) -> None:
+    rank = analyze_rank(load_kineto(DATA / name))
+    spellings = copy_spellings(rank.events)
+    assert spellings.num_rows > 0  # copies to sum
+    given = profile_of_rank(rank, spellings=spellings).transfers
+    assert given.equals(profile_of_rank(rank).transfers)
+    assert sum(given.column("count").to_pylist()) == sum(spellings.column("count").to_pylist())

@@ -42,7 +42,7 @@ from perfledger.analysis.steps import (
     step_annotations,
     step_plan,
 )
-from perfledger.analysis.transfers import transfers
+from perfledger.analysis.transfers import transfers, transfers_from_spellings
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA, host_step_trace_table, step_trace_table
 from perfledger.model.cluster import COLLECTIVES_SCHEMA, ClusterReport
@@ -158,13 +158,16 @@ def rank_counters(counters: pa.Table, rank: int) -> pa.Table:
     return counters.filter(pc.or_(mine, host_wide))
 
 
-def profile_of_rank(rank: RankAnalysis, counters: pa.Table | None = None) -> ProfileAnalysis:
+def profile_of_rank(
+    rank: RankAnalysis, counters: pa.Table | None = None, *, spellings: pa.Table | None = None
+) -> ProfileAnalysis:
     """The profile of one analysed rank: its trace's counters and ``counters`` (its rows of
-    the host counters sampled outside the traces)."""
+    the host counters sampled outside the traces). ``spellings``: the rank's
+    :func:`~perfledger.analysis.transfers.copy_spellings` if already made."""
     tables = [rank.trace.counters]
     if counters is not None:
         tables.append(counters.cast(schema.COUNTERS_SCHEMA))
-    return profile_of((rank,), tables, DEFAULT_EXCESS_PCT, time.perf_counter())
+    return profile_of((rank,), tables, DEFAULT_EXCESS_PCT, time.perf_counter(), spellings)
 
 
 def _group_size(trace: Trace) -> int:
@@ -263,7 +266,10 @@ def profile_of(
     counters: Sequence[pa.Table],
     slow_rank_excess_pct: float,
     started: float,
+    spellings: pa.Table | None = None,
 ) -> ProfileAnalysis:
+    """The profile's tables from its analysed ranks (``spellings``: the copies of all their
+    events summed per spelling, if already made)."""
     ranks, arrivals = align_ranks(ranks)
     events = pa.concat_tables([r.events for r in ranks]) if ranks else schema.empty_events()
     gaps = profile_gaps(ranks)
@@ -283,7 +289,7 @@ def profile_of(
         kernel_details=ops.kernel_details(events, linked),
         api_statistic=ops.api_statistic(events),
         device_links=linked,
-        transfers=transfers(events),
+        transfers=transfers(events) if spellings is None else transfers_from_spellings([spellings]),
         communication=profile_communication(ranks),
         gap_report=gap_report(gaps, events),
         timings={

@@ -210,11 +210,11 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     # events are not kept through the replay
     trace = rank_analysis.trace
     outside = rank_counters(task.counters, trace.rank) if task.counters is not None else None
-    profile = profile_of_rank(rank_analysis, outside)
+    spellings = copy_spellings(rank_analysis.events)  # summed once: the profile's transfers too
+    profile = profile_of_rank(rank_analysis, outside, spellings=spellings)
     events = profile.events
     collectives = collective_tasks(events)
     links = link_usage(events)
-    spellings = copy_spellings(events)
     release_freed_memory()  # the analysis passes' temporaries
     analysed = time.perf_counter()
     tables = {
