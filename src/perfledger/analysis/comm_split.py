@@ -124,11 +124,13 @@ def comm_split(
     source: list[str] = []
     collective: list[str | None] = []
     group = np.zeros(rows.size, dtype=np.int64)
+    kinds: dict[str, str | None] = {}  # a few names, said again by every step's tasks
     for i, text in enumerate(args):  # a loop over collectives: a few per step
         fields = _args(text)
         hccl = fields.get("hccl")
         message, annotation = annotated[i]
-        kind = collective_type(str(fields.get("Collective name") or annotation or names[i]))
+        said = str(fields.get("Collective name") or annotation or names[i])
+        kind = kinds[said] if said in kinds else kinds.setdefault(said, collective_type(said))
         collective.append(kind)
         size = _group_size(fields) or default_group
         group[i] = size
@@ -196,21 +198,28 @@ def annotation_messages(
     if marks.size == 0 or rows.size == 0:
         return found
     launch = (launch_starts(events) if launches is None else launches)[rows]
-    names = columns.strings(columns.take_rows(events, marks, ["name"]), "name")
+    marked = columns.take_rows(events, marks, ["name", "shapes", "dtypes"])
+    names = columns.strings(marked, "name")
+    shapes = np.asarray(marked.column("shapes").to_pylist(), dtype=object)
+    dtypes = np.asarray(marked.column("dtypes").to_pylist(), dtype=object)
     start = columns.int64(events, "start_ns")[marks]
     end = start + columns.int64(events, "dur_ns")[marks]
     order = np.argsort(start, kind="stable")
-    marks, names, start, end = marks[order], names[order], start[order], end[order]
+    names, shapes, dtypes = names[order], shapes[order], dtypes[order]
+    start, end = start[order], end[order]
     at = np.searchsorted(start, launch, side="right") - 1
-    shapes = events.column("shapes")
-    dtypes = events.column("dtypes")
+    # the inputs of one bucket's collective repeat from step to step: each read once
+    sizes: dict[tuple[str | None, str | None], int] = {}
     for i in np.flatnonzero((launch >= 0) & (at >= 0)).tolist():
         j = int(at[i])
         if launch[i] >= end[j]:
             continue
-        row = int(marks[j])
         name = str(names[j])[len(_ANNOTATION_PREFIX) :]
-        found[i] = (_tensor_bytes(shapes[row].as_py(), dtypes[row].as_py()), name)
+        inputs = (shapes[j], dtypes[j])
+        size = sizes.get(inputs)
+        if size is None:
+            size = sizes[inputs] = _tensor_bytes(*inputs)
+        found[i] = (size, name)
     return found
 
 
