@@ -517,8 +517,8 @@ class _Lanes:
         self.how = schedule.how.astype(np.uint8).tobytes()
         self.kind = graph.kind
         self.is_task = is_task
-        self.node_class = graph.node_class.astype(np.int64)
-        self.chain_class = graph.chain_class.astype(np.int64)
+        self.node_class = graph.node_class
+        self.chain_class = graph.chain_class
         self.shift = graph.start - schedule.start
         self.shift_end = graph.end - schedule.end
         self.wait_end = _wait_ends(graph, schedule, comm_wait, peers, unchanged)
@@ -557,7 +557,8 @@ class _Lanes:
         how = self.how_node[path].astype(np.int64)
         via = self.via_node[path]
         task = self.is_task[path]
-        klass = self.node_class[path]
+        klass = self.node_class[path].astype(np.int64)
+        chain_class = self.chain_class[path].astype(np.int64)
         lane = self.lane[path]
         shift = self.shift[path]
         own = np.ones(m, dtype=bool)  # reached at a launch or waking call's start: not on it
@@ -577,13 +578,13 @@ class _Lanes:
         chain = how == CHAIN
         edge_class = np.select(
             [chain, how == WOKEN, (how == LAUNCHED) | (how == AWAITED)],
-            [self.chain_class[path], CLASS_CODE[HOST], CLASS_CODE[LAUNCH_OVERHEAD]],
+            [chain_class, CLASS_CODE[HOST], CLASS_CODE[LAUNCH_OVERHEAD]],
             CLASS_CODE[SYNC],
         )
         chain_label = np.where(
             task,
             _STREAM_GAP,
-            np.where(self.chain_class[path] == CLASS_CODE[DATALOADER], _DATA_LOADER, _HOST_WORK),
+            np.where(chain_class == CLASS_CODE[DATALOADER], _DATA_LOADER, _HOST_WORK),
         )
         edge_label = np.select(
             [chain, how == LAUNCHED, how == WOKEN, how == AWAITED],
@@ -643,7 +644,7 @@ class _Lanes:
         if not mine.any():
             return
         node = pieces.task[mine]
-        key = self.label[node] * len(CLASSES) + self.node_class[node]
+        key = self.label[node] * len(CLASSES) + self.node_class[node].astype(np.int64)
         keys, at = np.unique(key, return_inverse=True)
         held = np.zeros(keys.size, dtype=np.int64)
         np.add.at(held, at.reshape(-1), pieces.length[mine])

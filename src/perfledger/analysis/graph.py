@@ -85,6 +85,8 @@ SYNC_END_TOLERANCE_NS: Final = 1_000
 FREE: Final = np.iinfo(np.int64).min // 4
 
 _BoolArray = npt.NDArray[np.bool_]
+# Class codes (into CLASSES, a few dozen): one byte a node.
+_ClassArray = npt.NDArray[np.int8]
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class StepGraph:
     chain_pred: Int64Array
     chain_delay: Int64Array
     chain_busy: Int64Array
-    chain_class: Int64Array
+    chain_class: _ClassArray
     lane_pred: Int64Array
     lane_delay: Int64Array
     launch_src: Int64Array
@@ -141,7 +143,7 @@ class StepGraph:
     release: Int64Array
     wait_src: Int64Array
     wait_dst: Int64Array
-    node_class: Int64Array
+    node_class: _ClassArray
     is_kernel: _BoolArray
     is_comm: _BoolArray
     is_copy: _BoolArray
@@ -343,7 +345,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
     launch_src[n_host:] = task_block["launch_src"]
     launch_delay = np.zeros(size, dtype=np.int64)
     launch_delay[n_host:] = task_block["launch_delay"]
-    node_class = np.zeros(size, dtype=np.int64)
+    node_class = np.zeros(size, dtype=np.int8)
     node_class[:n_host] = h_class
     node_class[n_host:] = task_block["node_class"]
     task_of_wait = task_index_of(waits_task_row)
@@ -366,7 +368,9 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         chain_pred=col("chain_pred"),
         chain_delay=col("chain_delay"),
         chain_busy=col("chain_busy"),
-        chain_class=col("chain_class"),
+        chain_class=np.asarray(nodes.column("chain_class"), np.int8)
+        if size
+        else np.zeros(0, np.int8),
         lane_pred=col("lane_pred"),
         lane_delay=col("lane_delay"),
         launch_src=launch_src,
