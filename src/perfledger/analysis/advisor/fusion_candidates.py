@@ -72,6 +72,9 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         written[memory_rows] = _written_bytes(
             used.take(take), pc.take(label, take), pc.is_valid(pc.take(op_type, take))
         )
+    # the labels as text (every kernel name where no operator is known: tens of MB) are not
+    # read again; their codes are, and the fix's replay below runs while this frame lives
+    del label
     bandwidth = np.full(n, np.nan)
     for r in np.unique(rank).tolist():  # a loop over ranks
         bandwidth[rank == r] = _bandwidth(ctx, int(r))
