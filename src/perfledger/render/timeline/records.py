@@ -732,7 +732,10 @@ def prepare_rows(placement: Placement, events: pa.Table, rows: Int64Array) -> Pr
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and int(placement.row_thread[rows].min()) < 0:
         raise ValueError("a preparation of some rows holds no row the placement left out")
-    subset = events.select(list(_SLICE_COLUMNS)).take(pa.array(rows))
+    # column by column: a table's take costs about five times its columns' on a table of
+    # many chunks
+    at = pa.array(rows)
+    subset = pa.table({name: events.column(name).take(at) for name in _SLICE_COLUMNS})
     slices = event_slices(
         subset, placement.row_thread[rows], placement.thread_keys, placement.pids, placement.tids
     )

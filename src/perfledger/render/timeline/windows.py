@@ -21,7 +21,7 @@ from perfledger.render.timeline.records import CounterSeries, PreparedTimeline
 
 
 @dataclass(frozen=True)
-class _SpanIndex:
+class SpanIndex:
     """Records of one kind (events, gaps, findings) by start, and those longer than reach."""
 
     order: Int64Array  # rows by start
@@ -30,7 +30,7 @@ class _SpanIndex:
     reach: int
 
     @classmethod
-    def of(cls, start: Int64Array, end: Int64Array, reach: int) -> _SpanIndex:
+    def of(cls, start: Int64Array, end: Int64Array, reach: int) -> SpanIndex:
         order = np.argsort(start, kind="stable").astype(np.int64)
         return cls(
             order=order,
@@ -105,27 +105,36 @@ class WindowIndex:
         counters: the counter samples' index.
     """
 
-    events: _SpanIndex
-    analysis: list[_SpanIndex]
-    flows: _SpanIndex
+    events: SpanIndex
+    analysis: list[SpanIndex]
+    flows: SpanIndex
     dropped: BoolArray
     counters: CounterIndex
 
     @classmethod
     def of(
-        cls, prepared: PreparedTimeline, reach: int, counters: CounterIndex | None = None
+        cls,
+        prepared: PreparedTimeline,
+        reach: int,
+        counters: CounterIndex | None = None,
+        analysis: list[SpanIndex] | None = None,
     ) -> WindowIndex:
-        """The index of ``prepared``; ``counters``: its counters' index, when made already
-        (preparations of several groups of rows share their counters)."""
+        """The index of ``prepared``; ``counters`` and ``analysis``: the indexes of its
+        counters and analysis slices, when made already (preparations of several groups of
+        rows of one placement share them)."""
         ev = prepared.events
         dropped = np.zeros(ev.size, dtype=bool)
         dropped[prepared.dropped] = True
         flow_start = ev.start[prepared.flow_from]
         flow_end = prepared.event_end[prepared.flow_from]
         return cls(
-            events=_SpanIndex.of(ev.start, prepared.event_end, reach),
-            analysis=[_SpanIndex.of(a.start, a.start + a.dur, reach) for a in prepared.analysis],
-            flows=_SpanIndex.of(flow_start, flow_end, reach),
+            events=SpanIndex.of(ev.start, prepared.event_end, reach),
+            analysis=(
+                analysis
+                if analysis is not None
+                else [SpanIndex.of(a.start, a.start + a.dur, reach) for a in prepared.analysis]
+            ),
+            flows=SpanIndex.of(flow_start, flow_end, reach),
             dropped=dropped,
             counters=counters or CounterIndex.of(prepared.counters),
         )

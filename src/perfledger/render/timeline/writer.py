@@ -34,7 +34,7 @@ from perfledger.render.timeline.records import (
     prepare_timeline,
     profile_origin_ns,
 )
-from perfledger.render.timeline.windows import CounterIndex, WindowIndex
+from perfledger.render.timeline.windows import CounterIndex, SpanIndex, WindowIndex
 
 # A step slice holds at most this many trace events, so one step always opens fast.
 STEP_MAX_EVENTS: Final = 200_000
@@ -357,14 +357,16 @@ def _write_parts(
             groups = (
                 _file_groups(placement, part.events, files) if windowed else [(list(files), None)]
             )
-            counter_index = CounterIndex.of(placement.counters) if windowed else None
+            shared = _shared_index(placement, files) if windowed else None
+            # the placement's passes over every row leave freed blocks the files do not reuse
+            release_freed_memory()
             for group, rows in groups:
                 prepared = (
                     prepare_rows(placement, part.events, rows)
                     if rows is not None
                     else prepare_all_rows(placement, part.events)
                 )
-                index = _window_index(prepared, group, counter_index)
+                index = _window_index(prepared, group, shared)
                 # the whole timeline's part (the largest) first, the step slices beside it
                 done = [
                     pool.submit(f.add, prepared, rank=part.rank, last=last, index=index)
@@ -374,7 +376,7 @@ def _write_parts(
                     future.result()
                 del prepared, done, index
                 release_freed_memory()
-            del placement, part, groups, counter_index
+            del placement, part, groups, shared
             release_freed_memory()
 
 
@@ -396,12 +398,19 @@ def _file_groups(
     end = start + dur
     placed = placement.row_thread >= 0
     by_time = sorted(files, key=lambda f: _window_of(f))
-    # rows starting in each window: a cheap measure of what it holds
-    sorted_start = np.sort(start)
+    # rows starting in each window: a cheap measure of what it holds (counted against the
+    # windows' sorted edges, not by sorting the rows)
     window_lo = np.array([_window_of(f)[0] for f in by_time], dtype=np.int64)
     window_hi = np.array([_window_of(f)[1] for f in by_time], dtype=np.int64)
-    near = np.searchsorted(sorted_start, window_hi) - np.searchsorted(sorted_start, window_lo)
-    del sorted_start
+    edges = np.unique(np.concatenate([window_lo, window_hi]))
+    # starting before each edge: the rows whose start lies below it
+    before_edge = np.cumsum(
+        np.bincount(np.searchsorted(edges, start, side="right"), minlength=edges.size + 1)
+    )
+    near = (
+        before_edge[np.searchsorted(edges, window_hi)]
+        - before_edge[np.searchsorted(edges, window_lo)]
+    )
     groups: list[list[TimelineFile]] = []
     held = 0
     for f, rows in zip(by_time, near.tolist(), strict=True):
@@ -428,15 +437,32 @@ def _window_of(f: TimelineFile) -> tuple[int, int]:
 def _window_index(
     prepared: PreparedTimeline,
     files: Sequence[TimelineFile],
-    counters: CounterIndex | None = None,
+    shared: tuple[int, CounterIndex, list[SpanIndex]] | None = None,
 ) -> WindowIndex | None:
     """The preparation indexed for the files' windows, when several files have one (step
     slices): each then tests only the records near its window, not every record.
-    ``counters``: the index of its counters, when made already."""
+    ``shared``: the reach, counters' and analysis slices' indexes of its placement
+    (:func:`_shared_index`), made once for all its groups of rows."""
     windows = [f.window for f in files if f.window is not None]
     if len(windows) < 2:
         return None
-    return WindowIndex.of(prepared, reach=max(hi - lo for lo, hi in windows), counters=counters)
+    if shared is None:
+        return WindowIndex.of(prepared, reach=max(hi - lo for lo, hi in windows))
+    reach, counters, analysis = shared
+    return WindowIndex.of(prepared, reach=reach, counters=counters, analysis=analysis)
+
+
+def _shared_index(
+    placement: Placement, files: Sequence[TimelineFile]
+) -> tuple[int, CounterIndex, list[SpanIndex]]:
+    """What the window indexes of a placement's groups of rows share: a reach for every
+    file's window, and the indexes of the counters and analysis slices (the placement's)."""
+    reach = max(hi - lo for lo, hi in (_window_of(f) for f in files))
+    return (
+        reach,
+        CounterIndex.of(placement.counters),
+        [SpanIndex.of(a.start, a.start + a.dur, reach) for a in placement.analysis],
+    )
 
 
 def _step_hulls(windows: Sequence[StepWindow]) -> dict[int, tuple[int, int]]:
