@@ -13,9 +13,10 @@ step files from them and reports
 
 Versions alternate within a round (the first tree first in odd rounds, last in even ones),
 so the load of other jobs falls on each alike; each figure is also a ratio to the first
-tree's in the same round. With ``--reference PROFILE`` (a profile made by ``analyze`` of the
-same trace, e.g. at the first tree's version), every step file written is compared with that
-profile's ``timeline/`` byte for byte (gzip bytes, not only the text).
+tree's in the same round, and the median of those ratios over the rounds closes. With
+``--reference PROFILE`` (a profile made by ``analyze`` of the same trace, e.g. at the first
+tree's version), every step file written is compared with that profile's ``timeline/``
+byte for byte (gzip bytes, not only the text).
 
 Usage: python bench/timeline_peak.py PROFILE --src TREE_A --src TREE_B [--rounds 3]
        [--reference PROFILE]
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -124,6 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     trees = [tree.resolve() for tree in args.src]
     reference = _reference_files(args.reference) if args.reference else None
+    ratios: dict[Path, dict[str, list[float]]] = {t: {"cpu_s": [], "peak_mb": []} for t in trees}
     for round_ in range(1, args.rounds + 1):
         results: dict[Path, dict[str, object]] = {}
         for tree in trees if round_ % 2 else trees[::-1]:
@@ -135,7 +138,9 @@ def main() -> None:
             line = f"round {round_} {tree}:"
             for key in ("cpu_s", "peak_mb"):
                 value = float(figures[key])  # type: ignore[arg-type]
-                line += f" {key} {value:.2f} ({value / float(first[key]):.3f}x)"  # type: ignore[arg-type]
+                ratio = value / float(first[key])  # type: ignore[arg-type]
+                ratios[tree][key].append(ratio)
+                line += f" {key} {value:.2f} ({ratio:.3f}x)"
             files = figures["files"]
             assert isinstance(files, dict)
             same = files == first["files"]
@@ -144,6 +149,12 @@ def main() -> None:
                 line += ", reference " + ("same" if files == reference else "DIFFERS")
             line += f" (resident before {float(figures['before_mb']):.0f} MB)"  # type: ignore[arg-type]
             print(line, flush=True)
+    # a shared machine's load makes single rounds noisy: the median of the rounds' ratios
+    for tree in trees[1:]:
+        line = f"median of {args.rounds} rounds, {tree} / {trees[0]}:"
+        for key, values in ratios[tree].items():
+            line += f" {key} {statistics.median(values):.3f}x"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
