@@ -293,6 +293,17 @@ def test_events_are_sorted_by_start_then_longest_first(gpu_trace: Any) -> None:
     assert table.schema == schema.EVENTS_SCHEMA
 
 
+@settings(max_examples=40, deadline=None)
+@given(times=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2)), min_size=1, max_size=40))
+def test_rows_starting_together_go_longest_first_then_in_file_order(
+    tmp_path_factory: pytest.TempPathFactory, times: list[tuple[int, int]]
+) -> None:
+    events = [gen.cpu_op(f"op{i}", ts, dur, external_id=i) for i, (ts, dur) in enumerate(times)]
+    path = write(tmp_path_factory.mktemp("ties"), events)
+    expected = sorted(range(len(times)), key=lambda i: (times[i][0], -times[i][1], i))
+    assert load_kineto(path).events["name"].to_pylist() == [f"op{i}" for i in expected]
+
+
 def test_rank_argument_overrides_the_trace(tmp_path: Path) -> None:
     path = write(tmp_path, _gpu_trace(), distributedInfo={"rank": 3})
     trace = load_kineto(path, rank=5)
@@ -546,6 +557,49 @@ def test_unknown_categories_are_kept_as_annotations(tmp_path: Path) -> None:
     assert found["device thing"]["kind"] == schema.DEVICE_ANNOTATION
     assert found["device thing"]["device"] == 0
     assert trace.meta["unmapped_categories"] == ["other_future_cat", "some_future_cat"]
+
+
+def test_phases_not_imported_are_counted_by_phase(tmp_path: Path) -> None:
+    begin = gen.complete("cpu_op", "begin_end", 200, 0)
+    begin["ph"] = "B"
+    end = {**begin, "ph": "E", "ts": 210}
+    two_letters = {**gen.complete("cpu_op", "two_letters", 220, 5), "ph": "XX"}
+    no_phase = gen.complete("cpu_op", "no_phase", 230, 5)
+    del no_phase["ph"]
+    shout = {**gen.instant("shout", 240), "ph": "I"}
+    counter = {"ph": "C", "name": "queue", "pid": 100, "tid": 100, "ts": 250, "args": {"n": 3}}
+    events = [
+        gen.cpu_op("aten::add", 100, 10, external_id=1),
+        gen.instant("mark", 150),
+        begin,
+        end,
+        two_letters,
+        no_phase,
+        shout,
+        counter,
+    ]
+    trace = load_kineto(write(tmp_path, events))
+    assert sorted(trace.events["name"].to_pylist()) == ["aten::add", "mark", "shout"]
+    assert trace.meta["skipped_phases"] == {"": 1, "B": 1, "E": 1, "XX": 1}
+    assert trace.counters.select(["track", "name", "value"]).to_pylist() == [
+        {"track": "queue", "name": "n", "value": 3.0}
+    ]
+
+
+def test_ids_beyond_64_bits_read_as_no_id(tmp_path: Path) -> None:
+    huge = "99999999999999999999"  # 2**66 or so: no int64 holds it
+    events = [
+        gen.cpu_op("aten::mm", 50, 100, external_id=1, tid="1" + huge),
+        gen.runtime("cudaLaunchKernel", 100, 10, correlation=0, external_id=1),
+        gen.device_task("kernel", "k", 115, 30, correlation=5, stream=3),
+    ]
+    events[1]["args"]["correlation"] = huge
+    events[2]["args"]["stream"] = f"stream {huge}"
+    found = by_name(load_kineto(write(tmp_path, events)).events)
+    assert found["aten::mm"]["stream"] == -1  # a host row's stream is its thread
+    assert found["cudaLaunchKernel"]["correlation"] == -1
+    assert found["cudaLaunchKernel"]["stream"] == 100
+    assert found["k"]["stream"] == 3  # no stream in the args: the device thread's
 
 
 # --- document shapes ----------------------------------------------------------------------

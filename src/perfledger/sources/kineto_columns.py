@@ -179,13 +179,15 @@ def _string_array(
     ).cast(pa.string())
 
 
-def texts_array(raws: list[msgspec.Raw], *, empty: int = 0, compact: bool = False) -> pa.Array:
+def texts_array(
+    raws: list[msgspec.Raw], *, empty: int = 0, compact: bool = False, keep: bool = False
+) -> pa.Array:
     """The texts of raw JSON values as strings; null where the text is ``empty`` bytes or less.
 
     Values are joined with a separator that JSON text cannot hold, so that the lengths come
     from one vectorised search instead of a call per value. ``compact`` drops the line breaks
     and indentation of Kineto's pretty printing (a raw line break can only be whitespace
-    between JSON tokens, never part of a string).
+    between JSON tokens, never part of a string). ``keep``: as for :func:`_string_array`.
     """
     joined = _SEPARATOR.join(raws) + _SEPARATOR
     if compact and b"\n" in joined:
@@ -194,7 +196,7 @@ def texts_array(raws: list[msgspec.Raw], *, empty: int = 0, compact: bool = Fals
             joined = joined.replace(b"\n", b"")
     stops = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
     lengths = np.diff(stops, prepend=-1) - 1
-    return _string_array(joined.replace(_SEPARATOR, b""), lengths, lengths > empty, keep=True)
+    return _string_array(joined.replace(_SEPARATOR, b""), lengths, lengths > empty, keep=keep)
 
 
 def _decimal_ns(text: str) -> int | None:
@@ -331,13 +333,29 @@ def _to_int(value: Any) -> int:
     if isinstance(value, str):
         text = value.strip()
         try:
-            return int(text, 0) if text[:2].lower() == "0x" else int(text)
+            number = int(text, 0) if text[:2].lower() == "0x" else int(text)
         except ValueError:
             match = _TRAILING_NUMBER.search(text)
-            return int(match.group(1)) if match else -1
+            number = int(match.group(1)) if match else -1
+        return number if -(2**63) <= number < 2**63 else -1
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return int(value)
     return -1
+
+
+def _int_rows(values: list[Any]) -> tuple[Int64Array, Int64Array] | None:
+    """The values that are ints as int64 (-1 elsewhere) and the rows of the others; None
+    when an int is beyond int64.
+
+    For lists where a few rows are not ints (Kineto's bookkeeping rows name their pid and
+    tid): the ints are read without a function call per row, the few others one by one.
+    """
+    n = len(values)
+    try:
+        ids = np.fromiter([v if type(v) is int else -1 for v in values], np.int64, n)
+    except OverflowError:
+        return None
+    return ids, np.flatnonzero(np.fromiter([type(v) is not int for v in values], np.bool_, n))
 
 
 def int_column(values: list[Any]) -> Int64Array:
@@ -345,7 +363,14 @@ def int_column(values: list[Any]) -> Int64Array:
     try:
         return np.fromiter(values, np.int64, len(values))
     except (TypeError, ValueError, OverflowError):
+        pass
+    found = _int_rows(values)
+    if found is None:
         return np.fromiter(map(_to_int, values), np.int64, len(values))
+    ids, others = found
+    for row in others.tolist():
+        ids[row] = _to_int(values[row])
+    return ids
 
 
 def _numeric_pid(values: list[int | str]) -> tuple[Int64Array, BoolArray]:
@@ -355,8 +380,15 @@ def _numeric_pid(values: list[int | str]) -> tuple[Int64Array, BoolArray]:
         return np.fromiter(values, np.int64, n), np.ones(n, np.bool_)
     except (TypeError, ValueError, OverflowError):
         pass
-    ids = np.fromiter(map(_pid_or_none, values), np.int64, n)
-    numeric = np.fromiter((_pid_is_numeric(v) for v in values), np.bool_, n)
+    found = _int_rows(values)
+    if found is None:
+        ids = np.fromiter(map(_pid_or_none, values), np.int64, n)
+        return ids, np.fromiter((_pid_is_numeric(v) for v in values), np.bool_, n)
+    ids, others = found
+    numeric = np.ones(n, np.bool_)
+    for row in others.tolist():
+        numeric[row] = _pid_is_numeric(values[row])
+        ids[row] = _pid_or_none(values[row])
     return ids, numeric
 
 
@@ -517,19 +549,42 @@ def _narrow(values: Int64Array) -> IdArray:
     return values.astype(np.int32)
 
 
+def _picked(values: list[Any], rows: Int64Array) -> list[Any]:
+    """``values`` at ``rows`` (at least one row)."""
+    # itemgetter picks them in C; a comprehension over the indices costs twice as much
+    return list(itemgetter(*rows.tolist())(values)) if rows.size > 1 else [values[int(rows[0])]]
+
+
 class _PhaseCodes(dict[str, int]):
     def __missing__(self, key: str) -> int:
         return -1
 
 
 _PHASE_CODES = _PhaseCodes({ph: code for code, ph in enumerate(_PHASES.to_pylist())})
+# The code of each one-byte phase, indexed by its byte (-1: a phase not imported).
+_PHASE_BYTE_CODES = np.full(256, -1, np.int64)
+_PHASE_BYTE_CODES[[ord(ph) for ph in _PHASE_CODES]] = list(_PHASE_CODES.values())
 
 
-def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
-    """Columns of one decoded chunk; metadata, flows and counters go to ``side``."""
+def _phase_codes(phases: list[str]) -> Int64Array:
+    """The code of each row's phase (-1 for phases not imported)."""
+    # Phases are one ASCII letter: their bytes index a table, with no lookup per row. (No
+    # phase is empty and the join is one character per phase: each phase is one character.)
+    joined = "".join(phases)
+    if len(joined) == len(phases) and joined.isascii() and "" not in phases:
+        return _PHASE_BYTE_CODES[np.frombuffer(joined.encode("ascii"), np.uint8)]
+    return np.fromiter(map(_PHASE_CODES.__getitem__, phases), np.int64, len(phases))
+
+
+def chunk_columns(chunk: Chunk, side: Side, *, pooled: bool = True) -> Block | None:
+    """Columns of one decoded chunk; metadata, flows and counters go to ``side``.
+
+    ``pooled``: the block stays in this process until the table is laid out, so its args
+    text is copied into Arrow's memory pool (see :func:`_string_array`); a block sent to
+    another process is copied by its pickle anyway.
+    """
     events, ts, ts_ok, dur, dur_ok = _times(chunk)
-    n = len(events)
-    codes = np.fromiter(map(_PHASE_CODES.__getitem__, [e.ph for e in events]), np.int64, n)
+    codes = _phase_codes([e.ph for e in events])
     pid, numeric_pid = _numeric_pid([e.pid for e in events])
     tid = int_column([e.tid for e in events])
     categories, cat_codes = _encoded([e.cat for e in events])
@@ -548,10 +603,7 @@ def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
     if keep.size == 0:
         return None
 
-    # itemgetter picks the kept events in C; a comprehension over indices costs twice as much
-    kept: list[Any] = (
-        list(itemgetter(*keep.tolist())(events)) if keep.size > 1 else [events[int(keep[0])]]
-    )
+    kept: list[Any] = _picked(events, keep)
     kept_cats = cat_codes[keep]
     group = rules.group[kept_cats]
     on_device = rules.device[kept_cats]
@@ -589,7 +641,7 @@ def chunk_columns(chunk: Chunk, side: Side) -> Block | None:
         flops=columns.pop("flops", None),
         shapes=columns.pop("input_dims", None),
         dtypes=columns.pop("input_type", None),
-        args=texts_array(texts, empty=2, compact=True),  # "{}": no args
+        args=texts_array(texts, empty=2, compact=True, keep=pooled),  # "{}": no args
     )
 
 
@@ -607,10 +659,7 @@ def _args_columns(
     raw_rows: dict[str, list[Int64Array]] = {}
     for g in np.unique(group).tolist():
         rows = np.flatnonzero(group == g)
-        if rows.size == m:
-            subset = texts
-        else:  # picked in C, as the kept events are
-            subset = list(itemgetter(*rows.tolist())(texts)) if rows.size > 1 else [texts[rows[0]]]
+        subset = texts if rows.size == m else _picked(texts, rows)
         structs, fields = _decode_group(subset, g)
         if g == GROUP_INSTANT:
             _memory_counters(structs, fields, ts[rows], side)
@@ -683,7 +732,7 @@ def _flows(
     rows = np.flatnonzero(is_flow & launch)
     if rows.size == 0:
         return
-    ids = int_column([events[i].id for i in rows.tolist()])
+    ids = int_column(list(map(attrgetter("id"), _picked(events, rows))))
     ok = ids >= 0
     rows = rows[ok]
     side.flow_pid.append(_narrow(pid[rows]))

@@ -140,7 +140,7 @@ def chunk_result(payload: bytes) -> ChunkResult | None:
     except DECODE_ERRORS:
         return None
     side = Side()
-    block = chunk_columns(chunk, side)
+    block = chunk_columns(chunk, side, pooled=False)  # pickled back to the main process
     return block, side, len(chunk.events)
 
 
