@@ -248,7 +248,8 @@ class ScheduleInputs:
         self, start: list[int], end: list[int], via: list[int], how: list[int]
     ) -> Schedule:
         """The schedule of the loop's results (whose nodes of the short path have no link
-        yet: :meth:`links` gives them)."""
+        yet: :meth:`links` gives them). The lists are emptied once read: their int objects
+        go before the links' columns are made."""
         n = len(start)
         schedule = Schedule(
             start=np.fromiter(start, np.int64, n),
@@ -259,6 +260,8 @@ class ScheduleInputs:
             how=np.frombuffer(bytes(how), dtype=np.int8).copy(),
             chain_pred=self.chain_pred,
         )
+        for items in (start, end, via, how):
+            items.clear()
         self.links(schedule)
         return schedule
 

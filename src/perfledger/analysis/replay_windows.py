@@ -51,15 +51,16 @@ class ReplayWindows:
         if not self.annotated:
             return  # one window over every row: replayed whole on each call
         self._names = mark_names(events, marks)
-        rows = RankRows(events, graph)
-        self._marks = RowTimes(rows, marks)
-        task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
-        self._tasks = RowTimes(rows, task_rows)
+        # the launch keys before the rows' columns (RankRows): their temporaries do not stack
         self._keys = launch_keys(events)
-        self._launches = RowTimes(rows, self._keys.launch_rows)
+        task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
         # the tasks with a launch key, as positions among task_rows (both sorted rows)
         self._keyed = np.searchsorted(task_rows, self._keys.task_rows)
         self._is_comm = _task_comm(events, graph, task_rows)
+        rows = RankRows(events, graph)
+        self._marks = RowTimes(rows, marks)
+        self._tasks = RowTimes(rows, task_rows)
+        self._launches = RowTimes(rows, self._keys.launch_rows)
 
     def __call__(self, schedule: Schedule) -> dict[int, StepWindow]:
         """The step windows of ``schedule``, by step."""
@@ -236,8 +237,10 @@ class RankRows:
         nodes = np.arange(graph.size, dtype=np.int64)
         kind = graph.kind
         single = (kind == LAUNCH) | (kind == HOST_OP) | (kind == TASK)
-        self.start_node = np.full(n, -1, dtype=np.int64)
-        self.end_node = np.full(n, -1, dtype=np.int64)
+        # node indices: 4 bytes a row (where the graph has fewer than 2**31 nodes)
+        index = np.int32 if graph.size < np.iinfo(np.int32).max else np.int64
+        self.start_node = np.full(n, -1, dtype=index)
+        self.end_node = np.full(n, -1, dtype=index)
         self.start_node[graph.row[single]] = nodes[single]
         self.end_node[graph.row[single]] = nodes[single]
         self.start_node[graph.row[kind == SYNC_CALL]] = nodes[kind == SYNC_CALL]
