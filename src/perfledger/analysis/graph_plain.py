@@ -70,10 +70,10 @@ def shared_values(column: Int64Array) -> list[int]:
     """``column`` as a list whose equal items are one object where it holds few distinct
     values (delays, durations, releases: a few hundred over 400k nodes): a pointer per node
     rather than an int object each."""
-    items = column.tolist()
-    first: dict[int, int] = {}
-    # each value's first int object stands for every equal one
-    return list(map(first.setdefault, items, items))
+    values, inverse = np.unique(column, return_inverse=True)
+    if values.size * 4 > column.size:
+        return list(column.tolist())
+    return list(map(values.tolist().__getitem__, inverse.reshape(-1).tolist()))
 
 
 def waits_by_node(src: Int64Array, dst: Int64Array) -> dict[int, list[int]]:
