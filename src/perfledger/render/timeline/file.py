@@ -74,6 +74,40 @@ def overlaps(
     return inside
 
 
+def _record_order(
+    ts: Int64Array,
+    cls: npt.NDArray[np.int8],
+    longer_first: Int64Array,
+    nesting: npt.NDArray[np.int8],
+) -> Int64Array:
+    """The stable order of records by (ts, class, longer_first, nesting).
+
+    One stable sort by time and class packed into one key, then only the runs of records
+    at the same time and class sorted by the other keys: the same order as a stable sort by
+    all four keys, at a fraction of its cost (ties are a small part of a file's records).
+    """
+    if ts.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    low = int(ts.min())
+    if int(ts.max()) - low >= 1 << 59:  # the packed key would overflow: sort by every key
+        return np.lexsort((nesting, longer_first, cls, ts)).astype(np.int64)
+    key = (ts - low) * 8 + cls  # classes are 0 to 4
+    order = np.argsort(key, kind="stable").astype(np.int64)
+    sorted_key = key[order]
+    del key
+    same = sorted_key[1:] == sorted_key[:-1]
+    if not same.any():
+        return order
+    in_run = np.zeros(sorted_key.size, dtype=bool)
+    in_run[1:] |= same
+    in_run[:-1] |= same
+    run = np.cumsum(np.concatenate([[True], ~same]))  # a number per run of equal keys
+    at = np.flatnonzero(in_run)
+    tied = order[at]
+    order[at] = tied[np.lexsort((nesting[tied], longer_first[tied], run[at]))]
+    return order
+
+
 @dataclass
 class _PartFigures:
     """What one part (a rank) put into one file."""
@@ -282,15 +316,13 @@ class TimelineFile:
         longer_first = np.concatenate(dur_list)
         np.negative(longer_first, out=longer_first)
         del dur_list
-        order = np.lexsort(
-            (
-                local_all,
-                src_all,
-                np.concatenate(nest_list),
-                longer_first,
-                np.concatenate(cls_list),
-                np.concatenate(ts_list),
-            )
+        # records are concatenated by source, each source's in order: the (source, row)
+        # tie-break is the order a stable sort keeps
+        order = _record_order(
+            np.concatenate(ts_list),
+            np.concatenate(cls_list),
+            longer_first,
+            np.concatenate(nest_list),
         )
         del longer_first, nest_list, cls_list, ts_list
 
