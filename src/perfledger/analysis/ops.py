@@ -318,7 +318,8 @@ def operator_nesting(group: IntArray, start_ns: IntArray, end_ns: IntArray) -> I
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent
-    order = np.lexsort((np.arange(n), -end_ns, start_ns, group))
+    # lexsort is stable: ties keep the index order (no index key needed)
+    order = np.lexsort((-end_ns, start_ns, group))
     group_sorted = group[order]
     start_sorted = start_ns[order]
     end_sorted = end_ns[order]
@@ -380,9 +381,8 @@ def innermost_enclosing(
     # order: the last interval before a query is the innermost one started by then.
     item = np.arange(n + m)
     is_query = item >= n
-    order = np.lexsort(
+    order = np.lexsort(  # stable: ties keep the item order
         (
-            item,
             np.concatenate([-end_ns, np.zeros(m, dtype=np.int64)]),
             is_query,
             np.concatenate([start_ns, query_ns]),
@@ -682,7 +682,7 @@ def _first_of_groups(rank: IntArray, ident: IntArray, *order_by: IntArray) -> In
     (then position); the result is sorted by (rank, ident)."""
     if rank.size == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((np.arange(rank.size), *reversed(order_by), ident, rank))
+    order = np.lexsort((*reversed(order_by), ident, rank))  # stable: then by position
     r, i = rank[order], ident[order]
     first = np.ones(order.size, dtype=bool)
     first[1:] = (r[1:] != r[:-1]) | (i[1:] != i[:-1])
