@@ -51,7 +51,7 @@ class ReplayWindows:
         if not self.annotated:
             return  # one window over every row: replayed whole on each call
         self._names = mark_names(events, marks)
-        # the launch keys before the rows' columns (RankRows): their temporaries do not stack
+        # the launch keys first: their temporaries do not stack on the rows' times below
         self._keys = launch_keys(events)
         task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
         # the tasks with a launch key, as positions among task_rows (both sorted rows)
@@ -101,16 +101,10 @@ class RowTimes:
     that starts last before them. Everything but the schedule's times is worked out here."""
 
     def __init__(self, rows: RankRows, at: Int64Array | None) -> None:
-        def take(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
-            return values if at is None else values[at]
-
         graph = rows.graph
-        self.start = take(rows.start)
-        self.end = take(rows.end)
-        host = take(rows.host)
-        node_row = take(rows.is_node)
-        start_node = take(rows.start_node)
-        end_node = take(rows.end_node)
+        self.start, self.end, host = rows.times(at)
+        start_node, end_node = rows.nodes(at)
+        node_row = (start_node >= 0) | (end_node >= 0)
         self.start_from = np.flatnonzero(start_node >= 0)
         self.start_node = start_node[self.start_from]
         self.end_from = np.flatnonzero(end_node >= 0)
@@ -221,33 +215,42 @@ class _ThreadTimes:
 
 
 class RankRows:
-    """What :class:`RowTimes` of one rank's events share: the rows' observed times, which
-    node's time each takes, host threads."""
+    """What :class:`RowTimes` of one rank's events share: which node's time each row takes,
+    host threads, and the observed times of the rows asked for."""
 
     def __init__(self, events: pa.Table, graph: StepGraph) -> None:
-        n = events.num_rows
         self.events = events
         self.graph = graph
-        self.start = columns.int64(events, "start_ns")
-        self.end = self.start + np.maximum(columns.int64(events, "dur_ns"), 0)
-        self.host = columns.int64(events, "device") < 0
-        self.is_node = np.zeros(n, dtype=bool)
-        self.is_node[graph.row] = True
-        # which node's scheduled time each row takes (assigned in replayed_events' order)
+        # which node's scheduled time each row takes (assigned in replayed_events' order),
+        # looked up among the nodes' rows: no column as long as the events
         nodes = np.arange(graph.size, dtype=np.int64)
         kind = graph.kind
         single = (kind == LAUNCH) | (kind == HOST_OP) | (kind == TASK)
-        # node indices: 4 bytes a row (where the graph has fewer than 2**31 nodes)
-        index = np.int32 if graph.size < np.iinfo(np.int32).max else np.int64
-        self.start_node = np.full(n, -1, dtype=index)
-        self.end_node = np.full(n, -1, dtype=index)
-        self.start_node[graph.row[single]] = nodes[single]
-        self.end_node[graph.row[single]] = nodes[single]
-        self.start_node[graph.row[kind == SYNC_CALL]] = nodes[kind == SYNC_CALL]
-        self.end_node[graph.row[kind == SYNC_WAIT]] = nodes[kind == SYNC_WAIT]
+        starts, ends = single | (kind == SYNC_CALL), single | (kind == SYNC_WAIT)
+        self._start_node = _RowNodes(graph.row[starts], nodes[starts])
+        self._end_node = _RowNodes(graph.row[ends], nodes[ends])
         tasks = np.flatnonzero(kind == TASK)
         self.by_start = tasks[np.argsort(graph.start[tasks], kind="stable")]
         self.task_start = graph.start[self.by_start]
+
+    def times(self, at: Int64Array | None) -> tuple[Int64Array, Int64Array, _BoolArray]:
+        """The observed start and end of the rows ``at`` (None: every row), and which are
+        host rows."""
+
+        def read(column: str) -> Int64Array:
+            values = columns.int64(self.events, column)
+            return values if at is None else values[at]
+
+        start = read("start_ns")
+        return start, start + np.maximum(read("dur_ns"), 0), read("device") < 0
+
+    def nodes(
+        self, at: Int64Array | None
+    ) -> tuple[npt.NDArray[np.signedinteger[Any]], npt.NDArray[np.signedinteger[Any]]]:
+        """The node whose start, and the one whose end, each row ``at`` (None: every row)
+        takes; -1 where none."""
+        rows = np.arange(self.events.num_rows, dtype=np.int64) if at is None else at
+        return self._start_node(rows), self._end_node(rows)
 
     def thread_of(self, rows: Int64Array) -> Int64Array:
         """The graph's thread whose nodes each host row moves with (its own, else the busiest
@@ -257,3 +260,24 @@ class RankRows:
             return np.full(rows.size, -1, dtype=np.int64)
         thread, counts = host_threads(self.events, graph, rows)
         return np.where(counts[thread] > 0, thread, -1)
+
+
+class _RowNodes:
+    """Rows of the events -> the node whose time each takes (-1 for none; of a row given
+    several times, the last node given), as node indices of 4 bytes where the graph allows."""
+
+    def __init__(self, rows: Int64Array, nodes: Int64Array) -> None:
+        order = np.argsort(rows, kind="stable")
+        rows, nodes = rows[order], nodes[order]
+        last = np.ones(rows.size, dtype=bool)
+        last[:-1] = rows[1:] != rows[:-1]
+        self.rows = rows[last]
+        index = np.int32 if nodes.size < np.iinfo(np.int32).max else np.int64
+        self.nodes = nodes[last].astype(index)
+
+    def __call__(self, at: Int64Array) -> npt.NDArray[np.signedinteger[Any]]:
+        """The node of each row ``at``."""
+        if self.rows.size == 0:
+            return np.full(at.size, -1, dtype=self.nodes.dtype)
+        pos = np.clip(np.searchsorted(self.rows, at), 0, self.rows.size - 1)
+        return np.where(self.rows[pos] == at, self.nodes[pos], -1).astype(self.nodes.dtype)
