@@ -200,12 +200,12 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
     n = events.num_rows
     device = columns.int64(events, "device")
     start = columns.int64(events, "start_ns")
-    dur = np.maximum(columns.int64(events, "dur_ns"), 0)
-    end = start + dur
+    # a row's duration is end - start (no column of its own kept)
+    end = start + np.maximum(columns.int64(events, "dur_ns"), 0)
     correlation = columns.int64(events, "correlation")
-    # masks of the kind column read on its dictionary: a test per distinct kind, not per row
     host = device < 0
 
+    # masks of the kind column read on its dictionary: a test per distinct kind, not per row
     task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
     launch_of_task = _launch_rows(events, host, correlation, start, task_rows)
     if task_rows.size:
@@ -258,7 +258,9 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         np.where(first_of_sync, SYNC_CALL, HOST_OP if not task_rows.size else LAUNCH),
     ).astype(np.int8)
     h_start = np.where(second, end[host_row_of] - ret_of_node, start[host_row_of])
-    h_dur = np.where(second, ret_of_node, np.where(first_of_sync, 0, dur[host_row_of]))
+    h_dur = np.where(
+        second, ret_of_node, np.where(first_of_sync, 0, end[host_row_of] - start[host_row_of])
+    )
     h_pred, h_delay, h_release = _chain(thread_node, h_start, h_dur, pin_first=True)
     # the wait of a synchronisation call starts when its tasks end, not after host work
     h_delay[second] = 0
@@ -308,7 +310,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         events,
         device,
         start,
-        dur,
+        end,
         task_rows,
         launch_of_task,
         host_node_of,
@@ -319,7 +321,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         kind=np.full(task_rows.size, TASK, dtype=np.int8),
         row=task_rows,
         start=start[task_rows],
-        dur=dur[task_rows],
+        dur=end[task_rows] - start[task_rows],
         chain_pred=np.where(task_block["chain_pred"] >= 0, task_block["chain_pred"] + n_host, -1),
         chain_delay=task_block["chain_delay"],
         chain_busy=np.zeros(task_rows.size, dtype=np.int64),
@@ -329,7 +331,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         release=task_block["release"],
         thread=np.full(task_rows.size, -1, dtype=np.int64),
     )
-    del device, start, dur, end, correlation, host
+    del device, start, end, correlation, host
     size = n_host + task_rows.size
     kind = nodes.column("kind") if size else np.zeros(0, dtype=np.int8)
     row = nodes.column("row") if size else np.zeros(0, dtype=np.int64)
@@ -570,7 +572,7 @@ def _task_nodes(
     events: pa.Table,
     device: Int64Array,
     start: Int64Array,
-    dur: Int64Array,
+    end: Int64Array,
     task_rows: Int64Array,
     launch_of_task: Int64Array,
     host_node_of: _RowIndex,
@@ -581,7 +583,8 @@ def _task_nodes(
     (``event_src`` -> ``event_dst``, indices into ``task_rows``), classes."""
     size = task_rows.size
     stream = columns.int64(events, "stream")[task_rows]
-    t_start, t_dur = start[task_rows], dur[task_rows]
+    t_start = start[task_rows]
+    t_dur = end[task_rows] - t_start
     t_kind = strings_at(events, "kind", task_rows)
     t_name = strings_at(events, "name", task_rows)
     # a collective's kernel by its name: the pattern tried once per distinct task name
