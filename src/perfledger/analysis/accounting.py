@@ -100,7 +100,7 @@ def _device_tasks(
     device = columns.int64(events, "device")[rows]
     start = columns.int64(events, "start_ns")[rows]
     end = start + columns.int64(events, "dur_ns")[rows]
-    kind = columns.strings(events, "kind")[rows]  # the one column, not a copy of the rows
+    kind = columns.strings(columns.take_rows(events, rows, ["kind"]), "kind")  # at the tasks
     launch = launches[rows]
     wait = comm_wait[rows] if comm_wait is not None else np.zeros(rows.size, dtype=np.int64)
     tasks = _DeviceTasks(rows, start, end, launch, kind, np.clip(wait, 0, end - start))
@@ -117,10 +117,9 @@ def _window_rows(
     host: _HostActivity,
 ) -> tuple[list[WindowAccount], dict[str, np.ndarray]]:
     """Account one device over several non-overlapping windows; return rows and gap columns."""
-    by_kind = {
-        kind: union(tasks.start[tasks.kind == kind], tasks.end[tasks.kind == kind])
-        for kind in schema.DEVICE_TASK_KINDS
-    }
+    # each kind's tasks found once (a comparison over an object array per kind)
+    of_kind = {kind: tasks.kind == kind for kind in schema.DEVICE_TASK_KINDS}
+    by_kind = {kind: union(tasks.start[rows], tasks.end[rows]) for kind, rows in of_kind.items()}
     compute = by_kind[schema.KERNEL]
     comm = by_kind[schema.COMM]
     up_to_comm = merge(compute, comm)
@@ -134,7 +133,7 @@ def _window_rows(
     c4 = busy.covered(window_starts, window_ends)
     comm_alone = comm.covered(window_starts, window_ends)
     # exposed communication in its transfer part (after the wait for peers) is transfer
-    is_comm = tasks.kind == schema.COMM
+    is_comm = of_kind[schema.COMM]
     transfer = union(tasks.start[is_comm] + tasks.wait[is_comm], tasks.end[is_comm])
     c_transfer = merge(compute, transfer).covered(window_starts, window_ends)
 
