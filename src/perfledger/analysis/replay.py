@@ -151,9 +151,10 @@ def node_changes(graph: StepGraph, change: WhatIf) -> NodeChanges:
         gap[host_gap & (graph.chain_class == CLASS_CODE[DATALOADER])] = 0.0
         factor[(graph.kind == HOST_OP) & (graph.node_class == CLASS_CODE[DATALOADER])] = 0.0
     fused = np.zeros(graph.size, dtype=bool)
-    tasks = np.flatnonzero(graph.kind == TASK)
-    by_row = np.argsort(graph.row[tasks], kind="stable")
-    task_rows = graph.row[tasks][by_row]
+    if change.tasks:  # the tasks by row, sorted only for a change of some tasks
+        tasks = np.flatnonzero(graph.kind == TASK)
+        by_row = np.argsort(graph.row[tasks], kind="stable")
+        task_rows = graph.row[tasks][by_row]
     for task_change in change.tasks:
         rows = np.asarray(task_change.rows, dtype=np.int64)
         factors = np.asarray(task_change.factors, dtype=np.float64)
