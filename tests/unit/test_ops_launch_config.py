@@ -186,3 +186,11 @@ def test_kineto_kernel_args_read_every_field() -> None:
         "warps_per_sm": [1.2],
         "occupancy_pct": [2.0],
     }
+
+
+def test_chunked_args_read_as_one_array() -> None:
+    first = '{"External id": 1,"queued": 0, "correlation": 1,"grid": [4, 1, 1]}'
+    second = '{"External id": 2,"queued": 0, "correlation": 2,"grid": [4, 1, 1]}'
+    chunked = pa.chunked_array([[first], [second, "not json"]], pa.string())
+    got = launch_config(chunked)
+    assert got["grid"].to_pylist() == ["4,1,1", "4,1,1", None]

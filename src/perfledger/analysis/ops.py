@@ -217,6 +217,8 @@ def launch_config(args: pa.Array) -> dict[str, pa.Array]:
     # Cutting well-formed `"key": integer,` pairs of keys not looked up right after the
     # opening brace leaves what json_extract finds unchanged, and a document that is not valid
     # JSON invalid (but for `{"queued": 0,}`, which gives nulls either way).
+    if isinstance(args, pa.ChunkedArray):  # one dictionary for all the documents
+        args = args.combine_chunks()
     bare = pc.replace_substring_regex(
         pc.cast(args, pa.string()), KINETO_TASK_IDS, "{", max_replacements=1
     )
