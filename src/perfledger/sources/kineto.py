@@ -390,6 +390,10 @@ def _gather_plan(sizes: list[int], order: Int64Array) -> _GatherPlan:
 # The string columns are laid out in pieces of at least this many rows (and at most 32 pieces):
 # a block's text is let go once the pieces have read its last row.
 LAYOUT_PIECE_ROWS = 1 << 16
+# Freed text is handed back to the system once this much has been let go, not after every
+# block: each hand-back costs the next pieces fresh pages (page faults). On the 486 MB bench
+# trace this takes a fifth off the text's layout at the same peak (bench/import_trees.py).
+LAYOUT_RELEASE_BYTES = 16 << 20
 
 
 def _sorted_strings(blocks: list[Block], sizes: list[int], column: str, plan: _GatherPlan) -> Any:
@@ -410,15 +414,19 @@ def _sorted_strings(blocks: list[Block], sizes: list[int], column: str, plan: _G
     n = plan.block.size
     step = max(LAYOUT_PIECE_ROWS, n // 32 + 1)
     pieces = []
+    freed = 0  # bytes of text let go since the pool last handed memory back
     for begin in range(0, n, step):
         end = min(n, begin + step)
         pieces.append(_piece(parts, plan.block[begin:end], plan.local[begin:end]))
         done = np.flatnonzero((plan.last >= begin) & (plan.last < end)).tolist()
         for j in done:
+            part = parts[j]
+            freed += part.get_total_buffer_size() if part is not None else 0
             parts[j] = None
-        if done:
+        if freed >= LAYOUT_RELEASE_BYTES:
             # hand the freed text back, or the pool keeps it beside the growing output
             pa.default_memory_pool().release_unused()
+            freed = 0
     return pa.chunked_array(pieces, pa.string())
 
 
@@ -644,6 +652,26 @@ def _copy_sizes(kind: KindArray, correlation: Int64Array, nbytes: Int64Array) ->
     return nbytes
 
 
+def _start_order(start: Int64Array, dur: Int64Array) -> Int64Array:
+    """The rows in order of start, the longest first among those that start together, and
+    in file order where both tie (the same file always gives the same table).
+
+    As ``np.lexsort((-dur, start))``, in a third of its time: a stable sort by start alone,
+    then the rows that share a start (about 1% in Kineto traces) sorted among themselves.
+    """
+    order: Int64Array = np.argsort(start, kind="stable")
+    sorted_start = start[order]
+    tie = sorted_start[1:] == sorted_start[:-1]
+    if tie.any():
+        shared = np.zeros(order.size, np.bool_)
+        shared[1:] |= tie
+        shared[:-1] |= tie
+        rows = np.flatnonzero(shared)  # runs of places that share a start
+        run = np.cumsum(np.concatenate(([True], ~tie)))[rows]
+        order[rows] = order[rows[np.lexsort((-dur[order[rows]], run))]]
+    return order
+
+
 def _events_table(
     blocks: list[Block], side: Side, rank: int, base_ns: int, meta: dict[str, Any]
 ) -> pa.Table:
@@ -655,8 +683,7 @@ def _events_table(
     sizes = [b.phase.size for b in blocks]
     start = _take_column(blocks, "ts") + base_ns
     dur = _take_column(blocks, "dur")
-    # Ties keep file order (a stable sort): the same file always gives the same table.
-    order = np.lexsort((-dur, start))
+    order = _start_order(start, dur)
     start = start[order]
     dur = dur[order]
     position = np.empty_like(order)

@@ -137,10 +137,10 @@ def _bounded_names(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, int]:
 
 def _cut_strings(strings: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """The strings with the long ones cut, and a mask of those."""
-    lengths = pc.utf8_length(strings).to_numpy(zero_copy_only=False)
-    long = np.nan_to_num(lengths.astype(float), nan=0.0) > NAME_LIMIT
-    if not long.any():
-        return strings, long
+    over = pc.greater(pc.utf8_length(strings), NAME_LIMIT)
+    if not pc.any(over).as_py():
+        return strings, np.zeros(len(strings), np.bool_)
+    long = np.asarray(over.fill_null(False).to_numpy(zero_copy_only=False), np.bool_)
     cut = [cut_name(strings[int(i)].as_py()) for i in np.flatnonzero(long)]
     return pc.replace_with_mask(strings, pa.array(long), pa.array(cut, strings.type)), long
 
@@ -149,11 +149,15 @@ def _bounded_values(column: pa.ChunkedArray, is_args: bool) -> tuple[pa.ChunkedA
     chunks: list[pa.Array] = []
     count = 0
     for chunk in column.chunks:
-        sizes = pc.binary_length(chunk).to_numpy(zero_copy_only=False)
-        long = np.nan_to_num(sizes.astype(float), nan=0.0) > ARGS_LIMIT
-        if long.any():
+        # compared in Arrow: no per-row copy of a column of millions (the args) unless some
+        # value is over the limit
+        sizes = pc.binary_length(chunk)
+        over = pc.greater(sizes, ARGS_LIMIT)
+        if pc.any(over).as_py():
+            long = np.asarray(over.fill_null(False).to_numpy(zero_copy_only=False), np.bool_)
+            bytes_of = sizes.fill_null(0).to_numpy(zero_copy_only=False)
             marks = [
-                json.dumps({_ARGS_CUT_KEY: int(sizes[i])}) if is_args else None
+                json.dumps({_ARGS_CUT_KEY: int(bytes_of[i])}) if is_args else None
                 for i in np.flatnonzero(long)
             ]
             chunk = pc.replace_with_mask(chunk, pa.array(long), pa.array(marks, chunk.type))
