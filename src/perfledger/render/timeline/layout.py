@@ -18,6 +18,7 @@ from perfledger.analysis.intervals import crossing_intervals
 from perfledger.model import schema
 from perfledger.render.timeline.grouping import (
     Int64Array,
+    KindCodes,
     int64,
     kind_mask,
     unique_rows,
@@ -103,9 +104,11 @@ class TrackLayout:
         return pids, tids, metadata
 
 
-def event_tracks(events: pa.Table, layout: TrackLayout) -> tuple[Int64Array, list[ThreadKey], int]:
+def event_tracks(
+    events: pa.Table, layout: TrackLayout, kinds: KindCodes | None = None
+) -> tuple[Int64Array, list[ThreadKey], int]:
     """The thread of every event row (index into the returned keys, -1: left out), and the
-    number of slices moved to overflow lanes.
+    number of slices moved to overflow lanes. ``kinds``: the events' kind codes, when made.
 
     A track is a host thread or a device stream (device annotations get their own);
     partial overlaps on a track spill into overflow lanes, each its own thread.
@@ -115,13 +118,13 @@ def event_tracks(events: pa.Table, layout: TrackLayout) -> tuple[Int64Array, lis
     device = int64(events, "device")
     stream = int64(events, "stream")
     on_device = device >= 0
-    annotation = kind_mask(events, (schema.DEVICE_ANNOTATION,)) & on_device
+    annotation = kind_mask(events, (schema.DEVICE_ANNOTATION,), kinds) & on_device
     category = np.where(on_device, DEVICE, HOST)
     ident = np.where(on_device, device, int64(events, "pid"))
     lane_class = np.where(annotation, ANNOTATION_LANE, STREAM_LANE)
     start = int64(events, "start_ns")
     end = start + int64(events, "dur_ns")
-    step_rows = kind_mask(events, (schema.STEP,))
+    step_rows = kind_mask(events, (schema.STEP,), kinds)
     row_thread = np.full(n, -1, dtype=np.int64)
     thread_keys: list[ThreadKey] = []
     if n == 0:

@@ -26,6 +26,8 @@ from perfledger.model.whatif import PathSpan
 from perfledger.render.timeline.grouping import (
     BoolArray,
     Int64Array,
+    KindCodes,
+    event_kinds,
     factorize,
     int64,
     kind_mask,
@@ -513,14 +515,15 @@ def check_events(events: pa.Table) -> None:
         raise PerfledgerError(f"events table lacks columns: {', '.join(missing)}")
 
 
-def flows(events: pa.Table) -> tuple[Int64Array, Int64Array]:
-    """(launch row, task row) per device task whose launch is known, by (rank, correlation)."""
+def flows(events: pa.Table, kinds: KindCodes | None = None) -> tuple[Int64Array, Int64Array]:
+    """(launch row, task row) per device task whose launch is known, by (rank, correlation).
+    ``kinds``: the events' kind codes, when made already."""
     correlation = int64(events, "correlation")
     device = int64(events, "device")
     rank = int64(events, "rank")
     start = int64(events, "start_ns")
-    launch = kind_mask(events, schema.LAUNCH_KINDS) & (device < 0) & (correlation >= 0)
-    task = kind_mask(events, schema.DEVICE_TASK_KINDS) & (device >= 0) & (correlation >= 0)
+    launch = kind_mask(events, schema.LAUNCH_KINDS, kinds) & (device < 0) & (correlation >= 0)
+    task = kind_mask(events, schema.DEVICE_TASK_KINDS, kinds) & (device >= 0) & (correlation >= 0)
     launch_rows = np.flatnonzero(launch)
     task_rows = np.flatnonzero(task)
     if launch_rows.size == 0 or task_rows.size == 0:
@@ -591,7 +594,8 @@ def place_timeline(
     check_events(events)
     origin = profile_origin_ns(events, counters) if origin_ns is None else origin_ns
     layout = TrackLayout(process_names)
-    row_thread, thread_keys, overlapping = event_tracks(events, layout)
+    kinds = event_kinds(events)
+    row_thread, thread_keys, overlapping = event_tracks(events, layout, kinds)
     gap_build = gap_slices(gaps, layout) if gaps is not None and gaps.num_rows else None
     finding_build = finding_spans(findings or (), layout)
     path_build = critical_path_slices(critical_path, layout)
@@ -614,7 +618,8 @@ def place_timeline(
     del counter_table, all_counters
     pids, tids, metadata = layout.assign(first_pid, first_tid)
     analysis = [b(pids, tids) for b in (gap_build, finding_build, path_build) if b is not None]
-    flow_from, flow_to = flows(events)
+    flow_from, flow_to = flows(events, kinds)
+    del kinds
     out_ts, in_ts, placeable = flow_points(
         _rows_of(events, "start_ns", flow_from, flow_to),
         _rows_of(events, "dur_ns", flow_from, flow_to),
