@@ -379,26 +379,24 @@ def innermost_enclosing(
     found = np.full(m, -1, dtype=np.int64)
     if n == 0 or m == 0:
         return found
-    # Merge intervals and queries in (group, time, interval before query, innermost last)
-    # order: the last interval before a query is the innermost one started by then.
-    item = np.arange(n + m)
-    is_query = item >= n
-    order = np.lexsort(  # stable: ties keep the item order
-        (
-            np.concatenate([-end_ns, np.zeros(m, dtype=np.int64)]),
-            is_query,
-            np.concatenate([start_ns, query_ns]),
-            np.concatenate([group, query_group]),
-        )
-    )
-    query_sorted = is_query[order]
-    last_position = np.maximum.accumulate(np.where(query_sorted, -1, np.arange(n + m)))
-    last_interval = np.where(last_position >= 0, order[np.maximum(last_position, 0)], -1)
-    candidate = np.empty(m, dtype=np.int64)
-    candidate[order[query_sorted] - n] = last_interval[query_sorted]
-    same_group = candidate >= 0
-    same_group[same_group] = group[candidate[same_group]] == query_group[same_group]
-    candidate = np.where(same_group, candidate, -1)
+    # Intervals in (group, start, innermost last) order: for a query, the last interval of its
+    # group started by then (one starting at the query instant included) is the innermost
+    # one started by then. Searched thread by thread, the queries grouped by a stable sort.
+    order = np.lexsort((-end_ns, start_ns, group))  # stable: ties keep the index order
+    group_sorted, start_sorted = group[order], start_ns[order]
+    query_order = np.argsort(query_group, kind="stable")
+    groups, query_first = np.unique(query_group[query_order], return_index=True)
+    query_bounds = np.append(query_first, m)
+    lo = np.searchsorted(group_sorted, groups, side="left")
+    hi = np.searchsorted(group_sorted, groups, side="right")
+    candidate = np.full(m, -1, dtype=np.int64)
+    for k in range(groups.size):  # a loop over host threads
+        if hi[k] == lo[k]:
+            continue
+        asked = query_order[query_bounds[k] : query_bounds[k + 1]]
+        at = np.searchsorted(start_sorted[lo[k] : hi[k]], query_ns[asked], side="right") - 1
+        started = at >= 0
+        candidate[asked[started]] = order[lo[k] + at[started]]
     # Walk up the nesting until an interval still runs at the query instant.
     for _ in range(n + 1):
         ended = candidate >= 0
