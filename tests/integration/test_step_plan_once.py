@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from perfledger.analysis.comm_split import comm_split
@@ -25,7 +26,15 @@ def test_windows_and_launches_found_once_are_those_found_again(name: str) -> Non
     events = rank.events  # the step column filled: what the replay plans on
     assert step_plan(events).windows == rank.windows
     launches = launch_starts(events)
-    assert np.array_equal(launches, launch_starts(rank.trace.events))
+    # found before the steps were assigned: the same without the step column filled
+    unassigned = events.set_column(
+        events.schema.get_field_index("step"),
+        events.schema.field("step"),
+        pa.array(np.full(events.num_rows, -1, dtype=np.int32)),
+    )
+    assert np.array_equal(launches, launch_starts(unassigned))
+    assert step_plan(unassigned).windows == rank.windows
+    assert rank.trace.events is events  # the imported step column not kept
     given = comm_split(events, 25.0, 8, launches=launches)
     found = comm_split(events, 25.0, 8)
     assert np.array_equal(given.wait_ns, found.wait_ns)

@@ -69,11 +69,13 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     )
     links = ops.link_device_tasks(events)
     return RankAnalysis(
-        trace=trace,
+        # its events with the steps assigned, as a profile's merged ranks have them: the
+        # imported step column is not kept beside the assigned one
+        trace=replace(trace, events=events),
         events=events,
         windows=plan.windows,
         accounting=accounting,
-        annotated_steps=len(step_annotations(trace.events)),
+        annotated_steps=len(step_annotations(events)),
         quality=(
             *trace.quality,
             *repairs,
