@@ -22,7 +22,7 @@ Pure functions over the canonical events table; vectorised with numpy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, Final
 
@@ -770,30 +770,11 @@ def _topological(graph: StepGraph) -> StepGraph:
     )
 
 
-# The graph's columns of one item per node.
-_NODE_COLUMNS: Final = (
-    "kind",
-    "row",
-    "start",
-    "dur",
-    "chain_pred",
-    "chain_delay",
-    "chain_busy",
-    "chain_class",
-    "lane_pred",
-    "lane_delay",
-    "launch_src",
-    "launch_delay",
-    "wake_src",
-    "wake_delay",
-    "release",
-    "node_class",
-    "is_kernel",
-    "is_comm",
-    "is_copy",
-    "name",
-    "host_name",
-    "thread",
+# The graph's columns of one item per node (the others are edges, threads and a count).
+_NODE_COLUMNS: Final = tuple(
+    f.name
+    for f in fields(StepGraph)
+    if not f.name.startswith(("wait_", "event_")) and f.name not in ("thread_keys", "dropped_edges")
 )
 
 
