@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     for label, row in medians.items():
         print(f"{label:>8}" + "".join(f"{row[k]:>15.2f}" for k in _FIGURES))
-    ratio = {k: medians["after"][k] / medians["before"][k] for k in _FIGURES}
+    # workers_cpu_s is 0 when the import runs in one process (--workers 0)
+    ratio = {k: medians["after"][k] / (medians["before"][k] or math.nan) for k in _FIGURES}
     print(f"{'after/before':>8}" + "".join(f"{ratio[k]:>15.3f}" for k in _FIGURES))
     return 0
 
