@@ -15,14 +15,35 @@ from perfledger.analysis.profile import analyze_rank, profile_of_rank
 from perfledger.analysis.quality import rank_checks
 from perfledger.analysis.steps import launch_starts, step_plan
 from perfledger.analysis.transfers import copy_spellings
+from perfledger.model.trace import Trace
+from perfledger.sources.ascend import load_ascend
 from perfledger.sources.kineto import load_kineto
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
+ASCEND = Path(__file__).resolve().parents[1] / "data" / "ascend"
+# Ascend exports carry their own step ids: the plan must not depend on them either
+CASES = [f"kineto/{p.name}" for p in sorted(DATA.glob("*.json.gz"))] + [
+    f"ascend/{p.relative_to(ASCEND)}" for p in sorted(ASCEND.glob("torch_npu_*/level*"))
+]
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.json.gz")))
-def test_windows_and_launches_found_once_are_those_found_again(name: str) -> None:
-    rank = analyze_rank(load_kineto(DATA / name))
+def _traces(case: str) -> list[Trace]:
+    kind, name = case.split("/", 1)
+    if kind == "kineto":
+        return [load_kineto(DATA / name)]
+    return load_ascend(ASCEND / name)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_windows_and_launches_found_once_are_those_found_again(case: str) -> None:
+    traces = _traces(case)
+    assert traces
+    for trace in traces:
+        _check_once_equals_again(trace)
+
+
+def _check_once_equals_again(trace: Trace) -> None:
+    rank = analyze_rank(trace)
     events = rank.events  # the step column filled: what the replay plans on
     assert step_plan(events).windows == rank.windows
     launches = launch_starts(events)
