@@ -37,7 +37,7 @@ from perfledger.render import timeline
 from perfledger.render.cluster import write_cluster_outputs
 from perfledger.render.report.data import report_data_from_profile
 from perfledger.render.report.page import write_report
-from perfledger.render.timeline.records import RankPathSpan
+from perfledger.render.timeline.slices import RankPathSpan
 
 if TYPE_CHECKING:
     from perfledger.model.findings import AdvisorReport

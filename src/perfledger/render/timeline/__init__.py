@@ -61,13 +61,13 @@ from perfledger.render.timeline.records import (
     IDLE_CAUSE_COLOURS,
     Placement,
     PreparedTimeline,
-    RankPathSpan,
     device_busy_counters,
     place_timeline,
     prepare_rows,
     prepare_timeline,
     profile_origin_ns,
 )
+from perfledger.render.timeline.slices import RankPathSpan
 from perfledger.render.timeline.writer import (
     STEP_MAX_EVENTS,
     STEP_WRITERS,

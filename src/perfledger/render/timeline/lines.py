@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.render.timeline.grouping import Int64Array
-from perfledger.render.timeline.records import CounterSeries, PreparedTimeline, Slices
+from perfledger.render.timeline.records import CounterSeries, PreparedTimeline
+from perfledger.render.timeline.slices import Slices
 from perfledger.render.timeline.text import (
     PieceBuilder,
     Pieces,

@@ -26,7 +26,6 @@ from perfledger.render.timeline.grouping import Int64Array, distinct, int64
 from perfledger.render.timeline.records import (
     Placement,
     PreparedTimeline,
-    RankPathSpan,
     check_events,
     place_timeline,
     prepare_all_rows,
@@ -34,6 +33,7 @@ from perfledger.render.timeline.records import (
     prepare_timeline,
     profile_origin_ns,
 )
+from perfledger.render.timeline.slices import RankPathSpan
 from perfledger.render.timeline.windows import CounterIndex, SpanIndex, WindowIndex
 
 # A step slice holds at most this many trace events, so one step always opens fast.
