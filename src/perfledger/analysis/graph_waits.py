@@ -191,8 +191,9 @@ def event_edges(
     runtime = np.flatnonzero(host & (correlation >= 0)) if marks.size else np.zeros(0, np.int64)
     row_by_corr = dict(zip(correlation[runtime].tolist(), runtime.tolist(), strict=False))
     explained: set[int] = set()
-    # the args of the marks only: not a Python string per row of the events
-    args = events.column("args").take(pa.array(marks)).to_pylist() if marks.size else []
+    # the args of the marks only (ascending rows, taken chunk by chunk: Arrow's take would
+    # join the whole args column first), not a Python string per row of the events
+    args = columns.take(events.column("args"), marks).to_pylist() if marks.size else []
     for m, text in zip(marks.tolist(), args, strict=True):  # the marks (a few per step)
         try:
             detail = json.loads(text or "{}")
