@@ -20,7 +20,7 @@ from perfledger.errors import PerfledgerError, TraceFormatError
 from perfledger.model import schema
 from perfledger.sources import kineto, kineto_stream
 from perfledger.sources.kineto import is_kineto, load_kineto
-from perfledger.sources.kineto_columns import float_us_ns, text_us_ns
+from perfledger.sources.kineto_text import float_us_ns, text_us_ns
 from tests import kineto_gen as gen
 from tests.kineto_gen import Num
 
@@ -600,6 +600,22 @@ def test_ids_beyond_64_bits_read_as_no_id(tmp_path: Path) -> None:
     assert found["cudaLaunchKernel"]["correlation"] == -1
     assert found["cudaLaunchKernel"]["stream"] == 100
     assert found["k"]["stream"] == 3  # no stream in the args: the device thread's
+
+
+def test_ids_of_thousands_of_digits_read_as_no_id(tmp_path: Path) -> None:
+    # past 4300 digits Python refuses to read a decimal string at all
+    digits = "9" * 5000
+    events = [
+        gen.cpu_op("aten::mm", 50, 100, external_id=1, tid=digits),
+        gen.runtime("cudaLaunchKernel", 100, 10, correlation=0, external_id=1),
+        gen.device_task("kernel", "k", 115, 30, correlation=5, stream=3),
+    ]
+    events[1]["args"]["correlation"] = digits
+    events[2]["args"]["stream"] = f"stream {digits}"
+    found = by_name(load_kineto(write(tmp_path, events)).events)
+    assert found["cudaLaunchKernel"]["correlation"] == -1
+    assert found["k"]["stream"] == 3
+    assert found["aten::mm"]["stream"] == -1  # its thread is no number either
 
 
 # --- document shapes ----------------------------------------------------------------------
