@@ -255,3 +255,29 @@ def perfledger_argv(trace: Path, out_dir: Path) -> list[str]:
 def mb(n_bytes: float) -> float:
     """Bytes to decimal megabytes (the unit of the throughput figures)."""
     return n_bytes / 1e6
+
+
+def alternate_trees(
+    script: str, trees: Sequence[Path], runs: int, command: Sequence[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """``script``'s ``command`` in a child process per source tree (``PYTHONPATH=<tree>/src``),
+    alternating A B B A ... until each tree ran ``runs`` times: the JSON line each child printed
+    last, per tree (each also echoed on stderr as it comes)."""
+    results: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
+    order = [*trees, *reversed(trees)]
+    for run in range(runs):
+        for tree in order if run % 2 == 0 else list(reversed(order)):
+            if len(results[str(tree)]) >= runs:
+                continue
+            env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+            out = subprocess.run(
+                [sys.executable, script, *command],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            got = json.loads(out.splitlines()[-1])
+            results[str(tree)].append(got)
+            print(str(tree), json.dumps(got), file=sys.stderr, flush=True)
+    return results

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import pickle
 import resource
 import statistics
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import perfledger_argv  # noqa: E402
+from _common import alternate_trees, perfledger_argv  # noqa: E402
 
 PARTS = ("prepare_s", "report_s", "advisor_s")
 FIGURES = (*PARTS, "peak_rss_mb")
@@ -133,33 +132,9 @@ def measure(data: Path) -> None:
     )
 
 
-def _alternate(trees: list[Path], runs: int, command: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """This script's ``command`` in a child process per tree (``PYTHONPATH=<tree>/src``),
-    alternating A B B A ... until each tree ran ``runs`` times: the JSON line each printed last,
-    per tree."""
-    results: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
-    order = [*trees, *reversed(trees)]
-    for run in range(runs):
-        for tree in order if run % 2 == 0 else list(reversed(order)):
-            if len(results[str(tree)]) >= runs:
-                continue
-            env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-            out = subprocess.run(
-                [sys.executable, __file__, *command],
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            got = json.loads(out.splitlines()[-1])
-            results[str(tree)].append(got)
-            print(str(tree), json.dumps(got), file=sys.stderr, flush=True)
-    return results
-
-
 def compare(data: Path, trees: list[Path], runs: int) -> None:
     """Alternate ``measure`` over the trees; medians and the ratio of the first to the last."""
-    results = _alternate(trees, runs, ["measure", "--data", str(data)])
+    results = alternate_trees(__file__, trees, runs, ["measure", "--data", str(data)])
     digests = {r["digest"] for rows in results.values() for r in rows}
     medians = {
         tree: {part: round(statistics.median(r[part] for r in rows), 3) for part in FIGURES}
@@ -212,8 +187,8 @@ def measure_analyze(trace: Path, out: Path) -> None:
 
 def compare_analyze(trace: Path, trees: list[Path], runs: int, out: Path) -> None:
     """``measure_analyze`` per tree, alternating A B B A ...; medians and A / B."""
-    results = _alternate(
-        trees, runs, ["measure-analyze", "--trace", str(trace), "--data", str(out)]
+    results = alternate_trees(
+        __file__, trees, runs, ["measure-analyze", "--trace", str(trace), "--data", str(out)]
     )
     figures = ("cpu_s", "wall_s", "peak_rss_mb", "replay_s", "advisor_s")
     medians = {

@@ -24,12 +24,14 @@ import json
 import os
 import pickle
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import alternate_trees  # noqa: E402
 
 STAGES = ("prepare_rank", "rank_report", "advisor_replays")
 
@@ -119,23 +121,7 @@ def measure(data: Path) -> None:
 
 def compare(data: Path, trees: list[Path], runs: int) -> None:
     """Alternate ``measure`` over the trees (A B B A ...); medians and first / last."""
-    results: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
-    order = [*trees, *reversed(trees)]
-    for run in range(runs):
-        for tree in order if run % 2 == 0 else list(reversed(order)):
-            if len(results[str(tree)]) >= runs:
-                continue
-            env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-            out = subprocess.run(
-                [sys.executable, __file__, "measure", "--data", str(data)],
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            got = json.loads(out.splitlines()[-1])
-            results[str(tree)].append(got)
-            print(str(tree), json.dumps(got), file=sys.stderr, flush=True)
+    results = alternate_trees(__file__, trees, runs, ["measure", "--data", str(data)])
     digests = {r["digest"] for rows in results.values() for r in rows}
     keys = [k for k in results[str(trees[0])][0] if k != "digest"]
     medians = {
