@@ -57,7 +57,7 @@ class _DeviceTasks:
     start: Int64Array
     end: Int64Array
     launch: Int64Array
-    kind: np.ndarray  # object array of kind strings
+    kind: np.ndarray  # int8: each task's kind, an index into schema.DEVICE_TASK_KINDS
     wait: Int64Array  # how long a communication task waited for peers at its start (else 0)
 
     def select(self, sel: np.ndarray) -> _DeviceTasks:
@@ -100,7 +100,10 @@ def _device_tasks(
     device = columns.int64(events, "device")[rows]
     start = columns.int64(events, "start_ns")[rows]
     end = start + columns.int64(events, "dur_ns")[rows]
-    kind = columns.strings(columns.take_rows(events, rows, ["kind"]), "kind")  # at the tasks
+    # each task's kind as its index in DEVICE_TASK_KINDS: masks of codes, not of strings
+    kind = np.zeros(rows.size, dtype=np.int8)
+    for code, name in enumerate(schema.DEVICE_TASK_KINDS[1:], start=1):
+        kind[columns.isin(events, "kind", [name])[rows]] = code
     launch = launches[rows]
     wait = comm_wait[rows] if comm_wait is not None else np.zeros(rows.size, dtype=np.int64)
     tasks = _DeviceTasks(rows, start, end, launch, kind, np.clip(wait, 0, end - start))
@@ -118,7 +121,7 @@ def _window_rows(
 ) -> tuple[list[WindowAccount], dict[str, np.ndarray]]:
     """Account one device over several non-overlapping windows; return rows and gap columns."""
     # each kind's tasks found once (a comparison over an object array per kind)
-    of_kind = {kind: tasks.kind == kind for kind in schema.DEVICE_TASK_KINDS}
+    of_kind = {kind: tasks.kind == code for code, kind in enumerate(schema.DEVICE_TASK_KINDS)}
     by_kind = {kind: union(tasks.start[rows], tasks.end[rows]) for kind, rows in of_kind.items()}
     compute = by_kind[schema.KERNEL]
     comm = by_kind[schema.COMM]
@@ -315,7 +318,7 @@ def _ends(events: pa.Table) -> Int64Array:
 
 def _gaps_table(rank: int, device: int, steps: np.ndarray, gaps: dict[str, np.ndarray]) -> pa.Table:
     n = gaps["start"].size
-    cause_names = np.asarray(IDLE_CAUSES, dtype=object)
+    cause_names = pa.array(IDLE_CAUSES, pa.string())
     return pa.table(
         {
             "rank": pa.array(np.full(n, rank), pa.int32()),
@@ -324,7 +327,7 @@ def _gaps_table(rank: int, device: int, steps: np.ndarray, gaps: dict[str, np.nd
             "start_ns": pa.array(gaps["start"], pa.int64()),
             "end_ns": pa.array(gaps["end"], pa.int64()),
             "dur_ns": pa.array(gaps["end"] - gaps["start"], pa.int64()),
-            "cause": pa.array(cause_names[gaps["cause"]] if n else [], pa.string()),
+            "cause": cause_names.take(pa.array(gaps["cause"], pa.int64())),
             "next_task": pa.array(gaps["next_task"], pa.int64()),
             "launch_start_ns": pa.array(gaps["launch"], pa.int64()),
         },
@@ -460,8 +463,8 @@ def _resplit(accounts: list[WindowAccount], mine: list[int], tasks: _DeviceTasks
     waits, in place."""
     starts = np.array([accounts[i].start_ns for i in mine], dtype=np.int64)
     ends = np.array([accounts[i].end_ns for i in mine], dtype=np.int64)
-    is_kernel = tasks.kind == schema.KERNEL
-    is_comm = tasks.kind == schema.COMM
+    is_kernel = tasks.kind == schema.DEVICE_TASK_KINDS.index(schema.KERNEL)
+    is_comm = tasks.kind == schema.DEVICE_TASK_KINDS.index(schema.COMM)
     compute = union(tasks.start[is_kernel], tasks.end[is_kernel])
     transfer = union(tasks.start[is_comm] + tasks.wait[is_comm], tasks.end[is_comm])
     c1 = compute.covered(starts, ends)

@@ -138,24 +138,32 @@ def _violations(start: Int64Array, end: Int64Array) -> tuple[BoolArray, BoolArra
     it is ``unsure`` when that parent is already closed (a crossing happened before it).
     """
     n = start.size
-    order = np.lexsort((-end, start))
-    s = start[order]
-    e = end[order]
+    # a track's slices come in start order, longer first on ties, as a rule: sorted only if not
+    ahead = (start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (end[1:] <= end[:-1]))
+    order = None if bool(ahead.all()) else np.lexsort((-end, start))
+    s = start if order is None else start[order]
+    e = end if order is None else end[order]
     closed = np.searchsorted(np.sort(e), s, side="right")
     depth = np.arange(1, n + 1, dtype=np.int64) - closed
     stride = np.int64(n + 1)
-    key = depth * stride + np.arange(n, dtype=np.int64)
-    key_sorted = np.sort(key)
+    # the intervals by (depth, position): a stable sort by depth, a radix sort while the
+    # depths fit in 16 bits
+    narrow = depth.astype(np.uint16) if n and int(depth.max()) < 1 << 16 else depth
+    by_depth = np.argsort(narrow, kind="stable")
+    key_sorted = depth[by_depth] * stride + by_depth
+    # the last interval before each one, one level up (the keys before (depth - 1, position))
+    before = np.searchsorted(key_sorted, key_sorted - stride, side="left") - 1
+    pos = np.empty(n, dtype=np.int64)
+    pos[by_depth] = before
     nested = depth >= 2
-    target = (depth - 1) * stride + np.arange(n, dtype=np.int64)
-    pos = np.searchsorted(key_sorted, target, side="left") - 1
-    pos_c = np.clip(pos, 0, n - 1)
-    parent = key_sorted[pos_c] % stride
-    found = nested & (pos >= 0) & (key_sorted[pos_c] // stride == depth - 1)
+    parent = by_depth[np.clip(pos, 0, n - 1)]
+    found = nested & (pos >= 0) & (depth[parent] == depth - 1)
     parent_end = e[parent]
     open_parent = found & (parent_end > s)
     true_crossing = open_parent & (e > parent_end)
     unsure = nested & ~open_parent
+    if order is None:
+        return true_crossing, unsure
     result_true = np.zeros(n, dtype=bool)
     result_unsure = np.zeros(n, dtype=bool)
     result_true[order] = true_crossing

@@ -1,0 +1,51 @@
+"""columns.isin and columns.matches: row masks of dictionary and plain string columns, against
+the values tested row by row."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfledger.analysis import columns
+
+ALPHABET = ["kernel", "memcpy", "memset", "cpu_op", "runtime", "annotation", "step", "comm"]
+
+chunked = st.lists(st.lists(st.sampled_from(ALPHABET), max_size=12), min_size=1, max_size=4)
+wanted = st.sets(st.sampled_from(ALPHABET))
+
+
+def _table(chunks: list[list[str]], dictionary: bool) -> pa.Table:
+    arrays = [pa.array(c, pa.string()) for c in chunks]
+    if dictionary:
+        # each chunk with a dictionary of its own, as concatenated imports have them
+        arrays = [a.dictionary_encode() for a in arrays]
+        kind = pa.dictionary(pa.int32(), pa.string())
+        return pa.table({"kind": pa.chunked_array(arrays, kind)})
+    return pa.table({"kind": pa.chunked_array(arrays, pa.string())})
+
+
+@given(chunked, wanted, st.booleans())
+def test_isin_marks_the_rows_holding_one_of_the_values(chunks, values, dictionary) -> None:
+    mask = columns.isin(_table(chunks, dictionary), "kind", values)
+    assert mask.dtype == bool
+    assert mask.tolist() == [v in values for c in chunks for v in c]
+
+
+@given(chunked, wanted, st.booleans())
+def test_matches_marks_the_rows_whose_value_passes(chunks, values, dictionary) -> None:
+    mask = columns.matches(_table(chunks, dictionary), "kind", lambda v: v not in values)
+    assert mask.tolist() == [v not in values for c in chunks for v in c]
+
+
+def test_a_dictionary_of_many_values_marks_the_rows_of_each() -> None:
+    # more values wanted, and more left out, than the few compared one by one
+    names = [f"kernel_{i % 23}" for i in range(200)]
+    table = pa.table({"name": pa.array(names).dictionary_encode()})
+    chosen = {f"kernel_{i}" for i in range(0, 23, 2)}
+    assert columns.isin(table, "name", chosen).tolist() == [n in chosen for n in names]
+    assert columns.isin(table, "name", []).tolist() == [False] * 200
+    every = {f"kernel_{i}" for i in range(23)}
+    assert columns.isin(table, "name", every - {"kernel_5"}).tolist() == [
+        n != "kernel_5" for n in names
+    ]
