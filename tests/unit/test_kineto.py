@@ -645,6 +645,68 @@ def test_compact_bare_gzip_and_pretty_documents_agree(tmp_path: Path) -> None:
     _same_table(pretty.events.drop(["args"]), compact.events.drop(["args"]))
 
 
+def test_args_lose_the_pretty_printing_breaks_and_indentation_only(tmp_path: Path) -> None:
+    # Kineto's own layout (6 spaces, closing brace at 4) and layouts of other writers: a break
+    # followed by 8 spaces keeps the 2 spaces beyond Kineto's indentation, one followed by 2
+    # keeps them, blank lines go, and a break straight before a token goes alone.
+    layouts = {
+        "kineto": '{\n      "External id": 1,\n      "grid": [24, 1, 1]\n    }',
+        "deeper": '{\n        "External id": 2\n    }',
+        "shallow": '{\n  "External id": 3\n}',
+        "blank": '{\n\n      "External id": 4,\n      "s": "a b"\n    }',
+        "tight": '{"External id":\n5}',
+        "empty": "{\n    }",
+    }
+    expected = {
+        "kineto": '{"External id": 1,"grid": [24, 1, 1]}',
+        "deeper": '{  "External id": 2}',
+        "shallow": '{  "External id": 3}',
+        "blank": '{"External id": 4,"s": "a b"}',
+        "tight": '{"External id":5}',
+        "empty": None,  # no args
+    }
+    lines = [
+        f'{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {i}, '
+        f'"dur": 1, "args": {args}}}'
+        for i, (name, args) in enumerate(layouts.items())
+    ]
+    path = tmp_path / "layouts.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(lines) + "\n]}")
+    found = by_name(load_kineto(path).events)
+    assert {name: found[name]["args"] for name in layouts} == expected
+    assert found["tight"]["external_id"] == 5
+
+
+@pytest.mark.parametrize(
+    ("written", "start_ns"),
+    [
+        # integers read without a float: beyond 2**53 µs a float64 would lose the last digit
+        (str(2**53 + 1), (2**53 + 1) * 1000),
+        ("-5", -5000),
+        (str((2**63 - 1) // 1000), (2**63 - 1) // 1000 * 1000),
+        # beside a float: all read as floats, as before
+        ("1.5", 1500),
+    ],
+)
+def test_integer_microseconds_keep_every_digit(tmp_path: Path, written: str, start_ns: int) -> None:
+    events = [
+        gen.cpu_op("a", Num(written), 2, external_id=1),
+        gen.cpu_op("b", 3, Num("0.25"), external_id=2),
+    ]
+    found = by_name(load_kineto(write(tmp_path, events)).events)
+    assert found["a"]["start_ns"] == start_ns
+    assert found["b"]["start_ns"] == 3000
+    assert found["b"]["dur_ns"] == 250
+
+
+@pytest.mark.parametrize("written", [str(2**63 // 1000 + 1), str(-(2**63)), str(2**64)])
+def test_integer_microseconds_beyond_int64_ns_are_malformed(tmp_path: Path, written: str) -> None:
+    events = [gen.cpu_op("a", Num(written), 2, external_id=1), gen.cpu_op("b", 3, 4, external_id=2)]
+    trace = load_kineto(write(tmp_path, events))
+    assert trace.events["name"].to_pylist() == ["b"]
+    assert trace.loss == "t.json: 1 malformed events were skipped"
+
+
 def test_chunk_boundaries_do_not_change_the_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

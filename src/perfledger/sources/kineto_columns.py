@@ -33,6 +33,9 @@ from perfledger.sources.kineto_text import (
 
 IdArray = npt.NDArray[np.int64] | npt.NDArray[np.int32]
 
+_NS_PER_US = 1000
+_MAX_US = (2**63 - 1) // _NS_PER_US  # the largest µs whose ns fit in int64
+
 # Phase codes of the rows kept as events.
 PHASE_COMPLETE = 0
 PHASE_INSTANT = 1
@@ -304,16 +307,29 @@ def _times(
     """Start and duration of every event in ns, and which rows have valid ones."""
     events = chunk.events
     if events and isinstance(events[0], FastEvent):
-        ts_us = np.fromiter([e.ts for e in events], np.float64, len(events))
-        dur_us = np.fromiter([e.dur for e in events], np.float64, len(events))
-        ts = float_us_ns(ts_us)
-        dur = float_us_ns(dur_us)
+        ts = _number_us_ns([e.ts for e in events])
+        dur = _number_us_ns([e.dur for e in events])
         if ts is not None and dur is not None:
             return events, ts[0], ts[1], dur[0], dur[1]
         events = chunk.as_text()
     ts_ns, ts_ok = text_us_ns([e.ts for e in events], required=True)  # type: ignore[misc]
     dur_ns, dur_ok = text_us_ns([e.dur for e in events], required=False)  # type: ignore[misc]
     return events, ts_ns, ts_ok, dur_ns, dur_ok
+
+
+def _number_us_ns(values: list[int | float]) -> tuple[Int64Array, BoolArray] | None:
+    """Decoded µs (ints, or floats where any row has one) as exact ns; None when the text
+    is needed (see :func:`float_us_ns`)."""
+    # numpy finds the type itself: all ints give int64 (read without a float conversion
+    # per value), any float gives float64, exactly as a float64 conversion of every value.
+    found = np.array(values)
+    if found.dtype == np.int64:
+        if found.size and (int(found.min()) < -_MAX_US or int(found.max()) > _MAX_US):
+            return None
+        return found * _NS_PER_US, np.ones(found.size, np.bool_)
+    if found.dtype != np.float64:  # ints beyond int64 (uint64, Python objects): the text
+        return None
+    return float_us_ns(found)
 
 
 def _encoded(values: list[str]) -> tuple[list[str], npt.NDArray[np.int32]]:
@@ -323,9 +339,8 @@ def _encoded(values: list[str]) -> tuple[list[str], npt.NDArray[np.int32]]:
     category rules, the launch flows and the kept rows' dictionary, each without another
     pass over the strings.
     """
-    distinct = list(dict.fromkeys(values))
-    index = dict(zip(distinct, range(len(distinct)), strict=True))
-    return distinct, np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+    encoded = pc.dictionary_encode(pa.array(values, pa.string()))
+    return encoded.dictionary.to_pylist(), np.asarray(encoded.indices, np.int32)
 
 
 def _dictionary_array(distinct: list[str], codes: npt.NDArray[np.int32]) -> pa.DictionaryArray:

@@ -62,12 +62,25 @@ def texts_array(
     """
     joined = _SEPARATOR.join(raws) + _SEPARATOR
     if compact and b"\n" in joined:
-        joined = joined.replace(b"\n      ", b"").replace(b"\n    ", b"")
-        if b"\n" in joined:
-            joined = joined.replace(b"\n", b"")
+        joined = _without_breaks(joined)
     stops = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
     lengths = np.diff(stops, prepend=-1) - 1
     return _string_array(joined.replace(_SEPARATOR, b""), lengths, lengths > empty, keep=keep)
+
+
+def _without_breaks(joined: bytes) -> bytes:
+    """The line breaks of Kineto's pretty printing and the indentation after them removed,
+    as ``bytes.replace`` removes them (left to right), by Arrow's kernel in half its time."""
+    text = pa.Array.from_buffers(
+        pa.large_binary(),
+        1,
+        [None, pa.py_buffer(np.array([0, len(joined)], np.int64)), pa.py_buffer(joined)],
+    )
+    text = pc.replace_substring(text, b"\n      ", b"")
+    text = pc.replace_substring(text, b"\n    ", b"")
+    compacted = text[0].as_py()
+    assert isinstance(compacted, bytes)
+    return compacted.replace(b"\n", b"") if b"\n" in compacted else compacted
 
 
 def _decimal_ns(text: str) -> int | None:
