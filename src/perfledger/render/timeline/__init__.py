@@ -20,8 +20,9 @@ What keeps Perfetto's importer from truncating or dropping slices:
 
 Everything is formatted column-wise with pyarrow: the only Python loops run over tracks,
 distinct names and output chunks, never over events. A record's text is a row of pieces
-(literals, names, small numbers and fractions of a µs from small tables of distinct texts;
-only larger numbers are formatted per row), and a chunk of records of every kind becomes
+(literals, names, small numbers, groups of four digits of larger ones and fractions of a µs
+from small tables of distinct texts; only the few numbers of a mostly small column that are
+larger, and negative ones, are formatted per row), and a chunk of records of every kind becomes
 text in one take over those pieces (``text``).
 
 Modules: ``records`` prepares a profile's records once (:func:`prepare_timeline`), with

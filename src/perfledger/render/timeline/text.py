@@ -77,6 +77,20 @@ def small_ints(before: str = "", after: str = "") -> pa.Array:
     return join(before, _SMALL_INTS, after)
 
 
+# Larger values than the small texts' in at most one row in this many: those only are cast.
+_FEW_LARGE: Final = 8
+_GROUP: Final = 10_000  # a group of four digits
+
+
+@functools.lru_cache(maxsize=64)
+def group_texts(prefix: str = "", *, padded: bool = False) -> pa.Array:
+    """The texts of 0 to 9999 after ``prefix``: zero-padded to four digits (then with one
+    more entry, empty) or not."""
+    if padded:
+        return pa.array([f"{prefix}{i:04d}" for i in range(_GROUP)] + [prefix], pa.string())
+    return pa.array([f"{prefix}{i}" for i in range(_GROUP)], pa.string())
+
+
 @functools.lru_cache(maxsize=256)
 def _one_text(text: str) -> pa.Array:
     return pa.array([text], pa.string())
@@ -134,19 +148,68 @@ class PieceBuilder:
         before: str = "",
         after: str = "",
     ) -> None:
-        """Integers as decimal text, between ``before`` and ``after``."""
+        """Integers as decimal text, between ``before`` and ``after``.
+
+        Values below 4096 come from a table of their texts; when only a few are larger, just
+        those are cast, into the same piece; when most are larger, non-negative values are
+        written as groups of four digits, each from a table (a cast costs about three takes
+        of a piece per value).
+        """
         values = np.asarray(values, dtype=np.int64)
-        used = values if shown is None else values[shown]
-        if not used.size or (used.min() >= 0 and used.max() < len(_SMALL_INTS)):
+        small = (values >= 0) & (values < len(_SMALL_INTS))
+        large = ~small if shown is None else ~small & shown
+        n_large = int(np.count_nonzero(large))
+        if n_large == 0:
             # the literal before, if every row has it, goes into the table's texts
             prefix = self._take_pending() + before if shown is None else before
             self.table(small_ints(prefix, after), values, shown)
             return
-        if before:
-            self.text(before, shown)
-        self.values(pc.cast(pa.array(values), pa.string()), shown)
+        used = values.size if shown is None else int(np.count_nonzero(shown))
+        if n_large * _FEW_LARGE <= used:
+            prefix = self._take_pending() + before if shown is None else before
+            cast = pc.cast(pa.array(values[large]), pa.string())
+            texts = join(prefix, cast, after) if prefix or after else cast
+            codes = np.where(small, values, 0)
+            codes[large] = np.arange(len(_SMALL_INTS), len(_SMALL_INTS) + n_large)
+            self.table(pa.concat_arrays([small_ints(prefix, after), texts]), codes, shown)
+            return
+        low = int(values.min()) if shown is None else int(values[shown].min())
+        if low >= 0:
+            prefix = self._take_pending() + before if shown is None else before
+            self._digit_groups(values, shown, prefix)
+        else:
+            if before:
+                self.text(before, shown)
+            self.values(pc.cast(pa.array(values), pa.string()), shown)
         if after:
             self.text(after, shown)
+
+    def _digit_groups(self, values: Int64Array, shown: BoolArray | None, prefix: str) -> None:
+        """Non-negative integers as groups of four digits, the first after ``prefix``: a
+        value's leading group unpadded, the others zero-padded, absent groups empty."""
+        if shown is not None:
+            values = np.where(shown, values, 0)
+        groups = 1
+        top = int(values.max())
+        while top >= _GROUP**groups:
+            groups += 1
+        # group j: digits 4j to 4j + 3 from the right (a division by a constant is cheap, a
+        # divmod or a gather per row is not); a value has ``count`` groups
+        group = [values // _GROUP**j for j in range(groups)]
+        for j in range(groups - 1):
+            group[j] = group[j] - group[j + 1] * _GROUP
+        count = np.ones(values.size, dtype=np.int8)
+        for j in range(1, groups):
+            count += values >= _GROUP**j
+        # slot i shows group count - 1 - i: the leading one unpadded, an absent one empty
+        for i in range(groups):
+            codes = group[0] if i == 0 else np.full(values.size, _GROUP, dtype=np.int64)
+            for c in range(i + 2 if i == 0 else i + 1, groups + 1):
+                codes = np.where(count == c, group[c - 1 - i], codes)
+            if i == 0:
+                self.table(group_texts(prefix), codes, shown)
+            else:
+                self.table(group_texts(padded=True), codes, shown)
 
     def us(self, ns: Int64Array, shown: BoolArray | None = None, *, after: str = "") -> None:
         """Non-negative ns as µs text (see :func:`us_split`), followed by ``after``."""
