@@ -5,6 +5,7 @@ with the other ranks' arrivals at the collectives."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import fields, replace
 
 import numpy as np
@@ -44,8 +45,9 @@ def reference_schedule(
     wakes: dict[int, tuple[int, int]],
     events: dict[int, list[tuple[int, int]]],
     transfers: dict[int, tuple[int, int]],
-) -> tuple[list[int], list[int], list[int], list[int]]:
-    """Each node in turn, every kind of predecessor looked up."""
+) -> tuple[array[int], array[int], array[int], bytearray]:
+    """Each node in turn, every kind of predecessor looked up (the results in the loop's
+    types: C arrays of int64, one byte a node for how)."""
     n = len(dur)
     start, end, via, how = [0] * n, [0] * n, [-1] * n, [RELEASE] * n
     for v in range(n):
@@ -67,7 +69,7 @@ def reference_schedule(
         start[v] = s
         end[v] = s + dur[v] if v not in transfers else max(s, transfers[v][0]) + transfers[v][1]
         via[v], how[v] = by, kind
-    return start, end, via, how
+    return array("q", start), array("q", end), array("q", via), bytearray(how)
 
 
 def assert_same_schedule(

@@ -62,8 +62,11 @@ class PlainColumns:
 
 
 def c_array(column: Int64Array) -> array[int]:
-    """``column`` as a C array of int64: 8 bytes an item, read one item at a time."""
-    return array("q", np.ascontiguousarray(column, dtype=np.int64).tobytes())
+    """``column`` as a C array of int64: 8 bytes an item, read one item at a time (copied
+    straight from the column's buffer, without an intermediate bytes object)."""
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(column, dtype=np.int64).data.cast("B"))
+    return out
 
 
 def shared_values(column: Int64Array) -> list[int]:

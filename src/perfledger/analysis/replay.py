@@ -12,6 +12,7 @@ sequential); everything around it is vectorised. docs/whatif.md gives the measur
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Final
@@ -218,6 +219,10 @@ def replay(graph: StepGraph, change: WhatIf = NO_CHANGE, peers: Peers | None = N
     return inputs.schedule(*_schedule(*inputs.lists))
 
 
+# Nodes per slice of :meth:`ScheduleInputs.links`.
+_LINKS_SLICE: Final = 1 << 16
+
+
 @dataclass(frozen=True)
 class ScheduleInputs:
     """What the longest-path loop walks for one graph under one change: plain lists and the
@@ -246,31 +251,34 @@ class ScheduleInputs:
     full: npt.NDArray[np.bool_]
 
     def schedule(
-        self, start: list[int], end: list[int], via: list[int], how: list[int]
+        self, start: array[int], end: array[int], via: array[int], how: bytearray
     ) -> Schedule:
         """The schedule of the loop's results (whose nodes of the short path have no link
-        yet: :meth:`links` gives them). The lists are emptied once read: their int objects
-        go before the links' columns are made."""
-        n = len(start)
+        yet: :meth:`links` gives them): arrays over the loop's own C arrays, not copies."""
         schedule = Schedule(
-            start=np.fromiter(start, np.int64, n),
-            end=np.fromiter(end, np.int64, n),
+            start=np.frombuffer(start, dtype=np.int64),
+            end=np.frombuffer(end, dtype=np.int64),
             chain_delay=self.chain_delay,
-            via=np.fromiter(via, np.int64, n),
-            # the ways a start was set are a few small numbers: one byte each
-            how=np.frombuffer(bytes(how), dtype=np.int8).copy(),
+            via=np.frombuffer(via, dtype=np.int64),
+            how=np.frombuffer(how, dtype=np.int8),
             chain_pred=self.chain_pred,
         )
-        for items in (start, end, via, how):
-            items.clear()
         self.links(schedule)
         return schedule
 
     def links(self, schedule: Schedule) -> None:
         """Fill in ``schedule`` what set the start of each node of the short path that has
         no link (a chain predecessor or a launch call, else its release), as the loop decides
-        it: the first of the latest, and only above the release."""
-        nodes = np.flatnonzero(~self.full & (schedule.via < 0))
+        it: the first of the latest, and only above the release. Worked out a slice of nodes
+        at a time: the temporaries stay a few MB whatever the graph's size."""
+        for lo in range(0, schedule.via.size, _LINKS_SLICE):
+            hi = lo + _LINKS_SLICE
+            self._links(
+                schedule, lo + np.flatnonzero(~self.full[lo:hi] & (schedule.via[lo:hi] < 0))
+            )
+
+    def _links(self, schedule: Schedule, nodes: Int64Array) -> None:
+        """:meth:`links` for the nodes ``nodes``."""
         pred, launch = self.chain_pred[nodes], self.launch_src[nodes]
         release = self.release[nodes]
         chained = pred >= 0
@@ -343,12 +351,17 @@ def schedule_inputs(
     if not changes.waits.all():
         kept = changes.waits
         waits = waits_by_node(graph.wait_src[kept], graph.wait_dst[kept])
+    pred_list, pred = _loop_column(plain.chain_pred, graph.chain_pred, pred)
+    delay_list, delay = _loop_column(plain.chain_delay, graph.chain_delay, delay)
+    launch_list, launch_src = _loop_column(plain.launch_src, graph.launch_src, launch_src)
+    lag_list, launch_delay = _loop_column(plain.launch_delay, graph.launch_delay, launch_delay)
+    release_list, release = _loop_column(plain.release, graph.release, release)
     lists = (
-        patched(plain.chain_pred, graph.chain_pred, pred),
-        patched(plain.chain_delay, graph.chain_delay, delay),
-        patched(plain.launch_src, graph.launch_src, launch_src),
-        patched(plain.launch_delay, graph.launch_delay, launch_delay),
-        patched(plain.release, graph.release, release),
+        pred_list,
+        delay_list,
+        launch_list,
+        lag_list,
+        release_list,
         patched(plain.dur, graph.dur, dur),
         graph.start,  # read only where nothing else sets a start: not made a list
         waits,
@@ -359,6 +372,15 @@ def schedule_inputs(
     full = np.zeros(graph.size, dtype=bool)
     full[[*waits, *plain.wakes, *events, *transfers]] = True
     return ScheduleInputs(lists, delay, pred, launch_src, launch_delay, release, full)
+
+
+def _loop_column(base: IntColumn, old: Int64Array, new: Int64Array) -> tuple[IntColumn, Int64Array]:
+    """``new`` as a column of the loop (:func:`patched`) and as an array; the array is a view
+    of the loop's column where that is a new C array: the column is not held twice."""
+    column = patched(base, old, new)
+    if column is not base and isinstance(column, array):
+        return column, np.frombuffer(column, dtype=np.int64)
+    return column, new
 
 
 def _schedule(
@@ -373,7 +395,7 @@ def _schedule(
     wakes: dict[int, tuple[int, int]],
     events: dict[int, list[tuple[int, int]]],
     transfers: dict[int, tuple[int, int]],
-) -> tuple[list[int], list[int], list[int], list[int]]:
+) -> tuple[array[int], array[int], array[int], bytearray]:
     """The longest-path recursion over plain lists (nodes in topological order).
 
     Most nodes have at most a chain predecessor and a launch call: they take the short path
@@ -394,14 +416,16 @@ def _schedule(
 
 @dataclass(frozen=True)
 class ScheduleState:
-    """The loop's results so far (lists filled in node order) and which nodes take the full
-    path: what a walk that pauses between spans of nodes keeps."""
+    """The loop's results so far (filled in node order) and which nodes take the full path:
+    what a walk that pauses between spans of nodes keeps. Times and links are C arrays of
+    int64 and the rest one byte a node, rather than lists of int objects (about 100 bytes a
+    node): the schedule's arrays are made over them without a copy."""
 
-    start: list[int]
-    end: list[int]
-    via: list[int]
-    how: list[int]
-    more: list[bool]
+    start: array[int]
+    end: array[int]
+    via: array[int]
+    how: bytearray
+    more: bytearray
 
     @staticmethod
     def of(
@@ -412,10 +436,13 @@ class ScheduleState:
         transfers: dict[int, tuple[int, int]],
     ) -> ScheduleState:
         """The state before the first node of a graph of ``n`` nodes."""
-        more = [False] * n
+        more = bytearray(n)
         for v in (*waits, *wakes, *events, *transfers):
-            more[v] = True
-        return ScheduleState([0] * n, [0] * n, [-1] * n, [RELEASE] * n, more)
+            more[v] = 1
+        zeros = array("q", [0]) * n
+        return ScheduleState(
+            zeros, array("q", zeros), array("q", [-1]) * n, bytearray([RELEASE]) * n, more
+        )
 
 
 def schedule_span(
