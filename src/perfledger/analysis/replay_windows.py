@@ -73,11 +73,13 @@ class ReplayWindows:
             return {w.step: w for w in window}
         mark_start, mark_end = self._marks(schedule)
         annotations = annotations_at(self._names, mark_start, mark_end)
+        del mark_start, mark_end
         task_start, task_end = self._tasks(schedule)
         launch = np.full(task_start.size, -1, dtype=np.int64)
-        launch[self._keyed] = self._keys.starts(self._launches(schedule)[0])
+        launch[self._keyed] = self._keys.starts(self._launches.starts(schedule))
         # a task with no known launch counts as issued when it starts
         issued = np.where(launch >= 0, launch, task_start)
+        del launch
         windows = windows_at(self.rank, annotations, issued, task_start, task_end, self._is_comm)
         return {w.step: w for w in windows}
 
@@ -115,6 +117,10 @@ class RowTimes:
             # rows whose start and end are one node's (tasks, launch calls): kept once
             self.end_from, self.end_node = self.start_from, self.start_node
         del start_node, end_node
+        # every row takes both its times from one node: gathered, nothing copied or moved
+        self.nodes_only = self.start_from.size == self.start.size and (
+            self.end_from is self.start_from
+        )
         # host rows that are not nodes: moved with their thread's nodes
         candidates = np.flatnonzero(host & ~node_row)
         at_candidates = candidates if at is None else at[candidates]
@@ -139,26 +145,45 @@ class RowTimes:
             )
         self.graph = graph
 
-    def __call__(self, schedule: Schedule) -> tuple[Int64Array, Int64Array]:
-        """(start, end) of the rows under ``schedule`` (end no earlier than start)."""
+    def starts(self, schedule: Schedule) -> Int64Array:
+        """The start of the rows under ``schedule``."""
+        if self.nodes_only:
+            return schedule.start[self.start_node]
         new_start = self.start.copy()
-        new_end = self.end.copy()
         if self.threaded.size:
-            rows = self.threaded
-            new_start[rows] = self.thread_start(schedule)
-            new_end[rows] = np.maximum(self.thread_end(schedule), new_start[rows])
+            new_start[self.threaded] = self.thread_start(schedule)
         if self.shifted.size:
-            rows = self.shifted
             # moved as far as the task that starts last before them
             observed = self.graph.start
             moved_start = schedule.start[self.shift_start] - observed[self.shift_start]
-            moved_end = schedule.start[self.shift_end] - observed[self.shift_end]
-            new_start[rows] = self.start[rows] + moved_start
-            new_end[rows] = self.end[rows] + moved_end
-            new_end[rows] = np.maximum(new_end[rows], new_start[rows])
+            new_start[self.shifted] = self.start[self.shifted] + moved_start
         new_start[self.start_from] = schedule.start[self.start_node]
-        new_end[self.end_from] = schedule.end[self.end_node]
-        return new_start, new_start + np.maximum(new_end - new_start, 0)
+        return new_start
+
+    def __call__(self, schedule: Schedule) -> tuple[Int64Array, Int64Array]:
+        """(start, end) of the rows under ``schedule`` (end no earlier than start)."""
+        # the rows moved with threads or tasks and the nodes' rows are apart: each row's
+        # start is final before the ends are worked out
+        new_start = self.starts(schedule)
+        if self.nodes_only:
+            new_end = schedule.end[self.end_node]
+        else:
+            new_end = self.end.copy()
+            if self.threaded.size:
+                rows = self.threaded
+                new_end[rows] = np.maximum(self.thread_end(schedule), new_start[rows])
+            if self.shifted.size:
+                rows = self.shifted
+                observed = self.graph.start
+                moved_end = schedule.start[self.shift_end] - observed[self.shift_end]
+                new_end[rows] = self.end[rows] + moved_end
+                new_end[rows] = np.maximum(new_end[rows], new_start[rows])
+            new_end[self.end_from] = schedule.end[self.end_node]
+        # start + max(end - start, 0), in place
+        np.subtract(new_end, new_start, out=new_end)
+        np.maximum(new_end, 0, out=new_end)
+        new_end += new_start
+        return new_start, new_end
 
 
 class _ThreadTimes:
