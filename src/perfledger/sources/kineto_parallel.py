@@ -126,13 +126,16 @@ def chunk_result_at(source: OpenFile, first: int, stop: int) -> ChunkResult | No
         fd = _descriptor(source)
     except OSError as exc:
         raise SharedFileUnreadable(f"{source.path}: {exc.strerror or exc}") from None
-    data = os.pread(fd, stop - first, first)
-    if len(data) != stop - first:
+    # The elements are read between the brackets of the array they make, in place: no
+    # second copy of the chunk's text.
+    payload = bytearray(stop - first + 2)
+    if os.preadv(fd, [memoryview(payload)[1:-1]], first) != stop - first:
         return None  # read again in the main process, which reads the file as it is
-    return chunk_result(b"".join((b"[", data, b"]")))
+    payload[0], payload[-1] = ord("["), ord("]")
+    return chunk_result(payload)
 
 
-def chunk_result(payload: bytes) -> ChunkResult | None:
+def chunk_result(payload: bytes | bytearray) -> ChunkResult | None:
     """The columns of one chunk, its side data and its event count; None when the chunk is
     not a JSON array of events (then it is read again with the exact scan)."""
     try:

@@ -85,7 +85,7 @@ class Chunk:
     """Decoded events of one stretch of the array, and the text they were decoded from."""
 
     events: list[FastEvent] | list[TextEvent]
-    payload: bytes | None = None
+    payload: bytes | bytearray | None = None
 
     def as_text(self) -> list[TextEvent]:
         """The same events with their timestamps as text."""
@@ -104,7 +104,7 @@ _EVENT_DECODER = msgspec.json.Decoder(TextEvent)
 _ANY_DECODER = msgspec.json.Decoder()
 
 
-def decode_payload(payload: bytes) -> Chunk:
+def decode_payload(payload: bytes | bytearray) -> Chunk:
     """Decode ``[e1, e2, ...]``; raises msgspec errors when it is not an array of events."""
     try:
         return Chunk(_FAST_DECODER.decode(payload), payload)
