@@ -148,8 +148,9 @@ class RowTimes:
     def starts(self, schedule: Schedule) -> Int64Array:
         """The start of the rows under ``schedule``."""
         if self.nodes_only:
-            return schedule.start[self.start_node]
-        new_start = self.start.copy()
+            gathered: Int64Array = schedule.start[self.start_node]
+            return gathered
+        new_start: Int64Array = self.start.copy()
         if self.threaded.size:
             new_start[self.threaded] = self.thread_start(schedule)
         if self.shifted.size:
