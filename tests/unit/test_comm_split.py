@@ -71,6 +71,30 @@ def test_an_estimate_needs_the_message_the_group_and_the_link() -> None:
     assert set(unknown_link.source) == {UNKNOWN}
 
 
+def test_the_fields_read_are_found_however_the_args_spell_them() -> None:
+    t = Timeline().step(1, 0, 10_000)
+    # a CUDA kernel's own args beside the fields: 4 ranks listed, 1000 halves = 2000 bytes,
+    # 2000 x 2 x 3/4 / 1 = 3000 ns of transfer in a 10 µs task
+    _comm(t, 10, 10, **{"grid": [2, 1, 1], "Process Group Ranks": "[0, 1, 2, 3]",
+                        "Out msg nelems": 1000, "dtype": "Half"})  # fmt: skip
+    # the same keys, written with JSON escapes
+    t.event(schema.COMM, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 100, 10, device=0,
+            stream=20, args={})  # fmt: skip
+    t.rows[-1]["args"] = (
+        '{"Group\\u0020size": 4, "\\u0064type": "Half", "Out msg nelems": 1000, "x": "\\""}'
+    )
+    # a kernel's args alone, and args that are not an object
+    _comm(t, 200, 10, **{"grid": [2, 1, 1], "registers per thread": 96})
+    t.event(schema.COMM, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 300, 10, device=0,
+            stream=20)  # fmt: skip
+    t.rows[-1]["args"] = '["Group size", 4]'
+    split = comm_split(t.table(), link_gbps=1.0)
+    assert split.group_size.tolist() == [4, 4, 0, 0]
+    assert split.bytes.tolist() == [2000, 2000, -1, -1]
+    assert split.source == (ESTIMATED, ESTIMATED, UNKNOWN, UNKNOWN)
+    assert split.wait_ns.tolist() == [7 * US, 7 * US, 0, 0]
+
+
 def test_the_message_of_an_older_trace_comes_from_its_nccl_annotation() -> None:
     t = Timeline().step(1, 0, 10_000)
     # nccl:all_reduce [100, 200) holds the launch at 150 of a 1000 µs task; its first input is

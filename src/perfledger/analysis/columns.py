@@ -125,7 +125,13 @@ def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str
         return np.zeros(0, dtype=np.int64), []
     combined = col.unify_dictionaries() if hasattr(col, "unify_dictionaries") else col
     dictionary = combined.chunk(0).dictionary
-    codes = np.concatenate(
-        [np.asarray(c.indices.fill_null(0).to_numpy(), dtype=np.int64) for c in combined.chunks]
-    )
+    # a copy of each chunk's codes (writable), nulls as 0
+    parts = [
+        np.array(
+            (c.indices.fill_null(0) if c.indices.null_count else c.indices).to_numpy(),
+            dtype=np.int64,
+        )
+        for c in combined.chunks
+    ]
+    codes = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return codes, dictionary.to_pylist()

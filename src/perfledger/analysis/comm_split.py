@@ -35,6 +35,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfledger.analysis import columns
 from perfledger.analysis.steps import launch_starts
@@ -70,6 +71,12 @@ _DTYPE_BYTES: Final = {
     "float8_e5m2": 1, "signed char": 1, "unsigned char": 1, "short": 2, "int16": 2,
     "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
 }  # fmt: skip
+# The fields of a task's args the split reads (_args, _group_size, _message_bytes), as
+# quoted keys, or a backslash (a key spelt with escapes): only args that match are decoded.
+_ARGS_READ: Final = (
+    r'"(hccl|Collective name|Group size|Process Group Ranks|dtype|In msg nelems|Out msg nelems)"'
+    r"|\\"
+)
 _ANNOTATION_PREFIX: Final = "nccl:"  # ProcessGroupNCCL's record_function: nccl:all_reduce
 
 
@@ -115,18 +122,20 @@ def comm_split(
         return CommSplit(empty, empty, (), (), empty, empty)
     # the columns read, at the tasks' rows only (a take of the table copies every column)
     taken = columns.take_rows(events, rows, ["dur_ns", "name", "bytes", "args"])
-    dur = columns.int64(taken, "dur_ns")
-    names = columns.strings(taken, "name")
-    nbytes = columns.int64(taken, "bytes").copy()
+    dur_ns = columns.int64(taken, "dur_ns")
+    # the loop reads Python values: a numpy scalar costs more than the arithmetic done on it
+    dur = dur_ns.tolist()
+    names = columns.strings(taken, "name").tolist()
+    nbytes = columns.int64(taken, "bytes").tolist()
     annotated = annotation_messages(events, rows, launches)
-    args = taken.column("args").to_pylist()
-    wait = np.zeros(rows.size, dtype=np.int64)
+    args = _read_args(taken.column("args"))
+    del taken
+    wait = [0] * rows.size
     source: list[str] = []
     collective: list[str | None] = []
-    group = np.zeros(rows.size, dtype=np.int64)
+    group = [0] * rows.size
     kinds: dict[str, str | None] = {}  # a few names, said again by every step's tasks
-    for i, text in enumerate(args):  # a loop over collectives: a few per step
-        fields = _args(text)
+    for i, fields in enumerate(args):  # a loop over collectives: a few per step
         hccl = fields.get("hccl")
         message, annotation = annotated[i]
         said = str(fields.get("Collective name") or annotation or names[i])
@@ -146,12 +155,18 @@ def comm_split(
             source.append(MEASURED)
         elif nbytes[i] > 0 and size > 1 and math.isfinite(link_gbps) and link_gbps > 0:
             transfer = nbytes[i] * bus_factor(kind, size) / link_gbps  # bytes / (bytes/ns)
-            wait[i] = max(0, dur[i] - min(round(transfer), int(dur[i])))
+            wait[i] = max(0, dur[i] - min(round(transfer), dur[i]))
             source.append(ESTIMATED)
         else:
             source.append(UNKNOWN)
-    wait = np.clip(wait, 0, dur)
-    return CommSplit(rows, wait, tuple(source), tuple(collective), nbytes, group)
+    return CommSplit(
+        rows,
+        np.clip(np.array(wait, dtype=np.int64), 0, dur_ns),
+        tuple(source),
+        tuple(collective),
+        np.array(nbytes, dtype=np.int64),
+        np.array(group, dtype=np.int64),
+    )
 
 
 def stored_comm_waits(events: pa.Table, rank_meta: Mapping[str, Any]) -> IntArray:
@@ -208,14 +223,15 @@ def annotation_messages(
     names, shapes, dtypes = names[order], shapes[order], dtypes[order]
     start, end = start[order], end[order]
     at = np.searchsorted(start, launch, side="right") - 1
+    # the tasks launched inside the annotation that begins last before their launch
+    inside = np.flatnonzero((launch >= 0) & (at >= 0))
+    inside = inside[launch[inside] < end[at[inside]]]
     # the inputs of one bucket's collective repeat from step to step: each read once
     sizes: dict[tuple[str | None, str | None], int] = {}
-    for i in np.flatnonzero((launch >= 0) & (at >= 0)).tolist():
-        j = int(at[i])
-        if launch[i] >= end[j]:
-            continue
-        name = str(names[j])[len(_ANNOTATION_PREFIX) :]
-        inputs = (shapes[j], dtypes[j])
+    mark_names, mark_shapes, mark_dtypes = names.tolist(), shapes.tolist(), dtypes.tolist()
+    for i, j in zip(inside.tolist(), at[inside].tolist(), strict=True):
+        name = str(mark_names[j])[len(_ANNOTATION_PREFIX) :]
+        inputs = (mark_shapes[j], mark_dtypes[j])
         size = sizes.get(inputs)
         if size is None:
             size = sizes[inputs] = _tensor_bytes(*inputs)
@@ -238,6 +254,18 @@ def _tensor_bytes(shapes: str | None, dtypes: str | None) -> int:
     if size is None or not all(isinstance(d, int) and d >= 0 for d in dims[0]):
         return -1
     return math.prod(dims[0]) * size
+
+
+def _read_args(args: pa.ChunkedArray) -> list[dict[str, Any]]:
+    """The tasks' args as dictionaries, decoded only where the text names a field the split
+    reads (a key in JSON is its name in quotes, or written with escapes): a CUDA kernel's
+    args hold none of them, and decoding them all costs more than the rest of the split."""
+    said = pc.fill_null(pc.match_substring_regex(args, _ARGS_READ), False)
+    rows = np.flatnonzero(np.asarray(said, dtype=bool))
+    fields: list[dict[str, Any]] = [{} for _ in range(len(args))]
+    for i, text in zip(rows.tolist(), args.take(pa.array(rows)).to_pylist(), strict=True):
+        fields[i] = _args(text)
+    return fields
 
 
 def _args(text: Any) -> dict[str, Any]:
@@ -273,8 +301,10 @@ def _message_bytes(fields: dict[str, Any]) -> int:
     size (-1 when the trace does not say)."""
     dtype = str(fields.get("dtype") or "").lower()
     size = _DTYPE_BYTES.get(dtype)
+    if size is None:
+        return -1
     elements = [fields.get("In msg nelems"), fields.get("Out msg nelems")]
     counts = [e for e in elements if isinstance(e, int) and not isinstance(e, bool) and e >= 0]
-    if size is None or not counts:
+    if not counts:
         return -1
     return max(counts) * size

@@ -73,8 +73,9 @@ def _device_time_unit(events: pa.Table, where: str) -> tuple[pa.Table, QualityCh
         return events, None
     start = columns.int64(events, "start_ns")
     end = start + columns.int64(events, "dur_ns")
-    host_lo, host_hi = int(start[~device].min()), int(end[~device].max())
-    dev_lo, dev_hi = int(start[device].min()), int(end[device].max())
+    host = ~device
+    host_lo, host_hi = _lowest(start, host), _highest(end, host)
+    dev_lo, dev_hi = _lowest(start, device), _highest(end, device)
     host_mid, dev_mid = (host_lo + host_hi) / 2, (dev_lo + dev_hi) / 2
     if host_mid <= 0 or dev_lo <= host_hi:
         return events, None
@@ -107,18 +108,24 @@ def _outlying_events(events: pa.Table, where: str) -> tuple[pa.Table, QualityChe
             break
         start = columns.int64(events, "start_ns")
         end = start + columns.int64(events, "dur_ns")
-        order = np.argsort(start, kind="stable")
-        sorted_start = start[order]
-        running_end = np.maximum.accumulate(end[order])
+        # the events come in start order (the canonical tables' rule): sorted only if not
+        order = None if bool((start[1:] >= start[:-1]).all()) else np.argsort(start, kind="stable")
+        sorted_start = start if order is None else start[order]
+        sorted_end = end if order is None else end[order]
+        del start, end
+        running_end = np.maximum.accumulate(sorted_end)
         gaps = sorted_start[1:] - running_end[:-1]
         cut = int(np.argmax(gaps))
         gap = int(gaps[cut])
+        del gaps
         left_span = int(running_end[cut] - sorted_start[0])
-        right_span = int(end[order][cut + 1 :].max() - sorted_start[cut + 1])
+        del running_end
+        right_span = int(sorted_end[cut + 1 :].max() - sorted_start[cut + 1])
         if gap < OUTLIER_GAP_MIN_NS or gap < OUTLIER_GAP_RATIO * (left_span + right_span + 1):
             break
         left_count, right_count = cut + 1, events.num_rows - cut - 1
-        outliers = order[: cut + 1] if left_count < right_count else order[cut + 1 :]
+        side = slice(0, cut + 1) if left_count < right_count else slice(cut + 1, events.num_rows)
+        outliers = np.arange(events.num_rows)[side] if order is None else order[side]
         if outliers.size > max(OUTLIER_MAX_SHARE * events.num_rows, OUTLIER_MAX_EVENTS):
             break
         keep = np.ones(events.num_rows, dtype=bool)
@@ -154,8 +161,9 @@ def _foreign_marks(
         return events, None
     start = columns.int64(events, "start_ns")
     end = start + columns.int64(events, "dur_ns")
-    mark_lo, mark_hi = int(start[marks].min()), int(end[marks].max())
-    rest_lo, rest_hi = int(start[~marks].min()), int(end[~marks].max())
+    rest = ~marks
+    mark_lo, mark_hi = _lowest(start, marks), _highest(end, marks)
+    rest_lo, rest_hi = _lowest(start, rest), _highest(end, rest)
     distance = max(mark_lo - rest_hi, rest_lo - mark_hi)
     longest = max(mark_hi - mark_lo, rest_hi - rest_lo)
     if distance <= max(longest, 0):
@@ -179,6 +187,16 @@ def _foreign_marks(
         repaired=True,
     )
     return events.filter(pa.array(~marks)), check
+
+
+def _lowest(values: np.ndarray, where: np.ndarray) -> int:
+    """The least of ``values`` where ``where`` holds (some row does), without a copy of them."""
+    return int(np.min(values, where=where, initial=np.iinfo(np.int64).max))
+
+
+def _highest(values: np.ndarray, where: np.ndarray) -> int:
+    """The greatest of ``values`` where ``where`` holds (some row does), without a copy."""
+    return int(np.max(values, where=where, initial=np.iinfo(np.int64).min))
 
 
 def _with_times(events: pa.Table, start: np.ndarray, dur: np.ndarray) -> pa.Table:

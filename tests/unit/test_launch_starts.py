@@ -1,0 +1,61 @@
+"""launch_starts: each device task's launch call found by its correlation id, with ids that
+calls share and ids that come out of order."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from perfledger.analysis.steps import launch_starts
+from perfledger.model import schema
+from tests.scenarios import US, Timeline
+
+
+def _kernel(t: Timeline, start_us: float, correlation: int) -> None:
+    t.event(schema.KERNEL, "k", start_us, 1, device=0, stream=7, correlation=correlation)
+
+
+def _call(t: Timeline, name: str, start_us: float, correlation: int) -> None:
+    t.event(schema.RUNTIME, name, start_us, 1, correlation=correlation)
+
+
+def _by_start(events: pa.Table) -> dict[int, int]:
+    """Each row's launch start by the row's own start (the rows start apart)."""
+    rows = events.column("start_ns").to_pylist()
+    return dict(zip(rows, launch_starts(events).tolist(), strict=True))
+
+
+def test_tasks_find_their_calls_by_id_whatever_the_order_of_the_ids() -> None:
+    t = Timeline()
+    # ids counted down as the calls go, as no runtime does, and one id a request and its
+    # reply share (different names): the earlier of the two is the launch
+    _call(t, "cudaLaunchKernel", 10, 30)
+    _call(t, "cudaLaunchKernel", 20, 20)
+    _call(t, "cuLaunchKernel", 30, 10)
+    _call(t, "cudaStreamWait", 35, 10)
+    _kernel(t, 50, 30)
+    _kernel(t, 60, 20)
+    _kernel(t, 70, 10)
+    # a task whose call is not in the trace
+    _kernel(t, 80, 99)
+    events = t.table()
+    starts = _by_start(events)
+    assert starts[50 * US] == 10 * US
+    assert starts[60 * US] == 20 * US
+    assert starts[70 * US] == 30 * US
+    assert starts[80 * US] == -1
+    # host rows have no launch
+    assert starts[10 * US] == -1
+
+
+def test_an_id_two_calls_of_one_name_carry_leaves_its_task_without_a_launch() -> None:
+    t = Timeline()
+    _call(t, "cudaLaunchKernel", 10, 5)
+    _call(t, "cudaLaunchKernel", 12, 5)
+    _call(t, "cudaMemsetAsync", 14, 5)
+    _call(t, "cudaLaunchKernel", 16, 6)
+    _kernel(t, 50, 5)
+    _kernel(t, 60, 6)
+    events = t.table()
+    starts = _by_start(events)
+    assert starts[50 * US] == -1
+    assert starts[60 * US] == 16 * US
