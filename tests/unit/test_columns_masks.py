@@ -1,8 +1,9 @@
 """columns.isin and columns.matches: row masks of dictionary and plain string columns, against
-the values tested row by row."""
+the values tested row by row; columns.pair_order against a sort of the pairs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
@@ -49,3 +50,11 @@ def test_a_dictionary_of_many_values_marks_the_rows_of_each() -> None:
     assert columns.isin(table, "name", every - {"kernel_5"}).tolist() == [
         n != "kernel_5" for n in names
     ]
+
+
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 3)), max_size=40))
+def test_pair_order_is_the_order_by_key_then_name_then_row(pairs) -> None:
+    keys = np.array([k for k, _ in pairs], dtype=np.int64)
+    names = np.array([n for _, n in pairs], dtype=np.int64)
+    expected = sorted(range(len(pairs)), key=lambda i: (pairs[i][0], pairs[i][1], i))
+    assert columns.pair_order(keys, names).tolist() == expected

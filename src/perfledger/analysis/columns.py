@@ -135,3 +135,21 @@ def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str
     ]
     codes = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return codes, dictionary.to_pylist()
+
+
+def pair_order(keys: Int64Array, names: Int64Array) -> Int64Array:
+    """``np.lexsort((names, keys))``: rows by key, then name, then row, for keys (ids counted
+    up as calls are made) that come almost in order and rarely repeat: one stable sort of
+    the keys, then the names sorted only among the rows whose key another row has."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    tie = sorted_keys[1:] == sorted_keys[:-1]
+    if tie.any():
+        shared = np.zeros(keys.size, dtype=bool)
+        shared[1:] |= tie
+        shared[:-1] |= tie
+        at = np.flatnonzero(shared)
+        rows = order[at]
+        # runs of one key stay where they are: each is sorted within itself
+        order[at] = rows[np.lexsort((rows, names[rows], keys[rows]))]
+    return np.asarray(order, dtype=np.int64)

@@ -117,7 +117,7 @@ def _shared_correlation(events: pa.Table, rank: str) -> QualityCheck | None:
     correlation = columns.int64(events, "correlation")[rows]
     name = columns.dictionary_codes(events, "name")[0][rows]
     # distinct (correlation, name) pairs, counted on one sort of the pairs
-    order = np.lexsort((name, correlation))
+    order = columns.pair_order(correlation, name)
     repeated = (np.diff(correlation[order]) == 0) & (np.diff(name[order]) == 0)
     shared = int(repeated.sum())
     return QualityCheck(
@@ -286,8 +286,11 @@ def _empty_windows(
     tasks = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     if not tasks.any() or not windows:
         return None
-    start = np.sort(columns.int64(events, "start_ns")[tasks])
-    end = np.sort(start + columns.int64(events, "dur_ns")[tasks])
+    # the tasks' starts and ends, each sorted (they come almost in order: a stable sort)
+    task_start = columns.int64(events, "start_ns")[tasks]
+    start = np.sort(task_start, kind="stable")
+    end = np.sort(task_start + columns.int64(events, "dur_ns")[tasks], kind="stable")
+    del task_start
     empty = [
         w
         for w in windows

@@ -116,7 +116,7 @@ def launch_keys(events: pa.Table) -> LaunchKeys:
     # and its reply), calls of one name may not
     launch_keys = rank[launch_rows] * (1 << 40) + correlation[launch_rows]
     names = columns.dictionary_codes(events, "name")[0][launch_rows]
-    order = _key_name_order(launch_keys, names)
+    order = columns.pair_order(launch_keys, names)
     keys_sorted = launch_keys[order]
     names_sorted = names[order]
     same_name = (keys_sorted[1:] == keys_sorted[:-1]) & (names_sorted[1:] == names_sorted[:-1])
@@ -134,24 +134,6 @@ def launch_keys(events: pa.Table) -> LaunchKeys:
     pos = np.clip(np.searchsorted(keys_unique, task_keys), 0, keys_unique.size - 1)
     found = keys_unique[pos] == task_keys
     return LaunchKeys(task_rows[found], pos[found], grouped, bounds)
-
-
-def _key_name_order(keys: Int64Array, names: Int64Array) -> Int64Array:
-    """``np.lexsort((names, keys))``: the calls by key, then name, then row. The keys (ids
-    counted up as calls are made) come almost in order and rarely repeat: one stable sort of
-    the keys, then the names sorted only among the calls whose key another call has."""
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    tie = sorted_keys[1:] == sorted_keys[:-1]
-    if tie.any():
-        shared = np.zeros(keys.size, dtype=bool)
-        shared[1:] |= tie
-        shared[:-1] |= tie
-        at = np.flatnonzero(shared)
-        rows = order[at]
-        # runs of one key stay where they are: each is sorted within itself
-        order[at] = rows[np.lexsort((rows, names[rows], keys[rows]))]
-    return np.asarray(order, dtype=np.int64)
 
 
 def mark_steps(events: pa.Table, name: str, source: str) -> pa.Table:
