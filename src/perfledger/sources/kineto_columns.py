@@ -126,7 +126,11 @@ def _lenient_args(raw: bytes, struct: type[msgspec.Struct], fields: tuple[str, .
 
 def _decode_group(texts: list[msgspec.Raw], group: int) -> tuple[list[Any], tuple[str, ...]]:
     """Decode the args of one group of rows: list of structs and the fields they hold."""
-    joined = b"[" + b",".join(texts) + b"]"
+    # the brackets go with the first and last texts: the group's text is copied once
+    framed: list[Any] = list(texts)
+    framed[0] = b"[" + framed[0]
+    framed[-1] = bytes(framed[-1]) + b"]"
+    joined = b",".join(framed)
     always, optional = _GROUP_FIELDS[group]
     present = tuple(a for a in optional if b'"' + _ARG_FIELDS[a][0].encode() + b'"' in joined)
     fields = always + present
