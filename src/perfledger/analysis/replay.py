@@ -298,9 +298,14 @@ def schedule_inputs(
     """The inputs of :func:`replay`'s loop (the ranks replayed together walk them jointly:
     :mod:`perfledger.analysis.replay_joint`)."""
     changes = node_changes(graph, change)
-    dur = graph.dur
+    plain = graph.plain
+    # each changed column is made a column of the loop at once, its temporaries freed (the
+    # products rounded in place)
+    dur_list: IntColumn = plain.dur
     if (changes.dur != 1.0).any():
-        dur = np.rint(graph.dur * changes.dur).astype(np.int64)
+        scaled = graph.dur * changes.dur
+        dur_list = patched(plain.dur, graph.dur, np.rint(scaled, out=scaled).astype(np.int64))
+        del scaled
     transfers: dict[int, tuple[int, int]] = {}
     if peers is not None and peers.node.size:
         # the others' arrival, before its own when it came last (the others waited for it)
@@ -315,16 +320,18 @@ def schedule_inputs(
                 strict=True,
             )
         )
-    plain = graph.plain
     if (changes.gap == 1.0).all():
         delay = graph.chain_delay
     else:
         host_gap = (graph.kind != TASK) & (graph.chain_delay > 0)
         # only the thread's own work between two nodes scales, not its waits for other threads
-        scaled_work = np.rint(graph.chain_busy * changes.gap).astype(np.int64)
+        scaled = graph.chain_busy * changes.gap
+        scaled_work = np.rint(scaled, out=scaled).astype(np.int64)
+        del scaled
         delay = np.where(
             host_gap, graph.chain_delay - graph.chain_busy + scaled_work, graph.chain_delay
         )
+        del scaled_work, host_gap
     if change.overlap_comm:
         pred = graph.lane_pred
         delay = np.where(graph.kind == TASK, graph.lane_delay, delay)
@@ -334,12 +341,16 @@ def schedule_inputs(
     launch_delay = graph.launch_delay
     release = graph.release
     if (changes.latency != 1.0).any():
-        launch_delay = np.rint(launch_delay * changes.latency).astype(np.int64)
-    if changes.fused.any():
+        scaled = launch_delay * changes.latency
+        launch_delay = np.rint(scaled, out=scaled).astype(np.int64)
+        del scaled
+    fused, kept = changes.fused, changes.waits
+    del changes  # the factors (24 bytes a node) are all read
+    if fused.any():
         # the later parts of a fused kernel follow the part before them at once
-        launch_src = np.where(changes.fused, -1, launch_src)
-        delay = np.where(changes.fused, 0, delay)
-        release = np.where(changes.fused, FREE, release)
+        launch_src = np.where(fused, -1, launch_src)
+        delay = np.where(fused, 0, delay)
+        release = np.where(fused, FREE, release)
     events = plain.events
     if change.overlap_comm:
         # communication neither waits for the compute before it nor holds the compute after
@@ -348,8 +359,7 @@ def schedule_inputs(
             graph.event_src[keep_event], graph.event_dst[keep_event], graph.event_delay[keep_event]
         )
     waits = plain.waits
-    if not changes.waits.all():
-        kept = changes.waits
+    if not kept.all():
         waits = waits_by_node(graph.wait_src[kept], graph.wait_dst[kept])
     pred_list, pred = _loop_column(plain.chain_pred, graph.chain_pred, pred)
     delay_list, delay = _loop_column(plain.chain_delay, graph.chain_delay, delay)
@@ -362,7 +372,7 @@ def schedule_inputs(
         launch_list,
         lag_list,
         release_list,
-        patched(plain.dur, graph.dur, dur),
+        dur_list,
         graph.start,  # read only where nothing else sets a start: not made a list
         waits,
         plain.wakes,
