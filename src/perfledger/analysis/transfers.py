@@ -24,9 +24,11 @@ from collections.abc import Sequence
 from typing import Final
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis import columns
 from perfledger.model import schema
 from perfledger.model.tables import SPELLINGS_SCHEMA, TRANSFERS_SCHEMA
 
@@ -80,9 +82,10 @@ def copy_spellings(events: pa.Table) -> pa.Table:
     Sums only, so the spellings of several ranks add up to those of all their events; the
     direction is decided once per spelling, not once per copy.
     """
-    # only the columns used: a filter copies every column it is given
-    copies = events.select(["kind", "name", "args", "dur_ns", "bytes"])
-    copies = copies.filter(pc.equal(copies["kind"], schema.MEMCPY))
+    # only the columns used, at the copies' rows only (a filter of the table would copy
+    # every column it is given, and join the chunks of the args first)
+    rows = np.flatnonzero(columns.isin(events, "kind", [schema.MEMCPY]))
+    copies = columns.take_rows(events, rows, ["name", "args", "dur_ns", "bytes"])
     copies = pa.table(
         {
             "name": pc.cast(copies["name"], pa.string()),

@@ -48,6 +48,8 @@ from perfledger.model.cluster import (
 
 # How many of the most skewed collectives a report lists.
 WORST_COLLECTIVES: Final = 10
+# The keys of a task's args collective_tasks reads.
+_TASK_FIELDS: Final = '"(hccl|Process Group Name|Process Group Ranks)"'
 
 
 def collective_tasks(events: pa.Table) -> pa.Table:
@@ -56,7 +58,8 @@ def collective_tasks(events: pa.Table) -> pa.Table:
     if not is_comm.any():
         return COLLECTIVES_SCHEMA.empty_table()
     rows = np.flatnonzero(is_comm)
-    comm = _comm_rows(events, rows, ["rank", "device", "step", "name", "start_ns", "dur_ns"])
+    names = ["rank", "device", "step", "name", "start_ns", "dur_ns"]
+    comm = _comm_rows(events, rows, names, _TASK_FIELDS)
     comm = comm.append_column("row", pa.array(rows, pa.int64()))
     query = """
         SELECT rank, device, step, name, start_ns, dur_ns,
@@ -75,15 +78,21 @@ def collective_tasks(events: pa.Table) -> pa.Table:
         return con.sql(query).to_arrow_table().cast(COLLECTIVES_SCHEMA)
 
 
-def _comm_rows(events: pa.Table, rows: np.ndarray, names: list[str]) -> pa.Table:
+def _comm_rows(events: pa.Table, rows: np.ndarray, names: list[str], fields: str) -> pa.Table:
     """The columns ``names`` and ``args`` of the communication ``rows``, the strings plain
-    and each column in one piece (the queries read them in this order)."""
+    and each column in one piece (the queries read them in this order). ``args`` is null
+    where its text names none of the keys the query reads (``fields``: a regular expression
+    of them in quotes): its JSON functions give nothing there, and cost most of the query."""
     taken = {}
     for name in [*names, "args"]:
         column = columns.take(events.column(name), rows)
         if pa.types.is_dictionary(column.type):
             column = pc.cast(column, column.type.value_type)
         taken[name] = column.combine_chunks()
+    args = taken["args"]
+    # a key written with escapes holds a backslash: those args are kept too
+    said = pc.fill_null(pc.match_substring_regex(args, f"{fields}|\\\\"), False)
+    taken["args"] = pc.if_else(said, args, pa.scalar(None, args.type))
     return pa.table(taken)
 
 
@@ -96,7 +105,7 @@ def link_usage(events: pa.Table) -> pa.Table:
     is_comm = columns.isin(events, "kind", [schema.COMM])
     if not is_comm.any():
         return LINKS_SCHEMA.empty_table()
-    comm = _comm_rows(events, np.flatnonzero(is_comm), ["rank", "name"])
+    comm = _comm_rows(events, np.flatnonzero(is_comm), ["rank", "name"], '"hccl"')
     query = """
         WITH per_name AS (
             SELECT rank, name, any_value(links) AS links FROM (
