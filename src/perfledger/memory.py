@@ -7,11 +7,15 @@ every phase stacked (bench/README.md has the figures).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import ctypes.util
+import mmap
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final
 
 import pyarrow as pa
 
@@ -35,6 +39,25 @@ def _load_trim() -> Callable[[], object]:
 
 
 _malloc_trim = _load_trim()
+
+
+def _load_madvise() -> Callable[[int, int], object] | None:
+    """madvise(MADV_DONTNEED), or None where the system has no such call."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        call = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    if advice is None:
+        return None
+    call.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return lambda address, length: call(address, length, advice)
+
+
+_madvise_dontneed = _load_madvise()
+_MAPS: Final = Path("/proc/self/maps")
+ARROW_SUFFIX: Final = ".arrow"  # the files whose maps drop_mapped_pages may let go
 
 
 def release_freed_memory() -> None:
@@ -73,3 +96,57 @@ def returning_pool() -> Iterator[None]:
             _pool_users -= 1
             if _pool_users == 0:
                 pa.set_memory_pool(_pool_before.pop())
+
+
+def drop_mapped_pages(table: pa.Table) -> None:
+    """Take the pages this process has read of ``table``'s memory-mapped files out of its memory.
+
+    A table read from a file through a memory map (Arrow IPC) costs no private memory, but
+    every page a pass reads stays in the process's resident memory while the map is open. The
+    pages of a read-only file map can be let go at any time: the system keeps them in its file
+    cache and maps them again on the next read, with the same bytes. Only read-only maps of
+    Arrow IPC files (``*.arrow``) that hold some of the table's buffers are touched; buffers in
+    the heap (or anywhere else) are left as they are. A no-op where /proc/self/maps or madvise
+    is missing.
+    """
+    if _madvise_dontneed is None:
+        return
+    try:
+        lines = _MAPS.read_text().splitlines()
+    except OSError:
+        return
+    maps: list[tuple[int, int]] = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        # address, permissions, offset, device, inode, path: an Arrow file mapped to be read
+        # (not a library's read-only pages, which the loader may have written before)
+        if len(fields) < 6 or "w" in fields[1] or not _arrow_file(fields[5]):
+            continue
+        low, high = fields[0].split("-")
+        maps.append((int(low, 16), int(high, 16)))
+    maps.sort()
+    starts = [start for start, _ in maps]
+    chosen: set[tuple[int, int]] = set()
+    for address in _buffer_addresses(table):
+        at = bisect.bisect_right(starts, address) - 1
+        if at >= 0 and address < maps[at][1]:
+            chosen.add(maps[at])
+    for start, end in sorted(chosen):
+        _madvise_dontneed(start, end - start)
+
+
+def _arrow_file(path: str) -> bool:
+    """Whether a path of /proc/self/maps names an Arrow IPC file (removed since, or not)."""
+    return path.removesuffix(" (deleted)").endswith(ARROW_SUFFIX)
+
+
+def _buffer_addresses(table: pa.Table) -> Iterator[int]:
+    """The address of every non-empty buffer of ``table`` (dictionaries' too)."""
+    arrays: list[pa.Array] = [chunk for column in table.columns for chunk in column.chunks]
+    while arrays:
+        array = arrays.pop()
+        for buffer in array.buffers():
+            if buffer is not None and buffer.size:
+                yield buffer.address
+        if pa.types.is_dictionary(array.type):
+            arrays.append(array.dictionary)

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from perfledger.run.tasks import RankResult, RankTask, run_rank_task
+from perfledger.run.tasks import RankResult, RankTask, loaded, run_rank_task
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
 
@@ -39,3 +41,35 @@ def test_events_parquet_reads_back_as_the_events_table(tmp_path: Path) -> None:
     assert {"kind", "name", "rank", "device", "step"} <= coded
     unique = {"start_ns", "dur_ns", "correlation", "external_id", "bytes", "flops", "args"}
     assert not coded & unique, coded
+
+
+def _mapped_files(table_column: pa.ChunkedArray) -> set[str]:
+    """The files whose maps hold the buffers of a column (from /proc/self/maps)."""
+    maps = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        low, high = (int(x, 16) for x in fields[0].split("-"))
+        maps.append((low, high, fields[5] if len(fields) > 5 else ""))
+    found = set()
+    for chunk in table_column.chunks:
+        for buffer in chunk.buffers():
+            if buffer is not None and buffer.size:
+                found |= {p for low, high, p in maps if low <= buffer.address < high}
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
+@pytest.mark.parametrize("spill", [False, True])
+def test_the_events_args_are_read_through_a_map_of_a_file(tmp_path: Path, spill: bool) -> None:
+    task = RankTask(0, "kineto", DATA / "v100_rank1_ddp.json.gz", tmp_path / "task", spill=spill)
+    result = run_rank_task(task)
+    assert isinstance(result, RankResult)
+    events = loaded(result).tables["events"]
+    stored = pq.read_table(result.events_parquet)
+    assert events["args"].equals(stored["args"])
+    # the task's own table (here, not spilled) or the parent's map of the spilled file
+    files = _mapped_files(events["args"])
+    name = "events.arrow" if spill else "args.arrow"
+    assert files and all(f.removesuffix(" (deleted)").endswith(name) for f in files), files
+    if not spill:  # the other columns stay where the analysis made them
+        assert not any(".arrow" in f for f in _mapped_files(events["start_ns"]))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from perfledger.memory import release_freed_memory, returning_pool
+from perfledger.memory import drop_mapped_pages, release_freed_memory, returning_pool
 
 
 def test_tables_made_inside_come_from_the_c_heap_and_go_back_to_it() -> None:
@@ -61,3 +63,44 @@ def test_blocks_of_several_threads_keep_the_c_heap_until_the_last_one_ends() -> 
         thread.join(10)
     assert seen["inside"] == "system"
     assert pa.default_memory_pool().backend_name == outside
+
+
+def _resident_kb(path: Path) -> int:
+    """The resident kB of this process's maps of ``path`` (from /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and not fields[0].endswith(":"):
+            inside = line.rstrip().removesuffix(" (deleted)").endswith(str(path))
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps")
+def test_pages_read_of_a_mapped_table_leave_the_process_and_read_back_the_same(
+    tmp_path: Path,
+) -> None:
+    texts = pa.array([f"{i:07d}" * 40 for i in range(50_000)])  # 14 MB of text
+    path = tmp_path / "texts.arrow"
+    with (
+        pa.OSFile(str(path), "wb") as sink,
+        pa.ipc.new_file(sink, pa.schema([("t", texts.type)])) as w,
+    ):
+        w.write_table(pa.table({"t": texts}))
+    with pa.memory_map(str(path), "r") as source:
+        mapped = pa.ipc.open_file(source).read_all()
+    assert pc.sum(pc.utf8_length(mapped["t"])).as_py() == 50_000 * 280  # every page read
+    assert _resident_kb(path) >= 13_000
+    drop_mapped_pages(mapped)
+    assert _resident_kb(path) < 1_000
+    assert mapped["t"].equals(pa.chunked_array([texts]))  # the same bytes, read again
+    assert _resident_kb(path) >= 13_000
+
+
+def test_a_table_in_the_heap_is_left_as_it_is() -> None:
+    numbers = pa.array(np.arange(2_000_000, dtype=np.int64))
+    table = pa.table({"n": numbers, "d": pa.array(["a", "b"] * 1_000_000).dictionary_encode()})
+    drop_mapped_pages(table)
+    assert np.array_equal(np.asarray(table["n"]), np.arange(2_000_000))
+    assert table["d"].to_pylist()[:3] == ["a", "b", "a"]

@@ -8,7 +8,11 @@ thread while the advisor runs. Run in another process (``spill``), it also write
 tables as Arrow IPC files the parent memory-maps (zero-copy: the parent's private memory does
 not grow with the ranks) and returns a small :class:`RankResult`: step windows, accounts,
 collectives, the worst gaps, per-rank communication figures, paths and timings; run here,
-the result holds the tables themselves.
+the result holds the tables themselves. Either way the events' args text (half the table, read
+by few passes after the analysis) is written to a file before the replay and read from then
+on through a memory map, whose pages are let go between the phases
+(:func:`perfledger.memory.drop_mapped_pages`): it leaves the heap for the replay and the
+advisor, the phases of the peak.
 
 A bad trace is not an exception crossing process boundaries: the task returns its one-line
 message and exit code, and the parent raises it.
@@ -39,7 +43,12 @@ from perfledger.analysis.steps import mark_steps
 from perfledger.analysis.transfers import copy_spellings
 from perfledger.errors import PerfledgerError
 from perfledger.files import replacing
-from perfledger.memory import release_freed_memory, returning_pool
+from perfledger.memory import (
+    ARROW_SUFFIX,
+    drop_mapped_pages,
+    release_freed_memory,
+    returning_pool,
+)
 from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccount
 from perfledger.model.comm import CommSplit
 from perfledger.model.gaps import GapReport
@@ -55,6 +64,7 @@ ASCEND: Final = "ascend"
 # The tables a task writes as Arrow IPC for the parent to memory-map.
 IPC_TABLES: Final = ("events", "counters", "gaps", "op_summary", "kernel_details")
 EVENTS_PARQUET: Final = "events.parquet"
+ARGS: Final = "args"  # the events' column read through a map of a file (_mapped_args)
 RAW_COPIES: Final = "raw"
 # The events' columns stored with a Parquet dictionary: those of few distinct values. On the
 # others (times, ids, sizes, args) the writer would build a dictionary, holding every page of
@@ -222,7 +232,14 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     events = profile.events
     collectives = collective_tasks(events)
     links = link_usage(events)
-    release_freed_memory()  # the analysis passes' temporaries
+    task.work_dir.mkdir(parents=True, exist_ok=True)
+    # the args text (half the events) read from here on through a map of a file written now:
+    # the passes to come read few of them, and the pages read are let go between them
+    events, spilled = _mapped_args(task, events)
+    rank_analysis = replace(rank_analysis, events=events, trace=replace(trace, events=events))
+    trace = rank_analysis.trace
+    profile = replace(profile, events=events, ranks=(rank_analysis,))
+    release_freed_memory()  # the analysis passes' temporaries, the args in the heap
     analysed = time.perf_counter()
     tables = {
         "events": events,
@@ -233,12 +250,11 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     }
     if progress is not None:
         progress.phase(PHASE_ADVISOR)
-    task.work_dir.mkdir(parents=True, exist_ok=True)
     # the files do not depend on the replay nor the findings: written beside them (Parquet
     # encoding, compression and copying run mostly outside the GIL)
     stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="rank-writer") as writer:
-        written = writer.submit(_write_files, task, tables, trace.source_files, stop)
+        written = writer.submit(_write_files, task, tables, spilled, trace.source_files, stop)
         try:
             # the steps replayed here, in parallel over ranks, before the advisor reads them
             split = rank_analysis.comm
@@ -256,6 +272,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             rank_analysis = replace(rank_analysis, replay=replay)
             profile = replace(profile, ranks=(rank_analysis,), replay=replay)
             replayed = time.perf_counter()
+            drop_mapped_pages(events)
             advice = diagnose_rank(
                 profile, task.advisor_config, replays=(prepared,) if prepared else ()
             )
@@ -266,6 +283,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         advised = time.perf_counter()
         paths, parquet, copies, write_timings = written.result()
     release_freed_memory()  # the rules' derived tables
+    drop_mapped_pages(events)
     main_file = _ascend_main_file(task.path) if task.fmt == ASCEND else None
     return RankResult(
         index=task.index,
@@ -309,11 +327,29 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     )
 
 
+def _mapped_args(task: RankTask, events: pa.Table) -> tuple[pa.Table, dict[str, Path]]:
+    """``events`` with its args column read through a memory map of an Arrow IPC file written
+    here, and the IPC tables written so ({} or, spilled, the events themselves)."""
+    if task.spill:  # the file the parent maps, written now instead of on the writer's thread
+        path = write_ipc(events, task.work_dir / f"events{ARROW_SUFFIX}")
+        written = {"events": path}
+    else:
+        path = write_ipc(events.select([ARGS]), task.work_dir / f"{ARGS}{ARROW_SUFFIX}")
+        written = {}
+    index = events.schema.get_field_index(ARGS)
+    return events.set_column(index, events.schema.field(index), read_ipc(path)[ARGS]), written
+
+
 def _write_files(
-    task: RankTask, tables: dict[str, pa.Table], sources: Sequence[Path], stop: threading.Event
+    task: RankTask,
+    tables: dict[str, pa.Table],
+    spilled: dict[str, Path],
+    sources: Sequence[Path],
+    stop: threading.Event,
 ) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, float]]:
-    """The rank's events as Parquet, its source copies, and (spilled) its IPC tables; the
-    seconds each took. Ends early, between two files, once ``stop`` is set."""
+    """The rank's events as Parquet, its source copies, and (spilled) its IPC tables but those
+    in ``spilled`` (written already); the seconds each took. Ends early, between two files,
+    once ``stop`` is set."""
 
     def check() -> None:
         if stop.is_set():
@@ -325,11 +361,13 @@ def _write_files(
     with replacing(parquet) as temporary:
         coded = [name for name in events.column_names if name in EVENTS_PARQUET_DICTIONARY]
         pq.write_table(events, temporary, compression="zstd", use_dictionary=coded)
-    paths = {}
+    drop_mapped_pages(events)  # every args page was read for the file
+    paths = dict(spilled)
     if task.spill:
         for name, table in tables.items():
             check()
-            paths[name] = write_ipc(table, task.work_dir / f"{name}.arrow")
+            if name not in paths:
+                paths[name] = write_ipc(table, task.work_dir / f"{name}{ARROW_SUFFIX}")
     written = time.perf_counter()
     check()
     copies = _copy_sources(sources, task.work_dir / RAW_COPIES)

@@ -37,6 +37,7 @@ from perfledger.analysis.advisor.ranks import PROFILE_RULES, SPLIT_RULES, merge_
 from perfledger.analysis.advisor.together import advice_together
 from perfledger.analysis.profile import rank_profile
 from perfledger.analysis.replay_together import RanksTogether, any_collectives
+from perfledger.memory import drop_mapped_pages, release_freed_memory
 from perfledger.model.findings import (
     AdvisorConfig,
     AdvisorReport,
@@ -131,6 +132,10 @@ def diagnose(
         if not config.runs(rule.id):
             continue
         outcome = rule.check(context, config.params(rule))
+        # what the rule derived and freed, and the pages of mapped tables it read (the
+        # events' args): given back before the next rule adds its own
+        release_freed_memory()
+        drop_mapped_pages(analysis.events)
         if isinstance(outcome, Finding):
             findings.append(outcome)
         elif isinstance(outcome, Skipped):
