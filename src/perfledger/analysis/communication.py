@@ -63,7 +63,7 @@ def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
     # every per-task figure at the communication rows only (a few per step), not per event
     rows = np.flatnonzero(is_comm)
     overlapped = np.zeros(rows.size, dtype=np.int64)
-    for r, d in {(int(a), int(b)) for a, b in zip(rank[rows], device[rows], strict=True)}:
+    for r, d in set(zip(rank[rows].tolist(), device[rows].tolist(), strict=True)):
         same = (rank == r) & (device == d)
         compute = union(start[same & is_kernel], end[same & is_kernel])
         mine = np.flatnonzero((rank[rows] == r) & (device[rows] == d))
@@ -76,15 +76,23 @@ def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
     size_class = np.where(message > 0, np.floor(np.log2(np.maximum(message, 1))), -1).astype(
         np.int64
     )
-    keys = sorted(
-        {
-            (int(rank[i]), int(device[i]), str(names[i]), int(size_class[i]))
-            for i in range(rows.size)
-        }
-    )
+    # the tasks of each (rank, device, name, size class), in row order: one pass over them
+    groups: dict[tuple[int, int, str, int], list[int]] = {}
+    for i, key in enumerate(
+        zip(
+            rank.tolist(),
+            device.tolist(),
+            [str(n) for n in names.tolist()],
+            size_class.tolist(),
+            strict=True,
+        )
+    ):
+        groups.setdefault(key, []).append(i)
+    sources_of = split_of["source"].tolist()
     records: list[dict[str, Any]] = []
-    for r, d, name, size in keys:
-        sel = np.flatnonzero((rank == r) & (device == d) & (names == name) & (size_class == size))
+    for key in sorted(groups):
+        r, d, name, size = key
+        sel = np.array(groups[key], dtype=np.int64)
         dur = end[sel] - start[sel]
         waited = int(wait[sel].sum())
         total = int(dur.sum())
@@ -93,7 +101,7 @@ def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
         moved = message[sel]
         known = moved[moved >= 0]
         transfer = total - waited
-        sources = {str(split_of["source"][i]) for i in sel}
+        sources = {str(sources_of[i]) for i in groups[key]}
         timed = transfer if sources <= _MEASURED_WAITS else total
         bus = (
             float(moved.sum()) * bus_factor(collective, group) / timed
