@@ -18,8 +18,12 @@ tree's in the same round, and the median of those ratios over the rounds closes.
 tree's version), every step file written is compared with that profile's ``timeline/``
 byte for byte (gzip bytes, not only the text).
 
+With ``--system-pool`` Arrow allocates from the C heap, as it does in ``perfledger analyze``
+(``memory.returning_pool``): the peak then includes what glibc's heaps keep of the blocks
+freed by the writer threads, the larger part of the peak there.
+
 Usage: python bench/timeline_peak.py PROFILE --src TREE_A --src TREE_B [--rounds 3]
-       [--reference PROFILE]
+       [--reference PROFILE] [--system-pool]
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ def peak_mb():
     raise SystemExit("no VmHWM")
 
 profile_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
+if sys.argv[3] == "1":  # Arrow on the C heap, as analyze runs (run.pipeline)
+    from perfledger.memory import returning_pool
+    heap = returning_pool()  # kept: a context left to the collector would end at once
+    heap.__enter__()
 profile = load_profile(profile_dir)
 events = profile.read_table("events")
 gaps = profile.read_table("gaps", required=False)
@@ -93,10 +101,10 @@ print(json.dumps(figures))
 """
 
 
-def _child(tree: Path, profile: Path, out: str) -> dict[str, object]:
+def _child(tree: Path, profile: Path, out: str, system_pool: bool) -> dict[str, object]:
     env = dict(os.environ, PYTHONPATH=str(tree / "src"))
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(profile), out],
+        [sys.executable, "-c", _CHILD, str(profile), out, "1" if system_pool else "0"],
         env=env,
         capture_output=True,
         text=True,
@@ -123,6 +131,11 @@ def main() -> None:
     parser.add_argument("--src", type=Path, action="append", required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reference", type=Path, help="a profile whose timeline/ to match")
+    parser.add_argument(
+        "--system-pool",
+        action="store_true",
+        help="Arrow allocating from the C heap, as in analyze (else its own pool, mimalloc)",
+    )
     args = parser.parse_args()
     trees = [tree.resolve() for tree in args.src]
     reference = _reference_files(args.reference) if args.reference else None
@@ -131,7 +144,7 @@ def main() -> None:
         results: dict[Path, dict[str, object]] = {}
         for tree in trees if round_ % 2 else trees[::-1]:
             with tempfile.TemporaryDirectory() as folder:
-                results[tree] = _child(tree, args.profile, folder)
+                results[tree] = _child(tree, args.profile, folder, args.system_pool)
         first = results[trees[0]]
         for tree in trees:
             figures = results[tree]
