@@ -464,6 +464,24 @@ def test_nested_families_stay_on_one_lane(items: list[tuple[int, int]]) -> None:
     assert (track_lanes(start, end) == 0).all()
 
 
+@settings(max_examples=300, deadline=None)
+@given(intervals_strategy)
+def test_tracks_in_start_order_get_the_lanes_of_any_order(items: list[tuple[int, int]]) -> None:
+    # a track's events come by start, longer first: the order its lanes' pass is checked in
+    ordered = sorted(items, key=lambda t: (t[0], -t[1]))
+    start = np.array([s for s, _ in ordered], dtype=np.int64)
+    end = np.array([e for _, e in ordered], dtype=np.int64)
+    lanes = track_lanes(start, end)
+    assert (lanes >= 0).all()
+    for k in np.unique(lanes):
+        members = [ordered[i] for i in np.flatnonzero(lanes == k)]
+        assert laminar(members), (k, members)
+    assert (lanes == 0).all() == laminar(ordered)
+    # reversed (the general pass, not the check of ordered tracks): the same verdict
+    reversed_lanes = track_lanes(start[::-1].copy(), end[::-1].copy())
+    assert (reversed_lanes == 0).all() == laminar(ordered)
+
+
 def test_counter_values_are_finite_numbers(tmp_path: Path) -> None:
     counters = pa.table(
         {
