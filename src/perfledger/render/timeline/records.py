@@ -184,6 +184,8 @@ def event_slices(
     moved = int64(events, "bytes")
     # ``,"shapes":"..."`` per distinct value, looked up per row: formatted once, not per file
     optional = [optional_field(key, events.column(key)) for key in ("shapes", "dtypes")]
+    # an absent value's text is empty: left out of the record's pieces, not taken as ""
+    filled = [np.asarray(pc.binary_length(texts).to_numpy()) > 0 for _, texts in optional]
 
     def args(line: PieceBuilder, rows: Int64Array) -> None:
         line.ints(step[rows], before='{"step":')
@@ -194,8 +196,9 @@ def event_slices(
         ):
             sel = values[rows]
             line.ints(sel, sel != absent, before=f',"{key}":')
-        for codes, texts in optional:
-            line.table(texts, codes[rows])
+        for (codes, texts), shown in zip(optional, filled, strict=True):
+            at = codes[rows]
+            line.table(texts, at, shown[at])
         line.text("}")
 
     kind_values = [k or "" for k in kinds]
