@@ -1,0 +1,98 @@
+"""Peak RSS and CPU of a whole ``perfledger analyze``, two source trees alternating.
+
+Each run is a child process per tree (``PYTHONPATH=<tree>/src``, A B B A ...) that times one
+``perfledger analyze TRACE`` (its own CPU and its workers', and the largest RSS of any of its
+processes, see _common.run_measured). The outputs of every run are hashed file by file
+(meta.json and report.html left out: they carry the run's timings and its folder name): the
+script fails when two runs, of either tree, wrote different bytes.
+
+    python bench/analyze_memory.py TRACE --trees /tmp/before /work/main --runs 2
+
+prints, per tree, the peak RSS (MB, and as a multiple of the trace's size) and the CPU seconds
+of each run, and the ratios of the second tree's medians to the first's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import alternate_trees, mb, perfledger_argv, run_measured  # noqa: E402
+
+# the files that carry the run itself (timings, peak memory, the folder's name)
+UNCOMPARED = frozenset({"meta.json", "report.html"})
+
+
+def _digest(out_dir: Path) -> str:
+    """One hash of every output file's path and bytes but the UNCOMPARED ones."""
+    total = hashlib.sha256()
+    for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
+        if path.name in UNCOMPARED:
+            continue
+        total.update(str(path.relative_to(out_dir)).encode())
+        total.update(hashlib.sha256(path.read_bytes()).digest())
+    return total.hexdigest()
+
+
+def _child(trace: Path) -> None:
+    """One analyze of ``trace`` by the tree on PYTHONPATH: a JSON line of its figures."""
+    work = Path(tempfile.mkdtemp(prefix="analyze_memory-"))
+    try:
+        run = run_measured(perfledger_argv(trace, work / "profile"))
+        if run.returncode != 0:
+            raise SystemExit(f"analyze failed ({run.returncode}): {run.stderr[-2000:]}")
+        figures = {
+            "peak_rss_mb": round(mb(run.max_rss), 1),
+            "cpu_s": round(run.cpu_s, 2),
+            "wall_s": round(run.wall_s, 2),
+            "outputs": _digest(work / "profile"),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(figures))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace", type=Path)
+    parser.add_argument("--trees", type=Path, nargs=2, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    trace = args.trace.resolve()
+    if args.child:
+        _child(trace)
+        return
+    if args.trees is None:
+        parser.error("--trees BEFORE AFTER is required")
+    trees = [t.resolve() for t in args.trees]
+    results = alternate_trees(__file__, trees, args.runs, [str(trace), "--child"])
+    size_mb = mb(trace.stat().st_size)
+    medians = {}
+    for tree in trees:
+        runs = results[str(tree)]
+        peaks = [r["peak_rss_mb"] for r in runs]
+        cpus = [r["cpu_s"] for r in runs]
+        medians[str(tree)] = (statistics.median(peaks), statistics.median(cpus))
+        print(
+            f"{tree}: peak RSS MB {peaks} (median {medians[str(tree)][0]:.0f}, "
+            f"{medians[str(tree)][0] / size_mb:.2f}x the {size_mb:.0f} MB trace); CPU s {cpus}"
+        )
+    before, after = (medians[str(t)] for t in trees)
+    print(f"after / before: peak RSS {after[0] / before[0]:.3f}x, CPU {after[1] / before[1]:.3f}x")
+    digests = {r["outputs"] for t in trees for r in results[str(t)]}
+    if len(digests) != 1:
+        raise SystemExit(f"the outputs differ between runs: {sorted(digests)}")
+    print("outputs: identical in every run (meta.json and report.html not compared)")
+
+
+if __name__ == "__main__":
+    main()
