@@ -38,13 +38,13 @@ def slice_lines(s: Slices, rows: Int64Array, origin: int) -> Pieces:
     instant = s.instant[rows]
     complete = ~instant
     line = PieceBuilder(int(rows.size))
-    line.table(_HEADS, instant.view(np.int8))
+    line.table(_HEADS, instant.view(np.int8), fixed=True)
     line.ints(s.pid[rows], after=',"tid":')
     line.ints(s.tid[rows], after=',"ts":')
     # an instant has no duration: its time is followed by its name
     whole, fraction = us_split(s.start[rows] - origin)
     line.ints(whole)
-    line.table(_ts_fractions(), fraction + _FRACTION_TEXTS * complete)
+    line.table(_ts_fractions(), fraction + _FRACTION_TEXTS * complete, fixed=True)
     line.us(s.dur[rows], complete)
     name_index = s.name_index[rows]
     line.table(s.name_pieces, name_index)

@@ -2,9 +2,9 @@
 
 A record's line is the concatenation of its pieces, and a chunk of records of every kind is
 written by one take over the pieces' tables (:func:`join_records`): the texts that repeat
-(literals, names, small numbers, fractions of a µs) come straight from tables of distinct
-texts, only the numbers too large for a table get formatted per row, and no column is
-joined row by row (a row-by-row join costs about twice the take of its pieces, per piece,
+(literals, names, numbers as groups of their digits, fractions of a µs) come straight from
+tables of distinct texts, only a few numbers (negative ones, the rare large ones of a mostly
+small column) get formatted per row, and no column is joined row by row (a row-by-row join costs about twice the take of its pieces, per piece,
 and each nested join writes every byte once more).
 """
 
@@ -124,17 +124,21 @@ class PieceBuilder:
     _size: int = 0
     _pending: str = ""  # literal text of every row, not yet placed
 
-    def table(self, texts: pa.Array, codes: Any, shown: BoolArray | None = None) -> None:
-        """Row ``i`` gets ``texts[codes[i]]``."""
+    def table(
+        self, texts: pa.Array, codes: Any, shown: BoolArray | None = None, *, fixed: bool = False
+    ) -> None:
+        """Row ``i`` gets ``texts[codes[i]]``. ``fixed``: a small table of this module's (the
+        digits, fractions, literals), concatenated whole into a chunk however few rows use it
+        (else the texts of a large table that its rows use are picked out first)."""
         self._place()
-        self._add(texts, codes, shown)
+        self._add(texts, codes, shown, fixed)
 
     def text(self, text: str, shown: BoolArray | None = None) -> None:
         """The same text in every (shown) row."""
         if shown is None:
             self._pending += text
             return
-        self.table(_one_text(text), np.zeros(self.rows, dtype=np.int32), shown)
+        self.table(_one_text(text), np.zeros(self.rows, dtype=np.int32), shown, fixed=True)
 
     def values(self, texts: pa.Array, shown: BoolArray | None = None) -> None:
         """One text per row (``texts`` has ``rows`` entries)."""
@@ -162,7 +166,7 @@ class PieceBuilder:
         if n_large == 0:
             # the literal before, if every row has it, goes into the table's texts
             prefix = self._take_pending() + before if shown is None else before
-            self.table(small_ints(prefix, after), values, shown)
+            self.table(small_ints(prefix, after), values, shown, fixed=True)
             return
         used = values.size if shown is None else int(np.count_nonzero(shown))
         if n_large * _FEW_LARGE <= used:
@@ -171,7 +175,8 @@ class PieceBuilder:
             texts = join(prefix, cast, after) if prefix or after else cast
             codes = np.where(small, values, 0)
             codes[large] = np.arange(len(_SMALL_INTS), len(_SMALL_INTS) + n_large)
-            self.table(pa.concat_arrays([small_ints(prefix, after), texts]), codes, shown)
+            texts = pa.concat_arrays([small_ints(prefix, after), texts])
+            self.table(texts, codes, shown, fixed=True)
             return
         low = int(values.min()) if shown is None else int(values[shown].min())
         if low >= 0:
@@ -207,15 +212,15 @@ class PieceBuilder:
             for c in range(i + 2 if i == 0 else i + 1, groups + 1):
                 codes = np.where(count == c, group[c - 1 - i], codes)
             if i == 0:
-                self.table(group_texts(prefix), codes, shown)
+                self.table(group_texts(prefix), codes, shown, fixed=True)
             else:
-                self.table(group_texts(padded=True), codes, shown)
+                self.table(group_texts(padded=True), codes, shown, fixed=True)
 
     def us(self, ns: Int64Array, shown: BoolArray | None = None, *, after: str = "") -> None:
         """Non-negative ns as µs text (see :func:`us_split`), followed by ``after``."""
         whole, fraction = us_split(ns)
         self.ints(whole, shown)
-        self.table(fractions(after), fraction, shown)
+        self.table(fractions(after), fraction, shown, fixed=True)
 
     def build(self) -> Pieces:
         """The pieces added."""
@@ -233,11 +238,15 @@ class PieceBuilder:
         """The pending literal as a piece of its own."""
         if self._pending:
             text = self._take_pending()
-            self._add(_one_text(text), np.zeros(self.rows, dtype=np.int32), None)
+            self._add(_one_text(text), np.zeros(self.rows, dtype=np.int32), None, fixed=True)
 
-    def _add(self, texts: pa.Array, codes: Any, shown: BoolArray | None) -> None:
+    def _add(
+        self, texts: pa.Array, codes: Any, shown: BoolArray | None, fixed: bool = False
+    ) -> None:
         column = np.asarray(codes).astype(np.int32, copy=True)
-        if len(texts) > max(self.rows, _FIXED_TABLE) or texts.nbytes > _KEPT_TABLE_BYTES:
+        if not fixed and (
+            len(texts) > max(self.rows, _FIXED_TABLE) or texts.nbytes > _KEPT_TABLE_BYTES
+        ):
             texts, column = _used_texts(texts, column, shown)
         column += self._size
         if shown is not None:
