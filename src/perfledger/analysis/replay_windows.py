@@ -143,6 +143,8 @@ class RowTimes:
                 ]
                 for times in (self.start, self.end)
             )
+        if self.nodes_only:  # the observed times and the rows are not read again
+            self.start = self.end = self.start_from = self.end_from = np.zeros(0, np.int64)
         self.graph = graph
 
     def starts(self, schedule: Schedule) -> Int64Array:
