@@ -8,7 +8,6 @@ searches away. Every figure of the time account is built from these measures.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -145,7 +144,8 @@ def _violations(start: Int64Array, end: Int64Array) -> tuple[BoolArray, BoolArra
     order = None if bool(ahead.all()) else np.lexsort((-end, start))
     s = start if order is None else start[order]
     e = end if order is None else end[order]
-    closed = _merged_searchsorted(np.sort(e, kind="stable"), s, side="right")
+    # the ends sorted: nested slices' ends come partly in order, a stable sort's runs
+    closed = np.searchsorted(np.sort(e, kind="stable"), s, side="right")
     depth = np.arange(1, n + 1, dtype=np.int64) - closed
     stride = np.int64(n + 1)
     # the intervals by (depth, position): a stable sort by depth, a radix sort while the
@@ -154,7 +154,7 @@ def _violations(start: Int64Array, end: Int64Array) -> tuple[BoolArray, BoolArra
     by_depth = np.argsort(narrow, kind="stable")
     key_sorted = depth[by_depth] * stride + by_depth
     # the last interval before each one, one level up (the keys before (depth - 1, position))
-    before = _merged_searchsorted(key_sorted, key_sorted - stride, side="left") - 1
+    before = np.searchsorted(key_sorted, key_sorted - stride, side="left") - 1
     pos = np.empty(n, dtype=np.int64)
     pos[by_depth] = before
     nested = depth >= 2
@@ -171,20 +171,3 @@ def _violations(start: Int64Array, end: Int64Array) -> tuple[BoolArray, BoolArra
     result_true[order] = true_crossing
     result_unsure[order] = unsure
     return result_true, result_unsure
-
-
-def _merged_searchsorted(
-    haystack: Int64Array, needles: Int64Array, *, side: Literal["left", "right"]
-) -> Int64Array:
-    """``np.searchsorted(haystack, needles, side)`` for needles in ascending order: the two
-    sorted arrays merged by one stable sort (which finds the two runs and merges them in
-    linear time), a third of the binary searches' time on the slices of a large trace."""
-    # on ties the needles go after the haystack's equal values (right) or before them (left)
-    if side == "right":
-        merged = np.argsort(np.concatenate([haystack, needles]), kind="stable")
-        from_haystack = merged < haystack.size
-    else:
-        merged = np.argsort(np.concatenate([needles, haystack]), kind="stable")
-        from_haystack = merged >= needles.size
-    # each needle's place: the haystack's values merged before it
-    return np.asarray(np.cumsum(from_haystack)[~from_haystack], dtype=np.int64)
