@@ -98,7 +98,7 @@ def returning_pool() -> Iterator[None]:
                 pa.set_memory_pool(_pool_before.pop())
 
 
-def drop_mapped_pages(table: pa.Table) -> None:
+def drop_mapped_pages(table: pa.Table | pa.ChunkedArray | pa.Array) -> None:
     """Take the pages this process has read of ``table``'s memory-mapped files out of its memory.
 
     A table read from a file through a memory map (Arrow IPC) costs no private memory, but
@@ -140,9 +140,12 @@ def _arrow_file(path: str) -> bool:
     return path.removesuffix(" (deleted)").endswith(ARROW_SUFFIX)
 
 
-def _buffer_addresses(table: pa.Table) -> Iterator[int]:
-    """The address of every non-empty buffer of ``table`` (dictionaries' too)."""
-    arrays: list[pa.Array] = [chunk for column in table.columns for chunk in column.chunks]
+def _buffer_addresses(data: pa.Table | pa.ChunkedArray | pa.Array) -> Iterator[int]:
+    """The address of every non-empty buffer of ``data`` (dictionaries' too)."""
+    columns = data.columns if isinstance(data, pa.Table) else [data]
+    arrays: list[pa.Array] = []
+    for column in columns:
+        arrays.extend(column.chunks if isinstance(column, pa.ChunkedArray) else [column])
     while arrays:
         array = arrays.pop()
         for buffer in array.buffers():
@@ -150,3 +153,24 @@ def _buffer_addresses(table: pa.Table) -> Iterator[int]:
                 yield buffer.address
         if pa.types.is_dictionary(array.type):
             arrays.append(array.dictionary)
+
+
+@contextlib.contextmanager
+def dropping_mapped_pages(table: pa.Table, every_s: float = 0.25) -> Iterator[None]:
+    """:func:`drop_mapped_pages` of ``table`` every ``every_s`` seconds while the block runs,
+    and once after it: a pass that reads a whole mapped table (a file written from it) keeps
+    a few seconds' worth of its pages, not all of them."""
+    done = threading.Event()
+
+    def drop() -> None:
+        while not done.wait(every_s):
+            drop_mapped_pages(table)
+
+    dropper = threading.Thread(target=drop, name="page-dropper", daemon=True)
+    dropper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        dropper.join()
+        drop_mapped_pages(table)

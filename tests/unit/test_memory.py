@@ -10,7 +10,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from perfledger.memory import drop_mapped_pages, release_freed_memory, returning_pool
+from perfledger.memory import (
+    drop_mapped_pages,
+    dropping_mapped_pages,
+    release_freed_memory,
+    returning_pool,
+)
 
 
 def test_tables_made_inside_come_from_the_c_heap_and_go_back_to_it() -> None:
@@ -96,6 +101,23 @@ def test_pages_read_of_a_mapped_table_leave_the_process_and_read_back_the_same(
     assert _resident_kb(path) < 1_000
     assert mapped["t"].equals(pa.chunked_array([texts]))  # the same bytes, read again
     assert _resident_kb(path) >= 13_000
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps")
+def test_a_table_read_whole_inside_the_block_keeps_no_page_after_it(tmp_path: Path) -> None:
+    texts = pa.array([f"{i:07d}" * 40 for i in range(50_000)])
+    path = tmp_path / "texts.arrow"
+    with (
+        pa.OSFile(str(path), "wb") as sink,
+        pa.ipc.new_file(sink, pa.schema([("t", texts.type)])) as w,
+    ):
+        w.write_table(pa.table({"t": texts}))
+    with pa.memory_map(str(path), "r") as source:
+        mapped = pa.ipc.open_file(source).read_all()
+    with dropping_mapped_pages(mapped, every_s=0.001):
+        for _ in range(3):  # read while pages are let go under the reader
+            assert mapped["t"].equals(pa.chunked_array([texts]))
+    assert _resident_kb(path) < 1_000
 
 
 def test_a_table_in_the_heap_is_left_as_it_is() -> None:

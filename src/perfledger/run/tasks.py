@@ -46,6 +46,7 @@ from perfledger.files import replacing
 from perfledger.memory import (
     ARROW_SUFFIX,
     drop_mapped_pages,
+    dropping_mapped_pages,
     release_freed_memory,
     returning_pool,
 )
@@ -358,10 +359,10 @@ def _write_files(
     started = time.perf_counter()
     parquet = task.work_dir / EVENTS_PARQUET
     events = tables["events"]
-    with replacing(parquet) as temporary:
+    # every args page is read for the file: let go as the writing goes (the replay runs now)
+    with replacing(parquet) as temporary, dropping_mapped_pages(events):
         coded = [name for name in events.column_names if name in EVENTS_PARQUET_DICTIONARY]
         pq.write_table(events, temporary, compression="zstd", use_dictionary=coded)
-    drop_mapped_pages(events)  # every args page was read for the file
     paths = dict(spilled)
     if task.spill:
         for name, table in tables.items():

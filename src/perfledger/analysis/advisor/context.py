@@ -23,6 +23,7 @@ from perfledger.analysis import columns
 from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
 from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
 from perfledger.analysis.replay import effective_change
+from perfledger.memory import drop_mapped_pages
 from perfledger.model import devices, schema
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.model.findings import AdvisorConfig, StepBasis
@@ -280,6 +281,9 @@ class AdvisorContext:
             hit[order[cuts[i] : cuts[i + 1]]] = np.asarray(
                 pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool
             )
+            # nearly every page of the chunk was read: where the args are mapped from a
+            # file, let them go before the next (read again from the file cache if needed)
+            drop_mapped_pages(chunk)
         return np.flatnonzero(hit)
 
     @cached_property
