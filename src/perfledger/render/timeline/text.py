@@ -4,8 +4,9 @@ A record's line is the concatenation of its pieces, and a chunk of records of ev
 written by one take over the pieces' tables (:func:`join_records`): the texts that repeat
 (literals, names, numbers as groups of their digits, fractions of a µs) come straight from
 tables of distinct texts, only a few numbers (negative ones, the rare large ones of a mostly
-small column) get formatted per row, and no column is joined row by row (a row-by-row join costs about twice the take of its pieces, per piece,
-and each nested join writes every byte once more).
+small column) get formatted per row, and no column is joined row by row (a row-by-row join
+costs about twice the take of its pieces, per piece, and each nested join writes every byte
+once more).
 """
 
 from __future__ import annotations
