@@ -60,16 +60,19 @@ def _mapped_files(table_column: pa.ChunkedArray) -> set[str]:
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
 @pytest.mark.parametrize("spill", [False, True])
-def test_the_events_args_are_read_through_a_map_of_a_file(tmp_path: Path, spill: bool) -> None:
+def test_the_events_plain_columns_are_read_through_a_map_of_a_file(
+    tmp_path: Path, spill: bool
+) -> None:
     task = RankTask(0, "kineto", DATA / "v100_rank1_ddp.json.gz", tmp_path / "task", spill=spill)
     result = run_rank_task(task)
     assert isinstance(result, RankResult)
     events = loaded(result).tables["events"]
     stored = pq.read_table(result.events_parquet)
     assert events["args"].equals(stored["args"])
+    assert events["start_ns"].equals(stored["start_ns"])
     # the task's own table (here, not spilled) or the parent's map of the spilled file
     files = _mapped_files(events["args"])
-    name = "events.arrow" if spill else "args.arrow"
+    name = "events.arrow" if spill else "events-plain.arrow"
     assert files and all(f.removesuffix(" (deleted)").endswith(name) for f in files), files
-    if not spill:  # the other columns stay where the analysis made them
-        assert not any(".arrow" in f for f in _mapped_files(events["start_ns"]))
+    if not spill:  # the dictionary columns stay where the analysis made them
+        assert not any(".arrow" in f for f in _mapped_files(events["name"]))

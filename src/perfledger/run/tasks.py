@@ -8,11 +8,11 @@ thread while the advisor runs. Run in another process (``spill``), it also write
 tables as Arrow IPC files the parent memory-maps (zero-copy: the parent's private memory does
 not grow with the ranks) and returns a small :class:`RankResult`: step windows, accounts,
 collectives, the worst gaps, per-rank communication figures, paths and timings; run here,
-the result holds the tables themselves. Either way the events' args text (half the table, read
-by few passes after the analysis) is written to a file before the replay and read from then
-on through a memory map, whose pages are let go between the phases
-(:func:`perfledger.memory.drop_mapped_pages`): it leaves the heap for the replay and the
-advisor, the phases of the peak.
+the result holds the tables themselves. Either way the events' plain columns (the args text,
+half the table, times and ids; not the dictionary ones) are written to a file before the
+replay and read from then on through a memory map, whose pages are let go between the phases
+(:func:`perfledger.memory.drop_mapped_pages`): the columns a phase does not read leave the
+process's memory for the replay and the advisor, the phases of the peak.
 
 A bad trace is not an exception crossing process boundaries: the task returns its one-line
 message and exit code, and the parent raises it.
@@ -65,7 +65,7 @@ ASCEND: Final = "ascend"
 # The tables a task writes as Arrow IPC for the parent to memory-map.
 IPC_TABLES: Final = ("events", "counters", "gaps", "op_summary", "kernel_details")
 EVENTS_PARQUET: Final = "events.parquet"
-ARGS: Final = "args"  # the events' column read through a map of a file (_mapped_args)
+EVENTS: Final = "events"
 RAW_COPIES: Final = "raw"
 # The events' columns stored with a Parquet dictionary: those of few distinct values. On the
 # others (times, ids, sizes, args) the writer would build a dictionary, holding every page of
@@ -234,8 +234,8 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     collectives = collective_tasks(events)
     links = link_usage(events)
     task.work_dir.mkdir(parents=True, exist_ok=True)
-    # the args text (half the events) read from here on through a map of a file written now:
-    # the passes to come read few of them, and the pages read are let go between them
+    # the plain columns (the args text: half the events) read from here on through a map of
+    # a file written now: the passes to come read few args, and pages read are let go
     events, spilled = _mapped_args(task, events)
     rank_analysis = replace(rank_analysis, events=events, trace=replace(trace, events=events))
     trace = rank_analysis.trace
@@ -329,16 +329,23 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
 
 
 def _mapped_args(task: RankTask, events: pa.Table) -> tuple[pa.Table, dict[str, Path]]:
-    """``events`` with its args column read through a memory map of an Arrow IPC file written
-    here, and the IPC tables written so ({} or, spilled, the events themselves)."""
+    """``events`` with its plain columns (all but the dictionary ones: the args text, times,
+    ids) read through a memory map of an Arrow IPC file written here, and the IPC tables
+    written so ({} or, spilled, the events themselves)."""
+    plain = [f.name for f in events.schema if not pa.types.is_dictionary(f.type)]
     if task.spill:  # the file the parent maps, written now instead of on the writer's thread
-        path = write_ipc(events, task.work_dir / f"events{ARROW_SUFFIX}")
+        path = write_ipc(events, task.work_dir / f"{EVENTS}{ARROW_SUFFIX}")
         written = {"events": path}
     else:
-        path = write_ipc(events.select([ARGS]), task.work_dir / f"{ARGS}{ARROW_SUFFIX}")
+        path = write_ipc(events.select(plain), task.work_dir / f"{EVENTS}-plain{ARROW_SUFFIX}")
         written = {}
-    index = events.schema.get_field_index(ARGS)
-    return events.set_column(index, events.schema.field(index), read_ipc(path)[ARGS]), written
+    # the dictionary columns stay as they are: the file's share one dictionary per column,
+    # and the events.parquet written from them would store other dictionary pages
+    mapped = read_ipc(path)
+    for name in plain:
+        index = events.schema.get_field_index(name)
+        events = events.set_column(index, events.schema.field(index), mapped[name])
+    return events, written
 
 
 def _write_files(
