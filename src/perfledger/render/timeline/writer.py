@@ -18,7 +18,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.memory import release_freed_memory
+from perfledger.memory import drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render.timeline.file import TimelineFile, TimelineStats, overlaps
@@ -376,6 +376,8 @@ def _write_parts(
                     future.result()
                 del prepared, done, index
                 release_freed_memory()
+                # the pages of the events' mapped files read for the group (args, times)
+                drop_mapped_pages(part.events)
             del placement, part, groups, shared
             release_freed_memory()
 
