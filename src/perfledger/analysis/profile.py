@@ -43,6 +43,7 @@ from perfledger.analysis.steps import (
     step_plan,
 )
 from perfledger.analysis.transfers import transfers, transfers_from_spellings
+from perfledger.memory import drop_mapped_pages
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA, host_step_trace_table, step_trace_table
 from perfledger.model.cluster import COLLECTIVES_SCHEMA, ClusterReport
@@ -56,18 +57,23 @@ from perfledger.model.whatif import ReplayReport
 def analyze_rank(trace: Trace) -> RankAnalysis:
     """Clock repairs, step windows, step assignment, accounting and plausibility checks of
     one rank."""
+    # the pages of the events' memory-mapped columns a pass read let go after it
+    # (:func:`perfledger.memory.drop_mapped_pages`): the next one reads others
     trace, repairs = repair_trace(trace)
     where = trace.source_files[0].name if trace.source_files else None
     launches = launch_starts(trace.events)
     plan = step_plan(trace.events, launches, where=where)
     events = assign_steps(trace.events, plan.windows, launches)
+    drop_mapped_pages(events)
     split = comm_split(
         events, peer_link_gbps(device_from_meta(trace.meta)), _group_size(trace), launches=launches
     )
     accounting = device_accounting(
         events, plan.windows, launches, split.wait_by_row(events.num_rows)
     )
+    drop_mapped_pages(events)
     links = ops.link_device_tasks(events)
+    drop_mapped_pages(events)
     return RankAnalysis(
         # its events with the steps assigned, as a profile's merged ranks have them: the
         # imported step column is not kept beside the assigned one
@@ -280,6 +286,12 @@ def profile_of(
     one = ranks[0].device_links if len(ranks) == 1 else None
     linked = one if one is not None else ops.link_device_tasks(events)
     summary = ops.op_summary(events, linked)
+    drop_mapped_pages(events)  # of the columns mapped (a rank task's): the next pass reads others
+    statistic = ops.op_statistic(events, summary)
+    details = ops.kernel_details(events, linked)
+    drop_mapped_pages(events)
+    apis = ops.api_statistic(events)
+    drop_mapped_pages(events)
     return ProfileAnalysis(
         ranks=ranks,
         events=events,
@@ -287,9 +299,9 @@ def profile_of(
         steps=steps_table(ranks),
         gaps=gaps,
         op_summary=summary,
-        op_statistic=ops.op_statistic(events, summary),
-        kernel_details=ops.kernel_details(events, linked),
-        api_statistic=ops.api_statistic(events),
+        op_statistic=statistic,
+        kernel_details=details,
+        api_statistic=apis,
         device_links=linked,
         transfers=transfers(events) if spellings is None else transfers_from_spellings([spellings]),
         communication=profile_communication(ranks),

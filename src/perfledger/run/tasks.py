@@ -9,10 +9,11 @@ tables as Arrow IPC files the parent memory-maps (zero-copy: the parent's privat
 not grow with the ranks) and returns a small :class:`RankResult`: step windows, accounts,
 collectives, the worst gaps, per-rank communication figures, paths and timings; run here,
 the result holds the tables themselves. Either way the events' plain columns (the args text,
-half the table, times and ids; not the dictionary ones) are written to a file before the
-replay and read from then on through a memory map, whose pages are let go between the phases
-(:func:`perfledger.memory.drop_mapped_pages`): the columns a phase does not read leave the
-process's memory for the replay and the advisor, the phases of the peak.
+half the table, times and ids; not the dictionary ones) are written to a file right after the
+import and read from then on through a memory map, whose pages are let go between the passes
+and the phases (:func:`perfledger.memory.drop_mapped_pages`): the columns a pass does not read
+leave the process's memory for the analysis, the replay and the advisor. The columns the
+passes make (the steps) are mapped from a file of their own after them.
 
 A bad trace is not an exception crossing process boundaries: the task returns its one-line
 message and exit code, and the parent raises it.
@@ -143,6 +144,10 @@ class RankResult:
     api_statistic: pa.Table  # the rank's (merged with ops.merge_api_statistics)
     copy_spellings: pa.Table  # the rank's copies per spelling (transfers.copy_spellings)
     communication_matrix: pa.Table | None = None  # the source's rank-to-rank figures
+    # spilled: the file of the events' plain columns mapped since the import (those that
+    # table_files' events file leaves out), and the events' columns in order
+    events_plain: Path | None = None
+    events_columns: tuple[str, ...] = ()
     # the rank's source files, copied by the task for the profile's raw/: source -> copy
     raw_copies: dict[Path, Path] = field(default_factory=dict)
     advice: RankAdvice | None = None
@@ -207,7 +212,20 @@ def loaded(result: RankResult) -> RankResult:
     """The result with its spilled tables memory-mapped back (as it is when not spilled)."""
     if not result.table_files or result.tables:
         return result
-    return replace(result, tables={n: read_ipc(p) for n, p in result.table_files.items()})
+    tables = {n: read_ipc(p) for n, p in result.table_files.items()}
+    if result.events_plain is not None:  # the columns mapped since the import: their file
+        rest, plain = tables["events"], read_ipc(result.events_plain)
+        fields = [
+            (rest if name in rest.column_names else plain).schema.field(name)
+            for name in result.events_columns
+        ]
+        columns = [
+            rest[name] if name in rest.column_names else plain[name]
+            for name in result.events_columns
+        ]
+        schema = pa.schema(fields, metadata=rest.schema.metadata)
+        tables["events"] = pa.Table.from_arrays(columns, schema=schema)
+    return replace(result, tables=tables)
 
 
 def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFailure:
@@ -219,6 +237,14 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             trace = replace(trace, events=events)
     except PerfledgerError as error:
         return RankFailure(task.index, task.path, error.message, error.exit_code)
+    task.work_dir.mkdir(parents=True, exist_ok=True)
+    # the plain columns (the args text: half the events, times, ids) read from here on
+    # through a map of a file written now: the passes read few of them, and the pages read
+    # are let go between the passes
+    plain_file = task.work_dir / f"{EVENTS}-plain{ARROW_SUFFIX}"
+    plain = _mapped_plain(trace.events, plain_file)
+    trace = replace(trace, events=plain)
+    release_freed_memory()  # the imported columns in the heap
     imported = time.perf_counter()
     if progress is not None:
         progress.phase(PHASE_ANALYSIS)
@@ -229,14 +255,16 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     trace = rank_analysis.trace
     outside = rank_counters(task.counters, trace.rank) if task.counters is not None else None
     spellings = copy_spellings(rank_analysis.events)  # summed once: the profile's transfers too
+    drop_mapped_pages(rank_analysis.events)
     profile = profile_of_rank(rank_analysis, outside, spellings=spellings)
     events = profile.events
+    drop_mapped_pages(events)
     collectives = collective_tasks(events)
     links = link_usage(events)
-    task.work_dir.mkdir(parents=True, exist_ok=True)
-    # the plain columns (the args text: half the events) read from here on through a map of
-    # a file written now: the passes to come read few args, and pages read are let go
-    events, spilled = _mapped_args(task, events)
+    # the columns the passes made (the steps assigned, times repaired) mapped too, in a file
+    # of their own; the mapped ones stay as they are
+    events, spilled, events_plain = _mapped_rest(task, events, plain, plain_file)
+    del plain
     rank_analysis = replace(rank_analysis, events=events, trace=replace(trace, events=events))
     trace = rank_analysis.trace
     profile = replace(profile, events=events, ranks=(rank_analysis,))
@@ -301,6 +329,8 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         events_rows=events.num_rows,
         tables={} if task.spill else tables,
         table_files=paths,
+        events_plain=events_plain,
+        events_columns=tuple(events.column_names) if events_plain is not None else (),
         events_parquet=parquet,
         communication=profile.communication,
         collectives=collectives,
@@ -328,24 +358,66 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     )
 
 
-def _mapped_args(task: RankTask, events: pa.Table) -> tuple[pa.Table, dict[str, Path]]:
+def _mapped_plain(events: pa.Table, path: Path) -> pa.Table:
     """``events`` with its plain columns (all but the dictionary ones: the args text, times,
-    ids) read through a memory map of an Arrow IPC file written here, and the IPC tables
-    written so ({} or, spilled, the events themselves)."""
-    plain = [f.name for f in events.schema if not pa.types.is_dictionary(f.type)]
-    if task.spill:  # the file the parent maps, written now instead of on the writer's thread
-        path = write_ipc(events, task.work_dir / f"{EVENTS}{ARROW_SUFFIX}")
-        written = {"events": path}
-    else:
-        path = write_ipc(events.select(plain), task.work_dir / f"{EVENTS}-plain{ARROW_SUFFIX}")
-        written = {}
+    ids) read through a memory map of an Arrow IPC file written at ``path``."""
     # the dictionary columns stay as they are: the file's share one dictionary per column,
     # and the events.parquet written from them would store other dictionary pages
+    plain = [f.name for f in events.schema if not pa.types.is_dictionary(f.type)]
+    return _with_columns(events, read_ipc(write_ipc(events.select(plain), path)))
+
+
+def _mapped_rest(
+    task: RankTask, events: pa.Table, plain: pa.Table, plain_file: Path
+) -> tuple[pa.Table, dict[str, Path], Path | None]:
+    """``events`` (after the passes) with its plain columns that are not ``plain``'s (mapped
+    from ``plain_file``, :func:`_mapped_plain`) read through a map of a file written here;
+    the IPC tables written so (spilled: the events but the columns still ``plain``'s), and
+    (spilled) ``plain_file`` when the events hold some of its columns."""
+    kept = [
+        name
+        for name in plain.column_names
+        if not pa.types.is_dictionary(plain.schema.field(name).type)
+        and name in events.column_names
+        and _same_buffers(events[name], plain[name])
+    ]
+    rest = [n for n in events.column_names if n not in kept]
+    rest_plain = [n for n in rest if not pa.types.is_dictionary(events.schema.field(n).type)]
+    if task.spill:  # the file the parent maps with the plain one, written now
+        path = write_ipc(events.select(rest), task.work_dir / f"{EVENTS}{ARROW_SUFFIX}")
+        written = {"events": path}
+    elif rest_plain:
+        path = write_ipc(events.select(rest_plain), task.work_dir / f"{EVENTS}-made{ARROW_SUFFIX}")
+        written = {}
+    else:
+        return events, {}, None
     mapped = read_ipc(path)
-    for name in plain:
-        index = events.schema.get_field_index(name)
-        events = events.set_column(index, events.schema.field(index), mapped[name])
-    return events, written
+    events = _with_columns(events, mapped.select(rest_plain))
+    if not task.spill:
+        return events, written, None
+    return events, written, plain_file if kept else None
+
+
+def _with_columns(table: pa.Table, columns: pa.Table) -> pa.Table:
+    """``table`` with its columns named in ``columns`` replaced by those."""
+    for name in columns.column_names:
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, table.schema.field(index), columns[name])
+    return table
+
+
+def _same_buffers(one: pa.ChunkedArray, other: pa.ChunkedArray) -> bool:
+    """Whether two columns are the very same memory (chunk for chunk: buffers and offsets)."""
+    if one.num_chunks != other.num_chunks:
+        return False
+    for a, b in zip(one.chunks, other.chunks, strict=True):
+        if len(a) != len(b) or a.offset != b.offset:
+            return False
+        if [x.address if x is not None else None for x in a.buffers()] != [
+            x.address if x is not None else None for x in b.buffers()
+        ]:
+            return False
+    return True
 
 
 def _write_files(
