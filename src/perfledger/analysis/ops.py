@@ -56,7 +56,7 @@ sorted by total_ns descending, then name and kind:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 import duckdb
@@ -100,6 +100,9 @@ KINETO_TASK_IDS: Final = (
     r'^\{(?:"(?:External id|queued|device|co(?:ntext|rrelation)|stream)": ?'
     r"-?(?:0|[1-9][0-9]{0,17}), ?)+"
 )
+
+# Documents cut and made distinct at a time by launch_config.
+_BATCH: Final = 1 << 16
 
 _NEEDED_COLUMNS: Final = (
     "rank",
@@ -183,11 +186,15 @@ def kernel_details(events: pa.Table, linked: pa.Table | None = None) -> pa.Table
         )
     )
     keep, row = keep[order], row[order]
-    # The args in row order (a take per chunk, no reordering of the documents), their launch
-    # configuration put in the tasks' order afterwards: small columns instead of the documents.
-    args, position = _take_in_row_order(events.column("args"), row)
-    config = launch_config(pc.cast(args, pa.string()))
-    del args
+    # The args in row order (a take per chunk, no reordering of the documents), a batch at a
+    # time, their launch configuration put in the tasks' order afterwards: small columns
+    # instead of the documents.
+    wanted, position = _row_order(row)
+    column = events.column("args")
+    config = _launch_config_of(
+        _take_sorted(column, wanted[at : at + _BATCH]) for at in range(0, wanted.size, _BATCH)
+    )
+    del wanted
     at = pa.array(position, pa.int64())
     columns = {name: values.take(at) for name, values in config.items()}
     del config
@@ -217,15 +224,42 @@ def launch_config(args: pa.Array) -> dict[str, pa.Array]:
     # Cutting well-formed `"key": integer,` pairs of keys not looked up right after the
     # opening brace leaves what json_extract finds unchanged, and a document that is not valid
     # JSON invalid (but for `{"queued": 0,}`, which gives nulls either way).
-    if isinstance(args, pa.ChunkedArray):  # one dictionary for all the documents
-        args = args.combine_chunks()
-    bare = pc.replace_substring_regex(
-        pc.cast(args, pa.string()), KINETO_TASK_IDS, "{", max_replacements=1
+    chunks = args.chunks if isinstance(args, pa.ChunkedArray) else [args]
+    return _launch_config_of(
+        chunk.slice(at, _BATCH) for chunk in chunks for at in range(0, len(chunk), _BATCH)
     )
-    distinct = pc.dictionary_encode(bare)
-    del bare
-    config = _parsed_config(distinct.dictionary)
-    return {column: values.take(distinct.indices) for column, values in config.items()}
+
+
+def _launch_config_of(batches: Iterable[pa.Array]) -> dict[str, pa.Array]:
+    """:func:`launch_config` of the documents of ``batches`` one after the other.
+
+    Each batch is cut and its distinct documents found on its own (never a copy of all the
+    documents at once), then the batches' distinct documents are made distinct together.
+    """
+    dictionaries: list[pa.Array] = []
+    codes: list[npt.NDArray[np.int64]] = []
+    for batch in batches:
+        bare = pc.replace_substring_regex(
+            pc.cast(batch, pa.string()), KINETO_TASK_IDS, "{", max_replacements=1
+        )
+        encoded = pc.dictionary_encode(bare)
+        del bare
+        dictionaries.append(encoded.dictionary)
+        codes.append(np.asarray(pc.fill_null(encoded.indices, -1), dtype=np.int64))
+    merged = pc.dictionary_encode(
+        pa.concat_arrays(dictionaries) if dictionaries else pa.array([], pa.string())
+    )
+    merged_codes = np.asarray(merged.indices, dtype=np.int64)
+    offsets = np.cumsum([0, *(len(d) for d in dictionaries)])
+    index = np.concatenate(
+        [_gather(merged_codes[offsets[k] : offsets[k + 1]], local) for k, local in enumerate(codes)]
+        if codes
+        else [np.zeros(0, dtype=np.int64)]
+    )
+    del codes, merged_codes
+    config = _parsed_config(merged.dictionary)
+    indices = pa.array(index, pa.int64(), mask=index < 0)
+    return {column: values.take(indices) for column, values in config.items()}
 
 
 def _parsed_config(args: pa.Array) -> dict[str, pa.Array]:
@@ -442,6 +476,14 @@ def _int_column(events: pa.Table, name: str) -> IntArray:
     return np.asarray(events[name], dtype=np.int64)
 
 
+def _native_column(events: pa.Table, name: str) -> npt.NDArray[np.integer]:
+    """An integer column in its own type: a view, not a copy, where it is one chunk."""
+    column = events[name]
+    if column.num_chunks == 1:
+        return np.asarray(column.chunk(0))
+    return np.asarray(column)
+
+
 def _thread_group(events: pa.Table) -> IntArray:
     """A dense id per host thread: (rank, pid, thread), numbered in order of first appearance."""
     group = np.zeros(events.num_rows, dtype=np.int64)
@@ -474,8 +516,10 @@ def take_rows(column: pa.ChunkedArray, rows: IntArray) -> pa.Array:
     if column.num_chunks == 1 and pa.types.is_dictionary(column.type):
         # the codes gathered, then the values taken once in the order asked: taking and
         # decoding first, then reordering, would copy the (long) names twice
+        # (the column's codes read in place, not copied whole as int64: a few rows of them)
         chunk = column.chunk(0)
-        codes = np.asarray(pc.fill_null(chunk.indices, -1), dtype=np.int64)
+        indices = chunk.indices if chunk.null_count == 0 else pc.fill_null(chunk.indices, -1)
+        codes = np.asarray(indices)
         rows = np.asarray(rows, dtype=np.int64)
         picked = np.full(rows.size, -1, dtype=np.int64)
         asked = rows >= 0
@@ -489,11 +533,24 @@ def _take_in_row_order(column: pa.ChunkedArray, rows: IntArray) -> tuple[pa.Arra
     """The values of ``column`` at the valid ``rows`` (>= 0) in ascending row order, and where
     each of ``rows`` lies in them (-1 for a row -1): ``take_rows`` without its last reordering.
     """
-    value_type = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    wanted, position = _row_order(rows)
+    return _take_sorted(column, wanted), position
+
+
+def _row_order(rows: IntArray) -> tuple[IntArray, IntArray]:
+    """The valid ``rows`` (>= 0) in ascending order, and where each of ``rows`` lies in them
+    (-1 for a row -1)."""
     rows = np.asarray(rows, dtype=np.int64)
     valid = np.flatnonzero(rows >= 0)
     order = valid[np.argsort(rows[valid], kind="stable")]
-    wanted = rows[order]
+    position = np.full(rows.size, -1, dtype=np.int64)
+    position[order] = np.arange(order.size, dtype=np.int64)
+    return rows[order], position
+
+
+def _take_sorted(column: pa.ChunkedArray, wanted: IntArray) -> pa.Array:
+    """The values of ``column`` at ascending ``wanted`` rows, a take per chunk."""
+    value_type = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
     bounds = np.cumsum([0, *(len(chunk) for chunk in column.chunks)])
     cuts = np.searchsorted(wanted, bounds)
     parts = [
@@ -501,10 +558,7 @@ def _take_in_row_order(column: pa.ChunkedArray, rows: IntArray) -> tuple[pa.Arra
         for i, chunk in enumerate(column.chunks)
         if cuts[i + 1] > cuts[i]
     ]
-    found = pa.concat_arrays(parts) if parts else pa.nulls(0, value_type)
-    position = np.full(rows.size, -1, dtype=np.int64)
-    position[order] = np.arange(order.size, dtype=np.int64)
-    return found, position
+    return pa.concat_arrays(parts) if parts else pa.nulls(0, value_type)
 
 
 def _host_op_summary(events: pa.Table) -> pa.Table:
@@ -546,100 +600,108 @@ def link_device_tasks(events: pa.Table) -> pa.Table:
 
 
 def _linked_table(events: pa.Table) -> pa.Table:
-    """The linking of :func:`link_device_tasks`; its temporaries are freed on return."""
+    """The linking of :func:`link_device_tasks`; its temporaries are freed on return.
+
+    Whole columns are read in place (a view where the column is one chunk) and copied only at
+    the rows of operators, launch calls and tasks: no array as long as the events is made.
+    """
     start = _int_column(events, "start_ns")
-    end = start + _int_column(events, "dur_ns")
-    is_launch = _kind_mask(events, schema.LAUNCH_KINDS) & (
-        _int_column(events, "correlation") != schema.NO_ID
-    )
-    op_rows = np.flatnonzero(_kind_mask(events, (schema.CPU_OP,)))
+    dur = _int_column(events, "dur_ns")
+    correlation = _int_column(events, "correlation")
+    external_id = _int_column(events, "external_id")
+    rank = _native_column(events, "rank")
+    is_launch = _kind_mask(events, schema.LAUNCH_KINDS)
+    is_launch &= correlation != schema.NO_ID
     launch_rows = np.flatnonzero(is_launch)
+    del is_launch
+    op_rows = np.flatnonzero(_kind_mask(events, (schema.CPU_OP,)))
     task_rows = np.flatnonzero(_kind_mask(events, schema.DEVICE_TASK_KINDS))
+    op_start, launch_start = start[op_rows], start[launch_rows]
+    op_end = op_start + dur[op_rows]
 
     # Innermost cpu_op running on the launching thread when each launch call began.
     host_rows = np.concatenate([op_rows, launch_rows])
     thread = _thread_group(
         events.select(["rank", "pid", "stream"]).take(pa.array(host_rows, pa.int64()))
     )
+    del host_rows
     op_thread, launch_thread = thread[: len(op_rows)], thread[len(op_rows) :]
-    parent = operator_nesting(op_thread, start[op_rows], end[op_rows])
+    parent = operator_nesting(op_thread, op_start, op_end)
     enclosing = innermost_enclosing(
-        op_thread, start[op_rows], end[op_rows], parent, launch_thread, start[launch_rows]
+        op_thread, op_start, op_end, parent, launch_thread, launch_start
     )
+    del parent
     enclosing_row = (
         np.where(enclosing >= 0, op_rows[np.maximum(enclosing, 0)], -1)
         if op_rows.size
         else enclosing
     )
 
-    rank = _int_column(events, "rank")
-    correlation = _int_column(events, "correlation")
-    external_id = _int_column(events, "external_id")
-    # The launch of a correlation id: the earliest call of the rank that carries it.
-    launch = launch_rows[
-        _first_of_groups(rank[launch_rows], correlation[launch_rows], start[launch_rows])
-    ]
-    # The operator of an external id: the shortest (then the latest) cpu_op of the rank.
-    with_id = op_rows[external_id[op_rows] != schema.NO_ID]
+    # The launch of a correlation id: the earliest call of the rank that carries it (its
+    # position among launch_rows).
+    launch_rank = rank[launch_rows].astype(np.int64)
+    launch = _first_of_groups(launch_rank, correlation[launch_rows], launch_start)
+    # The operator of an external id: the shortest (then the latest) cpu_op of the rank (its
+    # position among op_rows).
+    with_id = np.flatnonzero(external_id[op_rows] != schema.NO_ID)
+    with_id_rows = op_rows[with_id]
     op = with_id[
         _first_of_groups(
-            rank[with_id],
-            external_id[with_id],
-            _int_column(events, "dur_ns")[with_id],
-            -start[with_id],
-            -with_id,
+            rank[with_id_rows].astype(np.int64),
+            external_id[with_id_rows],
+            dur[with_id_rows],
+            -op_start[with_id],
+            -with_id_rows,
         )
     ]
-    task_rank = rank[task_rows]
+    del with_id, with_id_rows
+    task_rank = rank[task_rows].astype(np.int64)
     task_correlation = correlation[task_rows]
-    found = _lookup(rank[launch], correlation[launch], task_rank, task_correlation)
+    found = _lookup(
+        launch_rank[launch], correlation[launch_rows[launch]], task_rank, task_correlation
+    )
     found[task_correlation == schema.NO_ID] = -1
-    launch_row = _gather(launch, found)
-    launch_ns = _gather(start, launch_row)
-    launch_dur_ns = np.where(launch_row >= 0, _gather(end - start, launch_row), 0)
+    del launch_rank, task_correlation
+    launch_at = _gather(launch, found)  # position among launch_rows
+    launch_row = _gather(launch_rows, launch_at)
+    launch_ns = _gather(launch_start, launch_at)
+    launch_dur_ns = np.where(launch_at >= 0, _gather(dur, launch_row), 0)
     launch_id = _gather(external_id, launch_row)
     # the launch's external id, else the task's own (-1: none, the missing value throughout)
     op_id = np.where(launch_id != schema.NO_ID, launch_id, external_id[task_rows])
-    by_id = _lookup(rank[op], external_id[op], task_rank, op_id)
+    del launch_id
+    op_rows_op = op_rows[op]
+    by_id = _lookup(rank[op_rows_op].astype(np.int64), external_id[op_rows_op], task_rank, op_id)
     by_id[op_id == schema.NO_ID] = -1
+    del op_id, op_rows_op
     # otherwise the innermost cpu_op running on the launching thread when the call began
-    enclosing_of_row = np.full(events.num_rows, -1, dtype=np.int64)
-    enclosing_of_row[launch_rows] = enclosing_row
-    enclosing_op = _gather(enclosing_of_row, launch_row)
+    enclosing_op = _gather(enclosing_row, launch_at)
     # An id link stands unless the launch call lies inside another operator of its thread:
     # traces whose launch calls carry their correlation id as external id too (seen on an
     # A100 trace) would tie copies to whatever operator shares the number. A call on a thread
     # without operators (Ascend's task queue) keeps its id link.
-    thread_of_row = np.full(events.num_rows, -1, dtype=np.int64)
-    thread_of_row[op_rows] = op_thread
-    thread_of_row[launch_rows] = launch_thread
-    id_op = _gather(op, by_id)
-    known = (id_op >= 0) & (launch_row >= 0)
+    id_at = _gather(op, by_id)  # position among op_rows
+    id_op = _gather(op_rows, id_at)
+    known = (id_at >= 0) & (launch_at >= 0)
     inside = known.copy()
+    op_known, launch_known = id_at[known], launch_at[known]
     inside[known] = (
-        (thread_of_row[id_op[known]] == thread_of_row[launch_row[known]])
-        & (start[id_op[known]] <= start[launch_row[known]])
-        & (start[launch_row[known]] < end[id_op[known]])
+        (op_thread[op_known] == launch_thread[launch_known])
+        & (op_start[op_known] <= launch_start[launch_known])
+        & (launch_start[launch_known] < op_end[op_known])
     )
+    del op_known, launch_known, id_at
     relinked = known & ~inside & (enclosing_op >= 0) & (enclosing_op != id_op)
     op_row = np.where((id_op >= 0) & ~relinked, id_op, enclosing_op)
+    del known, inside, id_op, enclosing_op
+    task_device = _native_column(events, "device")[task_rows].astype(np.int64)
+    task_stream = _int_column(events, "stream")[task_rows]
+    task_start = start[task_rows]
     wait_ns = _stream_waits(
-        task_rank,
-        _int_column(events, "device")[task_rows],
-        _int_column(events, "stream")[task_rows],
-        start[task_rows],
-        end[task_rows],
-        task_rows,
+        task_rank, task_device, task_stream, task_start, task_start + dur[task_rows], task_rows
     )
-    order = np.lexsort(
-        (
-            task_rows,
-            _int_column(events, "stream")[task_rows],
-            _int_column(events, "device")[task_rows],
-            start[task_rows],
-            task_rank,
-        )
-    )
+    order = np.lexsort((task_rows, task_stream, task_device, task_start, task_rank))
+    del task_device, task_stream, task_start, task_rank
     rows_np = task_rows[order]
     op_row = op_row[order]
     rows = pa.array(rows_np, pa.int64())
