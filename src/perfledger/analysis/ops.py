@@ -486,11 +486,16 @@ def _native_column(events: pa.Table, name: str) -> npt.NDArray[np.integer]:
 
 def _thread_group(events: pa.Table) -> IntArray:
     """A dense id per host thread: (rank, pid, thread), numbered in order of first appearance."""
-    group = np.zeros(events.num_rows, dtype=np.int64)
-    for column in ("rank", "pid", "stream"):
+    return _thread_ids(*(_int_column(events, column) for column in ("rank", "pid", "stream")))
+
+
+def _thread_ids(rank: IntArray, pid: IntArray, stream: IntArray) -> IntArray:
+    """:func:`_thread_group` of the columns' values."""
+    group = np.zeros(rank.size, dtype=np.int64)
+    for column in (rank, pid, stream):
         # column by column: the ids so far times the column's distinct count plus its own id
         # stays below rows squared; hashing (Arrow's dictionary encoding) instead of sorting
-        values, count = _dense_ids(_int_column(events, column))
+        values, count = _dense_ids(column)
         group, _ = _dense_ids(group * count + values)
     return group
 
@@ -621,8 +626,10 @@ def _linked_table(events: pa.Table) -> pa.Table:
 
     # Innermost cpu_op running on the launching thread when each launch call began.
     host_rows = np.concatenate([op_rows, launch_rows])
-    thread = _thread_group(
-        events.select(["rank", "pid", "stream"]).take(pa.array(host_rows, pa.int64()))
+    thread = _thread_ids(
+        rank[host_rows].astype(np.int64),
+        _int_column(events, "pid")[host_rows],
+        _int_column(events, "stream")[host_rows],
     )
     del host_rows
     op_thread, launch_thread = thread[: len(op_rows)], thread[len(op_rows) :]
