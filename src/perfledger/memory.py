@@ -112,7 +112,8 @@ def drop_mapped_pages(table: pa.Table | pa.ChunkedArray | pa.Array) -> None:
     if _madvise_dontneed is None:
         return
     try:
-        lines = _MAPS.read_text().splitlines()
+        # bytes: a mapped file's path need not be UTF-8
+        lines = _MAPS.read_bytes().splitlines()
     except OSError:
         return
     maps: list[tuple[int, int]] = []
@@ -120,9 +121,9 @@ def drop_mapped_pages(table: pa.Table | pa.ChunkedArray | pa.Array) -> None:
         fields = line.split(maxsplit=5)
         # address, permissions, offset, device, inode, path: an Arrow file mapped to be read
         # (not a library's read-only pages, which the loader may have written before)
-        if len(fields) < 6 or "w" in fields[1] or not _arrow_file(fields[5]):
+        if len(fields) < 6 or b"w" in fields[1] or not _arrow_file(fields[5]):
             continue
-        low, high = fields[0].split("-")
+        low, high = fields[0].split(b"-")
         maps.append((int(low, 16), int(high, 16)))
     maps.sort()
     starts = [start for start, _ in maps]
@@ -135,9 +136,9 @@ def drop_mapped_pages(table: pa.Table | pa.ChunkedArray | pa.Array) -> None:
         _madvise_dontneed(start, end - start)
 
 
-def _arrow_file(path: str) -> bool:
+def _arrow_file(path: bytes) -> bool:
     """Whether a path of /proc/self/maps names an Arrow IPC file (removed since, or not)."""
-    return path.removesuffix(" (deleted)").endswith(ARROW_SUFFIX)
+    return path.removesuffix(b" (deleted)").endswith(ARROW_SUFFIX.encode())
 
 
 def _buffer_addresses(data: pa.Table | pa.ChunkedArray | pa.Array) -> Iterator[int]:

@@ -93,3 +93,35 @@ def test_the_events_plain_columns_are_read_through_a_map_of_a_file(
     assert "step" in written and not written & {"args", "start_ns", "dur_ns"}, written
     if not spill:  # the dictionary columns stay where the analysis made them
         assert not any(".arrow" in f for f in _mapped_files(events["name"]))
+
+
+@pytest.mark.parametrize("failing", ["map", "write"])
+def test_a_task_whose_folder_cannot_be_mapped_keeps_its_events_in_the_heap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    trace = DATA / "v100_rank1_ddp.json.gz"
+    expected = run_rank_task(RankTask(0, "kineto", trace, tmp_path / "mapped", spill=False))
+    assert isinstance(expected, RankResult)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        # what a filesystem without memory maps (some FUSE and network mounts) or a full
+        # disk answers
+        raise OSError(19 if failing == "map" else 28, "refused", str(args[0]))
+
+    if failing == "map":
+        monkeypatch.setattr(pa, "memory_map", refused)
+    else:
+        monkeypatch.setattr(pa, "OSFile", refused)
+    task = RankTask(0, "kineto", trace, tmp_path / "heap", spill=False)
+    result = run_rank_task(task)
+    assert isinstance(result, RankResult)  # a memory saving, not a condition of the analysis
+    events, mapped = result.tables["events"], expected.tables["events"]
+    assert events.schema.equals(mapped.schema)
+    for name in events.column_names:
+        if name == "flops":  # NaN where unknown
+            assert np.array_equal(events[name].to_numpy(), mapped[name].to_numpy(), equal_nan=True)
+        else:
+            assert events[name].equals(mapped[name]), name
+    assert result.advice == expected.advice
+    # nothing left of the files it could not map
+    assert not list(task.work_dir.glob("*.arrow"))

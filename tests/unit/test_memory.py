@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+import os
 import threading
 from pathlib import Path
 
@@ -73,7 +75,8 @@ def test_blocks_of_several_threads_keep_the_c_heap_until_the_last_one_ends() -> 
 def _resident_kb(path: Path) -> int:
     """The resident kB of this process's maps of ``path`` (from /proc/self/smaps)."""
     total, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
+    smaps = Path("/proc/self/smaps").read_text(errors="surrogateescape")  # paths: any bytes
+    for line in smaps.splitlines():
         fields = line.split()
         if "-" in fields[0] and not fields[0].endswith(":"):
             inside = line.rstrip().removesuffix(" (deleted)").endswith(str(path))
@@ -83,18 +86,20 @@ def _resident_kb(path: Path) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps")
+@pytest.mark.parametrize("folder", [b"plain", b"caf\xe9"], ids=["utf8", "latin1"])
 def test_pages_read_of_a_mapped_table_leave_the_process_and_read_back_the_same(
-    tmp_path: Path,
+    tmp_path: Path, folder: bytes
 ) -> None:
+    # a folder whose name is not UTF-8 (a legacy Latin-1 path) appears as such in the maps
     texts = pa.array([f"{i:07d}" * 40 for i in range(50_000)])  # 14 MB of text
-    path = tmp_path / "texts.arrow"
-    with (
-        pa.OSFile(str(path), "wb") as sink,
-        pa.ipc.new_file(sink, pa.schema([("t", texts.type)])) as w,
-    ):
+    (tmp_path / os.fsdecode(folder)).mkdir()
+    path = tmp_path / os.fsdecode(folder) / "texts.arrow"
+    # Python's file and map objects: Arrow's take only UTF-8 paths
+    with path.open("wb") as sink, pa.ipc.new_file(sink, pa.schema([("t", texts.type)])) as w:
         w.write_table(pa.table({"t": texts}))
-    with pa.memory_map(str(path), "r") as source:
-        mapped = pa.ipc.open_file(source).read_all()
+    with path.open("rb") as file:
+        view = mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ)
+    mapped = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(view))).read_all()
     assert pc.sum(pc.utf8_length(mapped["t"])).as_py() == 50_000 * 280  # every page read
     assert _resident_kb(path) >= 13_000
     drop_mapped_pages(mapped)

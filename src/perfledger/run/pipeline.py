@@ -213,8 +213,10 @@ def build_profile(
             show=report.phase,
             diagnosed=len(results) == 1,
         )
-        # the mapped tables stay readable through open maps once their files are gone
-        shutil.rmtree(work)
+        # the mapped tables stay readable through open maps once their files are gone; a
+        # network filesystem may refuse to remove a file still mapped (NFS keeps it as a
+        # hidden .nfs file until the map closes): the task files are left then, not the profile
+        shutil.rmtree(work, ignore_errors=True)
     artefacts.print_profile(
         console, analysis, summary, out_dir, tuple(document.get(artefacts.OMITTED_KEY, ()))
     )

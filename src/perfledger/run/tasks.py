@@ -364,7 +364,19 @@ def _mapped_plain(events: pa.Table, path: Path) -> pa.Table:
     # the dictionary columns stay as they are: the file's share one dictionary per column,
     # and the events.parquet written from them would store other dictionary pages
     plain = [f.name for f in events.schema if not pa.types.is_dictionary(f.type)]
-    return _with_columns(events, read_ipc(write_ipc(events.select(plain), path)))
+    mapped = _mapped(events.select(plain), path)
+    return events if mapped is None else _with_columns(events, mapped)
+
+
+def _mapped(table: pa.Table, path: Path) -> pa.Table | None:
+    """``table`` read back through a memory map of an Arrow IPC file written at ``path``, or
+    None where the file cannot be written or mapped (a full disk, a filesystem without memory
+    maps): the map only saves memory, and the task goes on with the table in the heap."""
+    try:
+        return read_ipc(write_ipc(table, path))
+    except OSError:
+        path.unlink(missing_ok=True)
+        return None
 
 
 def _mapped_rest(
@@ -374,28 +386,30 @@ def _mapped_rest(
     from ``plain_file``, :func:`_mapped_plain`) read through a map of a file written here;
     the IPC tables written so (spilled: the events but the columns still ``plain``'s), and
     (spilled) ``plain_file`` when the events hold some of its columns."""
-    kept = [
-        name
-        for name in plain.column_names
-        if not pa.types.is_dictionary(plain.schema.field(name).type)
-        and name in events.column_names
-        and _same_buffers(events[name], plain[name])
-    ]
+    kept = (
+        [
+            name
+            for name in plain.column_names
+            if not pa.types.is_dictionary(plain.schema.field(name).type)
+            and name in events.column_names
+            and _same_buffers(events[name], plain[name])
+        ]
+        if plain_file.is_file()
+        else []
+    )  # none where the plain columns could not be mapped
     rest = [n for n in events.column_names if n not in kept]
     rest_plain = [n for n in rest if not pa.types.is_dictionary(events.schema.field(n).type)]
-    if task.spill:  # the file the parent maps with the plain one, written now
-        path = write_ipc(events.select(rest), task.work_dir / f"{EVENTS}{ARROW_SUFFIX}")
-        written = {"events": path}
-    elif rest_plain:
-        path = write_ipc(events.select(rest_plain), task.work_dir / f"{EVENTS}-made{ARROW_SUFFIX}")
-        written = {}
-    else:
-        return events, {}, None
-    mapped = read_ipc(path)
-    events = _with_columns(events, mapped.select(rest_plain))
     if not task.spill:
-        return events, written, None
-    return events, written, plain_file if kept else None
+        made = (
+            _mapped(events.select(rest_plain), task.work_dir / f"{EVENTS}-made{ARROW_SUFFIX}")
+            if rest_plain
+            else None
+        )
+        return (events if made is None else _with_columns(events, made)), {}, None
+    # the file the parent maps with the plain one, written now
+    path = write_ipc(events.select(rest), task.work_dir / f"{EVENTS}{ARROW_SUFFIX}")
+    events = _with_columns(events, read_ipc(path).select(rest_plain))
+    return events, {"events": path}, plain_file if kept else None
 
 
 def _with_columns(table: pa.Table, columns: pa.Table) -> pa.Table:
