@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger.analysis import ops
+from perfledger.analysis import nesting, ops
 from perfledger.model import schema
 
 _SQL = """
@@ -67,8 +67,8 @@ def _reference(events: pa.Table) -> dict[str, list[Any]]:
     thread_keys = np.stack([col["rank"][host], col["pid"][host], col["stream"][host]], axis=1)
     thread = np.unique(thread_keys, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
     op_thread, launch_thread = thread[: op_rows.size], thread[op_rows.size :]
-    parent = ops.operator_nesting(op_thread, start[op_rows], end[op_rows])
-    enclosing = ops.innermost_enclosing(
+    parent = nesting.operator_nesting(op_thread, start[op_rows], end[op_rows])
+    enclosing = nesting.innermost_enclosing(
         op_thread, start[op_rows], end[op_rows], parent, launch_thread, start[launch_rows]
     )
     enclosing_row = (

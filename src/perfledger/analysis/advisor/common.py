@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 
 from perfledger.analysis import columns
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
-from perfledger.analysis.ops import innermost_enclosing, operator_nesting, take_rows
+from perfledger.analysis.nesting import innermost_enclosing, operator_nesting
+from perfledger.analysis.ops import take_rows
 from perfledger.model import schema, vendors
 
 IntArray = npt.NDArray[np.int64]

@@ -27,7 +27,7 @@ from perfledger.analysis.advisor.common import (
     sync_mask,
 )
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
-from perfledger.analysis.ops import operator_nesting
+from perfledger.analysis.nesting import operator_nesting
 from perfledger.model import schema, vendors
 from perfledger.model.accounts import IDLE_SYNC
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
