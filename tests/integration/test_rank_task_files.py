@@ -15,20 +15,23 @@ from perfledger.run.tasks import RankResult, RankTask, loaded, run_rank_task
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
 
 
+def _assert_same_columns(table: pa.Table, other: pa.Table) -> None:
+    """The same schema and values (flops: NaN where unknown, equal as numbers)."""
+    assert table.schema.equals(other.schema)
+    for name in table.column_names:
+        if name == "flops":
+            assert np.array_equal(table[name].to_numpy(), other[name].to_numpy(), equal_nan=True)
+        else:
+            assert table[name].equals(other[name]), name
+
+
 def test_events_parquet_reads_back_as_the_events_table(tmp_path: Path) -> None:
     task = RankTask(0, "kineto", DATA / "v100_rank1_ddp.json.gz", tmp_path / "task", spill=False)
     result = run_rank_task(task)
     assert isinstance(result, RankResult)
     events = result.tables["events"]
     stored = pq.read_table(result.events_parquet)
-    assert stored.schema.equals(events.schema)
-    for name in events.column_names:
-        if name == "flops":  # NaN where unknown: equal as numbers, NaN included
-            assert np.array_equal(
-                stored.column(name).to_numpy(), events.column(name).to_numpy(), equal_nan=True
-            )
-        else:
-            assert stored.column(name).equals(events.column(name)), name
+    _assert_same_columns(stored, events)
     metadata = pq.ParquetFile(result.events_parquet).metadata
     assert metadata.num_rows == events.num_rows > 0
     chunks = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
@@ -69,12 +72,7 @@ def test_the_events_plain_columns_are_read_through_a_map_of_a_file(
     events = loaded(result).tables["events"]
     stored = pq.read_table(result.events_parquet)
     # the whole table, columns in order (spilled: put together from the task's two files)
-    assert events.schema.equals(stored.schema)
-    for name in events.column_names:
-        if name == "flops":  # NaN where unknown
-            assert np.array_equal(events[name].to_numpy(), stored[name].to_numpy(), equal_nan=True)
-        else:
-            assert events[name].equals(stored[name]), name
+    _assert_same_columns(events, stored)
 
     def only(column: str, name: str) -> bool:
         files = _mapped_files(events[column])
@@ -115,13 +113,7 @@ def test_a_task_whose_folder_cannot_be_mapped_keeps_its_events_in_the_heap(
     task = RankTask(0, "kineto", trace, tmp_path / "heap", spill=False)
     result = run_rank_task(task)
     assert isinstance(result, RankResult)  # a memory saving, not a condition of the analysis
-    events, mapped = result.tables["events"], expected.tables["events"]
-    assert events.schema.equals(mapped.schema)
-    for name in events.column_names:
-        if name == "flops":  # NaN where unknown
-            assert np.array_equal(events[name].to_numpy(), mapped[name].to_numpy(), equal_nan=True)
-        else:
-            assert events[name].equals(mapped[name]), name
+    _assert_same_columns(result.tables["events"], expected.tables["events"])
     assert result.advice == expected.advice
     # nothing left of the files it could not map
     assert not list(task.work_dir.glob("*.arrow"))
