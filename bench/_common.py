@@ -281,3 +281,16 @@ def alternate_trees(
             results[str(tree)].append(got)
             print(str(tree), json.dumps(got), file=sys.stderr, flush=True)
     return results
+
+
+def tree_child(code: str, tree: Path, args: Sequence[str]) -> dict[str, Any]:
+    """``python -c code args`` with ``PYTHONPATH=<tree>/src``: the JSON line it printed last
+    (a failed child ends the bench with its error's tail)."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: the child failed: {done.stderr[-3000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures

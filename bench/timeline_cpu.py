@@ -24,11 +24,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import tree_child  # noqa: E402
 
 _CHILD = r"""
 import glob, gzip, hashlib, json, sys, time
@@ -107,17 +108,6 @@ print(json.dumps(figures))
 """
 
 
-def _child(code: str, tree: Path, args: list[str]) -> dict[str, object]:
-    env = dict(os.environ, PYTHONPATH=str(tree / "src"))
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: the child failed: {done.stderr[-3000:]}")
-    figures: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("profile", type=Path)
@@ -132,7 +122,7 @@ def main() -> None:
         results: list[dict[str, object]] = []
         for tree in trees if round_ % 2 else trees[::-1]:
             with tempfile.TemporaryDirectory() as folder:
-                figures = _child(
+                figures = tree_child(
                     _CHILD,
                     tree,
                     [
@@ -144,9 +134,9 @@ def main() -> None:
                 )
             if args.csv:
                 with tempfile.TemporaryDirectory() as folder:
-                    csv = _child(_CSV_CHILD, tree, [str(args.profile), folder])
+                    csv = tree_child(_CSV_CHILD, tree, [str(args.profile), folder])
                 figures["csv_cpu_s"] = csv["csv_cpu_s"]
-                figures["files"] = {**figures["files"], **csv["files"]}  # type: ignore[dict-item]
+                figures["files"] = {**figures["files"], **csv["files"]}
             figures["tree"] = str(tree)
             results.append(figures)
         results.sort(key=lambda f: trees.index(Path(str(f["tree"]))))

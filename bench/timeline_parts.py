@@ -30,13 +30,13 @@ Usage: python bench/timeline_parts.py PROFILE --src TREE_A --src TREE_B [--round
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import tree_child  # noqa: E402
 
 _CHILD = r"""
 import collections, functools, hashlib, json, sys, time
@@ -107,18 +107,7 @@ _PARTS = ("place", "prepare", "format", "compress", "whole")
 
 
 def _child(tree: Path, profile: Path, out: str, system_pool: bool) -> dict[str, object]:
-    env = dict(os.environ, PYTHONPATH=str(tree / "src"))
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(profile), out, "1" if system_pool else "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: the child failed: {done.stderr[-3000:]}")
-    figures: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    return tree_child(_CHILD, tree, [str(profile), out, "1" if system_pool else "0"])
 
 
 def main() -> None:

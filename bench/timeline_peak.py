@@ -29,13 +29,13 @@ Usage: python bench/timeline_peak.py PROFILE --src TREE_A --src TREE_B [--rounds
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import tree_child  # noqa: E402
 
 _CHILD = r"""
 import gc, hashlib, json, sys, time
@@ -102,18 +102,7 @@ print(json.dumps(figures))
 
 
 def _child(tree: Path, profile: Path, out: str, system_pool: bool) -> dict[str, object]:
-    env = dict(os.environ, PYTHONPATH=str(tree / "src"))
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(profile), out, "1" if system_pool else "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: the child failed: {done.stderr[-3000:]}")
-    figures: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    return tree_child(_CHILD, tree, [str(profile), out, "1" if system_pool else "0"])
 
 
 def _reference_files(profile: Path) -> dict[str, str]:
