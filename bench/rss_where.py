@@ -5,9 +5,10 @@
 Runs the perfledger command in this process while a thread reads the process's RSS (Linux:
 /proc/self/statm) every ``--every-s`` seconds, with the innermost perfledger frames of every
 other thread (the function two levels up and the line running). Writes one line per sample to
-``--out`` (RSS MB, then where) and prints the peak, and the largest RSS of each function seen
-innermost, largest first. Children (the import's worker processes) are not counted: the
-sampled process is the one that holds the tables; ``scale.py`` measures the whole tree.
+``--out`` (RSS MB, the part of it that is file pages such as mapped files, then where) and
+prints the peak, and the largest RSS of each function seen innermost, largest first. Children
+(the import's worker processes) are not counted: the sampled process is the one that holds the
+tables; ``scale.py`` measures the whole tree.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from pathlib import Path
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _rss_mb() -> float:
+def _rss_mb() -> tuple[float, float]:
+    """The process's RSS and the part of it that is file pages (mapped files), MB."""
     with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * _PAGE / 1e6
+        fields = statm.read().split()
+    return int(fields[1]) * _PAGE / 1e6, int(fields[2]) * _PAGE / 1e6
 
 
 def _where(me: int) -> str:
@@ -54,13 +57,13 @@ def main() -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no perfledger command given (after --)")
-    samples: list[tuple[float, str]] = []
+    samples: list[tuple[float, float, str]] = []
     stop = threading.Event()
 
     def sample() -> None:
         me = threading.get_ident()
         while not stop.wait(args.every_s):
-            samples.append((_rss_mb(), _where(me)))
+            samples.append((*_rss_mb(), _where(me)))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -75,14 +78,16 @@ def main() -> None:
         stop.set()
         sampler.join()
     wall = time.perf_counter() - started
-    args.out.write_text("".join(f"{rss:8.0f} {where}\n" for rss, where in samples))
+    args.out.write_text(
+        "".join(f"{rss:8.0f} {mapped:6.0f} {where}\n" for rss, mapped, where in samples)
+    )
     if not samples:
         raise SystemExit(f"no sample taken (the command ran {wall:.1f} s)")
     peak = max(samples)
     print(f"exit {code}, {wall:.1f} s, {len(samples)} samples in {args.out}")
-    print(f"peak {peak[0]:.0f} MB at {peak[1][:200]}")
+    print(f"peak {peak[0]:.0f} MB ({peak[1]:.0f} MB of it file pages) at {peak[2][:200]}")
     largest: dict[str, float] = {}
-    for rss, where in samples:
+    for rss, _, where in samples:
         for place in where.split(" | ") if where else ["(outside perfledger)"]:
             inner = place.split(" > ")[-1].rsplit(":", 1)[0]
             largest[inner] = max(largest.get(inner, 0.0), rss)
