@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,8 +40,7 @@ from perfledger.analysis.graph import (
     StepGraph,
     build_graph,
 )
-from perfledger.analysis.graph_plain import c_array
-from perfledger.analysis.graph_waits import unique_pairs
+from perfledger.analysis.graph_waits import int64_at, unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.path_spans import (
     NO_PART,
@@ -68,6 +68,7 @@ from perfledger.analysis.replay import (
 from perfledger.analysis.replay_joint import replay_joint
 from perfledger.analysis.replay_windows import ReplayWindows
 from perfledger.analysis.steps import step_plan
+from perfledger.memory import drop_mapped_pages
 from perfledger.model.accounts import StepWindow
 from perfledger.model.whatif import (
     MAX_PATH_SPANS,
@@ -233,8 +234,12 @@ def prepare_rank(
     if measured is None:
         measured = step_plan(events).windows
     graph = build_graph(events)
+    # the pages of the mapped columns read (a rank task's events) let go after each part:
+    # the next reads others (:func:`perfledger.memory.drop_mapped_pages`)
+    drop_mapped_pages(events)
     baseline = replay(graph)
     windows = ReplayWindows(events, graph)
+    drop_mapped_pages(events)
     node_wait = None
     if comm_wait is not None:
         node_wait = np.where(graph.kind == TASK, comm_wait[graph.row], 0).astype(np.int64)
@@ -297,7 +302,9 @@ def rank_report(
     tops: dict[tuple[str, str], int] = {}
     steps = []
     # without a change the baseline is the prediction: replayed without the others' arrivals
-    lanes = _Lanes(prepared.events, graph, predicted, prepared.comm_wait, peers, unchanged)
+    ends = [w.end_ns for w in pred_windows.values()]
+    lanes = _Lanes(prepared.events, graph, predicted, prepared.comm_wait, peers, unchanged, ends)
+    drop_mapped_pages(prepared.events)  # the streams of its tasks: read once
     for window in prepared.measured:  # a loop over steps
         base = base_windows.get(window.step)
         pred = pred_windows.get(window.step)
@@ -367,16 +374,11 @@ def _critical_path(
     columns: the walk's cursor is the running minimum of the pieces' points, clamped to the
     window."""
     lo, hi = window.start_ns, window.end_ns
-    ending = int(np.searchsorted(lanes.sorted_end, hi, side="right"))
-    if not ending:
+    first = lanes.last_node(hi)
+    if first < 0:
         pieces = _Walked.unexplained(lo, hi)
         path = np.zeros(0, dtype=np.int64)
     else:
-        tie = int(np.searchsorted(lanes.sorted_end, lanes.sorted_end[ending - 1], side="left"))
-        last = lanes.by_end[tie:ending]
-        # the step ends with its last task when one ends there
-        tasks = last[graph.kind[last] == TASK]
-        first = int(tasks[-1] if tasks.size else last[-1])
         path, stopped = lanes.path(first, lo)
         pieces = lanes.pieces(first, path, stopped, lo, hi)
     by_class = np.zeros(len(CLASSES), dtype=np.int64)
@@ -476,55 +478,72 @@ class _Lanes:
         comm_wait: Int64Array | None = None,
         peers: Peers | None = None,
         unchanged: bool = True,
+        step_ends: Sequence[int] = (),
     ) -> None:
         rows = graph.row
-        device = columns.int64(events, "device")[rows]
-        stream = columns.int64(events, "stream")[rows]
         is_task = graph.kind == TASK
-        one_device = np.unique(device[is_task]).size <= 1
-        # a node's lane: its stream (a task), its thread (a host node), else none ("")
+        task_rows = rows[is_task]
+        device = int64_at(events, "device", task_rows)
+        stream = int64_at(events, "stream", task_rows)
+        one_device = np.unique(device).size <= 1
+        # a node's lane: its stream (a task), its thread (a host node), else none ("");
+        # codes and labels of 4 bytes a node, the rest of a node's columns read from the
+        # graph and the schedule as the paths need them: what the walks keep is a few MB
         texts = {"": 0}
-        self.lane = np.zeros(graph.size, dtype=np.int64)
+        self.lane = np.zeros(graph.size, dtype=np.int32)
         if is_task.any():
-            pairs, at = unique_pairs(device[is_task], stream[is_task])
+            pairs, at = unique_pairs(device, stream)
             codes = [
                 texts.setdefault(
                     f"stream {s}" if one_device else f"device {d} stream {s}", len(texts)
                 )
                 for d, s in pairs.tolist()  # a loop over streams
             ]
-            self.lane[is_task] = np.asarray(codes, dtype=np.int64)[at]
+            self.lane[is_task] = np.asarray(codes, dtype=np.int32)[at]
+        del task_rows, device, stream
         threaded = ~is_task & (graph.thread >= 0)
         if threaded.any():
             codes = [texts.setdefault(f"thread {t}", len(texts)) for _, t in graph.thread_keys]
-            self.lane[threaded] = np.asarray(codes, dtype=np.int64)[graph.thread[threaded]]
+            self.lane[threaded] = np.asarray(codes, dtype=np.int32)[graph.thread[threaded]]
         self.lanes = list(texts)
-        self.host_lane = np.where(is_task, 0, self.lane)
         labels = {label: code for code, label in enumerate(_EDGE_LABELS)}
         self.label = np.fromiter(
             (labels.setdefault(str(n), len(labels)) for n in graph.name.tolist()),
-            np.int64,
+            np.int32,
             graph.size,
         )
         self.labels = list(labels)
+        self.graph = graph
         self.start_ns, self.end_ns = schedule.start, schedule.end
         self.via_node, self.how_node = schedule.via, schedule.how
-        # item by item: the walk along each path visits one node at a time (C arrays of 8
-        # bytes a node, the ways a start was set one byte each, rather than int objects)
-        self.start = c_array(schedule.start)
-        self.end = c_array(schedule.end)
-        self.via = c_array(schedule.via)
+        # item by item: the walk along each path visits one node at a time (views of the
+        # schedule's int64 arrays read as fast as C arrays, the ways a start was set one
+        # byte each, rather than int objects)
+        self.start = _items(schedule.start)
+        self.end = _items(schedule.end)
+        self.via = _items(schedule.via)
         self.how = schedule.how.astype(np.uint8).tobytes()
-        self.kind = graph.kind
         self.is_task = is_task
         self.node_class = graph.node_class
         self.chain_class = graph.chain_class
-        self.shift = graph.start - schedule.start
-        self.shift_end = graph.end - schedule.end
-        self.wait_end = _wait_ends(graph, schedule, comm_wait, peers, unchanged)
-        # the nodes by replayed end (then index), to find where each step's path begins
-        self.by_end = np.lexsort((np.arange(graph.size), schedule.end))
-        self.sorted_end = schedule.end[self.by_end]
+        self._waits = _WaitEnds(graph, schedule, comm_wait, peers, unchanged)
+        self._last = _last_nodes(graph.kind, schedule.end, step_ends)
+
+    def last_node(self, hi: int) -> int:
+        """The node a step ending at ``hi`` ends with (its path starts there), -1 for none:
+        of the nodes that end last by ``hi``, the last task, else the last of them."""
+        return self._last[hi]
+
+    def shift(self, nodes: Int64Array) -> Int64Array:
+        """Each node's shift from replayed to measured time, at its start."""
+        shift: Int64Array = self.graph.start[nodes] - self.start_ns[nodes]
+        return shift
+
+    def shift_end(self, nodes: Int64Array) -> Int64Array:
+        """Each node's shift from replayed to measured time, at its end."""
+        graph = self.graph
+        shift: Int64Array = graph.start[nodes] + graph.dur[nodes] - self.end_ns[nodes]
+        return shift
 
     def path(self, v: int, lo: int) -> tuple[Int64Array, bool]:
         """The nodes of the path back from ``v`` (which ends the step) until the step's
@@ -559,8 +578,8 @@ class _Lanes:
         task = self.is_task[path]
         klass = self.node_class[path].astype(np.int64)
         chain_class = self.chain_class[path].astype(np.int64)
-        lane = self.lane[path]
-        shift = self.shift[path]
+        lane = self.lane[path].astype(np.int64)
+        shift = self.shift(path)
         own = np.ones(m, dtype=bool)  # reached at a launch or waking call's start: not on it
         own[1:] = (how[:-1] == LAUNCHED) | (how[:-1] == WOKEN)
         own[1:] = ~own[1:]
@@ -570,7 +589,7 @@ class _Lanes:
             edge[-1] = False
         # per node three slots: its transfer, its own time, its edge
         slot_point = np.zeros((m, 3), dtype=np.int64)
-        slot_point[:, 0] = np.maximum(self.wait_end[path], lo)
+        slot_point[:, 0] = np.maximum(self._waits(path), lo)
         slot_point[:, 1] = self.start_ns[path]
         at_start = (how == LAUNCHED) | (how == WOKEN)
         linked = np.where(via >= 0, via, 0)
@@ -593,7 +612,8 @@ class _Lanes:
         )
         edge_lane = np.where(chain | (how == AWAITED), lane, 0)
         slot_category = np.stack([klass, klass, edge_class], axis=1)
-        slot_label = np.stack([self.label[path], self.label[path], edge_label], axis=1)
+        label = self.label[path].astype(np.int64)
+        slot_label = np.stack([label, label, edge_label], axis=1)
         slot_lane = np.stack([lane, lane, edge_lane], axis=1)
         slot_part = np.zeros((m, 3), dtype=np.int64)
         slot_part[:, 1] = np.where(comm, WAIT_PART, NO_PART)
@@ -620,9 +640,9 @@ class _Lanes:
             cursor_after[:-1],
             column(CLASS_CODE[HOST], slot_category, CLASS_CODE[HOST]),
             column(_HOST_WORK, slot_label, _HOST_WORK),
-            column(self.host_lane[first], slot_lane, self.lane[last]),
+            column(0 if self.is_task[first] else self.lane[first], slot_lane, self.lane[last]),
             column(NO_PART, slot_part, NO_PART),
-            column(self.shift_end[first], np.repeat(shift, 3), self.shift[last]),
+            column(self.shift_end(np.asarray([first]))[0], np.repeat(shift, 3), self.shift(last)),
             column(-1, slot_task, -1),
         )
         # a collective's transfer is a part only where it waited before it
@@ -644,7 +664,9 @@ class _Lanes:
         if not mine.any():
             return
         node = pieces.task[mine]
-        key = self.label[node] * len(CLASSES) + self.node_class[node].astype(np.int64)
+        key = self.label[node].astype(np.int64) * len(CLASSES) + self.node_class[node].astype(
+            np.int64
+        )
         keys, at = np.unique(key, return_inverse=True)
         held = np.zeros(keys.size, dtype=np.int64)
         np.add.at(held, at.reshape(-1), pieces.length[mine])
@@ -653,28 +675,76 @@ class _Lanes:
             tops[name] = tops.get(name, 0) + ns
 
 
-def _wait_ends(
-    graph: StepGraph,
-    schedule: Schedule,
-    comm_wait: Int64Array | None,
-    peers: Peers | None,
-    unchanged: bool,
-) -> Int64Array:
+class _WaitEnds:
     """Per node, the replayed time its wait for its peers ends (its start for a node that
     does not wait): the observed wait — the others' last arrival where ranks are matched,
     else ``comm_wait`` — scaled as the task was; in a replay with the others' arrivals, until
-    the last of them arrives (:func:`perfledger.analysis.replay.replay`)."""
-    start, span = schedule.start, schedule.end - schedule.start
-    observed = np.zeros(graph.size, np.int64) if comm_wait is None else comm_wait.copy()
-    matched = peers is not None and peers.node.size > 0
-    if peers is not None and matched:
-        observed[peers.node] = np.clip(peers.wait, 0, graph.dur[peers.node])
-    wait = np.rint(observed * (span / np.maximum(graph.dur, 1))).astype(np.int64)
-    if peers is not None and matched and not unchanged:
-        node = peers.node
-        ready = graph.start[node] + np.minimum(peers.wait, graph.dur[node]) + peers.shift
-        wait[node] = ready - start[node]
-    return np.asarray(start + np.clip(wait, 0, np.maximum(span, 0)), dtype=np.int64)
+    the last of them arrives (:func:`perfledger.analysis.replay.replay`). Worked out for the
+    nodes asked for (those of a path), not kept for every node."""
+
+    def __init__(
+        self,
+        graph: StepGraph,
+        schedule: Schedule,
+        comm_wait: Int64Array | None,
+        peers: Peers | None,
+        unchanged: bool,
+    ) -> None:
+        self.graph, self.schedule, self.comm_wait = graph, schedule, comm_wait
+        self.unchanged = unchanged
+        self.peers = peers if peers is not None and peers.node.size > 0 else None
+        if self.peers is not None:
+            # of a node given several times, the last one counts (as assigned in order)
+            order = np.argsort(self.peers.node, kind="stable")
+            nodes = self.peers.node[order]
+            last = np.ones(nodes.size, dtype=bool)
+            last[:-1] = nodes[1:] != nodes[:-1]
+            self.peer_nodes, self.peer_at = nodes[last], order[last]
+
+    def __call__(self, nodes: Int64Array) -> Int64Array:
+        graph, schedule, peers = self.graph, self.schedule, self.peers
+        start = schedule.start[nodes]
+        span = schedule.end[nodes] - start
+        dur = graph.dur[nodes]
+        observed = (
+            np.zeros(nodes.size, np.int64) if self.comm_wait is None else self.comm_wait[nodes]
+        )
+        if peers is not None:
+            at = np.clip(np.searchsorted(self.peer_nodes, nodes), 0, self.peer_nodes.size - 1)
+            mine = np.flatnonzero(self.peer_nodes[at] == nodes)
+            peer = self.peer_at[at[mine]]
+            observed = observed.copy()
+            observed[mine] = np.clip(peers.wait[peer], 0, dur[mine])
+        wait = np.rint(observed * (span / np.maximum(dur, 1))).astype(np.int64)
+        if peers is not None and not self.unchanged:
+            ready = graph.start[nodes[mine]] + np.minimum(peers.wait[peer], dur[mine])
+            wait[mine] = ready + peers.shift[peer] - start[mine]
+        return np.asarray(start + np.clip(wait, 0, np.maximum(span, 0)), dtype=np.int64)
+
+
+def _last_nodes(kind: npt.NDArray[np.int8], end: Int64Array, his: Sequence[int]) -> dict[int, int]:
+    """For each step end of ``his``, the node the step ends with (-1: none ends by then):
+    of the nodes whose replayed end is the latest by the step's end, the last task (in node
+    order), else the last of them. The nodes sorted by end once, for every step, and let go."""
+    by_end = np.argsort(end, kind="stable")  # by end, then node
+    sorted_end = end[by_end]
+    found: dict[int, int] = {}
+    for hi in dict.fromkeys(his):  # a loop over steps
+        ending = int(np.searchsorted(sorted_end, hi, side="right"))
+        if not ending:
+            found[hi] = -1
+            continue
+        tie = int(np.searchsorted(sorted_end, sorted_end[ending - 1], side="left"))
+        last = by_end[tie:ending]
+        # the step ends with its last task when one ends there
+        tasks = last[kind[last] == TASK]
+        found[hi] = int(tasks[-1] if tasks.size else last[-1])
+    return found
+
+
+def _items(column: Int64Array) -> memoryview:
+    """An int64 column read item by item as fast as a C array, without a copy of it."""
+    return np.ascontiguousarray(column, dtype=np.int64).data.cast("B").cast("q")
 
 
 def _measured_spans(pieces: Pieces, measured: StepWindow) -> tuple[PathSpan, ...]:
