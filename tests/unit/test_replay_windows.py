@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from perfledger.analysis import columns
+from perfledger.analysis import columns, replay_windows
 from perfledger.analysis.critical_path import RankReplay, prepare_rank
 from perfledger.analysis.graph import TASK, StepGraph
 from perfledger.analysis.profile import analyze_rank
@@ -176,3 +176,30 @@ def test_hand_built_windows_follow_the_replayed_launches() -> None:
     assert first.end_ns == 520 * US
     # the copy's end (issued by the reply, it would be the third step's)
     assert (second.start_ns, second.end_ns) == (520 * US, 800 * US)
+
+
+@pytest.mark.parametrize("name", ["kineto/a100_alexnet.json.gz", "kineto/v100_rank1_ddp.json.gz"])
+def test_row_starts_prepared_without_the_ends_are_the_same(name: str) -> None:
+    # GIVEN the launch calls' times prepared with and without their ends
+    for prepared in prepared_ranks(name):
+        rows = RankRows(prepared.events, prepared.graph)
+        launches = columns.isin(prepared.events, "kind", schema.LAUNCH_KINDS)
+        at = np.flatnonzero(launches | (columns.int64(prepared.events, "device") < 0))
+        both, starts_only = RowTimes(rows, at), RowTimes(rows, at, ends=False)
+        # WHEN replayed under changes that move host and device times
+        for change in changes(prepared.graph, prepared.events)[:4]:
+            schedule = replay(prepared.graph, change)
+            # THEN the starts are the same; the ends cannot be asked for
+            assert np.array_equal(starts_only.starts(schedule), both(schedule)[0]), change
+        with pytest.raises(ValueError):
+            starts_only(prepared.baseline)
+
+
+def test_thread_times_worked_out_in_small_slices_are_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN the host rows' times mapped through their threads a few rows at a time
+    monkeypatch.setattr(replay_windows, "_SLICE", 7)
+    # THEN every row's replayed times are still the replayed table's
+    for prepared in prepared_ranks("kineto/v100_rank1_ddp.json.gz"):
+        assert_same_row_times(prepared, changes(prepared.graph, prepared.events)[1:4])

@@ -13,7 +13,8 @@ whole replayed events table. The windows are the same ones, step for step
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,7 @@ import pyarrow as pa
 
 from perfledger.analysis import columns
 from perfledger.analysis.graph import HOST_OP, LAUNCH, SYNC_CALL, SYNC_WAIT, TASK, StepGraph
+from perfledger.analysis.graph_waits import int64_at
 from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.replay import Schedule, host_threads, scaled_offset
 from perfledger.analysis.steps import (
@@ -36,6 +38,8 @@ from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 
 _BoolArray = npt.NDArray[np.bool_]
+# Rows per slice of :class:`_ThreadTimes`' work on a schedule.
+_SLICE: Final = 1 << 16
 
 
 class ReplayWindows:
@@ -52,15 +56,24 @@ class ReplayWindows:
             return  # one window over every row: replayed whole on each call
         self._names = mark_names(events, marks)
         # the launch keys first: their temporaries do not stack on the rows' times below
-        self._keys = launch_keys(events)
+        keys = launch_keys(events)
         task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
         # the tasks with a launch key, as positions among task_rows (both sorted rows)
-        self._keyed = np.searchsorted(task_rows, self._keys.task_rows)
+        self._keyed = _narrow(np.searchsorted(task_rows, keys.task_rows))
         self._is_comm = _task_comm(events, graph, task_rows)
         rows = RankRows(events, graph)
         self._marks = RowTimes(rows, marks)
         self._tasks = RowTimes(rows, task_rows)
-        self._launches = RowTimes(rows, self._keys.launch_rows)
+        del task_rows
+        self._launches = RowTimes(rows, keys.launch_rows, ends=False)  # their starts only
+        # rows and positions kept for the rank's life: 4 bytes each where the rows allow
+        self._keys = replace(
+            keys,
+            task_rows=_narrow(keys.task_rows),
+            task_key=_narrow(keys.task_key),
+            launch_rows=_narrow(keys.launch_rows),
+            bounds=_narrow(keys.bounds),
+        )
 
     def __call__(self, schedule: Schedule) -> dict[int, StepWindow]:
         """The step windows of ``schedule``, by step."""
@@ -100,19 +113,24 @@ class RowTimes:
     :func:`perfledger.analysis.replay.replayed_events` gives them: nodes take their
     scheduled times; other host rows move with the nodes of their thread (the busiest
     thread's when theirs has none), piecewise between them; other device rows with the task
-    that starts last before them. Everything but the schedule's times is worked out here."""
+    that starts last before them. Everything but the schedule's times is worked out here
+    (``ends``: also what the rows' ends need; without it, only :meth:`starts` is called)."""
 
-    def __init__(self, rows: RankRows, at: Int64Array | None) -> None:
+    def __init__(self, rows: RankRows, at: Int64Array | None, ends: bool = True) -> None:
         graph = rows.graph
         self.start, self.end, host = rows.times(at)
         start_node, end_node = rows.nodes(at)
+        if not ends:  # the rows' ends are not read: nothing of theirs kept
+            self.end = np.zeros(0, dtype=np.int64)
+            end_node = np.full(start_node.size, -1, dtype=start_node.dtype)
         node_row = (start_node >= 0) | (end_node >= 0)
         self.start_from = np.flatnonzero(start_node >= 0)
         self.start_node = start_node[self.start_from]
         self.end_from = np.flatnonzero(end_node >= 0)
         self.end_node = end_node[self.end_from]
-        if np.array_equal(self.end_from, self.start_from) and np.array_equal(
-            self.end_node, self.start_node
+        if not ends or (
+            np.array_equal(self.end_from, self.start_from)
+            and np.array_equal(self.end_node, self.start_node)
         ):
             # rows whose start and end are one node's (tasks, launch calls): kept once
             self.end_from, self.end_node = self.start_from, self.start_node
@@ -128,20 +146,16 @@ class RowTimes:
         kept = thread >= 0  # rows of a thread without nodes keep their times
         self.threaded = candidates[kept]
         self.thread_start = _ThreadTimes(graph, thread[kept], self.start[self.threaded])
-        self.thread_end = _ThreadTimes(graph, thread[kept], self.end[self.threaded])
+        self.thread_end = (
+            _ThreadTimes(graph, thread[kept], self.end[self.threaded]) if ends else None
+        )
         self.shifted = np.zeros(0, dtype=np.int64)
         self.shift_start = self.shift_end = self.shifted
         if rows.by_start.size:
             self.shifted = np.flatnonzero(~host & ~node_row)
-            self.shift_start, self.shift_end = (
-                rows.by_start[
-                    np.clip(
-                        np.searchsorted(rows.task_start, times[self.shifted], side="right") - 1,
-                        0,
-                        None,
-                    )
-                ]
-                for times in (self.start, self.end)
+            self.shift_start = rows.task_before(self.start[self.shifted])
+            self.shift_end = (
+                rows.task_before(self.end[self.shifted]) if ends else self.shift_start[:0]
             )
         if self.nodes_only:  # the observed times and the rows are not read again
             self.start = self.end = self.start_from = self.end_from = np.zeros(0, np.int64)
@@ -165,6 +179,8 @@ class RowTimes:
 
     def __call__(self, schedule: Schedule) -> tuple[Int64Array, Int64Array]:
         """(start, end) of the rows under ``schedule`` (end no earlier than start)."""
+        if self.thread_end is None:
+            raise ValueError("the rows' times were prepared without their ends")
         # the rows moved with threads or tasks and the nodes' rows are apart: each row's
         # start is final before the ends are worked out
         new_start = self.starts(schedule)
@@ -218,28 +234,39 @@ class _ThreadTimes:
             self.next[at] = mine[nxt]
             self.first[at] = mine[0]
         self.inside = times <= graph_end[self.node]
+        # node indices kept for the rank's life: 4 bytes each where the graph allows
+        self.node, self.next, self.first = (_narrow(a) for a in (self.node, self.next, self.first))
         # the observed times of the nodes are gathered again on each call, not kept: a few
         # gathers per replay rather than five more columns per row for the rank's life
         self.graph = graph
 
     def __call__(self, schedule: Schedule) -> Int64Array:
+        """The replayed times, worked out a slice of rows at a time: a dozen temporaries of
+        a slice each rather than of every row (launch calls: a million rows)."""
+        mapped = np.empty(self.times.size, dtype=np.int64)
+        for lo in range(0, self.times.size, _SLICE):  # a loop over slices of rows
+            mapped[lo : lo + _SLICE] = self._mapped(schedule, slice(lo, lo + _SLICE))
+        return mapped
+
+    def _mapped(self, schedule: Schedule, rows: slice) -> Int64Array:
         graph = self.graph
-        obs_start = graph.start[self.node]
-        obs_len = graph.dur[self.node]
+        node, following, first_node = self.node[rows], self.next[rows], self.first[rows]
+        obs_start = graph.start[node]
+        obs_len = graph.dur[node]
         obs_end = obs_start + obs_len
-        rep_start = schedule.start[self.node]
-        rep_end = schedule.end[self.node]
-        times = self.times
+        rep_start = schedule.start[node]
+        rep_end = schedule.end[node]
+        times = self.times[rows]
         within = rep_start + scaled_offset(times - obs_start, rep_end - rep_start, obs_len)
-        gap_rep = schedule.start[self.next] - rep_end
+        gap_rep = schedule.start[following] - rep_end
         after = rep_end + np.where(
-            self.has_next,
-            scaled_offset(times - obs_end, gap_rep, graph.start[self.next] - obs_end),
+            self.has_next[rows],
+            scaled_offset(times - obs_end, gap_rep, graph.start[following] - obs_end),
             times - obs_end,
         )
-        mapped = np.where(self.inside, within, after)
-        first = schedule.start[self.first] + (times - graph.start[self.first])
-        return np.asarray(np.where(self.before, first, mapped), dtype=np.int64)
+        mapped = np.where(self.inside[rows], within, after)
+        first = schedule.start[first_node] + (times - graph.start[first_node])
+        return np.asarray(np.where(self.before[rows], first, mapped), dtype=np.int64)
 
 
 class RankRows:
@@ -261,13 +288,23 @@ class RankRows:
         self.by_start = tasks[np.argsort(graph.start[tasks], kind="stable")]
         self.task_start = graph.start[self.by_start]
 
+    def task_before(self, times: Int64Array) -> Int64Array:
+        """The task (node) that starts last by each of ``times`` (the first task before all)."""
+        at = np.searchsorted(self.task_start, times, side="right") - 1
+        before: Int64Array = self.by_start[np.clip(at, 0, None)]
+        return before
+
     def times(self, at: Int64Array | None) -> tuple[Int64Array, Int64Array, _BoolArray]:
         """The observed start and end of the rows ``at`` (None: every row), and which are
         host rows."""
 
         def read(column: str) -> Int64Array:
-            values = columns.int64(self.events, column)
-            return values if at is None else values[at]
+            # the rows asked for gathered from the column's chunks: no copy of the column
+            return (
+                columns.int64(self.events, column)
+                if at is None
+                else int64_at(self.events, column, at)
+            )
 
         start = read("start_ns")
         return start, start + np.maximum(read("dur_ns"), 0), read("device") < 0
@@ -309,3 +346,10 @@ class _RowNodes:
             return np.full(at.size, -1, dtype=self.nodes.dtype)
         pos = np.clip(np.searchsorted(self.rows, at), 0, self.rows.size - 1)
         return np.where(self.rows[pos] == at, self.nodes[pos], -1).astype(self.nodes.dtype)
+
+
+def _narrow(values: Int64Array) -> npt.NDArray[np.signedinteger[Any]]:
+    """Indices (rows, positions) as 4 bytes each where they all fit, else as they are."""
+    if values.size and int(values.max()) >= np.iinfo(np.int32).max:
+        return values
+    return values.astype(np.int32)
