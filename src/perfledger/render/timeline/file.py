@@ -452,14 +452,14 @@ class TimelineFile:
 _COUNTED_RANGE: Final = 1 << 20
 
 
-def _used_pids(pid: Int64Array) -> set[int]:
+def _used_pids(pid: npt.NDArray[np.integer]) -> set[int]:
     """The distinct pids of some records."""
     if pid.size == 0:
         return set()
     low = int(pid.min())
     if int(pid.max()) - low < _COUNTED_RANGE:
         return set((np.flatnonzero(np.bincount(pid - low)) + low).tolist())
-    return set(distinct(pid).tolist())
+    return set(distinct(pid.astype(np.int64)).tolist())
 
 
 def _used_threads(pid: Int64Array, tid: Int64Array) -> set[tuple[int, int]]:

@@ -77,7 +77,7 @@ def counter_lines(c: CounterSeries, rows: Int64Array, ts: Int64Array, origin: in
     values = np.round(c.value[rows], 6)
     values = np.where(values == 0, 0.0, values)  # no "-0"
     line = PieceBuilder(int(rows.size))
-    line.ints(c.pid[rows], before=',\n{"ph":"C","pid":', after=',"ts":')
+    line.ints(c.pid[rows].astype(np.int64), before=',\n{"ph":"C","pid":', after=',"ts":')
     line.us(ts - origin)
     line.table(join(',"name":', c.names, ',"args":{', c.keys, ":"), c.series[rows])
     line.values(pc.cast(pa.array(values), pa.string()))

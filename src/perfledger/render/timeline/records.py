@@ -19,12 +19,15 @@ import pyarrow.compute as pc
 from perfledger.analysis import busy
 from perfledger.analysis.columns import dictionary_codes
 from perfledger.errors import PerfledgerError
+from perfledger.memory import drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA
 from perfledger.render.timeline.grouping import (
     BoolArray,
+    ColumnValues,
     Int64Array,
     KindCodes,
+    blocks,
     event_kinds,
     factorize,
     int64,
@@ -36,6 +39,7 @@ from perfledger.render.timeline.layout import (
     DEVICE,
     GAPS_LANE,
     Metadata,
+    RowArray,
     ThreadKey,
     TrackLayout,
     event_tracks,
@@ -82,8 +86,8 @@ class CounterSeries:
     """Counter samples, columns by row; series index the track and counter names."""
 
     ts: Int64Array
-    pid: Int64Array
-    series: Int64Array  # index into names/keys
+    pid: npt.NDArray[np.int32]  # small synthetic numbers: a large trace has millions of rows
+    series: npt.NDArray[np.int32]  # index into names/keys
     names: pa.Array  # JSON-escaped track name per series
     keys: pa.Array  # JSON-escaped counter name per series
     value: npt.NDArray[np.float64]
@@ -164,7 +168,7 @@ def device_busy_counters(device_busy: pa.Table) -> pa.Table:
 
 def event_slices(
     events: pa.Table,
-    row_thread: Int64Array,
+    row_thread: RowArray,
     thread_keys: list[ThreadKey],
     pids: PidMap,
     tids: TidMap,
@@ -176,7 +180,9 @@ def event_slices(
     pid = thread_pid[row_thread]  # -1 picks the sentinel
     tid = thread_tid[row_thread]
     kind_codes, kinds = dictionary_codes(events, "kind")
-    nesting_of_kind = np.array([_KIND_NESTING_ORDER.get(k or "", 99) for k in kinds] or [0])
+    nesting_of_kind = np.array(
+        [_KIND_NESTING_ORDER.get(k or "", 99) for k in kinds] or [0], dtype=np.int8
+    )
     name_codes, names = dictionary_codes(events, "name")
     step = int64(events, "step")
     correlation = int64(events, "correlation")
@@ -208,7 +214,7 @@ def event_slices(
         pid=pid,
         tid=tid,
         instant=kind_mask(events, (schema.INSTANT,)),
-        nesting=nesting_of_kind[kind_codes] if kind_codes.size else np.zeros(0, np.int64),
+        nesting=nesting_of_kind[kind_codes] if kind_codes.size else np.zeros(0, np.int8),
         name_index=name_codes,
         names=json_strings(names),
         cat_index=kind_codes,
@@ -258,14 +264,14 @@ def gap_slices(gaps: pa.Table, layout: TrackLayout) -> Callable[[PidMap, TidMap]
             pid=pid,
             tid=tid,
             instant=np.zeros(n, dtype=bool),
-            nesting=np.zeros(n, dtype=np.int64),
+            nesting=np.zeros(n, dtype=np.int8),
             name_index=cause_codes,
             names=json_strings([f"idle: {c}" for c in cause_text]),
             colours=pa.array(
                 [f',"cname":"{IDLE_CAUSE_COLOURS.get(c, "grey")}"' for c in cause_text],
                 pa.string(),
             ),
-            cat_index=np.zeros(n, dtype=np.int64),
+            cat_index=np.zeros(n, dtype=np.int8),
             cats=json_strings(["idle"]),
             args=args,
         )
@@ -286,13 +292,18 @@ def counter_series(
         raise PerfledgerError(f"counters table lacks columns: {', '.join(missing)}")
     value = np.asarray(counters.column("value").to_numpy(), dtype=np.float64)
     finite = np.isfinite(value)
-    counters = counters.filter(pa.array(finite))
-    value = value[finite]
+    if not finite.all():  # else the same table, not a copy of it
+        counters = counters.filter(pa.array(finite))
+        value = value[finite]
+    del finite
     rank = int64(counters, "rank")
     ts = int64(counters, "ts_ns")
     track_codes, tracks = dictionary_codes(counters, "track")
     name_codes, names = dictionary_codes(counters, "name")
-    uniq, series = unique_rows([rank, track_codes, name_codes])
+    uniq, series_codes = unique_rows([rank, track_codes, name_codes])
+    del track_codes, name_codes
+    series = series_codes.astype(np.int32)  # far fewer series than 2**31
+    del series_codes
     for r in np.unique(rank):
         layout.process(int(r), ANALYSIS, 0)
     # samples before the origin: only the last of each series is kept, at the origin
@@ -311,10 +322,11 @@ def counter_series(
         rank = rank[keep]
 
     def build(pids: PidMap) -> CounterSeries:
-        pid = np.array([pids[(int(r), ANALYSIS, 0)] for r in uniq[:, 0]] or [0])[series]
+        pid_of_series = [pids[(int(r), ANALYSIS, 0)] for r in uniq[:, 0]] or [0]
+        pid = np.array(pid_of_series, dtype=np.int32)[series]
         return CounterSeries(
             ts=ts,
-            pid=pid if series.size else np.zeros(0, np.int64),
+            pid=pid if series.size else np.zeros(0, np.int32),
             series=series,
             names=json_strings([tracks[int(t)] or "counter" for t in uniq[:, 1]]),
             keys=json_strings([names[int(n)] or "value" for n in uniq[:, 2]]),
@@ -333,30 +345,56 @@ def check_events(events: pa.Table) -> None:
 
 def flows(events: pa.Table, kinds: KindCodes | None = None) -> tuple[Int64Array, Int64Array]:
     """(launch row, task row) per device task whose launch is known, by (rank, correlation).
-    ``kinds``: the events' kind codes, when made already."""
-    correlation = int64(events, "correlation")
-    device = int64(events, "device")
-    rank = int64(events, "rank")
-    start = int64(events, "start_ns")
-    launch = kind_mask(events, schema.LAUNCH_KINDS, kinds) & (device < 0) & (correlation >= 0)
-    task = kind_mask(events, schema.DEVICE_TASK_KINDS, kinds) & (device >= 0) & (correlation >= 0)
-    launch_rows = np.flatnonzero(launch)
-    task_rows = np.flatnonzero(task)
+    ``kinds``: the events' kind codes, when made already.
+
+    The rows are read a block at a time (:func:`blocks`): only the launches' and tasks'
+    keys are gathered, not full-length copies of the columns."""
+    launch_kind = kind_mask(events, schema.LAUNCH_KINDS, kinds)
+    task_kind = kind_mask(events, schema.DEVICE_TASK_KINDS, kinds)
+    # per block: launch rows, keys and starts; task rows and keys
+    parts: list[list[Int64Array]] = [[], [], [], [], []]
+    for low, block in blocks(events):
+        high = low + block.num_rows
+        correlation = int64(block, "correlation")
+        device = int64(block, "device")
+        rank = int64(block, "rank")
+        known = correlation >= 0
+        launch = np.flatnonzero(launch_kind[low:high] & (device < 0) & known)
+        task = np.flatnonzero(task_kind[low:high] & (device >= 0) & known)
+        parts[0].append(launch + low)
+        parts[1].append(rank[launch] * (1 << 40) + correlation[launch])
+        parts[2].append(int64(block, "start_ns")[launch])
+        parts[3].append(task + low)
+        parts[4].append(rank[task] * (1 << 40) + correlation[task])
+    del launch_kind, task_kind
+    launch_rows, launch_keys, launch_start, task_rows, task_keys = (
+        _joined(parts, i) for i in range(5)
+    )
     if launch_rows.size == 0 or task_rows.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
     # the earliest launch wins when a source repeats an id (as in the step analysis)
-    launch_keys = rank[launch_rows] * (1 << 40) + correlation[launch_rows]
-    order = np.lexsort((start[launch_rows], launch_keys))
+    order = np.lexsort((launch_start, launch_keys))
+    del launch_start
     keys_sorted = launch_keys[order]
+    del launch_keys
     first = np.ones(keys_sorted.size, dtype=bool)
     first[1:] = keys_sorted[1:] != keys_sorted[:-1]
     keys_unique = keys_sorted[first]
-    rows_unique = launch_rows[order][first]
-    task_keys = rank[task_rows] * (1 << 40) + correlation[task_rows]
+    del keys_sorted
+    rows_unique = launch_rows[order[first]]
+    del launch_rows, order, first
     pos = np.clip(np.searchsorted(keys_unique, task_keys), 0, keys_unique.size - 1)
     found = keys_unique[pos] == task_keys
     return rows_unique[pos[found]], task_rows[found]
+
+
+def _joined(parts: list[list[Int64Array]], i: int) -> Int64Array:
+    """The blocks' arrays ``parts[i]`` one after the other (empty when there is none),
+    the blocks' own let go."""
+    joined = np.concatenate(parts[i]) if parts[i] else np.zeros(0, dtype=np.int64)
+    parts[i] = []
+    return joined
 
 
 @dataclass(frozen=True)
@@ -376,7 +414,7 @@ class Placement:
     """
 
     origin: int
-    row_thread: Int64Array
+    row_thread: RowArray
     thread_keys: list[ThreadKey]
     pids: PidMap
     tids: TidMap
@@ -412,12 +450,18 @@ def place_timeline(
     layout = TrackLayout(process_names)
     kinds = event_kinds(events)
     row_thread, thread_keys, overlapping = event_tracks(events, layout, kinds)
+    # the pages of the events' mapped files read so far (each pass reads a few columns),
+    # and the blocks the tracks' passes freed (the next passes allocate elsewhere)
+    drop_mapped_pages(events)
+    release_freed_memory()
     gap_build = gap_slices(gaps, layout) if gaps is not None and gaps.num_rows else None
     finding_build = finding_spans(findings or (), layout)
     path_build = critical_path_slices(critical_path, layout)
     all_counters = [c for c in (counters,) if c is not None and c.num_rows]
     if device_busy:
-        busy_counters = device_busy_counters(busy.device_busy(events, origin_ns=origin))
+        tasks = _device_tasks(events, kinds)
+        busy_counters = device_busy_counters(busy.device_busy(tasks, origin_ns=origin))
+        del tasks
         if busy_counters.num_rows:
             all_counters.append(busy_counters)
     counter_table = (
@@ -432,16 +476,20 @@ def place_timeline(
     )
     counter_build = counter_series(counter_table, layout, origin)
     del counter_table, all_counters
+    release_freed_memory()  # the counters' temporaries, before the flows' pass
     pids, tids, metadata = layout.assign(first_pid, first_tid)
     analysis = [b(pids, tids) for b in (gap_build, finding_build, path_build) if b is not None]
     flow_from, flow_to = flows(events, kinds)
     del kinds
+    ends = np.concatenate([flow_from, flow_to])
     out_ts, in_ts, placeable = flow_points(
-        _rows_of(events, "start_ns", flow_from, flow_to),
-        _rows_of(events, "dur_ns", flow_from, flow_to),
+        ColumnValues(events, "start_ns").at(ends),
+        ColumnValues(events, "dur_ns").at(ends),
         np.arange(flow_from.size, dtype=np.int64),
         np.arange(flow_from.size, flow_from.size * 2, dtype=np.int64),
     )
+    del ends
+    drop_mapped_pages(events)
     kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0) & placeable
     return Placement(
         origin=origin,
@@ -462,10 +510,18 @@ def place_timeline(
     )
 
 
-def _rows_of(events: pa.Table, column: str, *rows: Int64Array) -> Int64Array:
-    """An integer column's values at the given rows, one run of rows after the other."""
-    values = int64(events, column)
-    return np.concatenate([values[r] for r in rows])
+# The columns the device busy % is computed from (busy.device_busy).
+_BUSY_COLUMNS: Final = ("rank", "device", "kind", "start_ns", "dur_ns")
+
+
+def _device_tasks(events: pa.Table, kinds: KindCodes) -> pa.Table:
+    """The device tasks' rows of the columns the device busy % reads: what
+    :func:`busy.device_busy` takes of the events (host events are not device time), without
+    its full-length copies of every row's columns."""
+    task = kind_mask(events, schema.DEVICE_TASK_KINDS, kinds)
+    for low, block in blocks(events):
+        task[low : low + block.num_rows] &= int64(block, "device") >= 0
+    return events.select(list(_BUSY_COLUMNS)).filter(pa.array(task))
 
 
 def prepare_timeline(
@@ -554,9 +610,15 @@ def prepare_rows(placement: Placement, events: pa.Table, rows: Int64Array) -> Pr
     if rows.size and int(placement.row_thread[rows].min()) < 0:
         raise ValueError("a preparation of some rows holds no row the placement left out")
     # column by column: a table's take costs about five times its columns' on a table of
-    # many chunks
+    # many chunks. The pages of the events' mapped files read for one column are let go
+    # before the next: rows near some steps lie all over the file (a few hundred MB read).
     at = pa.array(rows)
-    subset = pa.table({name: events.column(name).take(at) for name in _SLICE_COLUMNS})
+    taken: dict[str, pa.ChunkedArray] = {}
+    for name in _SLICE_COLUMNS:
+        taken[name] = events.column(name).take(at)
+        drop_mapped_pages(events.column(name))
+    subset = pa.table(taken)
+    del taken
     slices = event_slices(
         subset, placement.row_thread[rows], placement.thread_keys, placement.pids, placement.tids
     )

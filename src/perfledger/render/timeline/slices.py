@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.model.whatif import PathSpan
@@ -40,10 +41,10 @@ class Slices:
     pid: Int64Array
     tid: Int64Array
     instant: BoolArray
-    nesting: Int64Array  # tie-break among equal start and duration
+    nesting: npt.NDArray[np.int8]  # tie-break among equal start and duration
     name_index: Int64Array
     names: pa.Array  # JSON-escaped distinct names, indexed by name_index
-    cat_index: Int64Array
+    cat_index: npt.NDArray[np.integer]
     cats: pa.Array
     # adds the pieces of the JSON args objects of the given rows to a record's line
     args: Callable[[PieceBuilder, Int64Array], None]
@@ -132,10 +133,10 @@ def finding_spans(
             pid=pid[keep],
             tid=tid[keep],
             instant=np.zeros(int(keep.sum()), dtype=bool),
-            nesting=np.zeros(int(keep.sum()), dtype=np.int64),
+            nesting=np.zeros(int(keep.sum()), dtype=np.int8),
             name_index=np.arange(n, dtype=np.int64)[keep],
             names=json_strings(ids),
-            cat_index=np.zeros(int(keep.sum()), dtype=np.int64),
+            cat_index=np.zeros(int(keep.sum()), dtype=np.int8),
             cats=json_strings(["finding"]),
             args=args,
         )
@@ -196,10 +197,10 @@ def critical_path_slices(
             pid=pid[keep],
             tid=tid[keep],
             instant=np.zeros(keep.size, dtype=bool),
-            nesting=np.zeros(keep.size, dtype=np.int64),
+            nesting=np.zeros(keep.size, dtype=np.int8),
             name_index=label_codes[keep],
             names=json_strings(labels),
-            cat_index=np.zeros(keep.size, dtype=np.int64),
+            cat_index=np.zeros(keep.size, dtype=np.int8),
             cats=json_strings(["critical_path"]),
             args=args,
         )

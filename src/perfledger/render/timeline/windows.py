@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfledger.render.timeline.grouping import BoolArray, Int64Array
+from perfledger.render.timeline.grouping import BoolArray, Int64Array, row_type
+from perfledger.render.timeline.layout import RowArray
 from perfledger.render.timeline.records import CounterSeries, PreparedTimeline
 
 
@@ -53,16 +54,19 @@ class SpanIndex:
 class CounterIndex:
     """Counter samples by time, and each series' samples by time (for the carried values)."""
 
-    by_ts: Int64Array
+    by_ts: RowArray
     sorted_ts: Int64Array
-    by_series: Int64Array  # samples by (series, ts), stable
+    by_series: RowArray  # samples by (series, ts), stable
     series_ts: Int64Array  # ts in that order
     series_bounds: list[tuple[int, int]]  # each series' run in by_series, in series order
 
     @classmethod
     def of(cls, counters: CounterSeries) -> CounterIndex:
-        by_ts = np.argsort(counters.ts, kind="stable").astype(np.int64)
-        by_series = np.lexsort((counters.ts, counters.series)).astype(np.int64)
+        """The index of some samples; its rows in 32-bit integers where they fit (it is
+        kept while a rank's step files are written: millions of samples on a large trace)."""
+        index_type = row_type(counters.ts.size)
+        by_ts = np.argsort(counters.ts, kind="stable").astype(index_type)
+        by_series = np.lexsort((counters.ts, counters.series)).astype(index_type)
         series = counters.series[by_series]
         cuts = np.flatnonzero(series[1:] != series[:-1]) + 1
         starts = [0, *cuts.tolist()]
@@ -79,7 +83,7 @@ class CounterIndex:
         """Ascending rows of the samples with lo <= ts < hi."""
         first = int(np.searchsorted(self.sorted_ts, lo, side="left"))
         last = int(np.searchsorted(self.sorted_ts, hi, side="left"))
-        return np.sort(self.by_ts[first : max(first, last)])
+        return np.sort(self.by_ts[first : max(first, last)]).astype(np.int64)
 
     def carried(self, lo: int) -> Int64Array:
         """Per series (in series order), its last sample before ``lo``: the value it holds

@@ -18,11 +18,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.memory import drop_mapped_pages, release_freed_memory
+from perfledger.memory import drop_mapped_pages, dropping_mapped_pages, release_freed_memory
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render.timeline.file import TimelineFile, TimelineStats, overlaps
-from perfledger.render.timeline.grouping import Int64Array, distinct, int64
+from perfledger.render.timeline.grouping import blocks, distinct, int64, row_type
 from perfledger.render.timeline.records import (
     Placement,
     PreparedTimeline,
@@ -336,27 +336,32 @@ def _write_parts(
         for i in range(len(ranks)):
             part = load(i)
             last = i == len(ranks) - 1
-            placement = place_timeline(
-                part.events,
-                gaps=part.gaps,
-                counters=(
-                    counters.filter(pa.array(counter_owner == i))
-                    if counters is not None and counter_owner is not None
-                    else None
-                ),
-                findings=_findings_of(findings or (), owner, i),
-                process_names=process_names,
-                origin_ns=origin,
-                device_busy=True,
-                first_pid=first_pid,
-                first_tid=first_tid,
-                critical_path=part.critical_path,
-            )
+            # the passes over every row read the events' mapped pages: let go as they go
+            with dropping_mapped_pages(part.events):
+                placement = place_timeline(
+                    part.events,
+                    gaps=part.gaps,
+                    counters=(
+                        counters.filter(pa.array(counter_owner == i))
+                        if counters is not None and counter_owner is not None
+                        else None
+                    ),
+                    findings=_findings_of(findings or (), owner, i),
+                    process_names=process_names,
+                    origin_ns=origin,
+                    device_busy=True,
+                    first_pid=first_pid,
+                    first_tid=first_tid,
+                    critical_path=part.critical_path,
+                )
             first_pid += sum(1 for m in placement.metadata if m[4] == "process")
             first_tid += sum(1 for m in placement.metadata if m[4] == "thread")
-            groups = (
-                _file_groups(placement, part.events, files) if windowed else [(list(files), None)]
-            )
+            with dropping_mapped_pages(part.events):
+                groups = (
+                    _file_groups(placement, part.events, files)
+                    if windowed
+                    else [(list(files), None)]
+                )
             shared = _shared_index(placement, files) if windowed else None
             # the placement's passes over every row leave freed blocks the files do not reuse
             release_freed_memory()
@@ -390,15 +395,14 @@ GROUP_ROWS: Final = 250_000
 
 def _file_groups(
     placement: Placement, events: pa.Table, files: Sequence[TimelineFile]
-) -> list[tuple[list[TimelineFile], Int64Array]]:
+) -> list[tuple[list[TimelineFile], npt.NDArray[np.signedinteger]]]:
     """The files (all with a window) in groups of neighbouring windows, each with the event
     rows that overlap the hull of its windows: every record of a group's files is among
     them. A group holds at most :data:`GROUP_ROWS` rows, and at least as many files as
-    are written side by side (:data:`STEP_WRITERS`) when there are that many."""
-    start = int64(events, "start_ns")
-    dur = int64(events, "dur_ns")
-    end = start + dur
-    placed = placement.row_thread >= 0
+    are written side by side (:data:`STEP_WRITERS`) when there are that many.
+
+    The rows are read a block at a time (:func:`blocks`), and a group's rows kept in 32-bit
+    integers where they fit."""
     by_time = sorted(files, key=lambda f: _window_of(f))
     # rows starting in each window: a cheap measure of what it holds (counted against the
     # windows' sorted edges, not by sorting the rows)
@@ -406,9 +410,13 @@ def _file_groups(
     window_hi = np.array([_window_of(f)[1] for f in by_time], dtype=np.int64)
     edges = np.unique(np.concatenate([window_lo, window_hi]))
     # starting before each edge: the rows whose start lies below it
-    before_edge = np.cumsum(
-        np.bincount(np.searchsorted(edges, start, side="right"), minlength=edges.size + 1)
-    )
+    starting = np.zeros(edges.size + 1, dtype=np.int64)
+    for _, block in blocks(events):
+        starting += np.bincount(
+            np.searchsorted(edges, int64(block, "start_ns"), side="right"),
+            minlength=edges.size + 1,
+        )
+    before_edge = np.cumsum(starting)
     near = (
         before_edge[np.searchsorted(edges, window_hi)]
         - before_edge[np.searchsorted(edges, window_lo)]
@@ -422,12 +430,24 @@ def _file_groups(
         else:
             groups.append([f])
             held = rows
-    out: list[tuple[list[TimelineFile], Int64Array]] = []
-    for group in groups:
-        lo = min(_window_of(f)[0] for f in group)
-        hi = max(_window_of(f)[1] for f in group)
-        out.append((group, np.flatnonzero(overlaps(start, dur, lo, hi, end) & placed)))
-    return out
+    hulls = [
+        (min(_window_of(f)[0] for f in group), max(_window_of(f)[1] for f in group))
+        for group in groups
+    ]
+    index_type = row_type(events.num_rows)
+    pieces: list[list[npt.NDArray[np.signedinteger]]] = [[] for _ in groups]
+    for low, block in blocks(events):
+        start = int64(block, "start_ns")
+        dur = int64(block, "dur_ns")
+        end = start + dur
+        placed = placement.row_thread[low : low + block.num_rows] >= 0
+        for (lo, hi), rows in zip(hulls, pieces, strict=True):
+            at = np.flatnonzero(overlaps(start, dur, lo, hi, end) & placed) + low
+            rows.append(at.astype(index_type))
+    return [
+        (group, np.concatenate(rows) if rows else np.zeros(0, dtype=index_type))
+        for group, rows in zip(groups, pieces, strict=True)
+    ]
 
 
 def _window_of(f: TimelineFile) -> tuple[int, int]:
