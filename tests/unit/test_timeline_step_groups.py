@@ -16,6 +16,7 @@ import pytest
 from perfledger.model.accounts import StepWindow
 from perfledger.render import timeline
 from perfledger.render.timeline import writer
+from perfledger.render.timeline.file import TimelineFile
 from perfledger.render.timeline.layout import MAX_LANES
 from tests.synth import EventsBuilder, gaps_table
 
@@ -200,3 +201,34 @@ def test_a_preparation_of_rows_holds_no_row_left_out() -> None:
     assert placement.dropped == STAIRCASE - MAX_LANES
     with pytest.raises(ValueError, match="left out"):
         timeline.prepare_rows(placement, events, pa.array([left_out]).to_numpy())
+
+
+def test_step_files_closed_as_written_go_when_a_later_group_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # groups of one step: the first steps' files are closed before the third group fails
+    calls: list[int] = []
+    prepare_rows = writer.prepare_rows
+
+    def failing(placement: Any, events: pa.Table, rows: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("disk full")
+        return prepare_rows(placement, events, rows)
+
+    monkeypatch.setattr(writer, "prepare_rows", failing)
+    with pytest.raises(RuntimeError, match="disk full"):
+        _grouped(tmp_path / "out", [0], monkeypatch, group_rows=1, cap=None)
+    assert len(calls) == 3
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_closed_timeline_file_closes_again_to_the_same_figures(tmp_path: Path) -> None:
+    events = _rank_events(0)
+    origin = pc.min(events["start_ns"]).as_py()
+    out = TimelineFile(tmp_path / "t.json.gz", origin=origin, window=None, max_events=None)
+    out.add(timeline.prepare_timeline(events, origin_ns=origin))
+    first = out.close()
+    written = out.path.read_bytes()
+    assert out.close() == first
+    assert out.path.read_bytes() == written

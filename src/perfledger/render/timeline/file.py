@@ -159,6 +159,7 @@ class TimelineFile:
         self._deflate = Deflate() if self._gzip else None
         self._pending = '{"traceEvents":[\n'  # written with the first part's metadata
         self._empty = True  # no record yet: the next one has no leading ",\n"
+        self._closed: TimelineStats | None = None  # the figures, once closed
         path.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = temporary_name(path)
         try:
@@ -385,7 +386,10 @@ class TimelineFile:
         )
 
     def close(self) -> TimelineStats:
-        """Write otherData and end the file; rename it into place."""
+        """Write otherData and end the file; rename it into place. Closing it again gives the
+        same figures and writes nothing."""
+        if self._closed is not None:
+            return self._closed
         parts = self.parts
         cuts = [p.truncated_at_ns for p in parts if p.truncated_at_ns is not None]
         stats = TimelineStats(
@@ -439,12 +443,18 @@ class TimelineFile:
         except BaseException:
             self.abort()
             raise
+        self._deflate = None
+        self._closed = stats
         return stats
 
     def abort(self) -> None:
-        """Leave nothing behind (an interrupted file must not look whole)."""
+        """Leave nothing behind (an interrupted file must not look whole), not even the file
+        when it was closed already: the files of a failed write go together."""
         self._deflate = None
         self._tmp.unlink(missing_ok=True)
+        if self._closed is not None:
+            self.path.unlink(missing_ok=True)
+            self._closed = None
 
 
 # Pids and tids are small synthetic numbers: the distinct ones are found by counting them

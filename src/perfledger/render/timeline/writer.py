@@ -6,8 +6,9 @@ prepared and written one rank at a time (see the package doc).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,7 +322,8 @@ def _write_parts(
     process_names: Mapping[int, str] | None,
     origin: int,
 ) -> None:
-    """Prepare each rank's part in turn, add it to every file, let it go.
+    """Prepare each rank's part in turn, add it to every file, let it go; a file is closed
+    as soon as the last part is in it.
 
     When every file has a window (step slices, no whole timeline), a rank's events are
     prepared a group of files at a time, only the rows near the group's windows
@@ -336,16 +338,14 @@ def _write_parts(
         for i in range(len(ranks)):
             part = load(i)
             last = i == len(ranks) - 1
-            # the passes over every row read the events' mapped pages: let go as they go
-            with dropping_mapped_pages(part.events):
+            # the passes over every row read the mapped pages of the events (and of the gaps
+            # and counters, when mapped too): let go as they go
+            mapped = (part.events, part.gaps, counters)
+            with _dropping_pages(mapped):
                 placement = place_timeline(
                     part.events,
                     gaps=part.gaps,
-                    counters=(
-                        counters.filter(pa.array(counter_owner == i))
-                        if counters is not None and counter_owner is not None
-                        else None
-                    ),
+                    counters=_counters_of(counters, counter_owner, i),
                     findings=_findings_of(findings or (), owner, i),
                     process_names=process_names,
                     origin_ns=origin,
@@ -356,7 +356,7 @@ def _write_parts(
                 )
             first_pid += sum(1 for m in placement.metadata if m[4] == "process")
             first_tid += sum(1 for m in placement.metadata if m[4] == "thread")
-            with dropping_mapped_pages(part.events):
+            with _dropping_pages(mapped):
                 groups = (
                     _file_groups(placement, part.events, files)
                     if windowed
@@ -365,7 +365,8 @@ def _write_parts(
             shared = _shared_index(placement, files) if windowed else None
             # the placement's passes over every row leave freed blocks the files do not reuse
             release_freed_memory()
-            for group, rows in groups:
+            while groups:  # each group's rows let go once it is written
+                group, rows = groups.pop(0)
                 prepared = (
                     prepare_rows(placement, part.events, rows)
                     if rows is not None
@@ -379,12 +380,32 @@ def _write_parts(
                 ]
                 for future in done:
                     future.result()
-                del prepared, done, index
+                if last:  # each file's compressor (~270 KB of zlib state) let go now
+                    for f in group:
+                        f.close()
+                del prepared, done, index, rows
                 release_freed_memory()
-                # the pages of the events' mapped files read for the group (args, times)
-                drop_mapped_pages(part.events)
-            del placement, part, groups, shared
+                # the pages of the mapped files read for the group (args, times, counters)
+                _drop_pages(mapped)
+            del placement, part, groups, shared, mapped
             release_freed_memory()
+
+
+def _drop_pages(tables: Sequence[pa.Table | None]) -> None:
+    """:func:`drop_mapped_pages` of each table given."""
+    for table in tables:
+        if table is not None:
+            drop_mapped_pages(table)
+
+
+@contextlib.contextmanager
+def _dropping_pages(tables: Sequence[pa.Table | None]) -> Iterator[None]:
+    """:func:`dropping_mapped_pages` of each table given, while the block runs."""
+    with contextlib.ExitStack() as stack:
+        for table in tables:
+            if table is not None:
+                stack.enter_context(dropping_mapped_pages(table))
+        yield
 
 
 # The event rows a group of step files is prepared from, at most (unless one file's window
@@ -539,6 +560,17 @@ def _counter_owners(
     for r in distinct(rank).tolist():
         owners[rank == r] = owner(int(r))
     return owners
+
+
+def _counters_of(
+    counters: pa.Table | None, owners: npt.NDArray[np.int32] | None, part: int
+) -> pa.Table | None:
+    """The counter rows of ``part`` (:func:`_counter_owners`): the table itself when they are
+    all its rows (one rank), not a copy of it."""
+    if counters is None or owners is None:
+        return None
+    mine = owners == part
+    return counters if bool(mine.all()) else counters.filter(pa.array(mine))
 
 
 def _findings_of(
