@@ -33,6 +33,8 @@ def encode(
     """
     if isinstance(values, np.ndarray):
         values = pa.array(values, type=pa.string(), from_pandas=True)
+    if pa.types.is_dictionary(values.type):
+        return _encode_codes(values)
     if isinstance(values, pa.ChunkedArray):
         # a chunked column of one chunk is that chunk: joining would copy the (long) names
         values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
@@ -40,6 +42,53 @@ def encode(
     codes = np.asarray(encoded.indices.fill_null(0), dtype=np.int64)
     distinct = np.array([str(v) for v in encoded.dictionary.to_pylist()] or [""], dtype=str)
     return codes, distinct
+
+
+def _encode_codes(
+    values: pa.Array | pa.ChunkedArray,
+) -> tuple[IntArray, npt.NDArray[np.str_]]:
+    """:func:`encode` of a dictionary column, from its codes (the texts are not decoded row
+    by row): the same codes, numbered by first appearance, and distinct values."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    texts: dict[str | None, int] = {}  # each distinct text (or null) -> its key
+    keys = []
+    for chunk in chunks:  # a loop over chunks
+        key_of = np.asarray(
+            [texts.setdefault(v, len(texts)) for v in chunk.dictionary.to_pylist()] or [0],
+            dtype=np.int64,
+        )
+        indices = chunk.indices
+        key = key_of[np.asarray(indices.fill_null(0), dtype=np.int64)]
+        if indices.null_count:
+            key[~np.asarray(indices.is_valid(), dtype=bool)] = texts.setdefault(None, len(texts))
+        keys.append(key)
+    key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+    # dense codes in the order each text first appears, as dictionary_encode numbers them
+    present, first = np.unique(key, return_index=True)
+    by_first = np.argsort(first)
+    code_of = np.zeros(len(texts) or 1, dtype=np.int64)
+    code_of[present[by_first]] = np.arange(present.size)
+    text_of = list(texts)
+    distinct = [str(text_of[k]) for k in present[by_first].tolist()]
+    return code_of[key], np.array(distinct or [""], dtype=str)
+
+
+def coalesce_text(*values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``pc.coalesce`` of string columns as text, where some are dictionary columns (the
+    tasks' names): each later column is read, and decoded, only at the rows still null."""
+    result = values[0]
+    if isinstance(result, pa.ChunkedArray):
+        result = result.combine_chunks()
+    result = pc.cast(result, pa.string())
+    for column in values[1:]:
+        missing = np.flatnonzero(~np.asarray(result.is_valid(), dtype=bool))
+        if missing.size == 0:
+            break
+        chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+        # taken chunk by chunk (the chunks' dictionaries are not joined), then decoded
+        filled = pc.cast(columns.take(chunked, missing), pa.string()).combine_chunks()
+        result = pc.replace_with_mask(result, pc.is_null(result), filled)
+    return result
 
 
 def group_ids(parts: Sequence[IntArray], size: int) -> IntArray:

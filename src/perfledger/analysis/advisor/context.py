@@ -46,7 +46,8 @@ TASKS_SCHEMA: Final = pa.schema(
         pa.field("stream", pa.int64()),
         pa.field("step", pa.int32()),
         pa.field("kind", pa.string()),
-        pa.field("name", pa.string()),
+        # codes into the tasks' distinct names: a few dozen kernel names, not a text per task
+        pa.field("name", pa.dictionary(pa.int32(), pa.string())),
         pa.field("start_ns", pa.int64()),
         pa.field("dur_ns", pa.int64()),
         pa.field("bytes", pa.int64()),
@@ -370,6 +371,9 @@ def device_tasks(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
     if events.num_rows == 0 or not columns.isin(events, "kind", schema.DEVICE_TASK_KINDS).any():
         return TASKS_SCHEMA.empty_table()
     frame = link_device_tasks(events) if linked is None else linked
+    coded = pa.types.is_dictionary(events.schema.field("name").type)
+    if coded:  # the names come from the events' codes: the frame's texts are not taken
+        frame = frame.drop_columns(["name"])
     order = np.lexsort(
         tuple(
             np.asarray(frame[name], dtype=np.int64)
@@ -392,7 +396,7 @@ def device_tasks(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
             "stream": frame["stream"],
             "step": frame["step"],
             "kind": frame["kind"],
-            "name": frame["name"],
+            "name": names_at(events, rows) if coded else pc.dictionary_encode(frame["name"]),
             "start_ns": frame["start_ns"],
             "dur_ns": frame["dur_ns"],
             "bytes": frame["bytes"],
@@ -408,6 +412,35 @@ def device_tasks(events: pa.Table, linked: pa.Table | None = None) -> pa.Table:
         }
     ).cast(TASKS_SCHEMA)
     return tasks
+
+
+def names_at(events: pa.Table, rows: IntArray) -> pa.DictionaryArray:
+    """The events' (dictionary) names at ``rows`` as codes into their distinct names, in
+    the order the chunks' dictionaries first give them: a kernel name per device task as
+    its text would be over a hundred MB on a large trace."""
+    names: dict[str | None, int] = {}
+    codes = np.zeros(rows.size, dtype=np.int32)
+    valid = np.ones(rows.size, dtype=bool)
+    offset = 0
+    for chunk in events.column("name").chunks:  # a loop over chunks
+        size = len(chunk)
+        here = np.flatnonzero((rows >= offset) & (rows < offset + size))
+        if here.size:
+            local = rows[here] - offset
+            indices = chunk.indices
+            if indices.null_count:
+                valid[here] = np.asarray(indices.is_valid(), dtype=bool)[local]
+                indices = indices.fill_null(0)
+            code_of = np.asarray(
+                [names.setdefault(v, len(names)) for v in chunk.dictionary.to_pylist()] or [0],
+                dtype=np.int32,
+            )
+            codes[here] = code_of[indices.to_numpy(zero_copy_only=False)[local]]
+        offset += size
+    return pa.DictionaryArray.from_arrays(
+        pa.array(codes, pa.int32(), mask=None if valid.all() else ~valid),
+        pa.array(list(names), pa.string()),
+    )
 
 
 def thread_ids(events: pa.Table, rows: IntArray) -> IntArray:

@@ -22,7 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
-from perfledger.analysis.advisor.common import encode, group_ids, offender, spans_of
+from perfledger.analysis.advisor.common import (
+    coalesce_text,
+    encode,
+    group_ids,
+    offender,
+    spans_of,
+)
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.roofline.estimates import estimate_table
 from perfledger.analysis.roofline.families import ATTENTION, CONV, MATMUL, op_family
@@ -47,7 +53,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     n = tasks.num_rows
     kind = ctx.task_kind
     op_type = ctx.task_op_types
-    label = pc.coalesce(op_type, tasks["op_name"], tasks["name"])
+    label = coalesce_text(op_type, tasks["op_name"], tasks["name"])
     label_id, labels = encode(label)
     ascend_label = np.zeros(labels.size, dtype=bool)
     ascend_label[label_id[np.asarray(op_type.is_valid(), dtype=bool)]] = True

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import offender, spans_of
@@ -43,7 +44,9 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     share = pct(exposed, busy)
 
     rows = np.flatnonzero(is_copy)
-    names = tasks["name"].take(pa.array(rows, pa.int64())).to_numpy(zero_copy_only=False)
+    names = pc.cast(tasks["name"].take(pa.array(rows, pa.int64())), pa.string()).to_numpy(
+        zero_copy_only=False
+    )
     names = names.astype(str)
     distinct, index = np.unique(names, return_inverse=True)
     direction = np.array([copy_direction(n) for n in distinct], dtype=object)[index]

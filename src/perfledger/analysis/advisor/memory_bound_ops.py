@@ -130,6 +130,8 @@ def operator_units(ctx: AdvisorContext) -> pa.Table:
     # only the columns the query reads, of the kernels only: its CTEs select * and may be
     # materialised
     kernels = tasks.select(used).take(take)
+    index = kernels.schema.get_field_index("name")  # the names as text for the query
+    kernels = kernels.set_column(index, "name", pc.cast(kernels["name"], pa.string()))
     kernels = kernels.append_column(
         "args", pa.array(args[positions], pa.string(), from_pandas=True)
     )
@@ -198,7 +200,7 @@ def _launching_operators(tasks: pa.Table, positions: np.ndarray) -> pa.Table:
     def either(mine: str, operators: str) -> pa.Array:
         # each column taken only where it is the one read: taking both whole and choosing
         # would copy every kernel name of the units launched by an operator for nothing
-        own = tasks[mine].take(pa.array(at, pa.int64(), mask=~alone))
+        own = pc.cast(tasks[mine].take(pa.array(at, pa.int64(), mask=~alone)), pa.string())
         launching = tasks[operators].take(pa.array(at, pa.int64(), mask=alone))
         return pc.coalesce(own, launching)
 

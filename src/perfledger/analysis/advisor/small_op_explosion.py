@@ -12,11 +12,16 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
-import pyarrow.compute as pc
 
 from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
-from perfledger.analysis.advisor.common import distinct_rows, encode, offender, spans_of
+from perfledger.analysis.advisor.common import (
+    coalesce_text,
+    distinct_rows,
+    encode,
+    offender,
+    spans_of,
+)
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.model import schema
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
@@ -59,7 +64,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         launch_row = launch_row[columns.isin(events, "kind", [schema.RUNTIME])[launch_row]]
     launch_ns = int(columns.int64(events, "dur_ns")[launch_row].sum())
     wall = ctx.basis.wall_ns
-    label_code, names = encode(pc.coalesce(tasks["op_name"], tasks["name"]))
+    label_code, names = encode(coalesce_text(tasks["op_name"], tasks["name"]))
     short_code = label_code[short]
     counts = np.bincount(short_code, minlength=names.size)
     totals = np.zeros(names.size, dtype=np.int64)
