@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -40,3 +41,54 @@ def test_take_rows_keeps_dictionary_columns_and_reads_only_the_named_columns() -
     assert taken.column("name").to_pylist() == ["b", "a", "b"]
     assert taken.column("start_ns").to_pylist() == [20, 30, 50]
     assert columns.take_rows(table, np.zeros(0, np.int64), ["args"]).num_rows == 0
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=12),
+    st.integers(0, 3),
+    st.data(),
+)
+def test_strings_at_gives_what_take_gives(
+    values: list[str | None], start: int, data: st.DataObject
+) -> None:
+    array = pa.array(values, pa.string()).slice(min(start, len(values)))
+    picked = data.draw(st.lists(st.integers(-1, len(array) - 1), max_size=40)) if len(array) else []
+    rows = np.array(picked or [-1], dtype=np.int64)[: len(picked)]
+    expected = array.take(pa.array(rows, pa.int64(), mask=rows < 0))
+    # batches of one row and of many: the text is filled batch by batch
+    for batch in (1, 1 << 14):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(columns, "_STRINGS_BATCH", batch)
+            taken = columns.strings_at(array, rows)
+        taken.validate(full=True)
+        assert taken.type == pa.string()
+        assert taken.to_pylist() == expected.to_pylist()
+        assert taken.null_count == expected.null_count
+
+
+def test_strings_at_of_long_names_keeps_their_order() -> None:
+    names = pa.array([f"kernel_{i}_" + "x" * (100 + i) for i in range(50)])
+    rows = np.arange(1000, dtype=np.int64) * 7 % 50
+    taken = columns.strings_at(names, rows)
+    assert taken.equals(names.take(pa.array(rows)))
+    assert taken.null_count == 0
+
+
+@given(
+    st.lists(st.lists(st.one_of(st.none(), st.text(max_size=4)), max_size=6), max_size=5),
+    st.data(),
+)
+def test_take_paged_gives_what_take_gives(
+    chunks: list[list[str | None]], data: st.DataObject
+) -> None:
+    column = pa.chunked_array([pa.array(c, pa.string()) for c in chunks], pa.string())
+    values = [v for c in chunks for v in c]
+    rows = sorted(data.draw(st.sets(st.integers(0, max(len(values) - 1, 0)))) if values else [])
+    wanted = np.array(rows, dtype=np.int64)
+    # batches of one and two rows: the rows of a batch may span chunks
+    for batch in (1, 2):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(columns, "_PAGED_ROWS", batch)
+            taken = columns.take_paged(column, wanted)
+        assert taken.type == pa.string()
+        assert taken.to_pylist() == columns.take(column, wanted).to_pylist()

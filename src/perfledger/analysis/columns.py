@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis.intervals import Int64Array
+from perfledger.memory import drop_mapped_pages
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -153,3 +154,72 @@ def pair_order(keys: Int64Array, names: Int64Array) -> Int64Array:
         # runs of one key stay where they are: each is sorted within itself
         order[at] = rows[np.lexsort((rows, names[rows], keys[rows]))]
     return np.asarray(order, dtype=np.int64)
+
+
+# Values gathered and copied into the result at a time by strings_at.
+_STRINGS_BATCH: Final = 1 << 14
+
+
+def strings_at(values: pa.Array, picked: Int64Array) -> pa.Array:
+    """``values.take(picked)`` of a string array (null where ``picked`` is -1), the result's
+    text allocated once at its size.
+
+    Arrow's take grows the text of its result by doubling it, a copy each time: on the way it
+    holds up to three times the result (the long kernel names of a million tasks: hundreds
+    of MB). Here the result's offsets are summed first, then its text filled a batch of takes
+    at a time. Text beyond 32-bit offsets is left to Arrow's take.
+    """
+    picked = np.asarray(picked, dtype=np.int64)
+    if not pa.types.is_string(values.type) or picked.size == 0:
+        return values.take(pa.array(picked, pa.int64(), mask=picked < 0))
+    starts = np.frombuffer(values.buffers()[1], dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ].astype(np.int64)
+    valid = picked >= 0
+    if values.null_count:
+        valid[valid] = np.asarray(values.is_valid(), dtype=bool)[picked[valid]]
+    lengths = np.where(valid, np.diff(starts)[np.maximum(picked, 0)], 0)
+    offsets = np.zeros(picked.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    del lengths
+    total = int(offsets[-1])
+    if total > np.iinfo(np.int32).max:
+        return values.take(pa.array(picked, pa.int64(), mask=picked < 0))
+    text = np.empty(total, dtype=np.uint8)
+    for at in range(0, picked.size, _STRINGS_BATCH):
+        part = picked[at : at + _STRINGS_BATCH]
+        taken = values.take(pa.array(part, pa.int64(), mask=~valid[at : at + _STRINGS_BATCH]))
+        low, high = int(offsets[at]), int(offsets[at + part.size])
+        if high > low:
+            first = int(np.frombuffer(taken.buffers()[1], dtype=np.int32)[taken.offset])
+            data = np.frombuffer(taken.buffers()[2], dtype=np.uint8)
+            text[low:high] = data[first : first + high - low]
+    nulls = int(picked.size - np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(
+        pa.string(),
+        picked.size,
+        [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text)],
+        null_count=nulls,
+    )
+
+
+# Rows taken between two hand-backs of a mapped column's pages by take_paged.
+_PAGED_ROWS: Final = 1 << 13
+
+
+def take_paged(column: pa.ChunkedArray, rows: Int64Array) -> pa.ChunkedArray:
+    """:func:`take` of ascending ``rows``, a batch of rows at a time, the pages read of a
+    memory-mapped column let go after each batch (:func:`perfledger.memory.drop_mapped_pages`;
+    the rows taken are copies).
+
+    Rows far apart (the args of the copies or of the collectives, one row in tens) keep a
+    page of the file each: taken at once, most of the column's pages (hundreds of MB of args)
+    would stay in memory until the pass ends.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    parts: list[pa.Array] = []
+    for at in range(0, rows.size, _PAGED_ROWS):
+        parts.extend(take(column, rows[at : at + _PAGED_ROWS]).chunks)
+        drop_mapped_pages(column)
+    return pa.chunked_array(parts, type=column.type)

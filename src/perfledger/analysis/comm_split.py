@@ -121,7 +121,9 @@ def comm_split(
         empty = np.zeros(0, dtype=np.int64)
         return CommSplit(empty, empty, (), (), empty, empty)
     # the columns read, at the tasks' rows only (a take of the table copies every column)
-    taken = columns.take_rows(events, rows, ["dur_ns", "name", "bytes", "args"])
+    taken = columns.take_rows(events, rows, ["dur_ns", "name", "bytes"])
+    # the args a page apart: their pages let go as they are read
+    taken = taken.append_column("args", columns.take_paged(events.column("args"), rows))
     dur_ns = columns.int64(taken, "dur_ns")
     # the loop reads Python values: a numpy scalar costs more than the arithmetic done on it
     dur = dur_ns.tolist()

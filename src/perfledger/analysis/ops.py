@@ -56,8 +56,8 @@ sorted by total_ns descending, then name and kind:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final, NamedTuple
 
 import duckdb
 import numpy as np
@@ -65,8 +65,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis.columns import strings_at
 from perfledger.analysis.nesting import innermost_enclosing, operator_nesting, self_time
-from perfledger.memory import release_freed_memory
+from perfledger.memory import drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
 from perfledger.model.tables import (
     API_STATISTIC_SCHEMA,
@@ -191,24 +192,41 @@ def kernel_details(events: pa.Table, linked: pa.Table | None = None) -> pa.Table
     # time, their launch configuration put in the tasks' order afterwards: small columns
     # instead of the documents.
     wanted, position = _row_order(row)
-    column = events.column("args")
-    config = _launch_config_of(
-        _take_sorted(column, wanted[at : at + _BATCH]) for at in range(0, wanted.size, _BATCH)
-    )
+    config = _launch_config_of(_args_batches(events.column("args"), wanted))
     del wanted
     at = pa.array(position, pa.int64())
     columns = {name: values.take(at) for name, values in config.items()}
     del config
-    taken = linked.select(
-        [name for name in KERNEL_DETAILS_SCHEMA.names if name in linked.column_names]
-    ).take(pa.array(keep, pa.int64()))
-    columns.update({name: taken[name] for name in taken.column_names})
+    columns.update(
+        {
+            name: _column_at(linked[name], keep)
+            for name in KERNEL_DETAILS_SCHEMA.names
+            if name in linked.column_names
+        }
+    )
     details = pa.table({name: columns[name] for name in KERNEL_DETAILS_SCHEMA.names}).cast(
         KERNEL_DETAILS_SCHEMA
     )
-    del columns, taken
+    del columns
     release_freed_memory()
     return details
+
+
+def _column_at(column: pa.ChunkedArray, rows: IntArray) -> pa.Array | pa.ChunkedArray:
+    """``column`` at ``rows``; a string column's text allocated once (:func:`strings_at`)."""
+    if column.num_chunks == 1 and pa.types.is_string(column.type):
+        return strings_at(column.chunk(0), rows)
+    return column.take(pa.array(rows, pa.int64()))
+
+
+def _args_batches(column: pa.ChunkedArray, wanted: IntArray) -> Iterator[pa.Array]:
+    """The documents of ``column`` at ascending ``wanted`` rows, :data:`_BATCH` at a time; the
+    pages read of a memory-mapped column let go after each batch (the batch is a copy): the
+    documents' pages (half the events table) do not pile up while their configurations are
+    parsed."""
+    for at in range(0, wanted.size, _BATCH):
+        yield _take_sorted(column, wanted[at : at + _BATCH])
+        drop_mapped_pages(column)
 
 
 def launch_config(args: pa.Array) -> dict[str, pa.Array]:
@@ -420,7 +438,7 @@ def take_rows(column: pa.ChunkedArray, rows: IntArray) -> pa.Array:
         picked = np.full(rows.size, -1, dtype=np.int64)
         asked = rows >= 0
         picked[asked] = codes[rows[asked]]
-        return chunk.dictionary.take(pa.array(picked, mask=picked < 0))
+        return strings_at(chunk.dictionary, picked)
     found, position = _take_in_row_order(column, rows)
     return found.take(pa.array(position, mask=position < 0))
 
@@ -497,6 +515,69 @@ def link_device_tasks(events: pa.Table) -> pa.Table:
 
 def _linked_table(events: pa.Table) -> pa.Table:
     """The linking of :func:`link_device_tasks`; its temporaries are freed on return.
+
+    The linkage's arrays are made and freed first (:func:`_link_rows`), then the tasks' own
+    columns gathered at their rows while the pages the linkage read of a memory-mapped events
+    table are in memory; those pages are let go before the names are taken (from the
+    dictionaries, in the heap): the names' copies do not stack on the linkage's temporaries
+    and the mapped columns' pages.
+    """
+    link = _link_rows(events)
+    rows_np = link.row
+    own = {
+        name: _gathered(events, name, rows_np)
+        for name in ("rank", "device", "stream", "step", "start_ns", "dur_ns", "bytes")
+    }
+    drop_mapped_pages(events)
+    op_row = link.op_row
+    return pa.table(
+        {
+            "rank": own["rank"],
+            "device": own["device"],
+            "stream": own["stream"],
+            "step": own["step"],
+            "kind": _string_take(events, "kind", rows_np),
+            "name": _string_take(events, "name", rows_np),
+            "start_ns": own["start_ns"],
+            "dur_ns": own["dur_ns"],
+            "wait_ns": pa.array(link.wait_ns, pa.int64()),
+            "host_op": _string_take(events, "name", op_row),
+            "launch_ns": pa.array(link.launch_ns, pa.int64()),
+            "bytes": own["bytes"],
+            "shapes": _string_take(events, "shapes", op_row),
+            "dtypes": _string_take(events, "dtypes", op_row),
+            "row": pa.array(rows_np, pa.int64()),
+            "launch_row": pa.array(link.launch_row, pa.int64()),
+            "launch_dur_ns": pa.array(link.launch_dur_ns, pa.int64()),
+            "op_row": pa.array(op_row, pa.int64()),
+            # the id link named another operator than the one the launch call lies in
+            "relinked": pa.array(link.relinked, pa.bool_()),
+        }
+    )
+
+
+def _gathered(events: pa.Table, name: str, rows: IntArray) -> pa.Array:
+    """``events[name]`` at ``rows`` (all valid), in the column's own type."""
+    column = events[name]
+    if column.null_count:
+        return column.take(pa.array(rows, pa.int64())).combine_chunks()
+    return pa.array(_native_column(events, name)[rows], column.type)
+
+
+class _Links(NamedTuple):
+    """Per device task, in op_summary's order (rows of the events; -1: none)."""
+
+    row: IntArray  # the task's own
+    launch_row: IntArray  # the call that launched it
+    op_row: IntArray  # the host op that issued it
+    wait_ns: IntArray
+    launch_ns: IntArray
+    launch_dur_ns: IntArray
+    relinked: BoolArray  # the id link named another operator than the launch call lies in
+
+
+def _link_rows(events: pa.Table) -> _Links:
+    """The device tasks' links (:class:`_Links`) of :func:`link_device_tasks`.
 
     Whole columns are read in place (a view where the column is one chunk) and copied only at
     the rows of operators, launch calls and tasks: no array as long as the events is made.
@@ -600,32 +681,14 @@ def _linked_table(events: pa.Table) -> pa.Table:
     )
     order = np.lexsort((task_rows, task_stream, task_device, task_start, task_rank))
     del task_device, task_stream, task_start, task_rank
-    rows_np = task_rows[order]
-    op_row = op_row[order]
-    rows = pa.array(rows_np, pa.int64())
-    return pa.table(
-        {
-            "rank": events["rank"].take(rows),
-            "device": events["device"].take(rows),
-            "stream": events["stream"].take(rows),
-            "step": events["step"].take(rows),
-            "kind": _string_take(events, "kind", rows_np),
-            "name": _string_take(events, "name", rows_np),
-            "start_ns": events["start_ns"].take(rows),
-            "dur_ns": events["dur_ns"].take(rows),
-            "wait_ns": pa.array(wait_ns[order], pa.int64()),
-            "host_op": _string_take(events, "name", op_row),
-            "launch_ns": pa.array(launch_ns[order], pa.int64()),
-            "bytes": events["bytes"].take(rows),
-            "shapes": _string_take(events, "shapes", op_row),
-            "dtypes": _string_take(events, "dtypes", op_row),
-            "row": rows,
-            "launch_row": pa.array(launch_row[order], pa.int64()),
-            "launch_dur_ns": pa.array(launch_dur_ns[order], pa.int64()),
-            "op_row": pa.array(op_row, pa.int64()),
-            # the id link named another operator than the one the launch call lies in
-            "relinked": pa.array(relinked[order], pa.bool_()),
-        }
+    return _Links(
+        row=task_rows[order],
+        launch_row=launch_row[order],
+        op_row=op_row[order],
+        wait_ns=wait_ns[order],
+        launch_ns=launch_ns[order],
+        launch_dur_ns=launch_dur_ns[order],
+        relinked=relinked[order],
     )
 
 

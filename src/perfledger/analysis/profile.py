@@ -68,11 +68,21 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     split = comm_split(
         events, peer_link_gbps(device_from_meta(trace.meta)), _group_size(trace), launches=launches
     )
+    drop_mapped_pages(events)
     accounting = device_accounting(
         events, plan.windows, launches, split.wait_by_row(events.num_rows)
     )
     drop_mapped_pages(events)
     links = ops.link_device_tasks(events)
+    drop_mapped_pages(events)
+    quality = (
+        *trace.quality,
+        *repairs,
+        *plan.checks,
+        *rank_checks(events, plan.windows, accounting, where=where, launches=launches),
+        *relinked_tasks(links, where=where),
+    )
+    annotated = len(step_annotations(events))
     drop_mapped_pages(events)
     return RankAnalysis(
         # its events with the steps assigned, as a profile's merged ranks have them: the
@@ -81,14 +91,8 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
         events=events,
         windows=plan.windows,
         accounting=accounting,
-        annotated_steps=len(step_annotations(events)),
-        quality=(
-            *trace.quality,
-            *repairs,
-            *plan.checks,
-            *rank_checks(events, plan.windows, accounting, where=where, launches=launches),
-            *relinked_tasks(links, where=where),
-        ),
+        annotated_steps=annotated,
+        quality=quality,
         device_links=links,
         comm=split,
     )
@@ -292,6 +296,10 @@ def profile_of(
     drop_mapped_pages(events)
     apis = ops.api_statistic(events)
     drop_mapped_pages(events)
+    communication_table = profile_communication(ranks)
+    drop_mapped_pages(events)
+    worst = gap_report(gaps, events)
+    drop_mapped_pages(events)
     return ProfileAnalysis(
         ranks=ranks,
         events=events,
@@ -304,8 +312,8 @@ def profile_of(
         api_statistic=apis,
         device_links=linked,
         transfers=transfers(events) if spellings is None else transfers_from_spellings([spellings]),
-        communication=profile_communication(ranks),
-        gap_report=gap_report(gaps, events),
+        communication=communication_table,
+        gap_report=worst,
         timings={
             "accounting_s": accounted - started,
             "operators_s": time.perf_counter() - accounted,

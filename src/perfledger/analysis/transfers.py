@@ -85,7 +85,9 @@ def copy_spellings(events: pa.Table) -> pa.Table:
     # only the columns used, at the copies' rows only (a filter of the table would copy
     # every column it is given, and join the chunks of the args first)
     rows = np.flatnonzero(columns.isin(events, "kind", [schema.MEMCPY]))
-    copies = columns.take_rows(events, rows, ["name", "args", "dur_ns", "bytes"])
+    copies = columns.take_rows(events, rows, ["name", "dur_ns", "bytes"])
+    # the args a page apart: their pages let go as they are read
+    copies = copies.append_column("args", columns.take_paged(events.column("args"), rows))
     copies = pa.table(
         {
             "name": pc.cast(copies["name"], pa.string()),

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.memory import drop_mapped_pages
 from perfledger.model import schema
 from perfledger.model.cluster import (
     COLLECTIVES_SCHEMA,
@@ -85,7 +86,10 @@ def _comm_rows(events: pa.Table, rows: np.ndarray, names: list[str], fields: str
     of them in quotes): its JSON functions give nothing there, and cost most of the query."""
     taken = {}
     for name in [*names, "args"]:
-        column = columns.take(events.column(name), rows)
+        # the args a page apart: their pages let go as they are read
+        column = (columns.take_paged if name == "args" else columns.take)(events.column(name), rows)
+        # the pages read of a memory-mapped column let go: the next column's do not stack
+        drop_mapped_pages(events.column(name))
         if pa.types.is_dictionary(column.type):
             column = pc.cast(column, column.type.value_type)
         taken[name] = column.combine_chunks()
