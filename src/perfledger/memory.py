@@ -175,3 +175,29 @@ def dropping_mapped_pages(table: pa.Table, every_s: float = 0.25) -> Iterator[No
         done.set()
         dropper.join()
         drop_mapped_pages(table)
+
+
+def in_mapped_files(table: pa.Table) -> bool:
+    """Whether every buffer of ``table`` lies in a memory map of an Arrow IPC file (False for
+    an empty table, or where /proc/self/maps cannot be read): such a table takes no private
+    memory, and mapping it again from another file gains nothing."""
+    try:
+        lines = _MAPS.read_bytes().splitlines()
+    except OSError:
+        return False
+    maps: list[tuple[int, int]] = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or b"w" in fields[1] or not _arrow_file(fields[5]):
+            continue
+        low, high = fields[0].split(b"-")
+        maps.append((int(low, 16), int(high, 16)))
+    maps.sort()
+    starts = [start for start, _ in maps]
+    found = False
+    for address in _buffer_addresses(table):
+        at = bisect.bisect_right(starts, address) - 1
+        if at < 0 or address >= maps[at][1]:
+            return False
+        found = True
+    return found
