@@ -5,9 +5,12 @@ Every expected figure is derived by hand in the test from the trace it builds.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from perfledger.analysis.critical_path import replay_rank
+from perfledger.analysis.graph import build_graph
+from perfledger.analysis.replay import replay
 from perfledger.errors import PerfledgerError
 from perfledger.model.whatif import MAX_PATH_SPANS, Scale, WhatIf
 from tests.synth import EventsBuilder
@@ -254,3 +257,15 @@ def test_without_the_data_loader_a_host_only_step_keeps_its_operators() -> None:
     step = _one_step(replay_rank(b.table(), WhatIf(no_dataloader=True)).steps)
     # the operator at once (600 µs), then the annotation's own 100 µs tail
     assert step.predicted_ns == 700 * US
+
+
+def test_lanes_are_the_chains_themselves_where_no_stream_runs_both() -> None:
+    # GIVEN a collective queued with kernels on one stream, and kernels alone
+    shared = build_graph(exposed_collective().table())
+    alone = build_graph(device_bound().table())
+    # THEN the lanes of its own of the collective are arrays of their own; without one, the
+    # lanes are the chains' very arrays, with the same replay either way
+    assert not np.array_equal(shared.lane_pred, shared.chain_pred)
+    assert alone.lane_pred is alone.chain_pred and alone.lane_delay is alone.chain_delay
+    overlapped = replay(alone, WhatIf(overlap_comm=True))
+    assert np.array_equal(overlapped.start, replay(alone).start)

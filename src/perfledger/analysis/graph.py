@@ -758,6 +758,11 @@ def _topological(graph: StepGraph) -> StepGraph:
     for key in _NODE_COLUMNS:
         if key not in sorted_columns:
             sorted_columns[key] = old.pop(key)[order]
+    # communication in lanes of its own (--overlap-comm) changes nothing where no stream
+    # runs both: the lanes are then the chains themselves, one array kept for both
+    for lane, chain in (("lane_pred", "chain_pred"), ("lane_delay", "chain_delay")):
+        if np.array_equal(sorted_columns[lane], sorted_columns[chain]):
+            sorted_columns[lane] = sorted_columns[chain]
     return StepGraph(
         **sorted_columns,
         wait_src=wait_src[forward],
