@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import int64_at, strings_at
+from perfledger.analysis.graph_waits import codes_at, int64_at, strings_at
 
 
 def test_values_at_rows_across_chunks_with_their_own_dictionaries() -> None:
@@ -49,3 +50,20 @@ def test_int64_at_is_the_whole_columns_values_at_the_rows() -> None:
         assert got.dtype == np.int64
         assert np.array_equal(got, columns.int64(table, name)[rows])
     assert int64_at(table, "wide", np.zeros(0, dtype=np.int64)).size == 0
+
+
+def test_codes_at_are_equal_where_the_values_are() -> None:
+    # GIVEN a dictionary column in chunks with dictionaries of their own, a null code and a
+    # repeated text among the values
+    dictionary = pa.dictionary(pa.int32(), pa.string())
+    first = pa.DictionaryArray.from_arrays(pa.array([1, 0, None], pa.int32()), ["gemm", "relu"])
+    second = pa.DictionaryArray.from_arrays(pa.array([0, 2, 1], pa.int32()), ["relu", "x", "relu"])
+    table = pa.table({"name": pa.chunked_array([first, second], type=dictionary)})
+    rows = np.array([5, 0, 2, 3, 1, 4, 3], dtype=np.int64)
+    # WHEN read at rows of both chunks, out of order and repeated
+    codes, values = codes_at(table, "name", rows)
+    # THEN each row's code names its value, and equal values have one code
+    every = pc.cast(table["name"], pa.string()).to_pylist()
+    texts = [every[r] for r in rows.tolist()]
+    assert [values[c] for c in codes.tolist()] == texts
+    assert len(set(values)) == len(values)

@@ -88,6 +88,33 @@ def int64_at(table: pa.Table, column: str, rows: Int64Array) -> Int64Array:
     return result
 
 
+def codes_at(table: pa.Table, column: str, rows: Int64Array) -> tuple[Int64Array, list[str | None]]:
+    """A dictionary column's values at ``rows`` as codes into its distinct values (in the
+    order the chunks' dictionaries first give them) and those values: equal codes for equal
+    values, read from each chunk's codes at the rows, without a code per row of the table.
+    A null row takes the code of None."""
+    values: dict[str | None, int] = {}
+    codes = np.zeros(rows.size, dtype=np.int64)
+    offset = 0
+    for chunk in table.column(column).chunks:  # a loop over chunks
+        size = len(chunk)
+        here = np.flatnonzero((rows >= offset) & (rows < offset + size))
+        if here.size:
+            local = rows[here] - offset
+            code_of = np.asarray(
+                [values.setdefault(v, len(values)) for v in chunk.dictionary.to_pylist()] or [0],
+                dtype=np.int64,
+            )
+            indices = chunk.indices
+            at = np.asarray(indices.fill_null(0).to_numpy(zero_copy_only=False))[local]
+            codes[here] = code_of[at]
+            if indices.null_count:
+                null = ~np.asarray(indices.is_valid(), dtype=bool)[local]
+                codes[here[null]] = values.setdefault(None, len(values))
+        offset += size
+    return codes, list(values)
+
+
 def wake_ups(
     thread: Int64Array,
     wait_end: _BoolArray,

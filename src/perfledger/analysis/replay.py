@@ -35,7 +35,7 @@ from perfledger.analysis.graph import (
     StepGraph,
 )
 from perfledger.analysis.graph_plain import IntColumn, events_by_node, patched, waits_by_node
-from perfledger.analysis.graph_waits import unique_pairs
+from perfledger.analysis.graph_waits import int64_at, unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
 from perfledger.model import whatif
@@ -531,8 +531,8 @@ def host_threads(
     """The graph's thread each host row of ``events`` moves with in a replay (its own thread,
     else the busiest one), and the count of host nodes of each graph thread. The graph must
     have threads (``graph.thread_keys`` not empty)."""
-    pid = columns.int64(events, "pid")[rows]
-    thread_id = columns.int64(events, "stream")[rows]
+    pid = int64_at(events, "pid", rows)
+    thread_id = int64_at(events, "stream", rows)
     host_nodes = graph.thread >= 0
     counts = np.bincount(graph.thread[host_nodes], minlength=len(graph.thread_keys))
     busiest = int(np.argmax(counts))

@@ -34,6 +34,7 @@ from perfledger.analysis.steps import (
     whole_window,
     windows_at,
 )
+from perfledger.memory import drop_mapped_pages
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 
@@ -57,6 +58,9 @@ class ReplayWindows:
         self._names = mark_names(events, marks)
         # the launch keys first: their temporaries do not stack on the rows' times below
         keys = launch_keys(events)
+        # the pages of the mapped columns read (a rank task's events) let go after each
+        # part: the next reads others (:func:`perfledger.memory.drop_mapped_pages`)
+        drop_mapped_pages(events)
         task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
         # the tasks with a launch key, as positions among task_rows (both sorted rows)
         self._keyed = _narrow(np.searchsorted(task_rows, keys.task_rows))
@@ -65,6 +69,7 @@ class ReplayWindows:
         self._marks = RowTimes(rows, marks)
         self._tasks = RowTimes(rows, task_rows)
         del task_rows
+        drop_mapped_pages(events)
         self._launches = RowTimes(rows, keys.launch_rows, ends=False)  # their starts only
         # rows and positions kept for the rank's life: 4 bytes each where the rows allow
         self._keys = replace(
