@@ -98,8 +98,9 @@ def returning_pool() -> Iterator[None]:
                 pa.set_memory_pool(_pool_before.pop())
 
 
-def drop_mapped_pages(table: pa.Table | pa.ChunkedArray | pa.Array) -> None:
-    """Take the pages this process has read of ``table``'s memory-mapped files out of its memory.
+def drop_mapped_pages(*tables: pa.Table | pa.ChunkedArray | pa.Array | None) -> None:
+    """Take the pages this process has read of the memory-mapped files of ``tables`` (the
+    table's, for one; None skipped) out of its memory.
 
     A table read from a file through a memory map (Arrow IPC) costs no private memory, but
     every page a pass reads stays in the process's resident memory while the map is open. The
@@ -109,13 +110,45 @@ def drop_mapped_pages(table: pa.Table | pa.ChunkedArray | pa.Array) -> None:
     the heap (or anywhere else) are left as they are. A no-op where /proc/self/maps or madvise
     is missing.
     """
-    if _madvise_dontneed is None:
+    maps = _read_only_arrow_maps()
+    if not maps:
         return
+    starts = [start for start, _ in maps]
+    chosen: set[tuple[int, int]] = set()
+    for table in tables:
+        if table is None:
+            continue
+        for address in _buffer_addresses(table):
+            at = bisect.bisect_right(starts, address) - 1
+            if at >= 0 and address < maps[at][1]:
+                chosen.add(maps[at])
+    _let_go(sorted(chosen))
+
+
+def drop_all_mapped_pages() -> None:
+    """:func:`drop_mapped_pages` of every table read from an Arrow IPC file through a map:
+    for a phase that reads many tables (the report) with nothing else running."""
+    _let_go(_read_only_arrow_maps() or [])
+
+
+def _let_go(maps: list[tuple[int, int]]) -> None:
+    """madvise(MADV_DONTNEED) of each address range."""
+    madvise = _madvise_dontneed
+    if madvise is not None:
+        for start, end in maps:
+            madvise(start, end - start)
+
+
+def _read_only_arrow_maps() -> list[tuple[int, int]] | None:
+    """The address ranges of this process's read-only maps of Arrow IPC files, in order;
+    None where /proc/self/maps or madvise is missing."""
+    if _madvise_dontneed is None:
+        return None
     try:
         # bytes: a mapped file's path need not be UTF-8
         lines = _MAPS.read_bytes().splitlines()
     except OSError:
-        return
+        return None
     maps: list[tuple[int, int]] = []
     for line in lines:
         fields = line.split(maxsplit=5)
@@ -126,14 +159,7 @@ def drop_mapped_pages(table: pa.Table | pa.ChunkedArray | pa.Array) -> None:
         low, high = fields[0].split(b"-")
         maps.append((int(low, 16), int(high, 16)))
     maps.sort()
-    starts = [start for start, _ in maps]
-    chosen: set[tuple[int, int]] = set()
-    for address in _buffer_addresses(table):
-        at = bisect.bisect_right(starts, address) - 1
-        if at >= 0 and address < maps[at][1]:
-            chosen.add(maps[at])
-    for start, end in sorted(chosen):
-        _madvise_dontneed(start, end - start)
+    return maps
 
 
 def _arrow_file(path: bytes) -> bool:
@@ -157,24 +183,39 @@ def _buffer_addresses(data: pa.Table | pa.ChunkedArray | pa.Array) -> Iterator[i
 
 
 @contextlib.contextmanager
-def dropping_mapped_pages(table: pa.Table, every_s: float = 0.25) -> Iterator[None]:
-    """:func:`drop_mapped_pages` of ``table`` every ``every_s`` seconds while the block runs,
+def dropping_mapped_pages(*tables: pa.Table | None, every_s: float = 0.25) -> Iterator[None]:
+    """:func:`drop_mapped_pages` of ``tables`` every ``every_s`` seconds while the block runs,
     and once after it: a pass that reads a whole mapped table (a file written from it) keeps
     a few seconds' worth of its pages, not all of them."""
+    with _dropping(lambda: drop_mapped_pages(*tables), every_s):
+        yield
+
+
+@contextlib.contextmanager
+def dropping_all_mapped_pages(every_s: float = 0.25) -> Iterator[None]:
+    """:func:`drop_all_mapped_pages` every ``every_s`` seconds while the block runs, and once
+    after it."""
+    with _dropping(drop_all_mapped_pages, every_s):
+        yield
+
+
+@contextlib.contextmanager
+def _dropping(drop: Callable[[], None], every_s: float) -> Iterator[None]:
+    """``drop()`` every ``every_s`` seconds in a thread while the block runs, and once after."""
     done = threading.Event()
 
-    def drop() -> None:
+    def run() -> None:
         while not done.wait(every_s):
-            drop_mapped_pages(table)
+            drop()
 
-    dropper = threading.Thread(target=drop, name="page-dropper", daemon=True)
+    dropper = threading.Thread(target=run, name="page-dropper", daemon=True)
     dropper.start()
     try:
         yield
     finally:
         done.set()
         dropper.join()
-        drop_mapped_pages(table)
+        drop()
 
 
 def in_mapped_files(table: pa.Table) -> bool:

@@ -13,7 +13,9 @@ import pyarrow.compute as pc
 import pytest
 
 from perfledger.memory import (
+    drop_all_mapped_pages,
     drop_mapped_pages,
+    dropping_all_mapped_pages,
     dropping_mapped_pages,
     release_freed_memory,
     returning_pool,
@@ -123,6 +125,41 @@ def test_a_table_read_whole_inside_the_block_keeps_no_page_after_it(tmp_path: Pa
         for _ in range(3):  # read while pages are let go under the reader
             assert mapped["t"].equals(pa.chunked_array([texts]))
     assert _resident_kb(path) < 1_000
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps")
+def test_the_pages_of_several_tables_or_of_every_map_leave_at_once(tmp_path: Path) -> None:
+    texts = pa.array([f"{i:07d}" * 40 for i in range(50_000)])
+    paths = [tmp_path / "one.arrow", tmp_path / "other.arrow"]
+    tables = []
+    for path in paths:
+        with (
+            pa.OSFile(str(path), "wb") as sink,
+            pa.ipc.new_file(sink, pa.schema([("t", texts.type)])) as w,
+        ):
+            w.write_table(pa.table({"t": texts}))
+        with pa.memory_map(str(path), "r") as source:
+            tables.append(pa.ipc.open_file(source).read_all())
+    for table in tables:
+        assert table["t"].equals(pa.chunked_array([texts]))
+    assert all(_resident_kb(path) >= 13_000 for path in paths)
+    with dropping_mapped_pages(tables[0], None, tables[1], every_s=0.001):
+        assert tables[1]["t"].equals(pa.chunked_array([texts]))
+    assert all(_resident_kb(path) < 1_000 for path in paths)
+    for table in tables:
+        assert table["t"].equals(pa.chunked_array([texts]))
+    drop_mapped_pages(*tables)
+    assert all(_resident_kb(path) < 1_000 for path in paths)
+    # every map at once, without naming the tables
+    with dropping_all_mapped_pages(every_s=0.001):
+        for table in tables:
+            assert table["t"].equals(pa.chunked_array([texts]))
+    assert all(_resident_kb(path) < 1_000 for path in paths)
+    for table in tables:
+        assert table["t"].equals(pa.chunked_array([texts]))
+    assert all(_resident_kb(path) >= 13_000 for path in paths)
+    drop_all_mapped_pages()
+    assert all(_resident_kb(path) < 1_000 for path in paths)
 
 
 def test_a_table_in_the_heap_is_left_as_it_is() -> None:

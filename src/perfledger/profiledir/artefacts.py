@@ -24,6 +24,7 @@ from perfledger.analysis.quality import (
     unmatched_collectives,
     whatif_bounds,
 )
+from perfledger.memory import dropping_all_mapped_pages
 from perfledger.model.whatif import WhatIf, fixes_table, path_spans_table
 from perfledger.profiledir.layout import (
     CRITICAL_PATH_TABLE,
@@ -229,10 +230,12 @@ def write_artefacts(
     if analysis.cluster is not None:
         write_cluster_outputs(directory, analysis.cluster, document["findings"])
     reported = time.perf_counter()
-    write_report(
-        directory / REPORT_HTML,
-        report_data_from_profile(analysis, document, title=title, meta=meta),
-    )
+    report = report_data_from_profile(analysis, document, title=title, meta=meta)
+    # the report reads the events and many tables mapped from files: their pages let go as
+    # read (nothing else runs then)
+    with dropping_all_mapped_pages():
+        write_report(directory / REPORT_HTML, report)
+    del report
     timings = {
         "timeline_s": timeline_done - tables_done,
         "report_s": time.perf_counter() - reported,
