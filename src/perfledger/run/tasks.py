@@ -54,6 +54,7 @@ from perfledger.memory import (
 from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccount
 from perfledger.model.comm import CommSplit
 from perfledger.model.gaps import GapReport
+from perfledger.model.profile import ProfileAnalysis, RankAnalysis
 from perfledger.model.quality import QualityCheck
 from perfledger.model.trace import Trace
 from perfledger.model.whatif import ReplayReport
@@ -265,6 +266,12 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     # of their own; the mapped ones stay as they are
     events, spilled, events_plain = _mapped_rest(task, events, plain, plain_file)
     del plain
+    # the tables the replay and the advisor read little of mapped too (spilled: the files the
+    # parent maps, written once)
+    rank_analysis, profile, mapped = _mapped_tables(task, rank_analysis, profile, outside is None)
+    trace = rank_analysis.trace
+    if task.spill:
+        spilled.update({n: p for n, p in mapped.items() if n in IPC_TABLES})
     rank_analysis = replace(rank_analysis, events=events, trace=replace(trace, events=events))
     trace = rank_analysis.trace
     profile = replace(profile, events=events, ranks=(rank_analysis,))
@@ -366,6 +373,58 @@ def _mapped_plain(events: pa.Table, path: Path) -> pa.Table:
     plain = [f.name for f in events.schema if not pa.types.is_dictionary(f.type)]
     mapped = _mapped(events.select(plain), path)
     return events if mapped is None else _with_columns(events, mapped)
+
+
+def _mapped_tables(
+    task: RankTask, rank: RankAnalysis, profile: ProfileAnalysis, own_counters: bool
+) -> tuple[RankAnalysis, ProfileAnalysis, dict[str, Path]]:
+    """The rank's counters, gaps and operator tables (and the device links op_summary is a
+    part of) read through maps of Arrow IPC files written in ``task.work_dir``, in ``rank``
+    and ``profile`` alike; the files written by table name. ``own_counters``: the profile's
+    counters are the rank's trace's (no counters sampled outside the traces). A table whose
+    file cannot be written or mapped stays in the heap."""
+    files: dict[str, Path] = {}
+
+    def mapped(table: pa.Table, name: str) -> pa.Table:
+        path = task.work_dir / f"{name}{ARROW_SUFFIX}"
+        done = _mapped(table, path)
+        if done is None:
+            return table
+        files[name] = path
+        return done
+
+    counters = mapped(rank.trace.counters, "counters")
+    links = rank.device_links
+    mapped_links = mapped(links, "device-links") if links is not None else None
+    summary = profile.op_summary
+    if (
+        links is not None
+        and mapped_links is not None
+        and mapped_links is not links
+        and all(
+            name in links.column_names and _same_buffers(summary[name], links[name])
+            for name in summary.column_names
+        )
+    ):
+        summary = mapped_links.select(summary.column_names)  # a part of the links
+    else:
+        summary = mapped(summary, "op_summary")
+    rank = replace(
+        rank,
+        trace=replace(rank.trace, counters=counters),
+        accounting=replace(rank.accounting, gaps=mapped(rank.accounting.gaps, "rank-gaps")),
+        device_links=mapped_links,
+    )
+    profile = replace(
+        profile,
+        ranks=(rank,),
+        counters=counters if own_counters else mapped(profile.counters, "profile-counters"),
+        gaps=mapped(profile.gaps, "gaps"),
+        op_summary=summary,
+        kernel_details=mapped(profile.kernel_details, "kernel_details"),
+        device_links=mapped_links,
+    )
+    return rank, profile, files
 
 
 def _mapped(table: pa.Table, path: Path) -> pa.Table | None:
