@@ -49,6 +49,10 @@ def test_int64_at_is_the_whole_columns_values_at_the_rows() -> None:
         # THEN they are the whole column's values at those rows, as int64
         assert got.dtype == np.int64
         assert np.array_equal(got, columns.int64(table, name)[rows])
+        ascending = np.sort(rows)  # read without a sort, slice by slice
+        assert np.array_equal(
+            int64_at(table, name, ascending), columns.int64(table, name)[ascending]
+        )
     assert int64_at(table, "wide", np.zeros(0, dtype=np.int64)).size == 0
 
 

@@ -312,7 +312,10 @@ class RankRows:
             )
 
         start = read("start_ns")
-        return start, start + np.maximum(read("dur_ns"), 0), read("device") < 0
+        end = start + np.maximum(read("dur_ns"), 0)
+        host = read("device") < 0
+        drop_mapped_pages(self.events)  # the pages read of the (mapped) columns
+        return start, end, host
 
     def nodes(
         self, at: Int64Array | None
@@ -329,6 +332,7 @@ class RankRows:
         if not graph.thread_keys:
             return np.full(rows.size, -1, dtype=np.int64)
         thread, counts = host_threads(self.events, graph, rows)
+        drop_mapped_pages(self.events)  # the pages read of the (mapped) threads' columns
         return np.where(counts[thread] > 0, thread, -1)
 
 
