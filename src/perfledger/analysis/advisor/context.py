@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis import columns
 from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
+from perfledger.analysis.graph_waits import int64_at
 from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
 from perfledger.analysis.replay import effective_change
 from perfledger.memory import drop_mapped_pages
@@ -452,7 +453,8 @@ def thread_ids(events: pa.Table, rows: IntArray) -> IntArray:
     # of (id so far, next column) keeps the order of the tuples
     group = np.zeros(rows.size, dtype=np.int64)
     for column in ("rank", "pid", "stream"):
-        values, inverse = np.unique(columns.int64(events, column)[rows], return_inverse=True)
+        # read at the rows only: no whole column copied to int64
+        values, inverse = np.unique(int64_at(events, column, rows), return_inverse=True)
         combined = group * values.size + inverse.reshape(-1)
         group = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
     return group
