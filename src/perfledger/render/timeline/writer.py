@@ -6,9 +6,8 @@ prepared and written one rank at a time (see the package doc).
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -341,7 +340,7 @@ def _write_parts(
             # the passes over every row read the mapped pages of the events (and of the gaps
             # and counters, when mapped too): let go as they go
             mapped = (part.events, part.gaps, counters)
-            with _dropping_pages(mapped):
+            with dropping_mapped_pages(*mapped):
                 placement = place_timeline(
                     part.events,
                     gaps=part.gaps,
@@ -356,7 +355,7 @@ def _write_parts(
                 )
             first_pid += sum(1 for m in placement.metadata if m[4] == "process")
             first_tid += sum(1 for m in placement.metadata if m[4] == "thread")
-            with _dropping_pages(mapped):
+            with dropping_mapped_pages(*mapped):
                 groups = (
                     _file_groups(placement, part.events, files)
                     if windowed
@@ -386,26 +385,9 @@ def _write_parts(
                 del prepared, done, index, rows
                 release_freed_memory()
                 # the pages of the mapped files read for the group (args, times, counters)
-                _drop_pages(mapped)
+                drop_mapped_pages(*mapped)
             del placement, part, groups, shared, mapped
             release_freed_memory()
-
-
-def _drop_pages(tables: Sequence[pa.Table | None]) -> None:
-    """:func:`drop_mapped_pages` of each table given."""
-    for table in tables:
-        if table is not None:
-            drop_mapped_pages(table)
-
-
-@contextlib.contextmanager
-def _dropping_pages(tables: Sequence[pa.Table | None]) -> Iterator[None]:
-    """:func:`dropping_mapped_pages` of each table given, while the block runs."""
-    with contextlib.ExitStack() as stack:
-        for table in tables:
-            if table is not None:
-                stack.enter_context(dropping_mapped_pages(table))
-        yield
 
 
 # The event rows a group of step files is prepared from, at most (unless one file's window
