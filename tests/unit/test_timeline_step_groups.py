@@ -232,3 +232,45 @@ def test_a_closed_timeline_file_closes_again_to_the_same_figures(tmp_path: Path)
     written = out.path.read_bytes()
     assert out.close() == first
     assert out.path.read_bytes() == written
+
+
+def test_a_window_file_written_whole_stays_when_the_write_fails_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the file a user asked for is closed with its last rank's part; a failure (Ctrl-C) in
+    # what follows must not take the whole file away (with --force, their only copy)
+    ranks = [0, 1]
+    parts = {p.rank: p for p in _parts(ranks)}
+    origin = min(pc.min(p.events["start_ns"]).as_py() for p in parts.values())
+    path = tmp_path / "window.json.gz"
+    drops = writer.drop_mapped_pages
+    written: list[bool] = []
+
+    def interrupted(*tables: Any) -> None:
+        drops(*tables)
+        if path.exists():  # after the last group, the file closed
+            written.append(True)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer, "drop_mapped_pages", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        timeline.write_ranks_timeline(
+            path, ranks, lambda i: parts[ranks[i]], origin_ns=origin, window=None
+        )
+    assert written
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    assert {e["pid"] for e in document["traceEvents"] if e.get("ph") == "X"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["window.json.gz"]
+
+
+def test_a_closed_timeline_file_goes_on_abort_only_when_asked(tmp_path: Path) -> None:
+    events = _rank_events(0)
+    origin = pc.min(events["start_ns"]).as_py()
+    for remove in (False, True):
+        out = TimelineFile(
+            tmp_path / f"{remove}.json.gz", origin=origin, window=None, max_events=None
+        )
+        out.add(timeline.prepare_timeline(events, origin_ns=origin))
+        out.close()
+        out.abort(remove_closed=remove)
+        assert out.path.exists() != remove

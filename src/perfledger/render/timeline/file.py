@@ -447,12 +447,14 @@ class TimelineFile:
         self._closed = stats
         return stats
 
-    def abort(self) -> None:
-        """Leave nothing behind (an interrupted file must not look whole), not even the file
-        when it was closed already: the files of a failed write go together."""
+    def abort(self, remove_closed: bool = False) -> None:
+        """Leave nothing behind of an unfinished file (an interrupted file must not look
+        whole); ``remove_closed``: the file too when it was closed already (the files of a
+        failed write that go together). A file closed already is otherwise kept: it is
+        whole, and may be the user's only copy."""
         self._deflate = None
         self._tmp.unlink(missing_ok=True)
-        if self._closed is not None:
+        if remove_closed and self._closed is not None:
             self.path.unlink(missing_ok=True)
             self._closed = None
 

@@ -260,8 +260,8 @@ def write_profile_timelines(
             f.close()
         release_freed_memory()
     except BaseException:
-        for f in files:
-            f.abort()
+        for f in files:  # the profile's files go together
+            f.abort(remove_closed=True)
         raise
     return stats, [f.path for f in slices]
 
