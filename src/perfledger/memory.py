@@ -11,6 +11,7 @@ import bisect
 import contextlib
 import ctypes
 import ctypes.util
+import dataclasses
 import mmap
 import threading
 from collections.abc import Callable, Iterator
@@ -125,12 +126,6 @@ def drop_mapped_pages(*tables: pa.Table | pa.ChunkedArray | pa.Array | None) -> 
     _let_go(sorted(chosen))
 
 
-def drop_all_mapped_pages() -> None:
-    """:func:`drop_mapped_pages` of every table read from an Arrow IPC file through a map:
-    for a phase that reads many tables (the report) with nothing else running."""
-    _let_go(_read_only_arrow_maps() or [])
-
-
 def _let_go(maps: list[tuple[int, int]]) -> None:
     """madvise(MADV_DONTNEED) of each address range."""
     madvise = _madvise_dontneed
@@ -192,14 +187,6 @@ def dropping_mapped_pages(*tables: pa.Table | None, every_s: float = 0.25) -> It
 
 
 @contextlib.contextmanager
-def dropping_all_mapped_pages(every_s: float = 0.25) -> Iterator[None]:
-    """:func:`drop_all_mapped_pages` every ``every_s`` seconds while the block runs, and once
-    after it."""
-    with _dropping(drop_all_mapped_pages, every_s):
-        yield
-
-
-@contextlib.contextmanager
 def _dropping(drop: Callable[[], None], every_s: float) -> Iterator[None]:
     """``drop()`` every ``every_s`` seconds in a thread while the block runs, and once after."""
     done = threading.Event()
@@ -242,3 +229,25 @@ def in_mapped_files(table: pa.Table) -> bool:
             return False
         found = True
     return found
+
+
+def tables_within(value: object, depth: int = 4) -> list[pa.Table]:
+    """The Arrow tables held by ``value`` (a dataclass of results, a tuple, list or dict of
+    them), down to ``depth`` levels: what a phase reading many of a profile's tables lets
+    go the pages of, with a reference to each while it does (a table freed under the
+    dropper would leave its address range to other memory)."""
+    found: dict[int, pa.Table] = {}
+    level = [value]
+    for _ in range(depth + 1):
+        inner: list[object] = []
+        for item in level:
+            if isinstance(item, pa.Table):
+                found.setdefault(id(item), item)
+            elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+                inner.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+            elif isinstance(item, tuple | list):
+                inner.extend(item)
+            elif isinstance(item, dict):
+                inner.extend(item.values())
+        level = inner
+    return list(found.values())

@@ -13,12 +13,11 @@ import pyarrow.compute as pc
 import pytest
 
 from perfledger.memory import (
-    drop_all_mapped_pages,
     drop_mapped_pages,
-    dropping_all_mapped_pages,
     dropping_mapped_pages,
     release_freed_memory,
     returning_pool,
+    tables_within,
 )
 
 
@@ -128,7 +127,7 @@ def test_a_table_read_whole_inside_the_block_keeps_no_page_after_it(tmp_path: Pa
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps")
-def test_the_pages_of_several_tables_or_of_every_map_leave_at_once(tmp_path: Path) -> None:
+def test_the_pages_of_several_tables_leave_at_once(tmp_path: Path) -> None:
     texts = pa.array([f"{i:07d}" * 40 for i in range(50_000)])
     paths = [tmp_path / "one.arrow", tmp_path / "other.arrow"]
     tables = []
@@ -150,15 +149,14 @@ def test_the_pages_of_several_tables_or_of_every_map_leave_at_once(tmp_path: Pat
         assert table["t"].equals(pa.chunked_array([texts]))
     drop_mapped_pages(*tables)
     assert all(_resident_kb(path) < 1_000 for path in paths)
-    # every map at once, without naming the tables
-    with dropping_all_mapped_pages(every_s=0.001):
-        for table in tables:
-            assert table["t"].equals(pa.chunked_array([texts]))
-    assert all(_resident_kb(path) < 1_000 for path in paths)
+    # the tables a result holds, found in it
+    held = {"first": (tables[0], [1, "text"]), "second": {"deep": tables[1]}}
+    assert {id(t) for t in tables_within(held)} == {id(t) for t in tables}
+    assert tables_within(held, depth=1) == []
     for table in tables:
         assert table["t"].equals(pa.chunked_array([texts]))
     assert all(_resident_kb(path) >= 13_000 for path in paths)
-    drop_all_mapped_pages()
+    drop_mapped_pages(*tables_within(held))
     assert all(_resident_kb(path) < 1_000 for path in paths)
 
 

@@ -24,7 +24,7 @@ from perfledger.analysis.quality import (
     unmatched_collectives,
     whatif_bounds,
 )
-from perfledger.memory import dropping_all_mapped_pages
+from perfledger.memory import dropping_mapped_pages, tables_within
 from perfledger.model.whatif import WhatIf, fixes_table, path_spans_table
 from perfledger.profiledir.layout import (
     CRITICAL_PATH_TABLE,
@@ -232,8 +232,8 @@ def write_artefacts(
     reported = time.perf_counter()
     report = report_data_from_profile(analysis, document, title=title, meta=meta)
     # the report reads the events and many tables mapped from files: their pages let go as
-    # read (nothing else runs then)
-    with dropping_all_mapped_pages():
+    # read
+    with dropping_mapped_pages(*tables_within(analysis), *tables_within(report)):
         write_report(directory / REPORT_HTML, report)
     del report
     timings = {
