@@ -1,6 +1,6 @@
 """The operator, gap and counter tables of a rank analysed in this process are read through
-memory maps once its task is done; where a map cannot be made they stay in the heap, and the
-profile is the same either way."""
+memory maps from the end of its analysis passes on; where a map cannot be made they stay in
+the heap, and the profile is the same either way."""
 
 from __future__ import annotations
 

@@ -28,9 +28,7 @@ from perfledger.analysis.profile import step_trace
 from perfledger.errors import PerfledgerError
 from perfledger.files import write_json
 from perfledger.memory import (
-    ARROW_SUFFIX,
     drop_mapped_pages,
-    in_mapped_files,
     release_freed_memory,
     returning_pool,
 )
@@ -71,9 +69,7 @@ from perfledger.run.tasks import (
     TaskProgress,
     flag_copies,
     plan_tasks,
-    read_ipc,
     resolve_ranks,
-    write_ipc,
 )
 from perfledger.sources.base import decoded_bytes
 from perfledger.version import __version__
@@ -194,9 +190,6 @@ def build_profile(
         ]
         one = report if len(tasks) == 1 and inline else None
         results, failures, executor = run_rank_tasks(tasks, execution, display, one)
-        # a task run here hands its tables back in this process's memory: those read late (the
-        # CSVs, timelines, report) are read through maps of files in its folder from here on
-        results = [_mapped_tables(result) for result in results]
         release_freed_memory()
         timings = _task_timings(results, time.perf_counter() - started)
         if len(results) > 1:
@@ -234,33 +227,6 @@ def build_profile(
     )
     stored = StoredProfile(out_dir, document, summary, schema.FORMAT_VERSION)
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary, stored=stored)
-
-
-# The tables of a task run in this process that are mapped once it is done (its events are
-# mapped by the task itself).
-_MAPPED_AFTER_TASK = ("counters", "gaps", "op_summary", "kernel_details")
-
-
-def _mapped_tables(result: RankResult) -> RankResult:
-    """``result`` with its tables in the heap (a task run in this process, not spilled) read
-    through memory maps of Arrow IPC files written in its folder: the same tables, whose pages
-    the system may let go (:func:`perfledger.memory.drop_mapped_pages`) while the profile's
-    other artefacts are made. A table whose file cannot be written or mapped stays in the
-    heap (the map only saves memory)."""
-    if not result.tables:
-        return result  # spilled: the merge maps its files
-    folder = result.events_parquet.parent
-    tables = dict(result.tables)
-    for name in _MAPPED_AFTER_TASK:
-        table = tables.get(name)
-        if table is None or table.num_rows == 0 or in_mapped_files(table):
-            continue
-        path = folder / f"{name}{ARROW_SUFFIX}"
-        try:
-            tables[name] = read_ipc(write_ipc(table, path))
-        except OSError:
-            path.unlink(missing_ok=True)
-    return replace(result, tables=tables)
 
 
 def _task_timings(results: Sequence[RankResult], ranks_s: float) -> dict[str, float]:
