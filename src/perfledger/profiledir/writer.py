@@ -10,6 +10,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,9 +103,28 @@ def _is_empty(path: Path) -> bool:
 def output_error(target: Path, error: OSError) -> PerfledgerError:
     """The one-line error for an output that cannot be written (read-only, full, no rights)."""
     text = str(error).strip()
-    reason = error.strerror or (text.splitlines()[0] if text else type(error).__name__)
-    where = f" ({error.filename})" if error.filename else ""
+    # Arrow says "Error writing bytes to file. Detail: [errno 28] ...": the system's words
+    coded = re.search(r"\[errno (\d+)\]", text)
+    reason = error.strerror or (
+        os.strerror(int(coded.group(1)))
+        if coded
+        else text.splitlines()[0]
+        if text
+        else type(error).__name__
+    )
+    # a copy names its source first and the file it writes second: the written one matters;
+    # one in the staging folder (removed by now) says nothing the target does not
+    written = error.filename2 or error.filename
+    staged = written is not None and Path(os.fsdecode(written)).absolute().is_relative_to(
+        _staging_of(target).absolute()
+    )
+    where = f" ({os.fsdecode(written)})" if written is not None and not staged else ""
     return PerfledgerError(f"{target}: cannot write the profile: {reason}{where}")
+
+
+def _staging_of(target: Path) -> Path:
+    """The folder a profile is written into before it replaces ``target``."""
+    return target.with_name(f".{target.name}.partial-{os.getpid()}")
 
 
 @contextlib.contextmanager
@@ -116,7 +136,7 @@ def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
     output that cannot be written (read-only, disk full, no rights) is a one-line error.
     """
     check_target(target, force=force)
-    staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    staging = _staging_of(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_staging(target.parent)
