@@ -92,3 +92,9 @@ def test_take_paged_gives_what_take_gives(
             taken = columns.take_paged(column, wanted)
         assert taken.type == pa.string()
         assert taken.to_pylist() == columns.take(column, wanted).to_pylist()
+
+
+def test_strings_at_of_no_text_gives_nulls() -> None:
+    # a dictionary whose codes are all null has no text to take from
+    taken = columns.strings_at(pa.array([], pa.string()), np.array([-1, -1], dtype=np.int64))
+    assert taken.to_pylist() == [None, None]

@@ -170,7 +170,7 @@ def strings_at(values: pa.Array, picked: Int64Array) -> pa.Array:
     at a time. Text beyond 32-bit offsets is left to Arrow's take.
     """
     picked = np.asarray(picked, dtype=np.int64)
-    if not pa.types.is_string(values.type) or picked.size == 0:
+    if not pa.types.is_string(values.type) or picked.size == 0 or len(values) == 0:
         return values.take(pa.array(picked, pa.int64(), mask=picked < 0))
     starts = np.frombuffer(values.buffers()[1], dtype=np.int32)[
         values.offset : values.offset + len(values) + 1
