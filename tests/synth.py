@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from perfledger.model import schema
@@ -355,3 +356,13 @@ def gaps_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
         for row in rows
     ]
     return pa.Table.from_pylist(full, schema=GAPS_SCHEMA)
+
+
+def assert_same_events(table: pa.Table, other: pa.Table) -> None:
+    """The same schema and values (flops: NaN where unknown, equal as numbers)."""
+    assert table.schema.equals(other.schema)
+    for name in table.column_names:
+        if name == "flops":
+            assert np.array_equal(table[name].to_numpy(), other[name].to_numpy(), equal_nan=True)
+        else:
+            assert table[name].equals(other[name]), name

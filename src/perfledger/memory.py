@@ -137,8 +137,12 @@ def _let_go(maps: list[tuple[int, int]]) -> None:
 def _read_only_arrow_maps() -> list[tuple[int, int]] | None:
     """The address ranges of this process's read-only maps of Arrow IPC files, in order;
     None where /proc/self/maps or madvise is missing."""
-    if _madvise_dontneed is None:
-        return None
+    return None if _madvise_dontneed is None else _arrow_maps()
+
+
+def _arrow_maps() -> list[tuple[int, int]] | None:
+    """The address ranges of this process's read-only maps of Arrow IPC files, in order;
+    None where /proc/self/maps cannot be read."""
     try:
         # bytes: a mapped file's path need not be UTF-8
         lines = _MAPS.read_bytes().splitlines()
@@ -209,18 +213,9 @@ def in_mapped_files(table: pa.Table) -> bool:
     """Whether every buffer of ``table`` lies in a memory map of an Arrow IPC file (False for
     an empty table, or where /proc/self/maps cannot be read): such a table takes no private
     memory, and mapping it again from another file gains nothing."""
-    try:
-        lines = _MAPS.read_bytes().splitlines()
-    except OSError:
+    maps = _arrow_maps()
+    if maps is None:
         return False
-    maps: list[tuple[int, int]] = []
-    for line in lines:
-        fields = line.split(maxsplit=5)
-        if len(fields) < 6 or b"w" in fields[1] or not _arrow_file(fields[5]):
-            continue
-        low, high = fields[0].split(b"-")
-        maps.append((int(low, 16), int(high, 16)))
-    maps.sort()
     starts = [start for start, _ in maps]
     found = False
     for address in _buffer_addresses(table):

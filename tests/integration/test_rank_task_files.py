@@ -5,24 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from perfledger.run.tasks import RankResult, RankTask, loaded, run_rank_task
+from tests.synth import assert_same_events
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
-
-
-def _assert_same_columns(table: pa.Table, other: pa.Table) -> None:
-    """The same schema and values (flops: NaN where unknown, equal as numbers)."""
-    assert table.schema.equals(other.schema)
-    for name in table.column_names:
-        if name == "flops":
-            assert np.array_equal(table[name].to_numpy(), other[name].to_numpy(), equal_nan=True)
-        else:
-            assert table[name].equals(other[name]), name
 
 
 def test_events_parquet_reads_back_as_the_events_table(tmp_path: Path) -> None:
@@ -31,7 +21,7 @@ def test_events_parquet_reads_back_as_the_events_table(tmp_path: Path) -> None:
     assert isinstance(result, RankResult)
     events = result.tables["events"]
     stored = pq.read_table(result.events_parquet)
-    _assert_same_columns(stored, events)
+    assert_same_events(stored, events)
     metadata = pq.ParquetFile(result.events_parquet).metadata
     assert metadata.num_rows == events.num_rows > 0
     chunks = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
@@ -72,7 +62,7 @@ def test_the_events_plain_columns_are_read_through_a_map_of_a_file(
     events = loaded(result).tables["events"]
     stored = pq.read_table(result.events_parquet)
     # the whole table, columns in order (spilled: put together from the task's two files)
-    _assert_same_columns(events, stored)
+    assert_same_events(events, stored)
 
     def only(column: str, name: str) -> bool:
         files = _mapped_files(events[column])
@@ -113,7 +103,7 @@ def test_a_task_whose_folder_cannot_be_mapped_keeps_its_events_in_the_heap(
     task = RankTask(0, "kineto", trace, tmp_path / "heap", spill=False)
     result = run_rank_task(task)
     assert isinstance(result, RankResult)  # a memory saving, not a condition of the analysis
-    _assert_same_columns(result.tables["events"], expected.tables["events"])
+    assert_same_events(result.tables["events"], expected.tables["events"])
     assert result.advice == expected.advice
     # nothing left of the files it could not map
     assert not list(task.work_dir.glob("*.arrow"))

@@ -8,13 +8,12 @@ import gzip
 import json
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from perfledger.model.quality import OUTLYING_EVENTS
 from perfledger.run.tasks import RankResult, RankTask, loaded, run_rank_task
+from tests.synth import assert_same_events
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
 
@@ -33,15 +32,6 @@ def _traces(tmp_path: Path) -> tuple[Path, Path]:
     return clean, faulty
 
 
-def _equal(table: pa.Table, other: pa.Table) -> None:
-    assert table.schema.equals(other.schema)
-    for name in table.column_names:
-        if name == "flops":
-            assert np.array_equal(table[name].to_numpy(), other[name].to_numpy(), equal_nan=True)
-        else:
-            assert table[name].equals(other[name]), name
-
-
 @pytest.mark.parametrize("spill", [False, True])
 def test_a_task_whose_repair_drops_events_hands_on_the_repaired_events(
     tmp_path: Path, spill: bool
@@ -55,8 +45,8 @@ def test_a_task_whose_repair_drops_events_hands_on_the_repaired_events(
     events = loaded(result).tables["events"]
     # the late kernel left out: the clean trace's events, row for row
     assert events.num_rows == result.events_rows == loaded(clean).tables["events"].num_rows
-    _equal(events, loaded(clean).tables["events"])
-    _equal(events, pq.read_table(result.events_parquet))
+    assert_same_events(events, loaded(clean).tables["events"])
+    assert_same_events(events, pq.read_table(result.events_parquet))
     # every column was rewritten by the repair: nothing is read from the import's file (a
     # spilled task without repair hands that file on with its own)
     assert result.events_plain is None
