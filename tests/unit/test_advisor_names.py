@@ -62,3 +62,17 @@ def test_names_at_rows_are_the_texts_at_the_rows() -> None:
     assert got.type == CODED
     want = pc.cast(events["name"], pa.string()).to_pylist()
     assert got.to_pylist() == [want[r] for r in rows.tolist()]
+
+
+def test_names_at_number_the_names_as_the_chunks_first_give_them() -> None:
+    events = pa.table({"name": names()})
+    # a null code (row 2) and a null text (row 4) among the rows: both null names
+    got = names_at(events, np.array([8, 6, 2, 4, 7], dtype=np.int64))
+    assert got.dictionary.to_pylist() == ["gemm", "relu", "copy"]
+    assert got.indices.to_pylist() == [0, 2, None, None, 0]
+    # rows of the later chunks only: their dictionaries alone, in their order
+    assert names_at(events, np.array([6, 5], dtype=np.int64)).dictionary.to_pylist() == [
+        "relu",
+        "copy",
+    ]
+    assert names_at(events, np.zeros(0, dtype=np.int64)).to_pylist() == []

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis import columns
 from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
-from perfledger.analysis.graph_waits import int64_at
+from perfledger.analysis.graph_waits import codes_at, int64_at
 from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
 from perfledger.analysis.replay import effective_change
 from perfledger.memory import drop_mapped_pages
@@ -419,28 +419,16 @@ def names_at(events: pa.Table, rows: IntArray) -> pa.DictionaryArray:
     """The events' (dictionary) names at ``rows`` as codes into their distinct names, in
     the order the chunks' dictionaries first give them: a kernel name per device task as
     its text would be over a hundred MB on a large trace."""
-    names: dict[str | None, int] = {}
-    codes = np.zeros(rows.size, dtype=np.int32)
-    valid = np.ones(rows.size, dtype=bool)
-    offset = 0
-    for chunk in events.column("name").chunks:  # a loop over chunks
-        size = len(chunk)
-        here = np.flatnonzero((rows >= offset) & (rows < offset + size))
-        if here.size:
-            local = rows[here] - offset
-            indices = chunk.indices
-            if indices.null_count:
-                valid[here] = np.asarray(indices.is_valid(), dtype=bool)[local]
-                indices = indices.fill_null(0)
-            code_of = np.asarray(
-                [names.setdefault(v, len(names)) for v in chunk.dictionary.to_pylist()] or [0],
-                dtype=np.int32,
-            )
-            codes[here] = code_of[indices.to_numpy(zero_copy_only=False)[local]]
-        offset += size
+    codes, names = codes_at(events, "name", np.asarray(rows, dtype=np.int64))
+    null = ~np.ones(codes.size, dtype=bool)
+    if None in names:  # null names: masked, not a value of the dictionary
+        at = names.index(None)
+        null = codes == at
+        codes = codes - (codes > at)
+        names = [n for n in names if n is not None]
     return pa.DictionaryArray.from_arrays(
-        pa.array(codes, pa.int32(), mask=None if valid.all() else ~valid),
-        pa.array(list(names), pa.string()),
+        pa.array(codes.astype(np.int32), pa.int32(), mask=null if null.any() else None),
+        pa.array(names, pa.string()),
     )
 
 
