@@ -957,6 +957,14 @@ def test_floats_that_cannot_hold_the_ns_ask_for_the_text() -> None:
     assert valid.tolist() == [True, False]
 
 
+def test_a_time_with_an_exponent_beyond_decimal_is_invalid_not_an_error() -> None:
+    # damaged digits can read as a number with a huge exponent: Decimal overflows on it
+    texts = [b"166978368e7466628", b"1e-7466628", b"12.5"]
+    values, valid = text_us_ns([msgspec.Raw(t) for t in texts], required=True)
+    assert valid.tolist() == [False, True, True]
+    assert values.tolist()[1:] == [0, 12500]
+
+
 @pytest.mark.parametrize(
     "kinds",
     [(schema.INSTANT,), (schema.RUNTIME, schema.SYNC), schema.DEVICE_TASK_KINDS, schema.KINDS],

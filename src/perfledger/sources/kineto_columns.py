@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
@@ -23,10 +24,12 @@ import pyarrow.compute as pc
 from perfledger.model import vendors
 from perfledger.sources.kineto_stream import DECODE_ERRORS, Chunk, FastEvent, TextEvent
 from perfledger.sources.kineto_text import (
+    SEPARATOR,
     BoolArray,
     FloatArray,
     Int64Array,
     float_us_ns,
+    joined_texts_array,
     text_us_ns,
     texts_array,
 )
@@ -124,13 +127,41 @@ def _lenient_args(raw: bytes, struct: type[msgspec.Struct], fields: tuple[str, .
     return struct(**found)
 
 
-def _decode_group(texts: list[msgspec.Raw], group: int) -> tuple[list[Any], tuple[str, ...]]:
+class ArgsTexts(Protocol):
+    """The args texts of a chunk's kept rows, however the chunk was read."""
+
+    def joined(self, rows: Int64Array, sep: bytes, prefix: bytes, suffix: bytes) -> bytes:
+        """``prefix`` + the texts of ``rows`` (at least one) joined by ``sep`` + ``suffix``."""
+        ...
+
+    def text(self, row: int) -> bytes:
+        """The text of one row."""
+        ...
+
+
+@dataclass(frozen=True)
+class _ListTexts:
+    """Args texts held as decoded raw values."""
+
+    texts: list[Any]
+
+    def joined(self, rows: Int64Array, sep: bytes, prefix: bytes, suffix: bytes) -> bytes:
+        picked = self.texts if rows.size == len(self.texts) else _picked(self.texts, rows)
+        # the prefix and suffix go with the first and last texts: the text is copied once
+        framed: list[Any] = list(picked)
+        framed[0] = prefix + framed[0]
+        framed[-1] = bytes(framed[-1]) + suffix
+        return sep.join(framed)
+
+    def text(self, row: int) -> bytes:
+        return bytes(self.texts[row])
+
+
+def _decode_group(
+    args: ArgsTexts, rows: Int64Array, group: int
+) -> tuple[list[Any], tuple[str, ...]]:
     """Decode the args of one group of rows: list of structs and the fields they hold."""
-    # the brackets go with the first and last texts: the group's text is copied once
-    framed: list[Any] = list(texts)
-    framed[0] = b"[" + framed[0]
-    framed[-1] = bytes(framed[-1]) + b"]"
-    joined = b",".join(framed)
+    joined = args.joined(rows, b",", b"[", b"]")
     always, optional = _GROUP_FIELDS[group]
     present = tuple(a for a in optional if b'"' + _ARG_FIELDS[a][0].encode() + b'"' in joined)
     fields = always + present
@@ -140,12 +171,12 @@ def _decode_group(texts: list[msgspec.Raw], group: int) -> tuple[list[Any], tupl
     except DECODE_ERRORS:
         pass
     one = msgspec.json.Decoder(struct)
-    return [_decode_one(one, raw, struct, fields) for raw in texts], fields
+    return [_decode_one(one, args.text(r), struct, fields) for r in rows.tolist()], fields
 
 
 def _decode_one(
     decoder: msgspec.json.Decoder[Any],
-    raw: msgspec.Raw,
+    raw: bytes,
     struct: type[msgspec.Struct],
     fields: tuple[str, ...],
 ) -> Any:
@@ -336,14 +367,15 @@ def _number_us_ns(values: list[int | float]) -> tuple[Int64Array, BoolArray] | N
     return float_us_ns(found)
 
 
-def _encoded(values: list[str]) -> tuple[list[str], npt.NDArray[np.int32]]:
+def _encoded(values: list[str] | pa.Array) -> tuple[list[str], npt.NDArray[np.int32]]:
     """Distinct values in order of first appearance, and each row's index among them.
 
     For short strings with few distinct values (categories): the codes then serve the
     category rules, the launch flows and the kept rows' dictionary, each without another
     pass over the strings.
     """
-    encoded = pc.dictionary_encode(pa.array(values, pa.string()))
+    array = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    encoded = pc.dictionary_encode(array)
     return encoded.dictionary.to_pylist(), np.asarray(encoded.indices, np.int32)
 
 
@@ -408,10 +440,14 @@ class _PhaseCodes(dict[str, int]):
         return -1
 
 
+# Codes of the phases the scanner's side data reads (kineto_scan).
+PH_METADATA, PH_COUNTER = _PH_M, _PH_C
+
 _PHASE_CODES = _PhaseCodes({ph: code for code, ph in enumerate(_PHASES.to_pylist())})
 # The code of each one-byte phase, indexed by its byte (-1: a phase not imported).
 _PHASE_BYTE_CODES = np.full(256, -1, np.int64)
 _PHASE_BYTE_CODES[[ord(ph) for ph in _PHASE_CODES]] = list(_PHASE_CODES.values())
+PH_CODES_BY_BYTE = _PHASE_BYTE_CODES
 
 
 def _phase_codes(phases: list[str]) -> Int64Array:
@@ -424,42 +460,94 @@ def _phase_codes(phases: list[str]) -> Int64Array:
     return np.fromiter(map(_PHASE_CODES.__getitem__, phases), np.int64, len(phases))
 
 
+@dataclass
+class ChunkFields:
+    """One chunk's events as the columns a block is made of, however the chunk was read.
+
+    ``events``: the decoded events at least at the rows the side data reads one by one
+    (Kineto's bookkeeping rows, metadata, counters and phases not imported); None elsewhere
+    is allowed. ``names``: the names of some rows as a string array; ``args``: the args texts
+    of the rows given to :meth:`args_of`; ``ids``: the ids of some rows.
+    """
+
+    codes: Int64Array
+    pid: Int64Array
+    numeric_pid: BoolArray
+    tid: Int64Array
+    categories: list[str]
+    cat_codes: npt.NDArray[np.int32]
+    ts: Int64Array
+    ts_ok: BoolArray
+    dur: Int64Array
+    dur_ok: BoolArray
+    events: Sequence[Any]
+    names: Callable[[Int64Array], pa.Array]
+    args_of: Callable[[Int64Array], ArgsTexts]
+    ids: Callable[[Int64Array], Int64Array]
+
+
+def _event_fields(chunk: Chunk) -> ChunkFields:
+    """The fields of decoded events: one list comprehension per field."""
+    events, ts, ts_ok, dur, dur_ok = _times(chunk)
+    pid, numeric_pid = _numeric_pid([e.pid for e in events])
+    categories, cat_codes = _encoded([e.cat for e in events])
+    return ChunkFields(
+        codes=_phase_codes([e.ph for e in events]),
+        pid=pid,
+        numeric_pid=numeric_pid,
+        tid=int_column([e.tid for e in events]),
+        categories=categories,
+        cat_codes=cat_codes,
+        ts=ts,
+        ts_ok=ts_ok,
+        dur=dur,
+        dur_ok=dur_ok,
+        events=events,
+        # long strings: Arrow's hash of their bytes beats Python's dict here
+        names=lambda rows: pa.array([e.name for e in _picked(events, rows)], pa.string()),
+        args_of=lambda rows: _ListTexts([e.args for e in _picked(events, rows)]),
+        ids=lambda rows: int_column(list(map(attrgetter("id"), _picked(events, rows)))),
+    )
+
+
 def chunk_columns(chunk: Chunk, side: Side, *, pooled: bool = True) -> Block | None:
     """Columns of one decoded chunk; metadata, flows and counters go to ``side``.
 
     ``pooled``: the block stays in this process until the table is laid out, so its args
-    text is copied into Arrow's memory pool (see ``kineto_text._string_array``); a block
+    text is copied into Arrow's memory pool (see ``kineto_text.string_array``); a block
     sent to another process is copied by its pickle anyway.
     """
-    events, ts, ts_ok, dur, dur_ok = _times(chunk)
-    codes = _phase_codes([e.ph for e in events])
-    pid, numeric_pid = _numeric_pid([e.pid for e in events])
-    tid = int_column([e.tid for e in events])
-    categories, cat_codes = _encoded([e.cat for e in events])
-    rules = _category_rules(categories)
+    return block_of(_event_fields(chunk), side, pooled=pooled)
+
+
+def block_of(chunk: ChunkFields, side: Side, *, pooled: bool = True) -> Block | None:
+    """The block of one chunk's fields (see :func:`chunk_columns`)."""
+    codes, pid, ts, dur = chunk.codes, chunk.pid, chunk.ts, chunk.dur
+    rules = _category_rules(chunk.categories)
+    cat_codes = chunk.cat_codes
 
     is_instant = (codes == _PH_I) | (codes == _PH_I2)
-    candidate = ((codes == _PH_X) | is_instant) & numeric_pid
-    bad_time = candidate & ~(ts_ok & dur_ok)
+    candidate = ((codes == _PH_X) | is_instant) & chunk.numeric_pid
+    bad_time = candidate & ~(chunk.ts_ok & chunk.dur_ok)
     side.malformed += int(bad_time.sum())
     keep = np.flatnonzero(candidate & ~bad_time)
 
-    _bookkeeping(events, codes, numeric_pid, ts, dur, side)
+    events = chunk.events
+    _bookkeeping(events, codes, chunk.numeric_pid, ts, dur, side)
     _metadata(events, codes, side)
-    _flows(events, codes, rules.launch_flow[cat_codes], pid, tid, ts, side)
+    _flows(chunk.ids, codes, rules.launch_flow[cat_codes], pid, chunk.tid, ts, side)
     _other_phases(events, codes, side)
     if keep.size == 0:
         return None
 
-    kept: list[Any] = _picked(events, keep)
     kept_cats = cat_codes[keep]
     group = rules.group[kept_cats]
     on_device = rules.device[kept_cats]
     group[is_instant[keep]] = GROUP_INSTANT
-    texts = [e.args for e in kept]
-    columns = _args_columns(texts, group, ts[keep], side)
+    texts = chunk.args_of(keep)
+    columns = _args_columns(texts, keep.size, group, ts[keep], side)
     kept_pid = pid[keep]
-    kept_tid = tid[keep]
+    kept_tid = chunk.tid[keep]
     stream = columns.pop("stream")
     device = columns.pop("device")
     external = columns.pop("external_id")
@@ -472,10 +560,10 @@ def chunk_columns(chunk: Chunk, side: Side, *, pooled: bool = True) -> Block | N
         nbytes = size
     elif size is not None:
         nbytes = np.where(nbytes >= 0, nbytes, size)
+    all_kept = np.arange(keep.size)
     return Block(
-        cat=_dictionary_array(categories, kept_cats),
-        # long strings: Arrow's hash of their bytes beats Python's dict here
-        name=pc.dictionary_encode(pa.array([e.name for e in kept], pa.string())),
+        cat=_dictionary_array(chunk.categories, kept_cats),
+        name=pc.dictionary_encode(chunk.names(keep)),
         phase=np.where(is_instant[keep], PHASE_INSTANT, PHASE_COMPLETE).astype(np.int8),
         pid=_narrow(kept_pid),
         tid=_narrow(kept_tid),
@@ -489,7 +577,10 @@ def chunk_columns(chunk: Chunk, side: Side, *, pooled: bool = True) -> Block | N
         flops=columns.pop("flops", None),
         shapes=columns.pop("input_dims", None),
         dtypes=columns.pop("input_type", None),
-        args=texts_array(texts, empty=2, compact=True, keep=pooled),  # "{}": no args
+        # "{}": no args
+        args=joined_texts_array(
+            texts.joined(all_kept, SEPARATOR, b"", SEPARATOR), empty=2, compact=True, keep=pooled
+        ),
     )
 
 
@@ -498,17 +589,15 @@ _ABSENT = msgspec.Raw(b"")
 
 
 def _args_columns(
-    texts: list[Any], group: Int64Array, ts: Int64Array, side: Side
+    texts: ArgsTexts, m: int, group: Int64Array, ts: Int64Array, side: Side
 ) -> dict[str, Any]:
-    """Decode the kept rows' args group by group; scatter the fields into row order."""
-    m = len(texts)
+    """Decode the ``m`` kept rows' args group by group; scatter the fields into row order."""
     columns: dict[str, Any] = {attr: np.full(m, -1, np.int64) for attr in _INT_DEFAULTS}
     raw_columns: dict[str, list[msgspec.Raw]] = {}
     raw_rows: dict[str, list[Int64Array]] = {}
     for g in np.unique(group).tolist():
         rows = np.flatnonzero(group == g)
-        subset = texts if rows.size == m else _picked(texts, rows)
-        structs, fields = _decode_group(subset, g)
+        structs, fields = _decode_group(texts, rows, g)
         if g == GROUP_INSTANT:
             _memory_counters(structs, fields, ts[rows], side)
             continue
@@ -536,7 +625,7 @@ def _args_columns(
 
 
 def _bookkeeping(
-    events: list[FastEvent] | list[TextEvent],
+    events: Sequence[Any],
     codes: Int64Array,
     numeric_pid: BoolArray,
     ts: Int64Array,
@@ -552,7 +641,7 @@ def _bookkeeping(
             side.markers.append((event.name, int(ts[row])))
 
 
-def _metadata(events: list[FastEvent] | list[TextEvent], codes: Int64Array, side: Side) -> None:
+def _metadata(events: Sequence[Any], codes: Int64Array, side: Side) -> None:
     for row in np.flatnonzero(codes == _PH_M).tolist():
         event = events[row]
         try:
@@ -565,7 +654,7 @@ def _metadata(events: list[FastEvent] | list[TextEvent], codes: Int64Array, side
 
 
 def _flows(
-    events: list[FastEvent] | list[TextEvent],
+    ids_of: Callable[[Int64Array], Int64Array],
     codes: Int64Array,
     launch: BoolArray,
     pid: Int64Array,
@@ -580,7 +669,7 @@ def _flows(
     rows = np.flatnonzero(is_flow & launch)
     if rows.size == 0:
         return
-    ids = int_column(list(map(attrgetter("id"), _picked(events, rows))))
+    ids = ids_of(rows)
     ok = ids >= 0
     rows = rows[ok]
     side.flow_pid.append(_narrow(pid[rows]))
@@ -590,7 +679,7 @@ def _flows(
     side.flow_start.append(codes[rows] == _PH_S)
 
 
-def _other_phases(events: list[FastEvent] | list[TextEvent], codes: Int64Array, side: Side) -> None:
+def _other_phases(events: Sequence[Any], codes: Int64Array, side: Side) -> None:
     """Counter events become counters; phases not imported (B/E ...) are counted."""
     for row in np.flatnonzero(codes < 0).tolist():
         phase = events[row].ph

@@ -104,6 +104,11 @@ _EVENT_DECODER = msgspec.json.Decoder(TextEvent)
 _ANY_DECODER = msgspec.json.Decoder()
 
 
+def event_decoder(*, text: bool) -> msgspec.json.Decoder[Any]:
+    """The decoder of a list of events: TextEvent (``text``) or FastEvent."""
+    return _TEXT_DECODER if text else _FAST_DECODER
+
+
 def decode_payload(payload: bytes | bytearray) -> Chunk:
     """Decode ``[e1, e2, ...]``; raises msgspec errors when it is not an array of events."""
     try:

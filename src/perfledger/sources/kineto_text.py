@@ -21,10 +21,10 @@ _MAX_US = (2**63 - 1) // _NS_PER_US  # largest µs whose ns value fits in int64
 _FLOAT_NS_EXACT = float(2**43)  # below this many µs, float64 resolves better than 0.5 ns
 _FLOAT_INT_EXACT = float(2**53)
 _PLAIN_DECIMAL = r"^[0-9]+(\.[0-9]*)?$"
-_SEPARATOR = b"\x00"  # cannot occur in JSON text: splits joined values again
+SEPARATOR = b"\x00"  # cannot occur in JSON text: splits joined values again
 
 
-def _string_array(
+def string_array(
     data: bytes, lengths: Int64Array, valid: BoolArray | None, *, keep: bool = False
 ) -> pa.Array:
     """A string array over one buffer of concatenated values (no per-value copies).
@@ -58,14 +58,22 @@ def texts_array(
     Values are joined with a separator that JSON text cannot hold, so that the lengths come
     from one vectorised search instead of a call per value. ``compact`` drops the line breaks
     and indentation of Kineto's pretty printing (a raw line break can only be whitespace
-    between JSON tokens, never part of a string). ``keep``: as for :func:`_string_array`.
+    between JSON tokens, never part of a string). ``keep``: as for :func:`string_array`.
     """
-    joined = _SEPARATOR.join(raws) + _SEPARATOR
+    return joined_texts_array(
+        SEPARATOR.join(raws) + SEPARATOR, empty=empty, compact=compact, keep=keep
+    )
+
+
+def joined_texts_array(
+    joined: bytes, *, empty: int = 0, compact: bool = False, keep: bool = False
+) -> pa.Array:
+    """:func:`texts_array` of texts already joined, each followed by :data:`SEPARATOR`."""
     if compact and b"\n" in joined:
         joined = _without_breaks(joined)
     stops = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
     lengths = np.diff(stops, prepend=-1) - 1
-    return _string_array(joined.replace(_SEPARATOR, b""), lengths, lengths > empty, keep=keep)
+    return string_array(joined.replace(SEPARATOR, b""), lengths, lengths > empty, keep=keep)
 
 
 def _without_breaks(joined: bytes) -> bytes:
@@ -92,7 +100,10 @@ def _decimal_ns(text: str) -> int | None:
         return None
     if not value.is_finite():
         return None
-    ns = int((value * _NS_PER_US).to_integral_value())
+    try:
+        ns = int((value * _NS_PER_US).to_integral_value())
+    except ArithmeticError:  # an exponent beyond what Decimal holds (1e7466628)
+        return None
     return ns if -(2**63) <= ns < 2**63 else None
 
 
@@ -106,7 +117,8 @@ def float_us_ns(values: FloatArray) -> tuple[Int64Array, BoolArray] | None:
     valid = ~np.isnan(values)
     clean = np.where(valid, values, 0.0)
     whole = np.floor(clean)
-    fraction = clean - whole
+    with np.errstate(invalid="ignore"):  # inf - inf: such values need the text anyway
+        fraction = clean - whole
     magnitude = float(np.abs(clean).max()) if clean.size else 0.0
     if fraction.any():
         if magnitude >= _FLOAT_NS_EXACT:
@@ -123,11 +135,15 @@ def text_us_ns(raws: list[msgspec.Raw], *, required: bool) -> tuple[Int64Array, 
     Returns the values (0 where absent or invalid) and which rows hold a valid number. An
     absent value (empty text) is a valid 0 unless ``required``.
     """
-    joined = _SEPARATOR.join(raws) + _SEPARATOR
+    return joined_us_ns(SEPARATOR.join(raws) + SEPARATOR, required=required)
+
+
+def joined_us_ns(joined: bytes, *, required: bool) -> tuple[Int64Array, BoolArray]:
+    """:func:`text_us_ns` of texts already joined, each followed by :data:`SEPARATOR`."""
     stops = np.flatnonzero(np.frombuffer(joined, np.uint8) == 0)
     lengths = np.diff(stops, prepend=-1) - 1
     present = lengths > 0
-    values, valid = _parse_text_ns(joined.replace(_SEPARATOR, b""), lengths, present)
+    values, valid = _parse_text_ns(joined.replace(SEPARATOR, b""), lengths, present)
     return values, (valid & present) if required else valid
 
 
@@ -156,7 +172,7 @@ def _parse_text_ns(
 def _cast_int64(data: bytes, lengths: Int64Array, present: BoolArray) -> Int64Array | None:
     """Decimal digit strings to int64; None when some do not fit."""
     try:
-        values = pc.cast(_string_array(data, lengths, present), pa.int64())
+        values = pc.cast(string_array(data, lengths, present), pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     return np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -167,7 +183,7 @@ def _general_ns(
 ) -> tuple[Int64Array, BoolArray]:
     """Any decimal text: vectorised for plain ``123.456...``, exact Decimal for the rest."""
     n = lengths.size
-    array = _string_array(data, lengths, present)
+    array = string_array(data, lengths, present)
     plain = pc.fill_null(pc.match_substring_regex(array, _PLAIN_DECIMAL), False)
     plain_np = np.asarray(plain.to_numpy(zero_copy_only=False), dtype=np.bool_)
     values = np.zeros(n, np.int64)

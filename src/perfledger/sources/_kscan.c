@@ -1,0 +1,502 @@
+/* Kineto event chunks scanned in one pass: where each event's fields lie, no objects made.
+ *
+ * scan(payload, spans, values, kinds) reads "[{...},{...},...]" (a chunk of the traceEvents
+ * array) and, for every event, writes the byte spans of the event and of its fields ph, cat,
+ * name, pid, tid, ts, dur, id and args (-1 where absent), the kind of each of the five
+ * scalar fields and, for plain integers, their value. The whole payload is validated as JSON
+ * (strings, escapes, numbers, literals, nesting); anything this scanner does not settle
+ * alone (invalid text, a key written with escapes, a field named twice, an escape inside one
+ * of the short string fields, nesting deeper than MAX_DEPTH) returns UNSUPPORTED: the caller
+ * then decodes the chunk the general way. Bytes >= 0x80 are left to the caller's UTF-8 check.
+ *
+ * gather(payload, starts, ends, sep, prefix, suffix, fill) concatenates byte spans of payload
+ * (a span starting below 0 gives fill).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_ARGS, N_FIELDS };
+/* spans per event: the event, then each field */
+#define N_SPANS (2 + 2 * N_FIELDS)
+/* the scalar fields whose kind and integer value are written */
+#define N_SCALARS 5
+static const int SCALAR_FIELD[N_SCALARS] = {F_PID, F_TID, F_TS, F_DUR, F_ID};
+
+enum {
+    K_ABSENT = 0,
+    K_INT = 1,    /* an integer of at most 18 digits: its value is written */
+    K_NUMBER = 2, /* any other number */
+    K_STRING = 3,
+    K_NULL = 4,
+    K_BOOL = 5,
+    K_NESTED = 6 /* an object or an array */
+};
+
+#define UNSUPPORTED (-1)
+#define TOO_MANY (-2)
+#define MAX_DEPTH 64
+
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+    int escaped; /* the last string scanned held a backslash escape */
+} Cursor;
+
+static inline void skip_ws(Cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+        c->p++;
+}
+
+/* Bytes that end a string's plain run: the quote, the backslash, control characters. */
+static unsigned char SPECIAL[256];
+
+static void init_special(void) {
+    for (int i = 0; i < 0x20; i++) SPECIAL[i] = 1;
+    SPECIAL['"'] = 1;
+    SPECIAL['\\'] = 1;
+}
+
+static inline int is_hex(unsigned char ch) {
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+}
+
+/* At an opening quote: past the closing one; 0 on invalid text. */
+static int scan_string(Cursor *c) {
+    c->escaped = 0;
+    c->p++;
+    for (;;) {
+        /* the common case: plain bytes, eight at a time while far from the end */
+        while (c->end - c->p >= 8) {
+            const unsigned char *q = c->p;
+            if (SPECIAL[q[0]] | SPECIAL[q[1]] | SPECIAL[q[2]] | SPECIAL[q[3]] | SPECIAL[q[4]] |
+                SPECIAL[q[5]] | SPECIAL[q[6]] | SPECIAL[q[7]])
+                break;
+            c->p += 8;
+        }
+        while (c->p < c->end && !SPECIAL[*c->p]) c->p++;
+        if (c->p >= c->end) return 0;
+        unsigned char ch = *c->p;
+        if (ch == '"') {
+            c->p++;
+            return 1;
+        }
+        if (ch < 0x20) return 0;
+        /* a backslash */
+        c->escaped = 1;
+        if (c->p + 1 >= c->end) return 0;
+        unsigned char e = c->p[1];
+        if (e == 'u') {
+            if (c->p + 6 > c->end) return 0;
+            for (int i = 2; i < 6; i++)
+                if (!is_hex(c->p[i])) return 0;
+            c->p += 6;
+        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                   e == 'r' || e == 't') {
+            c->p += 2;
+        } else {
+            return 0;
+        }
+    }
+}
+
+/* At a number's first byte: past it; 0 on invalid text. *is_int: a plain integer of at
+ * most 18 digits, its value in *value. */
+static int scan_number(Cursor *c, int *is_int, int64_t *value) {
+    const unsigned char *start = c->p;
+    int negative = 0;
+    if (c->p < c->end && *c->p == '-') {
+        negative = 1;
+        c->p++;
+    }
+    if (c->p >= c->end) return 0;
+    const unsigned char *digits = c->p;
+    if (*c->p == '0') {
+        c->p++;
+    } else if (*c->p >= '1' && *c->p <= '9') {
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+    } else {
+        return 0;
+    }
+    size_t n_digits = (size_t)(c->p - digits);
+    int plain = 1;
+    if (c->p < c->end && *c->p == '.') {
+        plain = 0;
+        c->p++;
+        if (c->p >= c->end || *c->p < '0' || *c->p > '9') return 0;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+    }
+    if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
+        plain = 0;
+        c->p++;
+        if (c->p < c->end && (*c->p == '+' || *c->p == '-')) c->p++;
+        if (c->p >= c->end || *c->p < '0' || *c->p > '9') return 0;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+    }
+    *is_int = plain && n_digits <= 18;
+    if (*is_int) {
+        int64_t v = 0;
+        for (const unsigned char *q = digits; q < digits + n_digits; q++) v = v * 10 + (*q - '0');
+        *value = negative ? -v : v;
+    }
+    (void)start;
+    return 1;
+}
+
+static int scan_literal(Cursor *c, const char *word, size_t len) {
+    if ((size_t)(c->end - c->p) < len || memcmp(c->p, word, len) != 0) return 0;
+    c->p += len;
+    return 1;
+}
+
+/* At a value's first byte: past the value; 0 on invalid or unsupported text. *kind: what
+ * it is; *value: a plain integer's value. Nested values are walked without recursion. */
+static int scan_value(Cursor *c, int *kind, int64_t *value) {
+    if (c->p >= c->end) return 0;
+    unsigned char ch = *c->p;
+    if (ch == '"') {
+        *kind = K_STRING;
+        return scan_string(c);
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        int is_int = 0;
+        if (!scan_number(c, &is_int, value)) return 0;
+        *kind = is_int ? K_INT : K_NUMBER;
+        return 1;
+    }
+    if (ch == 't') {
+        *kind = K_BOOL;
+        return scan_literal(c, "true", 4);
+    }
+    if (ch == 'f') {
+        *kind = K_BOOL;
+        return scan_literal(c, "false", 5);
+    }
+    if (ch == 'n') {
+        *kind = K_NULL;
+        return scan_literal(c, "null", 4);
+    }
+    if (ch != '{' && ch != '[') return 0;
+    *kind = K_NESTED;
+    /* closers expected, innermost last; an object's next element is a key then a value */
+    char stack[MAX_DEPTH];
+    int depth = 0;
+    for (;;) {
+        /* at the start of a value, or of an object member when in an object */
+        ch = *c->p;
+        if (ch == '{' || ch == '[') {
+            if (depth == MAX_DEPTH) return 0;
+            stack[depth++] = (ch == '{') ? '}' : ']';
+            c->p++;
+            skip_ws(c);
+            if (c->p >= c->end) return 0;
+            if (*c->p == (unsigned char)stack[depth - 1]) { /* empty */
+                c->p++;
+                depth--;
+                goto after_value;
+            }
+            if (stack[depth - 1] == '}') goto member;
+            continue; /* the array's first value */
+        }
+        {
+            int k = 0;
+            int64_t v = 0;
+            if (ch == '"') {
+                if (!scan_string(c)) return 0;
+            } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+                int is_int = 0;
+                if (!scan_number(c, &is_int, &v)) return 0;
+            } else if (ch == 't') {
+                if (!scan_literal(c, "true", 4)) return 0;
+            } else if (ch == 'f') {
+                if (!scan_literal(c, "false", 5)) return 0;
+            } else if (ch == 'n') {
+                if (!scan_literal(c, "null", 4)) return 0;
+            } else {
+                return 0;
+            }
+            (void)k;
+        }
+    after_value:
+        for (;;) {
+            if (depth == 0) return 1;
+            skip_ws(c);
+            if (c->p >= c->end) return 0;
+            if (*c->p == ',') {
+                c->p++;
+                skip_ws(c);
+                if (c->p >= c->end) return 0;
+                if (stack[depth - 1] == '}') goto member;
+                break; /* the array's next value */
+            }
+            if (*c->p != (unsigned char)stack[depth - 1]) return 0;
+            c->p++;
+            depth--;
+        }
+        continue;
+    member:
+        /* at an object member's key */
+        if (*c->p != '"' || !scan_string(c)) return 0;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return 0;
+        c->p++;
+        skip_ws(c);
+        if (c->p >= c->end) return 0;
+    }
+}
+
+/* Which field a key names (its text between the quotes), or -1. */
+static int field_of(const unsigned char *key, size_t len) {
+    switch (len) {
+    case 2:
+        if (memcmp(key, "ph", 2) == 0) return F_PH;
+        if (memcmp(key, "ts", 2) == 0) return F_TS;
+        if (memcmp(key, "id", 2) == 0) return F_ID;
+        return -1;
+    case 3:
+        if (memcmp(key, "cat", 3) == 0) return F_CAT;
+        if (memcmp(key, "pid", 3) == 0) return F_PID;
+        if (memcmp(key, "tid", 3) == 0) return F_TID;
+        if (memcmp(key, "dur", 3) == 0) return F_DUR;
+        return -1;
+    case 4:
+        if (memcmp(key, "name", 4) == 0) return F_NAME;
+        if (memcmp(key, "args", 4) == 0) return F_ARGS;
+        return -1;
+    default:
+        return -1;
+    }
+}
+
+static int scalar_slot(int field) {
+    for (int i = 0; i < N_SCALARS; i++)
+        if (SCALAR_FIELD[i] == field) return i;
+    return -1;
+}
+
+/* The events of payload; their count, or UNSUPPORTED / TOO_MANY. */
+static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64_t *spans,
+                               int64_t *values, uint8_t *kinds, Py_ssize_t capacity) {
+    Cursor c = {data, data + size, 0};
+    skip_ws(&c);
+    if (c.p >= c.end || *c.p != '[') return UNSUPPORTED;
+    c.p++;
+    skip_ws(&c);
+    if (c.p >= c.end) return UNSUPPORTED;
+    Py_ssize_t n = 0;
+    if (*c.p == ']') {
+        c.p++;
+        goto done;
+    }
+    for (;;) {
+        if (*c.p != '{') return UNSUPPORTED;
+        if (n >= capacity) return TOO_MANY;
+        int64_t *span = spans + n * N_SPANS;
+        int64_t *value = values + n * N_SCALARS;
+        uint8_t *kind = kinds + n * N_SCALARS;
+        for (int i = 0; i < N_SPANS; i++) span[i] = -1;
+        for (int i = 0; i < N_SCALARS; i++) {
+            value[i] = 0;
+            kind[i] = K_ABSENT;
+        }
+        span[0] = c.p - data;
+        c.p++;
+        skip_ws(&c);
+        if (c.p >= c.end) return UNSUPPORTED;
+        if (*c.p != '}') {
+            for (;;) {
+                if (*c.p != '"') return UNSUPPORTED;
+                const unsigned char *key = c.p + 1;
+                if (!scan_string(&c)) return UNSUPPORTED;
+                if (c.escaped) return UNSUPPORTED;
+                int field = field_of(key, (size_t)(c.p - 1 - key));
+                skip_ws(&c);
+                if (c.p >= c.end || *c.p != ':') return UNSUPPORTED;
+                c.p++;
+                skip_ws(&c);
+                const unsigned char *start = c.p;
+                int k = 0;
+                int64_t v = 0;
+                if (!scan_value(&c, &k, &v)) return UNSUPPORTED;
+                if (field >= 0) {
+                    int64_t *field_span = span + 2 + 2 * field;
+                    if (field_span[0] >= 0) return UNSUPPORTED; /* named twice */
+                    if (k == K_STRING && c.escaped && field != F_ARGS) return UNSUPPORTED;
+                    field_span[0] = start - data;
+                    field_span[1] = c.p - data;
+                    int slot = scalar_slot(field);
+                    if (slot >= 0) {
+                        kind[slot] = (uint8_t)k;
+                        value[slot] = (k == K_INT) ? v : 0;
+                    } else if (field != F_ARGS && k != K_STRING) {
+                        /* ph, cat and name are strings: anything else decodes the general way */
+                        return UNSUPPORTED;
+                    }
+                }
+                skip_ws(&c);
+                if (c.p >= c.end) return UNSUPPORTED;
+                if (*c.p == ',') {
+                    c.p++;
+                    skip_ws(&c);
+                    if (c.p >= c.end) return UNSUPPORTED;
+                    continue;
+                }
+                if (*c.p == '}') break;
+                return UNSUPPORTED;
+            }
+        }
+        c.p++; /* the closing brace */
+        span[1] = c.p - data;
+        n++;
+        skip_ws(&c);
+        if (c.p >= c.end) return UNSUPPORTED;
+        if (*c.p == ',') {
+            c.p++;
+            skip_ws(&c);
+            if (c.p >= c.end) return UNSUPPORTED;
+            continue;
+        }
+        if (*c.p == ']') {
+            c.p++;
+            break;
+        }
+        return UNSUPPORTED;
+    }
+done:
+    skip_ws(&c);
+    return c.p == c.end ? n : UNSUPPORTED;
+}
+
+static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t min_bytes, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return 0;
+    if (view->len < min_bytes) {
+        PyErr_Format(PyExc_ValueError, "%s holds too few bytes", what);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *payload_obj, *spans_obj, *values_obj, *kinds_obj;
+    if (!PyArg_ParseTuple(args, "OOOO", &payload_obj, &spans_obj, &values_obj, &kinds_obj))
+        return NULL;
+    Py_buffer payload, spans, values, kinds;
+    if (PyObject_GetBuffer(payload_obj, &payload, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(spans_obj, &spans, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&payload);
+        return NULL;
+    }
+    Py_ssize_t capacity = spans.len / (Py_ssize_t)(N_SPANS * sizeof(int64_t));
+    if (!writable(values_obj, &values, capacity * N_SCALARS * (Py_ssize_t)sizeof(int64_t),
+                  "values")) {
+        PyBuffer_Release(&payload);
+        PyBuffer_Release(&spans);
+        return NULL;
+    }
+    if (!writable(kinds_obj, &kinds, capacity * N_SCALARS, "kinds")) {
+        PyBuffer_Release(&payload);
+        PyBuffer_Release(&spans);
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    Py_ssize_t n;
+    Py_BEGIN_ALLOW_THREADS;
+    n = scan_payload((const unsigned char *)payload.buf, payload.len, (int64_t *)spans.buf,
+                     (int64_t *)values.buf, (uint8_t *)kinds.buf, capacity);
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&payload);
+    PyBuffer_Release(&spans);
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&kinds);
+    return PyLong_FromSsize_t(n);
+}
+
+static PyObject *gather(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *payload_obj, *starts_obj, *ends_obj;
+    const char *sep, *prefix, *suffix, *fill;
+    Py_ssize_t sep_len, prefix_len, suffix_len, fill_len;
+    if (!PyArg_ParseTuple(args, "OOOy#y#y#y#", &payload_obj, &starts_obj, &ends_obj, &sep,
+                          &sep_len, &prefix, &prefix_len, &suffix, &suffix_len, &fill, &fill_len))
+        return NULL;
+    Py_buffer payload, starts, ends;
+    if (PyObject_GetBuffer(payload_obj, &payload, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(starts_obj, &starts, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&payload);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(ends_obj, &ends, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&payload);
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *s = (const int64_t *)starts.buf;
+    const int64_t *e = (const int64_t *)ends.buf;
+    if (ends.len != starts.len || starts.len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 arrays of one length");
+        goto out;
+    }
+    Py_ssize_t total = prefix_len + suffix_len + (n > 0 ? (n - 1) * sep_len : 0);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < 0) {
+            total += fill_len;
+            continue;
+        }
+        if (e[i] < s[i] || e[i] > payload.len) {
+            PyErr_SetString(PyExc_ValueError, "a span lies outside the payload");
+            goto out;
+        }
+        total += (Py_ssize_t)(e[i] - s[i]);
+    }
+    result = PyBytes_FromStringAndSize(NULL, total);
+    if (result == NULL) goto out;
+    {
+        char *out = PyBytes_AS_STRING(result);
+        const char *data = (const char *)payload.buf;
+        memcpy(out, prefix, (size_t)prefix_len);
+        out += prefix_len;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i > 0) {
+                memcpy(out, sep, (size_t)sep_len);
+                out += sep_len;
+            }
+            if (s[i] < 0) {
+                memcpy(out, fill, (size_t)fill_len);
+                out += fill_len;
+                continue;
+            }
+            memcpy(out, data + s[i], (size_t)(e[i] - s[i]));
+            out += e[i] - s[i];
+        }
+        memcpy(out, suffix, (size_t)suffix_len);
+    }
+out:
+    PyBuffer_Release(&payload);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(payload, spans, values, kinds) -> events found, -1 when the payload needs the "
+     "general decoder, -2 when spans holds too few rows."},
+    {"gather", gather, METH_VARARGS,
+     "gather(payload, starts, ends, sep, prefix, suffix, fill) -> the spans joined by sep "
+     "(fill for a span starting below 0)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan",
+                                    "Kineto event chunks scanned without Python objects.", -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__kscan(void) {
+    init_special();
+    return PyModule_Create(&module);
+}

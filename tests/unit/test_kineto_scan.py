@@ -1,0 +1,279 @@
+"""The compiled scanner reads a chunk of events exactly as the general decoder does, or not at all.
+
+Each chunk the scanner settles (``kineto_scan.scanned_fields``) must give the block and side
+data of the general path (msgspec, ``kineto_columns.chunk_columns``) value for value; a chunk
+it cannot settle (invalid JSON, escapes in short fields, types the general decoder reads in
+its own way) returns None and goes the general way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import random
+import re
+import shutil
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perfledger.sources import kineto_scan
+from perfledger.sources.kineto_columns import Block, Side, block_of, chunk_columns
+from perfledger.sources.kineto_stream import DECODE_ERRORS, decode_payload
+from tests.paths import data_file
+
+needs_scanner = pytest.mark.skipif(
+    not kineto_scan.AVAILABLE, reason="no C compiler where the project was installed"
+)
+
+
+def test_the_scanner_is_built_where_a_compiler_is() -> None:
+    # pip install builds it (optional: an install without a compiler reads with msgspec alone)
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert kineto_scan.AVAILABLE, "run pip install -e . again: _kscan.c is not built"
+
+
+_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
+_ARRAY_END = re.compile(rb"\}\s*\]")
+
+
+def _chunks(text: bytes, size: int) -> list[bytearray]:
+    """The traceEvents array cut into payloads ``[...]`` of about ``size`` bytes."""
+    start = text.index(b"[", text.index(b'"traceEvents"')) + 1
+    chunks = []
+    while True:
+        cut = _SEPARATOR.search(text, start + size)
+        end = cut.start() + 1 if cut else _ARRAY_END.search(text, start).start() + 1  # type: ignore[union-attr]
+        chunks.append(bytearray(b"[" + text[start:end].lstrip(b", \n") + b"]"))
+        if cut is None:
+            return chunks
+        start = end
+
+
+def _assert_equal(got: Any, want: Any, what: str) -> None:
+    if isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype, what
+        assert np.array_equal(got, want, equal_nan=want.dtype.kind == "f"), what
+    elif isinstance(want, pa.Array):
+        assert got.type == want.type and got.equals(want), what
+    elif isinstance(want, list):
+        assert len(got) == len(want), what
+        for i, (a, b) in enumerate(zip(got, want, strict=True)):
+            _assert_equal(a, b, f"{what}[{i}]")
+    else:
+        assert got == want, what
+
+
+def _general(payload: bytes | bytearray) -> tuple[Block | None, Side, int] | None:
+    try:
+        chunk = decode_payload(bytearray(payload))
+    except DECODE_ERRORS:
+        return None
+    side = Side()
+    return chunk_columns(chunk, side, pooled=False), side, len(chunk.events)
+
+
+def _check(payload: bytes | bytearray) -> bool:
+    """Whether the scanner settled ``payload``; when it did, its results are the general's."""
+    fields = kineto_scan.scanned_fields(payload)
+    if fields is None:
+        return False
+    general = _general(payload)
+    assert general is not None, "the scanner read a chunk the general decoder refuses"
+    want_block, want_side, want_count = general
+    side = Side()
+    block = block_of(fields, side, pooled=False)
+    assert fields.codes.size == want_count
+    if want_block is None:
+        assert block is None
+    else:
+        assert block is not None
+        for item in dataclasses.fields(Block):
+            want = getattr(want_block, item.name)
+            if want is None:
+                assert getattr(block, item.name) is None, item.name
+            else:
+                _assert_equal(getattr(block, item.name), want, item.name)
+    for item in dataclasses.fields(Side):
+        _assert_equal(getattr(side, item.name), getattr(want_side, item.name), item.name)
+    return True
+
+
+@needs_scanner
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a100_alexnet.json.gz",
+        "a100_rank3_control.json.gz",
+        "a100_triton.json.gz",
+        "cpu_only_rank34.json.gz",
+        "mi250_rocm_minitoy.json.gz",
+        "mtia_inference.json.gz",
+        "old_pt18_inference_rank1.json.gz",
+        "resnet50_gpu_2021.json.gz",
+        "v100_ns_timestamps.json.gz",
+        "v100_rank1_ddp.json.gz",
+    ],
+)
+def test_every_chunk_of_the_real_traces_is_scanned_as_the_decoder_reads_it(name: str) -> None:
+    with gzip.open(data_file(f"kineto/{name}")) as raw:
+        text = raw.read()
+    for size in (64 << 10, 1 << 20):
+        chunks = _chunks(text, size)
+        assert all(_check(c) for c in chunks), f"{name}: a clean chunk went the general way"
+
+
+def _event(draw: st.DrawFn) -> dict[str, Any]:
+    event: dict[str, Any] = {}
+    choices = {
+        "ph": st.sampled_from(["X", "i", "I", "M", "s", "f", "t", "C", "B", "", "XX", "é"]),
+        "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "ac2g", "", "Trace", "é"]),
+        # mostly names the scanner reads itself; some with escapes or other scripts
+        "name": st.one_of(
+            st.text(st.characters(min_codepoint=32, max_codepoint=126, exclude_characters='"\\')),
+            st.text(max_size=6),
+        ),
+        "pid": st.one_of(
+            st.integers(-(2**31), 2**31),
+            st.integers(-(2**63), 2**64 - 1),
+            st.sampled_from(["Spans", "7", " 12 ", "x"]),
+        ),
+        "tid": st.one_of(st.integers(-(2**40), 2**40), st.sampled_from(["stream 7", "7"])),
+        "ts": st.one_of(
+            st.integers(-(2**60), 2**62),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.sampled_from([1669783687466835.123, 5.0005, 1e300]),
+        ),
+        "dur": st.one_of(st.integers(-5, 10**6), st.floats(-1e3, 1e6)),
+        "id": st.one_of(st.none(), st.integers(0, 2**62), st.sampled_from(["0x1f", "7", "a"])),
+        "args": st.dictionaries(
+            st.sampled_from(
+                [
+                    "External id",
+                    "correlation",
+                    "device",
+                    "stream",
+                    "bytes",
+                    "size",
+                    "flops",
+                    "Input Dims",
+                    "Total Allocated",
+                    "Device Type",
+                    "other",
+                ]
+            ),
+            st.one_of(
+                st.integers(-(2**40), 2**40),
+                st.floats(allow_nan=False, allow_infinity=False),
+                st.text(max_size=4),
+                st.lists(st.integers(0, 9), max_size=3),
+                st.none(),
+            ),
+            max_size=4,
+        ),
+    }
+    for key, strategy in choices.items():
+        if draw(st.integers(0, 9)) > 0:  # most fields present
+            event[key] = draw(strategy)
+    return event
+
+
+@needs_scanner
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_random_events_are_scanned_as_the_decoder_reads_them_or_left_to_it(
+    data: st.DataObject,
+) -> None:
+    events = data.draw(st.lists(st.builds(dict), min_size=1, max_size=8).map(len))
+    payload = json.dumps(
+        [_event(data.draw) for _ in range(events)], indent=data.draw(st.sampled_from([None, 2]))
+    ).encode()
+    _check(payload)
+
+
+@needs_scanner
+def test_clean_random_events_are_settled_by_the_scanner() -> None:
+    """Events of every phase with the value types Kineto writes: none is left to msgspec."""
+    rng = random.Random(7)
+    phases = ["X", "i", "M", "s", "f", "C", "B"]
+    for _ in range(50):
+        events = [
+            {
+                "ph": rng.choice(phases),
+                "cat": rng.choice(["kernel", "cpu_op", "cuda_runtime", "ac2g", "gpu_memset"]),
+                "name": "".join(rng.choices("abc:_ <>", k=rng.randint(0, 9))),
+                "pid": rng.choice([rng.randint(0, 2**20), "Spans", "7"]),
+                "tid": rng.choice([rng.randint(0, 2**20), "stream 7"]),
+                "ts": rng.choice([rng.randint(0, 2**50), round(rng.uniform(0, 2**40), 3)]),
+                "dur": rng.randint(-2, 10**6),
+                "id": rng.randint(0, 2**30),
+                "args": {"External id": rng.randint(0, 99), "Input Dims": [[1, 2]], "x": None},
+            }
+            for _ in range(rng.randint(1, 30))
+        ]
+        assert _check(json.dumps(events, indent=rng.choice([None, 2])).encode())
+
+
+@needs_scanner
+def test_damaged_text_is_never_read_differently() -> None:
+    """Bytes of a real chunk changed at random: the scanner reads the result as the general
+    decoder does, or leaves it to it (and never fails itself)."""
+    with gzip.open(data_file("kineto/v100_rank1_ddp.json.gz")) as raw:
+        chunk = _chunks(raw.read(), 3000)[5]
+    rng = random.Random(19)
+    settled = 0
+    for _ in range(1000):
+        damaged = bytearray(chunk)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(damaged))
+            damaged[at : at + rng.randint(0, 2)] = rng.choice(
+                [b"", b'"', b"\\", b",", b"{", b"}", b"[", b"]", b"1", b".", b"e", b"\x01", b"\xff"]
+            )
+        settled += _check(damaged)
+    assert 0 < settled < 1000
+
+
+@needs_scanner
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[{"ph": "X", "ph": "X"}]',  # a field named twice
+        b'[{"ph": "X", "name": "a\\"b"}]',  # an escape in a short field
+        b'[{"p\\u0068": "X"}]',  # a key written with an escape
+        b'[{"ph": "X", "pid": 1.5}]',  # a float pid: the general decoder refuses it
+        b'[{"ph": "X", "ts": "12"}]',  # a time written as a string
+        b'[{"ph": "X", "ts": 123456789012345678901}]',  # an integer beyond int64
+        b'[{"ph": "X"}, 1]',  # an element that is not an event
+        b'[{"ph": "X"},]',
+        b'[{"ph": "X", "args": {"a": [1 2]}}]',
+        b'[{"ph": "X", "name": "\xff"}]',  # not UTF-8
+        b"[" + b"[" * 100 + b"]" * 100 + b"]",
+    ],
+)
+def test_what_only_the_general_decoder_reads_is_left_to_it(text: bytes) -> None:
+    assert kineto_scan.scanned_fields(text) is None
+
+
+def test_without_the_compiled_scanner_every_chunk_goes_the_general_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kineto_scan, "_kscan", None)
+    assert kineto_scan.scanned_fields(b'[{"ph": "X", "ts": 1, "dur": 2}]') is None
+
+
+@needs_scanner
+def test_gather_refuses_spans_outside_the_text() -> None:
+    scanner: Any = kineto_scan._kscan
+    starts, ends = np.array([0, 4, -1], np.int64), np.array([2, 6, -1], np.int64)
+    assert scanner.gather(b"abcdef", starts, ends, b",", b"[", b"]", b"{}") == b"[ab,ef,{}]"
+    with pytest.raises(ValueError, match="outside"):
+        scanner.gather(b"abc", np.array([1], np.int64), np.array([9], np.int64), b"", b"", b"", b"")
+    with pytest.raises(ValueError, match="int64"):
+        scanner.gather(
+            b"abc", np.array([1], np.int64), np.array([1, 2], np.int64), b"", b"", b"", b""
+        )
