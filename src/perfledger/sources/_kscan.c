@@ -1,11 +1,12 @@
 /* Kineto event chunks scanned in one pass: where each event's fields lie, no objects made.
  *
- * scan(payload, spans, values, kinds) reads "[{...},{...},...]" (a chunk of the traceEvents
- * array) and, for every event, writes the byte spans of the event and of its fields ph, cat,
- * name, pid, tid, ts, dur, id and args (-1 where absent), the kind of each of the five
- * scalar fields and, for plain integers, their value. The whole payload is validated as JSON
+ * scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) reads "[{...},...]"
+ * (a chunk of the traceEvents array) and, for every event, writes the byte spans of the event
+ * and of its fields ph, cat, name, pid, tid, ts, dur, id and args (-1 where absent), the kind
+ * of each of the five scalar fields and, for plain integers, their value; and the same (span,
+ * kind, integer value) for the args keys the importer reads (ARG_KEYS), at the args' top level. The whole payload is validated as JSON
  * (strings, escapes, numbers, literals, nesting); anything this scanner does not settle
- * alone (invalid text, a key written with escapes, a field named twice, an escape inside one
+ * alone (invalid text, a key written with escapes, a field or args key named twice, an escape inside one
  * of the short string fields, nesting deeper than MAX_DEPTH) returns UNSUPPORTED: the caller
  * then decodes the chunk the general way. Bytes >= 0x80 are left to the caller's UTF-8 check.
  *
@@ -275,9 +276,84 @@ static int scalar_slot(int field) {
     return -1;
 }
 
+/* The args keys whose values are read (as kineto_columns._ARG_FIELDS names them). */
+static const char *const ARG_KEYS[] = {
+    "External id", "external id",     "correlation",    "device",      "stream",
+    "bytes",       "size",            "flops",          "Input Dims",  "Input type",
+    "Total Allocated", "Total Reserved", "Device Type", "Device Id",
+};
+#define N_ARGS ((int)(sizeof(ARG_KEYS) / sizeof(ARG_KEYS[0])))
+
+static size_t ARG_LENGTH[N_ARGS];
+/* per key length (up to 15), a bit per args key of that length */
+static uint32_t ARGS_OF_LENGTH[16];
+
+static void init_args(void) {
+    for (int i = 0; i < N_ARGS; i++) {
+        ARG_LENGTH[i] = strlen(ARG_KEYS[i]);
+        ARGS_OF_LENGTH[ARG_LENGTH[i]] |= 1u << i;
+    }
+}
+
+static int arg_of(const unsigned char *key, size_t len) {
+    if (len >= 16) return -1;
+    for (uint32_t bits = ARGS_OF_LENGTH[len]; bits != 0; bits &= bits - 1) {
+        int i = __builtin_ctz(bits);
+        if (memcmp(key, ARG_KEYS[i], len) == 0) return i;
+    }
+    return -1;
+}
+
+/* At the opening brace of an event's args: past the closing one, the known keys' spans,
+ * kinds and integer values written; 0 on invalid or unsupported text (a key with escapes,
+ * a known key named twice). */
+static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_t *value,
+                     uint8_t *kind) {
+    c->p++;
+    skip_ws(c);
+    if (c->p >= c->end) return 0;
+    if (*c->p == '}') {
+        c->p++;
+        return 1;
+    }
+    for (;;) {
+        if (*c->p != '"') return 0;
+        const unsigned char *key = c->p + 1;
+        if (!scan_string(c) || c->escaped) return 0;
+        int arg = arg_of(key, (size_t)(c->p - 1 - key));
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return 0;
+        c->p++;
+        skip_ws(c);
+        const unsigned char *start = c->p;
+        int k = 0;
+        int64_t v = 0;
+        if (!scan_value(c, &k, &v)) return 0;
+        if (arg >= 0) {
+            if (span[2 * arg] >= 0) return 0; /* named twice */
+            span[2 * arg] = start - data;
+            span[2 * arg + 1] = c->p - data;
+            kind[arg] = (uint8_t)k;
+            value[arg] = (k == K_INT) ? v : 0;
+        }
+        skip_ws(c);
+        if (c->p >= c->end) return 0;
+        if (*c->p == ',') {
+            c->p++;
+            skip_ws(c);
+            if (c->p >= c->end) return 0;
+            continue;
+        }
+        if (*c->p != '}') return 0;
+        c->p++;
+        return 1;
+    }
+}
+
 /* The events of payload; their count, or UNSUPPORTED / TOO_MANY. */
 static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64_t *spans,
-                               int64_t *values, uint8_t *kinds, Py_ssize_t capacity) {
+                               int64_t *values, uint8_t *kinds, int64_t *arg_spans,
+                               int64_t *arg_values, uint8_t *arg_kinds, Py_ssize_t capacity) {
     Cursor c = {data, data + size, 0};
     skip_ws(&c);
     if (c.p >= c.end || *c.p != '[') return UNSUPPORTED;
@@ -300,6 +376,14 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
             value[i] = 0;
             kind[i] = K_ABSENT;
         }
+        int64_t *arg_span = arg_spans + n * 2 * N_ARGS;
+        int64_t *arg_value = arg_values + n * N_ARGS;
+        uint8_t *arg_kind = arg_kinds + n * N_ARGS;
+        for (int i = 0; i < N_ARGS; i++) {
+            arg_span[2 * i] = arg_span[2 * i + 1] = -1;
+            arg_value[i] = 0;
+            arg_kind[i] = K_ABSENT;
+        }
         span[0] = c.p - data;
         c.p++;
         skip_ws(&c);
@@ -318,7 +402,12 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
                 const unsigned char *start = c.p;
                 int k = 0;
                 int64_t v = 0;
-                if (!scan_value(&c, &k, &v)) return UNSUPPORTED;
+                if (field == F_ARGS && *c.p == '{') {
+                    k = K_NESTED;
+                    if (!scan_args(&c, data, arg_span, arg_value, arg_kind)) return UNSUPPORTED;
+                } else if (!scan_value(&c, &k, &v)) {
+                    return UNSUPPORTED;
+                }
                 if (field >= 0) {
                     int64_t *field_span = span + 2 + 2 * field;
                     if (field_span[0] >= 0) return UNSUPPORTED; /* named twice */
@@ -368,50 +457,47 @@ done:
     return c.p == c.end ? n : UNSUPPORTED;
 }
 
-static int writable(PyObject *obj, Py_buffer *view, Py_ssize_t min_bytes, const char *what) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return 0;
-    if (view->len < min_bytes) {
-        PyErr_Format(PyExc_ValueError, "%s holds too few bytes", what);
-        PyBuffer_Release(view);
-        return 0;
-    }
-    return 1;
-}
-
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *payload_obj, *spans_obj, *values_obj, *kinds_obj;
-    if (!PyArg_ParseTuple(args, "OOOO", &payload_obj, &spans_obj, &values_obj, &kinds_obj))
+    PyObject *objects[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &objects[4], &objects[5], &objects[6]))
         return NULL;
-    Py_buffer payload, spans, values, kinds;
-    if (PyObject_GetBuffer(payload_obj, &payload, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(spans_obj, &spans, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&payload);
-        return NULL;
-    }
-    Py_ssize_t capacity = spans.len / (Py_ssize_t)(N_SPANS * sizeof(int64_t));
-    if (!writable(values_obj, &values, capacity * N_SCALARS * (Py_ssize_t)sizeof(int64_t),
-                  "values")) {
-        PyBuffer_Release(&payload);
-        PyBuffer_Release(&spans);
-        return NULL;
-    }
-    if (!writable(kinds_obj, &kinds, capacity * N_SCALARS, "kinds")) {
-        PyBuffer_Release(&payload);
-        PyBuffer_Release(&spans);
-        PyBuffer_Release(&values);
-        return NULL;
-    }
+    /* payload; spans, values, kinds; arg spans, arg values, arg kinds */
+    Py_buffer views[7];
+    int held = 0;
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(objects[0], &views[0], PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    held = 1;
+    for (; held < 7; held++)
+        if (PyObject_GetBuffer(objects[held], &views[held], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) <
+            0)
+            goto out;
+    Py_ssize_t capacity = views[1].len / (Py_ssize_t)(N_SPANS * sizeof(int64_t));
+    const Py_ssize_t row_bytes[7] = {
+        0,
+        N_SPANS * (Py_ssize_t)sizeof(int64_t),
+        N_SCALARS * (Py_ssize_t)sizeof(int64_t),
+        N_SCALARS,
+        2 * N_ARGS * (Py_ssize_t)sizeof(int64_t),
+        N_ARGS * (Py_ssize_t)sizeof(int64_t),
+        N_ARGS,
+    };
+    for (int i = 2; i < 7; i++)
+        if (views[i].len < capacity * row_bytes[i]) {
+            PyErr_SetString(PyExc_ValueError, "an output array holds fewer rows than spans");
+            goto out;
+        }
     Py_ssize_t n;
     Py_BEGIN_ALLOW_THREADS;
-    n = scan_payload((const unsigned char *)payload.buf, payload.len, (int64_t *)spans.buf,
-                     (int64_t *)values.buf, (uint8_t *)kinds.buf, capacity);
+    n = scan_payload((const unsigned char *)views[0].buf, views[0].len, (int64_t *)views[1].buf,
+                     (int64_t *)views[2].buf, (uint8_t *)views[3].buf, (int64_t *)views[4].buf,
+                     (int64_t *)views[5].buf, (uint8_t *)views[6].buf, capacity);
     Py_END_ALLOW_THREADS;
-    PyBuffer_Release(&payload);
-    PyBuffer_Release(&spans);
-    PyBuffer_Release(&values);
-    PyBuffer_Release(&kinds);
-    return PyLong_FromSsize_t(n);
+    result = PyLong_FromSsize_t(n);
+out:
+    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    return result;
 }
 
 static PyObject *gather(PyObject *self, PyObject *args) {
@@ -484,8 +570,8 @@ out:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(payload, spans, values, kinds) -> events found, -1 when the payload needs the "
-     "general decoder, -2 when spans holds too few rows."},
+     "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) -> events found, "
+     "-1 when the payload needs the general decoder, -2 when spans holds too few rows."},
     {"gather", gather, METH_VARARGS,
      "gather(payload, starts, ends, sep, prefix, suffix, fill) -> the spans joined by sep "
      "(fill for a span starting below 0)."},
@@ -498,5 +584,28 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan",
 
 PyMODINIT_FUNC PyInit__kscan(void) {
     init_special();
-    return PyModule_Create(&module);
+    init_args();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    /* the args keys, in the order of the arg_* arrays' columns */
+    PyObject *keys = PyTuple_New(N_ARGS);
+    if (keys == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    for (int i = 0; i < N_ARGS; i++) {
+        PyObject *key = PyUnicode_FromString(ARG_KEYS[i]);
+        if (key == NULL) {
+            Py_DECREF(keys);
+            Py_DECREF(m);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(keys, i, key);
+    }
+    if (PyModule_AddObject(m, "ARG_KEYS", keys) < 0) {
+        Py_DECREF(keys);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -69,6 +69,8 @@ _ARG_FIELDS: dict[str, tuple[str, Any, Any]] = {
     "device_id": ("Device Id", int, -1),
 }
 
+ARG_FIELD_NAMES = tuple(_ARG_FIELDS)
+
 # Which args each group of categories carries: (always decoded, decoded when present).
 GROUP_HOST, GROUP_LAUNCH, GROUP_DEVICE, GROUP_INSTANT, GROUP_OTHER = range(5)
 _GROUP_FIELDS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -138,6 +140,11 @@ class ArgsTexts(Protocol):
         """The text of one row."""
         ...
 
+    def group_values(self, rows: Int64Array, group: int) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """The args fields read for one group of rows (see :func:`group_fields`) and their
+        values at ``rows`` (:func:`struct_values`' types)."""
+        ...
+
 
 @dataclass(frozen=True)
 class _ListTexts:
@@ -156,25 +163,70 @@ class _ListTexts:
     def text(self, row: int) -> bytes:
         return bytes(self.texts[row])
 
+    def group_values(self, rows: Int64Array, group: int) -> tuple[tuple[str, ...], dict[str, Any]]:
+        structs, fields = _decode_group(self, rows, group)
+        return fields, struct_values(structs, fields)
+
+
+RAW_ARGS = ("input_dims", "input_type")  # kept as their JSON text
+
+
+def arg_key(attr: str) -> str:
+    """The JSON key of an args field."""
+    key: str = _ARG_FIELDS[attr][0]
+    return key
+
+
+def group_fields(
+    group: int, joined: Callable[[], bytes], found: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """The args fields read for a group of rows: those it always carries, and the others
+    whose key is in its rows' args text (``joined``, asked only where ``found``, the fields
+    seen as keys of some row, does not already tell)."""
+    always, optional = _GROUP_FIELDS[group]
+    present = tuple(
+        a for a in optional if found(a) or b'"' + arg_key(a).encode() + b'"' in joined()
+    )
+    return always + present
+
+
+def struct_decoder(fields: tuple[str, ...]) -> tuple[type[msgspec.Struct], Any]:
+    """The struct of ``fields`` and a decoder of one such struct."""
+    struct, _ = _struct_for(fields)
+    return struct, msgspec.json.Decoder(struct)
+
+
+def struct_values(structs: list[Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """The values of decoded args structs: ids and sizes as int64 (-1 absent), flops as
+    float64 (NaN absent), the raw fields as strings (null absent)."""
+    values: dict[str, Any] = {}
+    for attr in fields:
+        items = list(map(attrgetter(attr), structs))
+        if attr in RAW_ARGS:
+            values[attr] = texts_array(items)
+        elif attr == "flops":
+            values[attr] = np.fromiter(items, np.float64, len(items))
+        else:
+            values[attr] = int_column(items)
+    return values
+
 
 def _decode_group(
     args: ArgsTexts, rows: Int64Array, group: int
 ) -> tuple[list[Any], tuple[str, ...]]:
     """Decode the args of one group of rows: list of structs and the fields they hold."""
     joined = args.joined(rows, b",", b"[", b"]")
-    always, optional = _GROUP_FIELDS[group]
-    present = tuple(a for a in optional if b'"' + _ARG_FIELDS[a][0].encode() + b'"' in joined)
-    fields = always + present
+    fields = group_fields(group, lambda: joined, lambda attr: False)
     struct, decoder = _struct_for(fields)
     try:
         return decoder.decode(joined), fields
     except DECODE_ERRORS:
         pass
     one = msgspec.json.Decoder(struct)
-    return [_decode_one(one, args.text(r), struct, fields) for r in rows.tolist()], fields
+    return [decode_one(one, args.text(r), struct, fields) for r in rows.tolist()], fields
 
 
-def _decode_one(
+def decode_one(
     decoder: msgspec.json.Decoder[Any],
     raw: bytes,
     struct: type[msgspec.Struct],
@@ -585,7 +637,6 @@ def block_of(chunk: ChunkFields, side: Side, *, pooled: bool = True) -> Block | 
 
 
 _INT_DEFAULTS = ("external_id", "correlation", "device", "stream")
-_ABSENT = msgspec.Raw(b"")
 
 
 def _args_columns(
@@ -593,33 +644,32 @@ def _args_columns(
 ) -> dict[str, Any]:
     """Decode the ``m`` kept rows' args group by group; scatter the fields into row order."""
     columns: dict[str, Any] = {attr: np.full(m, -1, np.int64) for attr in _INT_DEFAULTS}
-    raw_columns: dict[str, list[msgspec.Raw]] = {}
+    raw_columns: dict[str, list[pa.Array]] = {}
     raw_rows: dict[str, list[Int64Array]] = {}
     for g in np.unique(group).tolist():
         rows = np.flatnonzero(group == g)
-        structs, fields = _decode_group(texts, rows, g)
+        fields, values = texts.group_values(rows, g)
         if g == GROUP_INSTANT:
-            _memory_counters(structs, fields, ts[rows], side)
+            _memory_counters(values, rows.size, ts[rows], side)
             continue
         for attr in fields:
-            values = list(map(attrgetter(attr), structs))
-            if attr in ("input_dims", "input_type"):
-                raw_columns.setdefault(attr, []).extend(values)
+            if attr in RAW_ARGS:
+                raw_columns.setdefault(attr, []).append(values[attr])
                 raw_rows.setdefault(attr, []).append(rows)
                 continue
             if attr == "flops":
                 target = columns.setdefault(attr, np.full(m, np.nan, np.float64))
-                target[rows] = np.fromiter(values, np.float64, len(values))
-                continue
-            target = columns.setdefault(attr, np.full(m, -1, np.int64))
-            target[rows] = int_column(values)
-    for attr, values in raw_columns.items():
+            else:
+                target = columns.setdefault(attr, np.full(m, -1, np.int64))
+            target[rows] = values[attr]
+    for attr, arrays in raw_columns.items():
         # the values in group order, plus one absent value for the rows of other groups
-        array = texts_array([*values, _ABSENT])
+        array = pa.concat_arrays([*arrays, pa.nulls(1, pa.string())])
         if array.null_count == len(array):
             continue
-        index = np.full(m, len(values), np.int64)
-        index[np.concatenate(raw_rows[attr])] = np.arange(len(values))
+        count = len(array) - 1
+        index = np.full(m, count, np.int64)
+        index[np.concatenate(raw_rows[attr])] = np.arange(count)
         columns[attr] = array.take(pa.array(index))
     return columns
 
@@ -704,16 +754,12 @@ def _other_phases(events: Sequence[Any], codes: Int64Array, side: Side) -> None:
                 side.counter_value.append(np.array([float(value)]))
 
 
-def _memory_counters(
-    structs: list[Any], fields: tuple[str, ...], ts: Int64Array, side: Side
-) -> None:
+def _memory_counters(values: dict[str, Any], n: int, ts: Int64Array, side: Side) -> None:
     """``[memory]`` instants carry the allocator totals: device and host memory counters."""
-    if "total_allocated" not in fields and "total_reserved" not in fields:
+    if "total_allocated" not in values and "total_reserved" not in values:
         return
     get = {
-        attr: int_column(list(map(attrgetter(attr), structs)))
-        if attr in fields
-        else np.full(len(structs), -1, np.int64)
+        attr: values[attr] if attr in values else np.full(n, -1, np.int64)
         for attr in ("total_allocated", "total_reserved", "device_type", "device_id")
     }
     rows = np.flatnonzero((get["total_allocated"] >= 0) | (get["total_reserved"] >= 0))
@@ -733,11 +779,11 @@ def _memory_counters(
         ("allocated_bytes", "total_allocated"),
         ("reserved_bytes", "total_reserved"),
     ):
-        values = get[attr][rows]
-        present = values >= 0
+        totals = get[attr][rows]
+        present = totals >= 0
         side.counter_ts.append(ts[rows][present])
         side.counter_track.append(tracks.filter(pa.array(present)))
         side.counter_name.append(
             pa.array([name], pa.string()).take(np.zeros(int(present.sum()), np.int32))
         )
-        side.counter_value.append(values[present].astype(np.float64))
+        side.counter_value.append(totals[present].astype(np.float64))

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfledger.orphans import exit_with_parent
-from perfledger.sources.kineto_columns import Block, Side, block_of, chunk_columns
-from perfledger.sources.kineto_scan import scanned_fields
+from perfledger.sources.kineto_columns import Block, Side, chunk_columns
+from perfledger.sources.kineto_scan import scanned_block
 from perfledger.sources.kineto_stream import (
     DECODE_ERRORS,
     Chunk,
@@ -139,17 +139,15 @@ def chunk_result_at(source: OpenFile, first: int, stop: int) -> ChunkResult | No
 def chunk_result(payload: bytes | bytearray) -> ChunkResult | None:
     """The columns of one chunk, its side data and its event count; None when the chunk is
     not a JSON array of events (then it is read again with the exact scan)."""
-    scanned = scanned_fields(payload)
+    side = Side()
+    scanned = scanned_block(payload, side, pooled=False)  # pickled back to the main process
     if scanned is not None:
-        side = Side()
-        return block_of(scanned, side, pooled=False), side, scanned.codes.size
+        return scanned[0], side, scanned[1]
     try:
         chunk = decode_payload(payload)
     except DECODE_ERRORS:
         return None
-    side = Side()
-    block = chunk_columns(chunk, side, pooled=False)  # pickled back to the main process
-    return block, side, len(chunk.events)
+    return chunk_columns(chunk, side, pooled=False), side, len(chunk.events)
 
 
 class WorkersUnavailable(Exception):

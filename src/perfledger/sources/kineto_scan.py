@@ -13,6 +13,7 @@ msgspec from their own text.
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,19 +22,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.sources.kineto_columns import (
+    ARG_FIELD_NAMES,
     PH_CODES_BY_BYTE,
     PH_COUNTER,
     PH_METADATA,
+    RAW_ARGS,
+    Block,
     ChunkFields,
+    Side,
     _encoded,
     _pid_is_numeric,
     _pid_or_none,
     _to_int,
+    arg_key,
+    block_of,
+    decode_one,
+    group_fields,
+    struct_decoder,
+    struct_values,
 )
 from perfledger.sources.kineto_stream import DECODE_ERRORS, event_decoder
 from perfledger.sources.kineto_text import (
     SEPARATOR,
     BoolArray,
+    FloatArray,
     Int64Array,
     float_us_ns,
     joined_us_ns,
@@ -69,30 +81,147 @@ _TOO_MANY = -2  # what scan returns when the arrays hold too few rows
 _FEW_BYTES = 48
 
 
+# Column of each args field in the scanner's arg_* arrays.
+_ARG_COLUMN: dict[str, int] = (
+    {attr: list(_kscan.ARG_KEYS).index(arg_key(attr)) for attr in ARG_FIELD_NAMES}
+    if _kscan is not None
+    else {}
+)
+# The kinds whose values the arrays give, per field; a row with another kind in a field it is
+# read for is decoded by msgspec (strictly, else leniently, as the general path does).
+_INT_KINDS = (K_ABSENT, K_INT)
+_FLOAT_KINDS = (K_ABSENT, K_INT, K_NUMBER)
+
+
 @dataclass(frozen=True)
-class _Spans:
-    """One column of spans into the payload: the texts of some rows, joined."""
+class _ScannedArgs:
+    """The args of some rows: their texts' spans, and the known keys' spans, kinds, values."""
 
     payload: bytes | bytearray
     starts: Int64Array
     ends: Int64Array
+    kept: Int64Array  # the rows among the chunk's events
+    arg_starts: Int64Array  # events x args fields (the scanner's ARG_KEYS order)
+    arg_ends: Int64Array
+    arg_kinds: Any
+    arg_values: Int64Array
 
     def joined(self, rows: Int64Array, sep: bytes, prefix: bytes, suffix: bytes) -> bytes:
-        assert _kscan is not None
-        data: bytes = _kscan.gather(
-            self.payload,
-            np.ascontiguousarray(self.starts[rows]),
-            np.ascontiguousarray(self.ends[rows]),
-            sep,
-            prefix,
-            suffix,
-            _NO_ARGS,
-        )
-        return data
+        starts, ends = self.starts[rows], self.ends[rows]
+        return _gather(self.payload, starts, ends, sep, prefix, suffix, _NO_ARGS)
 
     def text(self, row: int) -> bytes:
         start = int(self.starts[row])
         return _NO_ARGS if start < 0 else bytes(self.payload[start : int(self.ends[row])])
+
+    def group_values(self, rows: Int64Array, group: int) -> tuple[tuple[str, ...], dict[str, Any]]:
+        at = self.kept[rows]
+        kinds = self.arg_kinds[at]
+        seen = (kinds != K_ABSENT).any(axis=0)
+        texts: list[bytes] = []
+
+        def joined() -> bytes:
+            if not texts:
+                texts.append(self.joined(rows, b",", b"[", b"]"))
+            return texts[0]
+
+        fields = group_fields(group, joined, lambda attr: bool(seen[_ARG_COLUMN[attr]]))
+        values: dict[str, Any] = {}
+        other = np.zeros(rows.size, np.bool_)  # rows msgspec decodes
+        for attr in fields:
+            column = _ARG_COLUMN[attr]
+            kind = kinds[:, column]
+            if attr in RAW_ARGS:
+                values[attr] = self._texts(at, column)
+            elif attr == "flops":
+                values[attr], odd = self._floats(at, column)
+                other |= odd
+            else:
+                values[attr] = np.where(kind == K_INT, self.arg_values[at, column], -1)
+                other |= ~np.isin(kind, _INT_KINDS)
+        if other.any():
+            _decoded_rows(values, fields, rows, np.flatnonzero(other), self.text)
+        return fields, values
+
+    def _texts(self, at: Int64Array, column: int) -> pa.Array:
+        """A raw field's texts at events ``at`` as written; null where absent."""
+        starts, ends = self.arg_starts[at, column], self.arg_ends[at, column]
+        present = starts >= 0
+        data = _gather(self.payload, starts, ends, b"", b"", b"")
+        return string_array(data, np.where(present, ends - starts, 0), present)
+
+    def _floats(self, at: Int64Array, column: int) -> tuple[FloatArray, BoolArray]:
+        """flops at events ``at`` as float64 (NaN absent), and those msgspec must read."""
+        kind = self.arg_kinds[at, column]
+        values = self.arg_values[at, column].astype(np.float64)
+        values[kind == K_ABSENT] = np.nan
+        odd = ~np.isin(kind, _FLOAT_KINDS)
+        numbers = np.flatnonzero(kind == K_NUMBER)
+        if numbers.size:
+            starts = self.arg_starts[at[numbers], column]
+            ends = self.arg_ends[at[numbers], column]
+            texts = string_array(
+                _gather(self.payload, starts, ends, b"", b"", b""), ends - starts, None
+            )
+            # a float is written with a fraction or an exponent: an integer too long for int64
+            # is msgspec's to convert
+            fraction = np.asarray(
+                pc.match_substring_regex(texts, "[.eE]").to_numpy(zero_copy_only=False), np.bool_
+            )
+            try:
+                parsed = np.asarray(pc.cast(texts, pa.float64()), np.float64)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                parsed = np.full(numbers.size, np.nan)
+                fraction[:] = False
+            values[numbers] = parsed
+            odd[numbers] |= ~(fraction & np.isfinite(parsed))
+        return values, odd
+
+
+def _decoded_rows(
+    values: dict[str, Any],
+    fields: tuple[str, ...],
+    rows: Int64Array,
+    odd: Int64Array,
+    text: Any,
+) -> None:
+    """The values at ``odd`` (positions among ``rows``) decoded by msgspec from their args
+    text, strictly, else leniently: the general path's per-row decode."""
+    struct, decoder = struct_decoder(fields)
+    structs = [decode_one(decoder, text(int(rows[i])), struct, fields) for i in odd.tolist()]
+    decoded = struct_values(structs, fields)
+    for attr in fields:
+        if attr in RAW_ARGS:
+            # the decoded texts after the scanned ones; each odd row takes its own
+            index = np.arange(len(values[attr]))
+            index[odd] = len(values[attr]) + np.arange(odd.size)
+            merged = pa.concat_arrays([values[attr], decoded[attr]])
+            values[attr] = merged.take(pa.array(index))
+        else:
+            values[attr][odd] = decoded[attr]
+
+
+def _gather(
+    payload: bytes | bytearray,
+    starts: Int64Array,
+    ends: Int64Array,
+    sep: bytes,
+    prefix: bytes,
+    suffix: bytes,
+    fill: bytes = b"",
+) -> bytes:
+    """The spans of ``payload`` joined (see _kscan.c); a span starting below 0 gives ``fill``."""
+    assert _kscan is not None
+    data: bytes = _kscan.gather(
+        payload,
+        np.ascontiguousarray(starts, np.int64),
+        np.ascontiguousarray(ends, np.int64),
+        sep,
+        prefix,
+        suffix,
+        fill,
+    )
+    return data
 
 
 class _Unsupported(Exception):
@@ -100,40 +229,36 @@ class _Unsupported(Exception):
 
 
 class _Scan:
-    """A scanned chunk: its spans, scalar kinds and integer values."""
+    """A scanned chunk: its spans, scalar kinds and integer values, and its args' keys."""
 
-    def __init__(
-        self, payload: bytes | bytearray, spans: Int64Array, values: Int64Array, kinds: Any
-    ) -> None:
+    def __init__(self, payload: bytes | bytearray, arrays: _Arrays, n: int) -> None:
         self.payload = payload
         self.bytes = np.frombuffer(payload, np.uint8)
+        spans = arrays.spans[:n]
         self.starts = spans[:, 0::2]
         self.ends = spans[:, 1::2]
-        self.values = values
-        self.kinds = kinds
-        self.n = spans.shape[0]
-
-    def present(self, field: int) -> BoolArray:
-        return np.asarray(self.starts[:, field] >= 0)
+        self.values = arrays.values[:n]
+        self.kinds = arrays.kinds[:n]
+        self.arg_starts = arrays.arg_spans[:n, 0::2]
+        self.arg_ends = arrays.arg_spans[:n, 1::2]
+        self.arg_kinds = arrays.arg_kinds[:n]
+        self.arg_values = arrays.arg_values[:n]
+        self.n = n
 
     def strings(self, field: int, rows: Int64Array | None = None) -> pa.Array:
         """The string values of ``field`` (quotes off; no escapes) at ``rows``; "" if absent."""
-        assert _kscan is not None
         starts = self.starts[:, field] if rows is None else self.starts[rows, field]
         ends = self.ends[:, field] if rows is None else self.ends[rows, field]
         present = starts >= 0
         inner_starts = np.where(present, starts + 1, -1)
         inner_ends = np.where(present, ends - 1, -1)
-        data = _kscan.gather(self.payload, inner_starts, inner_ends, b"", b"", b"", b"")
+        data = _gather(self.payload, inner_starts, inner_ends, b"", b"", b"")
         return string_array(data, np.where(present, inner_ends - inner_starts, 0), None)
 
     def raw_strings(self, field: int, rows: Int64Array) -> pa.Array:
         """The texts of ``field`` at ``rows`` as written (all present)."""
-        assert _kscan is not None
-        starts = np.ascontiguousarray(self.starts[rows, field])
-        ends = np.ascontiguousarray(self.ends[rows, field])
-        data = _kscan.gather(self.payload, starts, ends, b"", b"", b"", b"")
-        return string_array(data, ends - starts, None)
+        starts, ends = self.starts[rows, field], self.ends[rows, field]
+        return string_array(_gather(self.payload, starts, ends, b"", b"", b""), ends - starts, None)
 
     def text(self, field: int, row: int) -> str:
         """One string value, quotes off."""
@@ -150,34 +275,27 @@ class _Scan:
 
     def texts_joined(self, field: int) -> bytes:
         """The raw texts of ``field`` in every row, each followed by SEPARATOR (absent: "")."""
-        assert _kscan is not None
         starts, ends = self.starts[:, field], self.ends[:, field]
-        data: bytes = _kscan.gather(
+        return _gather(self.payload, starts, ends, SEPARATOR, b"", SEPARATOR)
+
+    def args_at(self, rows: Int64Array) -> _ScannedArgs:
+        return _ScannedArgs(
             self.payload,
-            np.ascontiguousarray(starts),
-            np.ascontiguousarray(ends),
-            SEPARATOR,
-            b"",
-            SEPARATOR,
-            b"",
+            self.starts[rows, _ARGS],
+            self.ends[rows, _ARGS],
+            rows,
+            self.arg_starts,
+            self.arg_ends,
+            self.arg_kinds,
+            self.arg_values,
         )
-        return data
 
     def events_at(self, rows: Int64Array, *, text: bool) -> list[Any]:
         """The events at ``rows`` decoded by msgspec from their own text (as the general
         decoder reads them: FastEvent, or TextEvent when the times need their text)."""
         if rows.size == 0:
             return []
-        assert _kscan is not None
-        joined = _kscan.gather(
-            self.payload,
-            np.ascontiguousarray(self.starts[rows, 0]),
-            np.ascontiguousarray(self.ends[rows, 0]),
-            b",",
-            b"[",
-            b"]",
-            b"",
-        )
+        joined = _gather(self.payload, self.starts[rows, 0], self.ends[rows, 0], b",", b"[", b"]")
         try:
             decoded: list[Any] = event_decoder(text=text).decode(joined)
         except DECODE_ERRORS:
@@ -185,9 +303,57 @@ class _Scan:
         return decoded
 
 
-def scanned_fields(payload: bytes | bytearray) -> ChunkFields | None:
-    """The fields of a chunk ``[e1, e2, ...]`` read by the scanner; None when the general
-    decoder must read it (see the module's text)."""
+@dataclass(frozen=True)
+class _Arrays:
+    """What the scanner writes, for ``capacity`` events."""
+
+    spans: Int64Array
+    values: Int64Array
+    kinds: Any
+    arg_spans: Int64Array
+    arg_values: Int64Array
+    arg_kinds: Any
+
+    @classmethod
+    def empty(cls, capacity: int) -> _Arrays:
+        args = len(_ARG_COLUMN)
+        return cls(
+            np.empty((capacity, 2 * _N_SPANS), np.int64),
+            np.empty((capacity, _N_SCALARS), np.int64),
+            np.empty((capacity, _N_SCALARS), np.uint8),
+            np.empty((capacity, 2 * args), np.int64),
+            np.empty((capacity, args), np.int64),
+            np.empty((capacity, args), np.uint8),
+        )
+
+
+def scanned_block(
+    payload: bytes | bytearray, side: Side, *, pooled: bool = True
+) -> tuple[Block | None, int] | None:
+    """The block of a chunk ``[e1, e2, ...]`` read by the scanner (side data into ``side``,
+    ``pooled`` as for ``kineto_columns.chunk_columns``) and its event count; None when the
+    general decoder must read it (see the module's text), ``side`` then untouched."""
+    fields = _scanned_fields(payload)
+    if fields is None:
+        return None
+    # the fields are views of this thread's scan arrays: the block is made of copies
+    return block_of(fields, side, pooled=pooled), fields.codes.size
+
+
+_arrays = threading.local()
+
+
+def _scan_arrays(capacity: int) -> _Arrays:
+    """This thread's scan arrays, for at least ``capacity`` events: kept from chunk to chunk,
+    since a fresh array's pages cost more to fault in than the scan takes to fill them."""
+    arrays: _Arrays | None = getattr(_arrays, "held", None)
+    if arrays is None or arrays.spans.shape[0] < capacity:
+        arrays = _Arrays.empty(capacity)
+        _arrays.held = arrays
+    return arrays
+
+
+def _scanned_fields(payload: bytes | bytearray) -> ChunkFields | None:
     if _kscan is None:
         return None
     if not payload.isascii():
@@ -197,25 +363,31 @@ def scanned_fields(payload: bytes | bytearray) -> ChunkFields | None:
             return None
     # Kineto's events take a few hundred bytes each; where they are shorter, the count of
     # opening braces bounds their number
-    n, spans, values, kinds = _scanned(payload, len(payload) // _FEW_BYTES + 1)
+    arrays = _scan_arrays(len(payload) // _FEW_BYTES + 1)
+    n = _scanned(payload, arrays)
     if n == _TOO_MANY:
-        n, spans, values, kinds = _scanned(payload, payload.count(b"{"))
+        arrays = _scan_arrays(payload.count(b"{"))
+        n = _scanned(payload, arrays)
     if n <= 0:
         return None
-    scan = _Scan(payload, spans[:n], values[:n], kinds[:n])
     try:
-        return _fields(scan)
+        return _fields(_Scan(payload, arrays, n))
     except _Unsupported:
         return None
 
 
-def _scanned(payload: bytes | bytearray, capacity: int) -> tuple[int, Int64Array, Int64Array, Any]:
+def _scanned(payload: bytes | bytearray, arrays: _Arrays) -> int:
     assert _kscan is not None
-    spans = np.empty((capacity, 2 * _N_SPANS), np.int64)
-    values = np.empty((capacity, _N_SCALARS), np.int64)
-    kinds = np.empty((capacity, _N_SCALARS), np.uint8)
-    n: int = _kscan.scan(payload, spans, values, kinds)
-    return n, spans, values, kinds
+    n: int = _kscan.scan(
+        payload,
+        arrays.spans,
+        arrays.values,
+        arrays.kinds,
+        arrays.arg_spans,
+        arrays.arg_values,
+        arrays.arg_kinds,
+    )
+    return n
 
 
 def _kinds_within(scan: _Scan, slot: int, allowed: tuple[int, ...]) -> bool:
@@ -249,7 +421,6 @@ def _fields(scan: _Scan) -> ChunkFields:
     events: list[Any] = [None] * scan.n
     for row, event in zip(side_rows.tolist(), scan.events_at(side_rows, text=text), strict=True):
         events[row] = event
-    args = _Spans(scan.payload, scan.starts[:, _ARGS], scan.ends[:, _ARGS])
     return ChunkFields(
         codes=codes,
         pid=pid,
@@ -263,7 +434,7 @@ def _fields(scan: _Scan) -> ChunkFields:
         dur_ok=dur[1],
         events=events,
         names=lambda rows: scan.strings(_NAME, rows),
-        args_of=lambda rows: _Spans(scan.payload, args.starts[rows], args.ends[rows]),
+        args_of=scan.args_at,
         ids=lambda rows: scan.ids(_S_ID, _ID, rows),
     )
 
