@@ -51,12 +51,12 @@ from perfledger.model.quality import (
     QualityCheck,
 )
 from perfledger.model.trace import Trace
+from perfledger.sources import kineto_scan
 from perfledger.sources.base import decoded_bytes
 from perfledger.sources.kineto_columns import (
     PHASE_INSTANT,
     Block,
     Side,
-    chunk_columns,
 )
 from perfledger.sources.kineto_meta import base_time_ns, distributed_rank, trace_meta
 from perfledger.sources.kineto_stream import ReadResult, read_events
@@ -223,9 +223,9 @@ def _read_blocks(
             return kineto_parallel.read_blocks(path, workers, progress)
         except kineto_parallel.WorkersUnavailable:
             pass  # no pool here, or a worker died (out of memory, killed): read in this process
-    result, chunks = read_events(path, progress)
+    result, chunks = read_events(path, progress, kineto_scan.scanned_or_decoded)
     side = Side()
-    blocks = [block for chunk in chunks if (block := chunk_columns(chunk, side)) is not None]
+    blocks = [b for chunk in chunks if (b := kineto_scan.chunk_block(chunk, side)) is not None]
     return result, blocks, side
 
 

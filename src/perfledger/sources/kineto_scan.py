@@ -36,12 +36,13 @@ from perfledger.sources.kineto_columns import (
     _to_int,
     arg_key,
     block_of,
+    chunk_columns,
     decode_one,
     group_fields,
     struct_decoder,
     struct_values,
 )
-from perfledger.sources.kineto_stream import DECODE_ERRORS, event_decoder
+from perfledger.sources.kineto_stream import DECODE_ERRORS, Chunk, decode_payload, event_decoder
 from perfledger.sources.kineto_text import (
     SEPARATOR,
     BoolArray,
@@ -338,6 +339,27 @@ def scanned_block(
         return None
     # the fields are views of this thread's scan arrays: the block is made of copies
     return block_of(fields, side, pooled=pooled), fields.codes.size
+
+
+def scanned_or_decoded(payload: bytes | bytearray) -> Chunk:
+    """A chunk's text read by the scanner where it can (its block made here, in this
+    process: the args text kept in Arrow's pool), else decoded by msgspec; msgspec's errors
+    where the text is not an array of events (see ``kineto_stream.read_events``)."""
+    side = Side()
+    scanned = scanned_block(payload, side)
+    if scanned is None:
+        return decode_payload(payload)
+    return Chunk([], scanned=(scanned[0], side), scanned_count=scanned[1])
+
+
+def chunk_block(chunk: Chunk, side: Side) -> Block | None:
+    """The block of a chunk from :func:`scanned_or_decoded`; its side data into ``side``."""
+    if chunk.scanned is None:
+        return chunk_columns(chunk, side)
+    block: Block | None
+    block, own = chunk.scanned
+    side.absorb(own)
+    return block
 
 
 _arrays = threading.local()

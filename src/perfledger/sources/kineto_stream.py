@@ -86,6 +86,15 @@ class Chunk:
 
     events: list[FastEvent] | list[TextEvent]
     payload: bytes | bytearray | None = None
+    # a chunk the compiled scanner read (kineto_scan): its block and side data, made already,
+    # and its event count; ``events`` is then empty
+    scanned: Any = None
+    scanned_count: int = 0
+
+    @property
+    def count(self) -> int:
+        """How many events the chunk holds."""
+        return self.scanned_count if self.scanned is not None else len(self.events)
 
     def as_text(self) -> list[TextEvent]:
         """The same events with their timestamps as text."""
@@ -102,6 +111,9 @@ _FAST_DECODER = msgspec.json.Decoder(list[FastEvent])
 _TEXT_DECODER = msgspec.json.Decoder(list[TextEvent])
 _EVENT_DECODER = msgspec.json.Decoder(TextEvent)
 _ANY_DECODER = msgspec.json.Decoder()
+
+
+Decode = Callable[[bytes], Chunk]
 
 
 def event_decoder(*, text: bool) -> msgspec.json.Decoder[Any]:
@@ -328,7 +340,10 @@ def _lenient_event(value: Any) -> TextEvent | None:
 class Splitter:
     """Turns the bytes after ``"traceEvents": [`` into decoded chunks of events."""
 
-    def __init__(self, source: _Source, result: ReadResult, first: bytes) -> None:
+    def __init__(
+        self, source: _Source, result: ReadResult, first: bytes, decode: Decode | None = None
+    ) -> None:
+        self.decode = decode or decode_payload  # a chunk's text "[...]" to a Chunk
         self.source = source
         self.result = result
         self.buf = first
@@ -375,7 +390,7 @@ class Splitter:
         events = Chunk([])
         if ends:
             try:
-                events = decode_payload(_array_text(self.buf, cut))
+                events = self.decode(_array_text(self.buf, cut))
             except DECODE_ERRORS:
                 events = self._decode_pieces(ends)
         if array_end >= 0:
@@ -387,7 +402,7 @@ class Splitter:
             self.finished = True
             self.result.loss.append(
                 f"the trace is damaged at byte {self.base + broken:,}"
-                f" after {self.result.events_seen + len(events.events):,} events:"
+                f" after {self.result.events_seen + events.count:,} events:"
                 " the rest of the trace is lost"
             )
             return events, limit
@@ -397,7 +412,7 @@ class Splitter:
         """Decoded chunks of events, in file order; the tail keys are kept in ``tail_text``."""
         while not self.finished:
             chunk = self.read_chunk()
-            if chunk is not None and chunk.events:
+            if chunk is not None and chunk.count:
                 yield chunk
         if self.array_closed:
             parts = [self.tail_text]
@@ -414,7 +429,7 @@ class Splitter:
             self._fill(size)
             if self.source.eof:
                 events, used = self._decode_exact(len(self.buf))
-                self.result.events_seen += len(events.events)
+                self.result.events_seen += events.count
                 if not self.finished:
                     self._truncated(used)
                     self.finished = True
@@ -424,13 +439,13 @@ class Splitter:
                 size *= 2  # one element larger than the buffer: read more
                 continue
             try:
-                events = decode_payload(_array_text(self.buf, cut))
+                events = self.decode(_array_text(self.buf, cut))
             except DECODE_ERRORS:
                 events, cut = self._decode_exact(len(self.buf))
                 if cut == 0 and not self.finished:
                     size *= 2
                     continue
-            self.result.events_seen += len(events.events)
+            self.result.events_seen += events.count
             self._consume(cut)
             return events
         return None
@@ -556,19 +571,25 @@ def _tail_keys(tail: bytes, result: ReadResult) -> dict[str, Any]:
     return value
 
 
-def read_events(path: Path, progress: Progress | None = None) -> tuple[ReadResult, Iterator[Chunk]]:
+def read_events(
+    path: Path, progress: Progress | None = None, decode: Decode | None = None
+) -> tuple[ReadResult, Iterator[Chunk]]:
     """Open a Chrome-trace file; return its top-level keys and an iterator of event chunks.
 
-    The :class:`ReadResult` is filled in as the iterator runs (tail keys, losses).
+    The :class:`ReadResult` is filled in as the iterator runs (tail keys, losses). ``decode``:
+    what reads a chunk's text (default :func:`decode_payload`; it raises msgspec's errors
+    where the text is not an array of events).
 
     Raises:
         TraceFormatError: the file is missing, empty, not JSON, or not a trace.
     """
-    result, splitter = open_splitter(path, progress)
+    result, splitter = open_splitter(path, progress, decode)
     return result, _iterate(splitter, result)
 
 
-def open_splitter(path: Path, progress: Progress | None = None) -> tuple[ReadResult, Splitter]:
+def open_splitter(
+    path: Path, progress: Progress | None = None, decode: Decode | None = None
+) -> tuple[ReadResult, Splitter]:
     """As :func:`read_events`, for a caller that drives the splitter itself.
 
     Call :func:`finish` when done: it reads the rest (tail keys) and closes the file.
@@ -579,7 +600,7 @@ def open_splitter(path: Path, progress: Progress | None = None) -> tuple[ReadRes
     except BaseException:
         source.close()
         raise
-    return result, Splitter(source, result, first)
+    return result, Splitter(source, result, first, decode)
 
 
 def restart_at(splitter: Splitter, offset: int) -> Splitter:
@@ -588,7 +609,7 @@ def restart_at(splitter: Splitter, offset: int) -> Splitter:
     source = splitter.source
     source.rewind()
     source.skip(offset)
-    return Splitter(source, splitter.result, b"")
+    return Splitter(source, splitter.result, b"", splitter.decode)
 
 
 def finish(splitter: Splitter) -> Iterator[Chunk]:
