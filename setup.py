@@ -1,5 +1,5 @@
-"""The project's one compiled part: the Kineto chunk scanner (optional; a pure-Python path
-decodes the same traces where it cannot be built)."""
+"""The project's compiled parts, both optional (pure-Python paths give the same results where
+they cannot be built): the Kineto chunk scanner and the replay's short-path walk."""
 
 from setuptools import Extension, setup
 
@@ -10,6 +10,12 @@ setup(
             ["src/perfledger/sources/_kscan.c"],
             extra_compile_args=["-O3"],
             optional=True,
-        )
+        ),
+        Extension(
+            "perfledger.analysis._schedule",
+            ["src/perfledger/analysis/_schedule.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
     ]
 )

@@ -1,7 +1,8 @@
 """The replay's longest-path loop gives the schedule of the plain reference recursion below
 (every node visited the same way: release, chain, launch, wake-up, event edges, waits, a
 collective's transfer), node for node, on every trace of tests/data under several changes and
-with the other ranks' arrivals at the collectives."""
+with the other ranks' arrivals at the collectives; with the compiled short-path walk and with
+the Python loop alone."""
 
 from __future__ import annotations
 
@@ -84,10 +85,16 @@ def assert_same_schedule(
     return got
 
 
+@pytest.mark.parametrize("walk", ["compiled", "python"])
 @pytest.mark.parametrize("name", TRACES)
 def test_the_schedule_is_the_reference_recursions(
-    name: str, monkeypatch: pytest.MonkeyPatch
+    name: str, walk: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the compiled short-path walk (where built) and the Python loop alone
+    if walk == "python":
+        monkeypatch.setattr(replay_module, "_COMPILED", None)
+    elif replay_module._COMPILED is None:
+        pytest.skip("no C compiler where the project was installed")
     prepared = [prepare_rank(analyze_rank(t).events) for t in load_traces([data_file(name)])]
     peers: list[Peers | None] = [None] * len(prepared)
     if len(prepared) > 1:
@@ -130,3 +137,27 @@ def test_replays_leave_the_graphs_shared_columns_as_they_were(name: str) -> None
         for field in fields(PlainColumns):
             shared = getattr(graph.plain, field.name)
             assert shared == getattr(before, field.name) == getattr(after, field.name), field.name
+
+
+def test_the_compiled_walk_stops_where_the_python_loop_must_take_over() -> None:
+    walk = replay_module._COMPILED
+    if walk is None:
+        pytest.skip("no C compiler where the project was installed")
+    n = 4
+    pred = np.array([-1, 0, 1, 2], np.int64)
+    delay = np.array([0, 5, 2**62, 2**62], np.int64)  # node 3's sum leaves int64
+    launch_src, launch_delay = np.full(n, -1, np.int64), np.zeros(n, np.int64)
+    release = np.array([FREE, 0, 0, 0], np.int64)
+    dur = np.array([10, 10, 10, 10], np.int64)
+    observed = np.array([100, 0, 0, 0], np.int64)
+    more = bytearray(n)
+    start, end = array("q", [0]) * n, array("q", [0]) * n
+    columns = (pred, delay, launch_src, launch_delay, release, dur, observed)
+    assert walk.plain(*columns, more, start, end, 0, n, FREE) == 3
+    assert list(start[:3]) == [100, 115, 2**62 + 125] and list(end[:3]) == [110, 125, 2**62 + 135]
+    more[1] = 1  # a node the loop takes (waits, wake-ups, event edges, transfers)
+    assert walk.plain(*columns, more, start, end, 0, n, FREE) == 1
+    with pytest.raises(ValueError, match="within"):
+        walk.plain(*columns, more, start, end, 0, n + 1, FREE)
+    with pytest.raises(ValueError, match="int64"):
+        walk.plain(pred[:3], *columns[1:], more, start, end, 0, n, FREE)

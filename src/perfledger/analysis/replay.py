@@ -12,10 +12,11 @@ sequential); everything around it is vectorised. docs/whatif.md gives the measur
 
 from __future__ import annotations
 
+import importlib
 from array import array
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -436,6 +437,8 @@ class ScheduleState:
     via: array[int]
     how: bytearray
     more: bytearray
+    # the node columns as int64 buffers for the compiled walk, made at its first span
+    buffers: list[tuple[Any, ...]] = field(default_factory=list)
 
     @staticmethod
     def of(
@@ -469,7 +472,54 @@ def schedule_span(
 ) -> None:
     """:func:`_schedule`'s loop over the nodes ``lo`` to ``hi`` (excluded), every node before
     ``lo`` already in ``state``: ``nodes`` are its plain lists (pred, delay, launch_src,
-    launch_delay, release, dur, observed), ``edges`` its waits, wakes, events and transfers."""
+    launch_delay, release, dur, observed), ``edges`` its waits, wakes, events and transfers.
+
+    Where the compiled walk is built (``_schedule.c``), it takes the runs of short-path nodes
+    and this loop the others, one at a time: the same times either way."""
+    if _COMPILED is not None and hi > lo:
+        if not state.buffers:
+            state.buffers.append(tuple(_int64_buffer(column) for column in nodes))
+        v = lo
+        while v < hi:
+            v = _COMPILED.plain(*state.buffers[0], state.more, state.start, state.end, v, hi, FREE)
+            if v < hi:
+                _walk(state, nodes, edges, v, v + 1)
+                v += 1
+        return
+    _walk(state, nodes, edges, lo, hi)
+
+
+def _int64_buffer(column: IntColumn | Int64Array) -> Any:
+    """A node column as a C-contiguous int64 buffer (a C array or numpy array as it is)."""
+    if isinstance(column, array) and column.typecode == "q":
+        return column
+    return np.ascontiguousarray(column, dtype=np.int64)
+
+
+def _compiled() -> Any:
+    """The compiled walk; None where it was not built (then the loop below walks alone)."""
+    try:
+        return importlib.import_module("perfledger.analysis._schedule")
+    except ImportError:
+        return None
+
+
+_COMPILED = _compiled()
+
+
+def _walk(
+    state: ScheduleState,
+    nodes: tuple[IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, Int64Array],
+    edges: tuple[
+        dict[int, list[int]],
+        dict[int, tuple[int, int]],
+        dict[int, list[tuple[int, int]]],
+        dict[int, tuple[int, int]],
+    ],
+    lo: int,
+    hi: int,
+) -> None:
+    """:func:`schedule_span` in Python."""
     start, end, via, how, more = state.start, state.end, state.via, state.how, state.more
     waits, wakes, events, transfers = edges
     pred, delay, launch_src, launch_delay, release, dur, observed = nodes
