@@ -140,9 +140,9 @@ def test_replays_leave_the_graphs_shared_columns_as_they_were(name: str) -> None
 
 
 def test_the_compiled_walk_stops_where_the_python_loop_must_take_over() -> None:
-    walk = replay_module._COMPILED
-    if walk is None:
+    if replay_module._COMPILED is None:
         pytest.skip("no C compiler where the project was installed")
+    walk = replay_module._COMPILED.walk
     n = 4
     pred = np.array([-1, 0, 1, 2], np.int64)
     delay = np.array([0, 5, 2**62, 2**62], np.int64)  # node 3's sum leaves int64
@@ -151,13 +151,22 @@ def test_the_compiled_walk_stops_where_the_python_loop_must_take_over() -> None:
     dur = np.array([10, 10, 10, 10], np.int64)
     observed = np.array([100, 0, 0, 0], np.int64)
     more = bytearray(n)
-    start, end = array("q", [0]) * n, array("q", [0]) * n
+    made = (array("q", [0]) * n, array("q", [0]) * n, array("q", [-1]) * n, bytearray(n))
+    no_wakes = (np.full(n, -1, np.int64), np.zeros(n, np.int64))
+    no_edges = (np.zeros(n + 1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    no_waits = (np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
     columns = (pred, delay, launch_src, launch_delay, release, dur, observed)
-    assert walk.plain(*columns, more, start, end, 0, n, FREE) == 3
+
+    def walked(lo: int, hi: int) -> int:
+        result: int = walk(*columns, more, *made, *no_wakes, *no_edges, *no_waits, lo, hi, FREE)
+        return result
+
+    assert walked(0, n) == 3
+    start, end = made[0], made[1]
     assert list(start[:3]) == [100, 115, 2**62 + 125] and list(end[:3]) == [110, 125, 2**62 + 135]
-    more[1] = 1  # a node the loop takes (waits, wake-ups, event edges, transfers)
-    assert walk.plain(*columns, more, start, end, 0, n, FREE) == 1
+    more[1] = 2  # a node the loop takes (a collective's transfer)
+    assert walked(0, n) == 1
     with pytest.raises(ValueError, match="within"):
-        walk.plain(*columns, more, start, end, 0, n + 1, FREE)
+        walked(0, n + 1)
     with pytest.raises(ValueError, match="int64"):
-        walk.plain(pred[:3], *columns[1:], more, start, end, 0, n, FREE)
+        walk(pred[:3], *columns[1:], more, *made, *no_wakes, *no_edges, *no_waits, 0, n, FREE)

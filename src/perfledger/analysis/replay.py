@@ -478,15 +478,71 @@ def schedule_span(
     and this loop the others, one at a time: the same times either way."""
     if _COMPILED is not None and hi > lo:
         if not state.buffers:
-            state.buffers.append(tuple(_int64_buffer(column) for column in nodes))
-        v = lo
-        while v < hi:
-            v = _COMPILED.plain(*state.buffers[0], state.more, state.start, state.end, v, hi, FREE)
-            if v < hi:
-                _walk(state, nodes, edges, v, v + 1)
-                v += 1
-        return
+            state.buffers.append(_compiled_inputs(state, nodes, edges))
+        inputs = state.buffers[0]
+        if inputs:
+            made = (state.start, state.end, state.via, state.how)
+            v = lo
+            while v < hi:
+                v = _COMPILED.walk(*inputs[:8], *made, *inputs[8:], v, hi, FREE)
+                if v < hi:
+                    _walk(state, nodes, edges, v, v + 1)
+                    v += 1
+            return
     _walk(state, nodes, edges, lo, hi)
+
+
+def _compiled_inputs(
+    state: ScheduleState,
+    nodes: tuple[IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, Int64Array],
+    edges: tuple[
+        dict[int, list[int]],
+        dict[int, tuple[int, int]],
+        dict[int, list[tuple[int, int]]],
+        dict[int, tuple[int, int]],
+    ],
+) -> tuple[Any, ...]:
+    """The compiled walk's inputs (see ``_schedule.c``): the node columns as int64 buffers,
+    the nodes' marks (1: the walk takes their wake-ups, event edges and waits; 2: the loop
+    takes them: transfers), the wake-ups by node and the event edges and waits as compressed
+    rows. Empty where an edge names a node outside the graph: the loop then walks alone."""
+    waits, wakes, events, transfers = edges
+    n = len(state.more)
+    if any(not 0 <= v < n for table in edges for v in table):
+        return ()
+    marks = bytearray(state.more)
+    for v in transfers:
+        marks[v] = 2
+    wake_src = np.full(n, -1, np.int64)
+    wake_gap = np.zeros(n, np.int64)
+    for v, (src, gap) in wakes.items():
+        wake_src[v], wake_gap[v] = src, gap
+    event_ptr, awaited = _rows(n, events)
+    wait_ptr, waited = _rows(n, {v: [(w, 0) for w in ws] for v, ws in waits.items()})
+    return (
+        *(_int64_buffer(column) for column in nodes),
+        marks,
+        wake_src,
+        wake_gap,
+        event_ptr,
+        np.ascontiguousarray(awaited[:, 0]),
+        np.ascontiguousarray(awaited[:, 1]),
+        wait_ptr,
+        np.ascontiguousarray(waited[:, 0]),
+    )
+
+
+def _rows(n: int, table: dict[int, list[tuple[int, int]]]) -> tuple[Int64Array, Int64Array]:
+    """Each node's (source, gap) pairs as compressed rows: where each node's pairs begin
+    (n + 1 offsets) and the pairs in node order, each node's in its own order."""
+    ptr = np.zeros(n + 1, np.int64)
+    nodes = sorted(table)
+    if not nodes:
+        return ptr, np.zeros((0, 2), np.int64)
+    ptr[np.asarray(nodes, np.int64) + 1] = [len(table[v]) for v in nodes]
+    np.cumsum(ptr, out=ptr)
+    pairs = np.asarray([pair for v in nodes for pair in table[v]], np.int64).reshape(-1, 2)
+    return ptr, pairs
 
 
 def _int64_buffer(column: IntColumn | Int64Array) -> Any:
