@@ -23,8 +23,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfledger.sources import kineto_scan
-from perfledger.sources.kineto_columns import Block, Side, chunk_columns
+from perfledger.sources.kineto_columns import (
+    ARG_FIELD_NAMES,
+    Block,
+    Side,
+    arg_key,
+    chunk_columns,
+)
 from perfledger.sources.kineto_stream import DECODE_ERRORS, decode_payload
+from tests.integration.test_kineto_real import TRACES
 from tests.paths import data_file
 
 needs_scanner = pytest.mark.skipif(
@@ -39,6 +46,8 @@ def test_the_scanner_is_built_where_a_compiler_is() -> None:
 
 
 _SEPARATOR = re.compile(rb"\}\s*,\s*\{")
+# the args keys the importer reads, and one it does not
+_ARG_KEYS = [*(arg_key(attr) for attr in ARG_FIELD_NAMES), "other"]
 _ARRAY_END = re.compile(rb"\}\s*\]")
 
 
@@ -106,21 +115,7 @@ def _check(payload: bytes | bytearray) -> bool:
 
 
 @needs_scanner
-@pytest.mark.parametrize(
-    "name",
-    [
-        "a100_alexnet.json.gz",
-        "a100_rank3_control.json.gz",
-        "a100_triton.json.gz",
-        "cpu_only_rank34.json.gz",
-        "mi250_rocm_minitoy.json.gz",
-        "mtia_inference.json.gz",
-        "old_pt18_inference_rank1.json.gz",
-        "resnet50_gpu_2021.json.gz",
-        "v100_ns_timestamps.json.gz",
-        "v100_rank1_ddp.json.gz",
-    ],
-)
+@pytest.mark.parametrize("name", TRACES)
 def test_every_chunk_of_the_real_traces_is_scanned_as_the_decoder_reads_it(name: str) -> None:
     with gzip.open(data_file(f"kineto/{name}")) as raw:
         text = raw.read()
@@ -153,21 +148,7 @@ def _event(draw: st.DrawFn) -> dict[str, Any]:
         "dur": st.one_of(st.integers(-5, 10**6), st.floats(-1e3, 1e6)),
         "id": st.one_of(st.none(), st.integers(0, 2**62), st.sampled_from(["0x1f", "7", "a"])),
         "args": st.dictionaries(
-            st.sampled_from(
-                [
-                    "External id",
-                    "correlation",
-                    "device",
-                    "stream",
-                    "bytes",
-                    "size",
-                    "flops",
-                    "Input Dims",
-                    "Total Allocated",
-                    "Device Type",
-                    "other",
-                ]
-            ),
+            st.sampled_from(_ARG_KEYS),
             st.one_of(
                 st.integers(-(2**40), 2**40),
                 st.floats(allow_nan=False, allow_infinity=False),
@@ -215,24 +196,7 @@ def _args(rng: random.Random) -> dict[str, Any]:
         12345678901234567890,
         1e300,
     ]
-    keys = [
-        "External id",
-        "external id",
-        "correlation",
-        "device",
-        "stream",
-        "bytes",
-        "size",
-        "flops",
-        "Input Dims",
-        "Input type",
-        "Total Allocated",
-        "Total Reserved",
-        "Device Type",
-        "Device Id",
-        "other",
-    ]
-    return {key: rng.choice(values) for key in rng.sample(keys, rng.randint(0, 4))}
+    return {key: rng.choice(values) for key in rng.sample(_ARG_KEYS, rng.randint(0, 4))}
 
 
 def test_clean_random_events_are_settled_by_the_scanner() -> None:

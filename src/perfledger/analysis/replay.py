@@ -425,6 +425,17 @@ def _schedule(
     return state.start, state.end, state.via, state.how
 
 
+# A walk's node columns (pred, delay, launch_src, launch_delay, release, dur, observed) and
+# its edge tables by node (waits, wakes, events, transfers).
+NodeColumns = tuple[IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, Int64Array]
+EdgeTables = tuple[
+    dict[int, list[int]],
+    dict[int, tuple[int, int]],
+    dict[int, list[tuple[int, int]]],
+    dict[int, tuple[int, int]],
+]
+
+
 @dataclass(frozen=True)
 class ScheduleState:
     """The loop's results so far (filled in node order) and which nodes take the full path:
@@ -460,13 +471,8 @@ class ScheduleState:
 
 def schedule_span(
     state: ScheduleState,
-    nodes: tuple[IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, Int64Array],
-    edges: tuple[
-        dict[int, list[int]],
-        dict[int, tuple[int, int]],
-        dict[int, list[tuple[int, int]]],
-        dict[int, tuple[int, int]],
-    ],
+    nodes: NodeColumns,
+    edges: EdgeTables,
     lo: int,
     hi: int,
 ) -> None:
@@ -494,13 +500,8 @@ def schedule_span(
 
 def _compiled_inputs(
     state: ScheduleState,
-    nodes: tuple[IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, Int64Array],
-    edges: tuple[
-        dict[int, list[int]],
-        dict[int, tuple[int, int]],
-        dict[int, list[tuple[int, int]]],
-        dict[int, tuple[int, int]],
-    ],
+    nodes: NodeColumns,
+    edges: EdgeTables,
 ) -> tuple[Any, ...]:
     """The compiled walk's inputs (see ``_schedule.c``): the node columns as int64 buffers,
     the nodes' marks (1: the walk takes their wake-ups, event edges and waits; 2: the loop
@@ -565,13 +566,8 @@ _COMPILED = _compiled()
 
 def _walk(
     state: ScheduleState,
-    nodes: tuple[IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, Int64Array],
-    edges: tuple[
-        dict[int, list[int]],
-        dict[int, tuple[int, int]],
-        dict[int, list[tuple[int, int]]],
-        dict[int, tuple[int, int]],
-    ],
+    nodes: NodeColumns,
+    edges: EdgeTables,
     lo: int,
     hi: int,
 ) -> None:

@@ -151,6 +151,19 @@ static int scan_literal(Cursor *c, const char *word, size_t len) {
     return 1;
 }
 
+/* After an element of an object or array: past the comma and the whitespace after it (1),
+ * at the closer `close` (2), or 0 on anything else (or the end of the text). */
+static int next_element(Cursor *c, unsigned char close) {
+    skip_ws(c);
+    if (c->p >= c->end) return 0;
+    if (*c->p == ',') {
+        c->p++;
+        skip_ws(c);
+        return c->p < c->end ? 1 : 0;
+    }
+    return *c->p == close ? 2 : 0;
+}
+
 /* At a value's first byte: past the value; 0 on invalid or unsupported text. *kind: what
  * it is; *value: a plain integer's value. Nested values are walked without recursion. */
 static int scan_value(Cursor *c, int *kind, int64_t *value) {
@@ -247,27 +260,38 @@ static int scan_value(Cursor *c, int *kind, int64_t *value) {
     }
 }
 
-/* Which field a key names (its text between the quotes), or -1. */
-static int field_of(const unsigned char *key, size_t len) {
-    switch (len) {
-    case 2:
-        if (memcmp(key, "ph", 2) == 0) return F_PH;
-        if (memcmp(key, "ts", 2) == 0) return F_TS;
-        if (memcmp(key, "id", 2) == 0) return F_ID;
-        return -1;
-    case 3:
-        if (memcmp(key, "cat", 3) == 0) return F_CAT;
-        if (memcmp(key, "pid", 3) == 0) return F_PID;
-        if (memcmp(key, "tid", 3) == 0) return F_TID;
-        if (memcmp(key, "dur", 3) == 0) return F_DUR;
-        return -1;
-    case 4:
-        if (memcmp(key, "name", 4) == 0) return F_NAME;
-        if (memcmp(key, "args", 4) == 0) return F_ARGS;
-        return -1;
-    default:
-        return -1;
+/* The event fields read, in the order of enum's F_* values. */
+static const char *const FIELD_KEYS[N_FIELDS] = {"ph",  "cat", "name", "pid", "tid",
+                                                 "ts",  "dur", "id",   "args"};
+
+/* Keys looked up by length first: a bit per key of each length (up to 15 bytes). */
+typedef struct {
+    const char *const *keys;
+    int count;
+    size_t length[32];
+    uint32_t of_length[16];
+} KeyTable;
+
+static KeyTable FIELDS = {FIELD_KEYS, N_FIELDS, {0}, {0}};
+
+/* 0 when a key is too long for the table (a programming error, reported at import). */
+static int init_keys(KeyTable *table) {
+    for (int i = 0; i < table->count; i++) {
+        table->length[i] = strlen(table->keys[i]);
+        if (table->length[i] >= 16 || i >= 32) return 0;
+        table->of_length[table->length[i]] |= 1u << i;
     }
+    return 1;
+}
+
+/* Which key of the table ``key`` (its text between the quotes) is, or -1. */
+static int key_of(const KeyTable *table, const unsigned char *key, size_t len) {
+    if (len >= 16) return -1;
+    for (uint32_t bits = table->of_length[len]; bits != 0; bits &= bits - 1) {
+        int i = __builtin_ctz(bits);
+        if (memcmp(key, table->keys[i], len) == 0) return i;
+    }
+    return -1;
 }
 
 static int scalar_slot(int field) {
@@ -284,25 +308,7 @@ static const char *const ARG_KEYS[] = {
 };
 #define N_ARGS ((int)(sizeof(ARG_KEYS) / sizeof(ARG_KEYS[0])))
 
-static size_t ARG_LENGTH[N_ARGS];
-/* per key length (up to 15), a bit per args key of that length */
-static uint32_t ARGS_OF_LENGTH[16];
-
-static void init_args(void) {
-    for (int i = 0; i < N_ARGS; i++) {
-        ARG_LENGTH[i] = strlen(ARG_KEYS[i]);
-        ARGS_OF_LENGTH[ARG_LENGTH[i]] |= 1u << i;
-    }
-}
-
-static int arg_of(const unsigned char *key, size_t len) {
-    if (len >= 16) return -1;
-    for (uint32_t bits = ARGS_OF_LENGTH[len]; bits != 0; bits &= bits - 1) {
-        int i = __builtin_ctz(bits);
-        if (memcmp(key, ARG_KEYS[i], len) == 0) return i;
-    }
-    return -1;
-}
+static KeyTable ARGS = {ARG_KEYS, N_ARGS, {0}, {0}};
 
 /* At the opening brace of an event's args: past the closing one, the known keys' spans,
  * kinds and integer values written; 0 on invalid or unsupported text (a key with escapes,
@@ -320,7 +326,7 @@ static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_
         if (*c->p != '"') return 0;
         const unsigned char *key = c->p + 1;
         if (!scan_string(c) || c->escaped) return 0;
-        int arg = arg_of(key, (size_t)(c->p - 1 - key));
+        int arg = key_of(&ARGS, key, (size_t)(c->p - 1 - key));
         skip_ws(c);
         if (c->p >= c->end || *c->p != ':') return 0;
         c->p++;
@@ -336,15 +342,9 @@ static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_
             kind[arg] = (uint8_t)k;
             value[arg] = (k == K_INT) ? v : 0;
         }
-        skip_ws(c);
-        if (c->p >= c->end) return 0;
-        if (*c->p == ',') {
-            c->p++;
-            skip_ws(c);
-            if (c->p >= c->end) return 0;
-            continue;
-        }
-        if (*c->p != '}') return 0;
+        int next = next_element(c, '}');
+        if (next == 1) continue;
+        if (next == 0) return 0;
         c->p++;
         return 1;
     }
@@ -394,7 +394,7 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
                 const unsigned char *key = c.p + 1;
                 if (!scan_string(&c)) return UNSUPPORTED;
                 if (c.escaped) return UNSUPPORTED;
-                int field = field_of(key, (size_t)(c.p - 1 - key));
+                int field = key_of(&FIELDS, key, (size_t)(c.p - 1 - key));
                 skip_ws(&c);
                 if (c.p >= c.end || *c.p != ':') return UNSUPPORTED;
                 c.p++;
@@ -423,34 +423,21 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
                         return UNSUPPORTED;
                     }
                 }
-                skip_ws(&c);
-                if (c.p >= c.end) return UNSUPPORTED;
-                if (*c.p == ',') {
-                    c.p++;
-                    skip_ws(&c);
-                    if (c.p >= c.end) return UNSUPPORTED;
-                    continue;
-                }
-                if (*c.p == '}') break;
+                int next = next_element(&c, '}');
+                if (next == 1) continue;
+                if (next == 2) break;
                 return UNSUPPORTED;
             }
         }
         c.p++; /* the closing brace */
         span[1] = c.p - data;
         n++;
-        skip_ws(&c);
-        if (c.p >= c.end) return UNSUPPORTED;
-        if (*c.p == ',') {
-            c.p++;
-            skip_ws(&c);
-            if (c.p >= c.end) return UNSUPPORTED;
-            continue;
-        }
-        if (*c.p == ']') {
+        int next = next_element(&c, ']');
+        if (next == 0) return UNSUPPORTED;
+        if (next == 2) {
             c.p++;
             break;
         }
-        return UNSUPPORTED;
     }
 done:
     skip_ws(&c);
@@ -584,7 +571,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan",
 
 PyMODINIT_FUNC PyInit__kscan(void) {
     init_special();
-    init_args();
+    if (!init_keys(&FIELDS) || !init_keys(&ARGS)) {
+        PyErr_SetString(PyExc_ImportError, "_kscan: a key table holds a key of 16 bytes or more");
+        return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* the args keys, in the order of the arg_* arrays' columns */
