@@ -226,6 +226,7 @@ def _read_blocks(
     result, chunks = read_events(path, progress, kineto_scan.scanned_or_decoded)
     side = Side()
     blocks = [b for chunk in chunks if (b := kineto_scan.chunk_block(chunk, side)) is not None]
+    kineto_scan.release_scan_arrays()  # this process goes on to analyse the trace
     return result, blocks, side
 
 

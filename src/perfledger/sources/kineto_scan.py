@@ -375,6 +375,11 @@ def _scan_arrays(capacity: int) -> _Arrays:
     return arrays
 
 
+def release_scan_arrays() -> None:
+    """Let go of this thread's scan arrays (after a read in a process that goes on)."""
+    _arrays.held = None
+
+
 def _scanned_fields(payload: bytes | bytearray) -> ChunkFields | None:
     if _kscan is None:
         return None
