@@ -7,7 +7,8 @@ the replay. The schedule keeps, for each node, the predecessor that set its star
 path follows those links back (:mod:`perfledger.analysis.critical_path`).
 
 The schedule is one pass over the nodes in topological order (a longest-path recursion is
-sequential); everything around it is vectorised. docs/whatif.md gives the measured speed.
+sequential), in C where ``_schedule.c`` is built; everything around it is vectorised.
+docs/whatif.md gives the measured speed.
 """
 
 from __future__ import annotations
@@ -448,7 +449,7 @@ class ScheduleState:
     via: array[int]
     how: bytearray
     more: bytearray
-    # the node columns as int64 buffers for the compiled walk, made at its first span
+    # the compiled walk's inputs (:func:`_compiled_inputs`), made at its first span
     buffers: list[tuple[Any, ...]] = field(default_factory=list)
 
     @staticmethod
@@ -480,8 +481,9 @@ def schedule_span(
     ``lo`` already in ``state``: ``nodes`` are its plain lists (pred, delay, launch_src,
     launch_delay, release, dur, observed), ``edges`` its waits, wakes, events and transfers.
 
-    Where the compiled walk is built (``_schedule.c``), it takes the runs of short-path nodes
-    and this loop the others, one at a time: the same times either way."""
+    Where the compiled walk is built (``_schedule.c``), it takes every node but a collective's
+    transfer (and any whose sums leave int64), which this loop takes one at a time: the same
+    times either way."""
     if _COMPILED is not None and hi > lo:
         if not state.buffers:
             state.buffers.append(_compiled_inputs(state, nodes, edges))
