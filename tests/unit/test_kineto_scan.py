@@ -279,3 +279,36 @@ def test_gather_refuses_spans_outside_the_text() -> None:
         scanner.gather(
             b"abc", np.array([1], np.int64), np.array([1, 2], np.int64), b"", b"", b"", b""
         )
+
+
+@needs_scanner
+@given(
+    texts=st.lists(st.text(max_size=6), max_size=30),
+    picks=st.lists(st.integers(-3, 40), max_size=80),
+    start=st.integers(0, 5),
+)
+@settings(max_examples=80, deadline=None)
+def test_join_gives_the_texts_of_the_codes_in_order(
+    texts: list[str], picks: list[int], start: int
+) -> None:
+    # a sliced Arrow string table, as the timeline writer hands it: offsets from its offset on
+    table = pa.array(["x" * start] * start + texts, pa.string()).slice(start)
+    offsets = np.frombuffer(table.buffers()[1], np.int32)[start : start + len(texts) + 1]
+    codes = np.array([p for p in picks if p < len(texts)], np.int32)
+    data = table.buffers()[2]
+    joined = kineto_scan.join_texts(data if data is not None else b"", offsets, codes)
+    assert joined == "".join(texts[c] for c in codes if c >= 0).encode()
+
+
+@needs_scanner
+def test_join_refuses_codes_and_offsets_outside_the_table() -> None:
+    offsets = np.array([0, 2, 5], np.int32)
+    assert kineto_scan.join_texts(b"abcde", offsets, np.array([1, -1, 0, 1], np.int32)) == (
+        b"cdeabcde"
+    )
+    with pytest.raises(ValueError, match="beyond the table"):
+        kineto_scan.join_texts(b"abcde", offsets, np.array([2], np.int32))
+    with pytest.raises(ValueError, match="within the data"):
+        kineto_scan.join_texts(b"abc", offsets, np.array([0], np.int32))
+    with pytest.raises(ValueError, match="within the data"):
+        kineto_scan.join_texts(b"abcde", np.array([0, 3, 2], np.int32), np.array([0], np.int32))

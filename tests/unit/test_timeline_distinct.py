@@ -14,7 +14,8 @@ import pytest
 
 from perfledger.model import schema
 from perfledger.render import timeline
-from perfledger.render.timeline.text import PieceBuilder, join_records
+from perfledger.render.timeline.text import PieceBuilder, join_records, joined_bytes
+from perfledger.sources import kineto_scan
 from tests.synth import EventsBuilder
 
 OPS = 50_000
@@ -84,7 +85,13 @@ def test_every_window_of_many_distinct_names_equals_its_part_of_the_whole_file(
         assert _ops(path) == whole[first : first + 5]
 
 
-def test_records_from_a_large_table_with_rows_left_out_take_only_their_texts() -> None:
+@pytest.mark.parametrize("compiled", [True, False])
+def test_records_from_a_large_table_with_rows_left_out_take_only_their_texts(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if compiled and not kineto_scan.AVAILABLE:
+        pytest.skip("no C compiler where the project was installed")
+    monkeypatch.setattr(kineto_scan, "AVAILABLE", compiled)
     rng = np.random.default_rng(7)
     texts = [f"<{i}>" for i in range(20_000)]
     rows = 300
@@ -101,7 +108,8 @@ def test_records_from_a_large_table_with_rows_left_out_take_only_their_texts() -
     other.values(pa.array(["(a)", "(b)"], pa.string()))
     at = np.arange(rows + 2)
     mine, theirs = np.delete(at, [5, 100]), np.array([5, 100])
-    merged = join_records([(line.build(), mine), (other.build(), theirs)], rows + 2)
+    parts = [(line.build(), mine), (other.build(), theirs)]
+    merged = join_records(parts, rows + 2)
     expected = [
         "[" + (texts[c] if s else "") + f":{r}" + texts[back] + "]"
         for r, (c, s, back) in enumerate(zip(codes, shown, codes[::-1], strict=True))
@@ -110,3 +118,5 @@ def test_records_from_a_large_table_with_rows_left_out_take_only_their_texts() -
     expected.insert(100, "(b)")
     # the array holds the pieces back to back: their text joined is the records'
     assert "".join(merged.to_pylist()) == "".join(expected)
+    # the bytes the writer compresses: the compiled join's, or Arrow's take's where not built
+    assert bytes(joined_bytes(parts, rows + 2)) == "".join(expected).encode()

@@ -12,6 +12,10 @@
  *
  * gather(payload, starts, ends, sep, prefix, suffix, fill) concatenates byte spans of payload
  * (a span starting below 0 gives fill).
+ *
+ * join(data, offsets, codes) concatenates the texts of a string table (its value bytes and its
+ * int32 offsets, as Arrow lays out a string array) in the order of codes, skipping the codes
+ * below 0: what the timeline writer's records are made of.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -555,6 +559,67 @@ out:
     return result;
 }
 
+static PyObject *join(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *data_obj, *offsets_obj, *codes_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &data_obj, &offsets_obj, &codes_obj)) return NULL;
+    Py_buffer data, offsets, codes;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&offsets);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const int32_t *o = (const int32_t *)offsets.buf;
+    const int32_t *c = (const int32_t *)codes.buf;
+    Py_ssize_t m = offsets.len / (Py_ssize_t)sizeof(int32_t) - 1; /* texts in the table */
+    Py_ssize_t n = codes.len / (Py_ssize_t)sizeof(int32_t);
+    if (offsets.len % (Py_ssize_t)sizeof(int32_t) != 0 || m < 0 ||
+        codes.len % (Py_ssize_t)sizeof(int32_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "offsets and codes must be int32 arrays");
+        goto out;
+    }
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (o[k] < 0 || o[k + 1] < o[k] || o[k + 1] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "the offsets do not lie within the data");
+            goto out;
+        }
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (c[i] < 0) continue;
+        if (c[i] >= m) {
+            PyErr_SetString(PyExc_ValueError, "a code lies beyond the table");
+            goto out;
+        }
+        total += (Py_ssize_t)(o[c[i] + 1] - o[c[i]]);
+    }
+    result = PyBytes_FromStringAndSize(NULL, total);
+    if (result == NULL) goto out;
+    {
+        char *dst = PyBytes_AS_STRING(result);
+        const char *src = (const char *)data.buf;
+        Py_BEGIN_ALLOW_THREADS;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (c[i] < 0) continue;
+            size_t len = (size_t)(o[c[i] + 1] - o[c[i]]);
+            memcpy(dst, src + o[c[i]], len);
+            dst += len;
+        }
+        Py_END_ALLOW_THREADS;
+    }
+out:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&codes);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) -> events found, "
@@ -562,6 +627,9 @@ static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
      "gather(payload, starts, ends, sep, prefix, suffix, fill) -> the spans joined by sep "
      "(fill for a span starting below 0)."},
+    {"join", join, METH_VARARGS,
+     "join(data, offsets, codes) -> the texts offsets[c]:offsets[c + 1] of data for each code c "
+     "of codes in order, those below 0 left out (int32 offsets and codes)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -223,6 +224,16 @@ def _gather(
         fill,
     )
     return data
+
+
+def join_texts(data: Any, offsets: npt.NDArray[np.int32], codes: npt.NDArray[np.int32]) -> bytes:
+    """The texts ``data[offsets[c]:offsets[c + 1]]`` of ``codes`` in order, those below 0 left
+    out (a string table as Arrow lays it out; see _kscan.c). Only where :data:`AVAILABLE`."""
+    assert _kscan is not None
+    joined: bytes = _kscan.join(
+        data, np.ascontiguousarray(offsets, np.int32), np.ascontiguousarray(codes, np.int32)
+    )
+    return joined
 
 
 class _Unsupported(Exception):

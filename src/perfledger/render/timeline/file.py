@@ -27,10 +27,9 @@ from perfledger.render.timeline.lines import (
     flow_lines,
     metadata_lines,
     slice_lines,
-    string_bytes,
 )
 from perfledger.render.timeline.records import PreparedTimeline
-from perfledger.render.timeline.text import Pieces, join_records
+from perfledger.render.timeline.text import Pieces, joined_bytes
 from perfledger.render.timeline.windows import WindowIndex
 from perfledger.version import __version__
 
@@ -364,9 +363,8 @@ class TimelineFile:
             for value in np.unique(chunk_src):
                 where = np.flatnonzero(chunk_src == value)
                 parts.append((lines_of(int(value), local[where]), where))
-            merged = join_records(parts, int(chunk.size))
+            data = joined_bytes(parts, int(chunk.size))
             del parts
-            data = string_bytes(merged)  # keeps the array's buffer alive
             if self._empty:
                 data = data[2:]  # the leading ",\n" of the very first record
                 self._empty = False

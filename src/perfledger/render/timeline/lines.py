@@ -101,15 +101,3 @@ def metadata_lines(
             record = {"ph": "M", **ident, "name": f"{what}_{key}", "args": args}
             lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
     return lines
-
-
-def string_bytes(lines: pa.Array) -> memoryview:
-    """The UTF-8 bytes of a string array's values, concatenated, without copying."""
-    if isinstance(lines, pa.ChunkedArray):
-        lines = lines.combine_chunks()
-    if len(lines) == 0:
-        return memoryview(b"")
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
-    first = int(offsets[lines.offset])
-    last = int(offsets[lines.offset + len(lines)])
-    return memoryview(lines.buffers()[2]).cast("B")[first:last]

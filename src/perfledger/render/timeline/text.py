@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.render.timeline.grouping import BoolArray, Int64Array
+from perfledger.sources import kineto_scan
 
 
 @functools.lru_cache(maxsize=256)
@@ -281,6 +282,27 @@ def _used_texts(
 def join_records(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> pa.Array:
     """The text of ``size`` records made of several :class:`Pieces` (each with the positions
     of its records), in position order: one array whose values lie back to back."""
+    table, flat = _record_codes(parts, size)
+    return table.take(pa.array(flat[flat >= 0]))
+
+
+def joined_bytes(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> memoryview:
+    """:func:`join_records`' text as bytes, by the compiled join where it was built (half the
+    time of Arrow's take, which also makes the offsets of every record)."""
+    table, flat = _record_codes(parts, size)
+    if not kineto_scan.AVAILABLE or not pa.types.is_string(table.type):
+        return string_bytes(table.take(pa.array(flat[flat >= 0])))
+    first = table.offset
+    offsets = np.frombuffer(table.buffers()[1], np.int32)[first : first + len(table) + 1]
+    data = table.buffers()[2]
+    return memoryview(kineto_scan.join_texts(data if data is not None else b"", offsets, flat))
+
+
+def _record_codes(
+    parts: Sequence[tuple[Pieces, Int64Array]], size: int
+) -> tuple[pa.Array, npt.NDArray[np.int32]]:
+    """The pieces' tables as one, and the codes into it of the records' pieces, record after
+    record (below 0: no piece)."""
     width = max(p.codes.shape[0] for p, _ in parts)
     codes = np.full((size, width), ABSENT, dtype=np.int32)  # record after record
     tables: list[pa.Array] = []
@@ -291,8 +313,7 @@ def join_records(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> pa.Ar
         tables.extend(pieces.tables)
         base += sum(len(t) for t in pieces.tables)
     assert base < -ABSENT, "a chunk's pieces need fewer texts than ABSENT is far"
-    flat = codes.ravel()
-    return pa.concat_arrays(tables).take(pa.array(flat[flat >= 0]))
+    return pa.concat_arrays(tables), codes.ravel()
 
 
 def json_strings(values: Sequence[str | None]) -> pa.Array:
@@ -320,3 +341,15 @@ def optional_field(key: str, column: pa.ChunkedArray) -> tuple[npt.NDArray[np.in
         for value in [*values, None]
     ]
     return codes, pa.array(texts, pa.string())
+
+
+def string_bytes(lines: pa.Array) -> memoryview:
+    """The UTF-8 bytes of a string array's values, concatenated, without copying."""
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    if len(lines) == 0:
+        return memoryview(b"")
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+    first = int(offsets[lines.offset])
+    last = int(offsets[lines.offset + len(lines)])
+    return memoryview(lines.buffers()[2]).cast("B")[first:last]
