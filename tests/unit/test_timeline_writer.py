@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import io
+import random
+import zlib
 
 import pytest
 
+from perfledger.render.timeline import gzstream
 from perfledger.render.timeline.gzstream import background_writes
 
 
@@ -34,3 +38,30 @@ def test_an_error_of_the_caller_stops_the_writer() -> None:
         write(memoryview(b"a"))
         raise RuntimeError("formatting failed")
     assert sink.getvalue() == b"a"
+
+
+@pytest.mark.parametrize("library", ["isal", "zlib"])
+def test_a_stream_written_in_segments_is_one_gzip_member(
+    library: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ISA-L where its wheel is installed, zlib otherwise: both give what any gzip reader opens
+    if library == "zlib":
+        monkeypatch.setattr(gzstream, "_DEFLATE", zlib)
+        monkeypatch.setattr(gzstream, "_GZIP_LEVEL", 3)
+    else:
+        assert gzstream._DEFLATE is not zlib, "the isal package is a dependency"
+    rng = random.Random(3)
+    pieces = [
+        "".join(rng.choice('{}":,abc0123456789') for _ in range(rng.randrange(0, 70_000))).encode()
+        for _ in range(9)
+    ]
+    out = io.BytesIO()
+    out.write(gzstream.GZIP_HEADER)
+    deflate = gzstream.Deflate()
+    for i, piece in enumerate(pieces):
+        deflate.attach(out)  # reopened for each segment, as the writer does
+        deflate.write(memoryview(piece))
+        if i % 3 == 2 and i < len(pieces) - 1:
+            deflate.end_segment()
+    deflate.finish()
+    assert gzip.decompress(out.getvalue()) == b"".join(pieces)

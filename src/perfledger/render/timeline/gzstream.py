@@ -7,6 +7,7 @@ while other ranks are formatted.
 
 from __future__ import annotations
 
+import importlib
 import queue
 import struct
 import threading
@@ -15,7 +16,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Final, Protocol
 
-_GZIP_LEVEL: Final = 3
+
+def _deflate_library() -> tuple[Any, int]:
+    """ISA-L's deflate (the ``isal`` package, a dependency) at its level 2, else zlib at 3.
+
+    Measured on a profile's step slices (bench/README.md, "Growth"): ISA-L level 2 deflates
+    the timeline text at about 770 MB/s against zlib level 3's 180 MB/s, for files 12 %
+    larger. Both write standard deflate streams (any gzip reader opens either) and release
+    the GIL while they compress."""
+    try:
+        return importlib.import_module("isal.isal_zlib"), 2
+    except ImportError:  # a platform without its wheel: the same text, other gzip bytes
+        return zlib, 3
+
+
+_DEFLATE, _GZIP_LEVEL = _deflate_library()
 # What gzip.GzipFile writes with no file name, mtime 0 and a middle compression level.
 GZIP_HEADER: Final = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x00\xff"
 
@@ -30,28 +45,28 @@ class Deflate:
     """A gzip member's deflate stream, written in segments into a file reopened for each.
 
     Within a segment one compressor runs; a segment that more follow ends with a sync flush
-    (a byte-aligned, non-final block) and lets its compressor go (about 300 KB of zlib
-    state); the next starts a fresh one. The concatenation is one valid deflate stream.
+    (a byte-aligned, non-final block) and lets its compressor go (about 300 KB of
+    compressor state); the next starts a fresh one. The concatenation is one valid deflate stream.
     """
 
     def __init__(self) -> None:
         self.crc = 0
         self.size = 0
         self._raw: IO[bytes] | None = None
-        self._compressor: Any = None  # zlib's compressor type is not public
+        self._compressor: Any = None  # the compressor type is not public
 
     def attach(self, raw: IO[bytes]) -> None:
         """Write into ``raw`` from now on; start a segment when none is open."""
         self._raw = raw
         if self._compressor is None:
-            self._compressor = zlib.compressobj(
+            self._compressor = _DEFLATE.compressobj(
                 _GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0
             )
 
     def write(self, data: memoryview) -> None:
         """Compress ``data`` into the open segment."""
         assert self._raw is not None and self._compressor is not None
-        self.crc = zlib.crc32(data, self.crc)
+        self.crc = _DEFLATE.crc32(data, self.crc)
         self.size += data.nbytes
         self._raw.write(self._compressor.compress(data))
 
