@@ -3,8 +3,9 @@
 Each run is a child process per tree (``PYTHONPATH=<tree>/src``, A B B A ...) that times one
 ``perfledger analyze TRACE`` (its own CPU and its workers', and the largest RSS of any of its
 processes, see _common.run_measured). The outputs of every run are hashed file by file
-(meta.json and report.html left out: they carry the run's timings and its folder name): the
-script fails when two runs, of either tree, wrote different bytes.
+(meta.json and report.html left out: they carry the run's timings and its folder name; a
+.gz file by its decompressed bytes): the script fails when two runs, of either tree, wrote
+different bytes.
 
     python bench/analyze_memory.py TRACE --trees /tmp/before /work/main --runs 2
 
@@ -15,6 +16,7 @@ of each run, and the ratios of the second tree's medians to the first's.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import shutil
@@ -32,13 +34,17 @@ UNCOMPARED = frozenset({"meta.json", "report.html"})
 
 
 def _digest(out_dir: Path) -> str:
-    """One hash of every output file's path and bytes but the UNCOMPARED ones."""
+    """One hash of every output file's path and bytes but the UNCOMPARED ones (a .gz file's
+    decompressed bytes: versions may deflate the same text with different libraries)."""
     total = hashlib.sha256()
     for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
         if path.name in UNCOMPARED:
             continue
         total.update(str(path.relative_to(out_dir)).encode())
-        total.update(hashlib.sha256(path.read_bytes()).digest())
+        data = path.read_bytes()
+        if path.suffix == ".gz":
+            data = gzip.decompress(data)
+        total.update(hashlib.sha256(data).digest())
     return total.hexdigest()
 
 

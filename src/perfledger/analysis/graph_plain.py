@@ -1,12 +1,12 @@
-"""A step graph's columns as the replay's longest-path loop reads them: plain lists, and the
-few edges of the full path by node.
+"""A step graph's columns as the replay's longest-path walk reads them: C arrays of int64
+(8 bytes a node), and the few edges of the full path by node.
 
 Made once per graph (``StepGraph.plain``) and shared by every replay of it: a change rebuilds
-only the columns it changes, and a column it changes in a few nodes is the graph's list with
-those items replaced (:func:`patched`) rather than a whole array turned into a list again.
-The columns of node indices (chain predecessors, launch calls), a distinct value per node, are
-C arrays of 8 bytes a node (:func:`c_array`) rather than lists of as many int objects: the
-loop reads them one item at a time just as fast.
+only the columns it changes (:func:`patched`). The compiled walk (``_schedule.c``) reads the
+arrays' buffers as they are, without a conversion per replay; the Python loop, where the walk
+was not built, reads them one item at a time (about 10 % slower than from lists of shared int
+objects, which took as many bytes a node but had to be converted for the compiled walk at
+every replay: half its time).
 """
 
 from __future__ import annotations
@@ -23,21 +23,21 @@ from perfledger.analysis.intervals import Int64Array
 if TYPE_CHECKING:
     from perfledger.analysis.graph import StepGraph
 
-# A column of the loop: a list, or a C array of node indices.
+# A column of the loop: a C array (any sequence of ints for the Python loop).
 IntColumn = MutableSequence[int]
 
 
 @dataclass(frozen=True)
 class PlainColumns:
-    """The columns of a graph the loop reads unchanged by most changes, as lists (node
+    """The columns of a graph the loop reads unchanged by most changes, as C arrays (node
     order), and its synchronisation waits, wake-ups and event edges by node."""
 
-    chain_pred: IntColumn
-    chain_delay: list[int]
-    launch_src: IntColumn
-    launch_delay: list[int]
-    release: list[int]
-    dur: list[int]
+    chain_pred: array[int]
+    chain_delay: array[int]
+    launch_src: array[int]
+    launch_delay: array[int]
+    release: array[int]
+    dur: array[int]
     waits: dict[int, list[int]]
     wakes: dict[int, tuple[int, int]]
     events: dict[int, list[tuple[int, int]]]
@@ -47,11 +47,11 @@ class PlainColumns:
         """The plain columns of ``graph``."""
         return PlainColumns(
             c_array(graph.chain_pred),
-            shared_values(graph.chain_delay),
+            c_array(graph.chain_delay),
             c_array(graph.launch_src),
-            shared_values(graph.launch_delay),
-            shared_values(graph.release),
-            shared_values(graph.dur),
+            c_array(graph.launch_delay),
+            c_array(graph.release),
+            c_array(graph.dur),
             waits_by_node(graph.wait_src, graph.wait_dst),
             {
                 v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
@@ -67,16 +67,6 @@ def c_array(column: Int64Array) -> array[int]:
     out = array("q")
     out.frombytes(np.ascontiguousarray(column, dtype=np.int64).data.cast("B"))
     return out
-
-
-def shared_values(column: Int64Array) -> list[int]:
-    """``column`` as a list whose equal items are one object where it holds few distinct
-    values (delays, durations, releases: a few hundred over 400k nodes): a pointer per node
-    rather than an int object each."""
-    values, inverse = np.unique(column, return_inverse=True)
-    if values.size * 4 > column.size:
-        return list(column.tolist())
-    return list(map(values.tolist().__getitem__, inverse.reshape(-1).tolist()))
 
 
 def waits_by_node(src: Int64Array, dst: Int64Array) -> dict[int, list[int]]:
@@ -99,17 +89,5 @@ def events_by_node(
 
 def patched(base: IntColumn, old: Int64Array, new: Int64Array) -> IntColumn:
     """``new`` as a column of the loop, given ``base``, the column of ``old``: ``base`` itself
-    when ``new`` is ``old``, a copy of the list with the changed items replaced when few
-    changed, else ``new`` as a C array (:func:`c_array`: a copy of its bytes, rather than an
-    int object per node)."""
-    if new is old:
-        return base
-    if isinstance(base, array):
-        return c_array(new)
-    changed = np.flatnonzero(new != old)
-    if changed.size * 4 > new.size:
-        return c_array(new)
-    out = list(base)
-    for i, value in zip(changed.tolist(), new[changed].tolist(), strict=True):  # the changed
-        out[i] = value
-    return out
+    when ``new`` is ``old``, else ``new`` as a C array (:func:`c_array`)."""
+    return base if new is old else c_array(new)
