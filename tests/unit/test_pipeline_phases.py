@@ -27,7 +27,7 @@ from perfledger.run.progress import (
 )
 from tests.paths import data_file
 
-AFTER_THE_ADVISOR = [PHASE_TABLES, artefacts.PHASE_TIMELINES, artefacts.PHASE_REPORT]
+AFTER_THE_ADVISOR = [artefacts.PHASE_TIMELINES, PHASE_TABLES, artefacts.PHASE_REPORT]
 
 
 class RecordingDisplay:

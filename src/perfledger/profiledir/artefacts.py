@@ -158,6 +158,41 @@ def advisor_fixes(
     return [(analysis.ranks[0].rank, rule, c) for rule, c in advice.fixes.items()]
 
 
+@dataclass(frozen=True)
+class TimelinesWritten:
+    """What :func:`write_timeline_files` gives :func:`write_artefacts`: the analysis with its
+    replay, the findings as documents, and the seconds the timelines took."""
+
+    analysis: ProfileAnalysis
+    findings: list[dict[str, Any]]
+    timeline_s: float
+
+
+def write_timeline_files(
+    directory: Path,
+    analysis: ProfileAnalysis,
+    advice: AdvisorReport | None,
+    on_phase: Callable[[str], None] | None = None,
+) -> TimelinesWritten:
+    """The critical-path and what-if tables, the timelines (the steps replayed first where
+    the rank tasks did not): all that needs the findings but not the CSVs, so that the CSVs
+    may still be written beside it."""
+    replay = analysis.replay
+    if replay is None:  # made by the rank tasks; else replayed here
+        waits = comm_waits(analysis.ranks)
+        replay = replay_profile(
+            analysis.events, comm_wait=waits if waits.size == analysis.events.num_rows else None
+        )
+        analysis = replace(analysis, replay=replay)
+    write_table(directory, CRITICAL_PATH_TABLE, path_spans_table(replay.steps))
+    write_table(directory, WHATIF_FIXES_TABLE, fixes_table(advisor_fixes(analysis, advice)))
+    findings = [f.to_dict() for f in advice.findings] if advice else []
+    (on_phase or (lambda phase: None))(PHASE_TIMELINES)
+    started = time.perf_counter()
+    write_timelines(directory, analysis, findings)
+    return TimelinesWritten(analysis, findings, time.perf_counter() - started)
+
+
 def write_artefacts(
     directory: Path,
     analysis: ProfileAnalysis,
@@ -170,31 +205,24 @@ def write_artefacts(
     title: str = "profile",
     meta: dict[str, Any] | None = None,
     on_phase: Callable[[str], None] | None = None,
+    timelines: TimelinesWritten | None = None,
 ) -> Written:
     """Write the timelines, summary.json and the report into ``directory`` (the CSVs are
-    :func:`csv_tables`, written beside the advisor).
+    :func:`csv_tables`, written beside the advisor and the timelines).
 
     Profiles of several ranks also get cluster_summary.json and cluster_step_trace.csv.
     ``on_phase`` is told the name of each phase (timelines, report) as it starts.
     ``source_files``: the names summary.json gives the sources (their copies in raw/).
+    ``timelines``: :func:`write_timeline_files` already ran (with ``advice``).
     """
     from perfledger.render import summary as summary_render
 
     on_phase = on_phase or (lambda phase: None)
+    if timelines is None:
+        timelines = write_timeline_files(directory, analysis, advice, on_phase)
+    analysis = timelines.analysis
     replay = analysis.replay
-    if replay is None:  # made by the rank tasks; else replayed here
-        waits = comm_waits(analysis.ranks)
-        replay = replay_profile(
-            analysis.events, comm_wait=waits if waits.size == analysis.events.num_rows else None
-        )
-        analysis = replace(analysis, replay=replay)
-    write_table(directory, CRITICAL_PATH_TABLE, path_spans_table(replay.steps))
-    write_table(directory, WHATIF_FIXES_TABLE, fixes_table(advisor_fixes(analysis, advice)))
-    findings = [f.to_dict() for f in advice.findings] if advice else []
-    on_phase(PHASE_TIMELINES)
-    tables_done = time.perf_counter()
-    write_timelines(directory, analysis, findings)
-    timeline_done = time.perf_counter()
+    assert replay is not None
     on_phase(PHASE_REPORT)
     account_table = step_trace(analysis)
     document = summary_render.summary_document(
@@ -210,7 +238,7 @@ def write_artefacts(
         op_statistic=analysis.op_statistic,
         transfers=analysis.transfers,
         gaps=analysis.gap_report,
-        findings=[f.to_dict() for f in advice.findings] if advice else (),
+        findings=timelines.findings,
         skipped_rules=[(s.rule, s.reason) for s in advice.skipped] if advice else (),
         loss=analysis.loss,
         quality=(
@@ -236,10 +264,7 @@ def write_artefacts(
     with dropping_mapped_pages(*tables_within(analysis), *tables_within(report)):
         write_report(directory / REPORT_HTML, report)
     del report
-    timings = {
-        "timeline_s": timeline_done - tables_done,
-        "report_s": time.perf_counter() - reported,
-    }
+    timings = {"timeline_s": timelines.timeline_s, "report_s": time.perf_counter() - reported}
     note = whole_timeline_note(event_count(analysis))
     return Written(summary=document, timings=timings, omitted=(note,) if note else ())
 

@@ -303,8 +303,8 @@ def _write_profile(
     the rank's task already (the status line said so); what runs here is the profile's.
 
     What does not depend on the advisor's findings (the raw copies, the Parquet tables, the
-    CSVs) is written on a thread of its own while the advisor runs: Parquet and CSV encoding,
-    compression and copying run mostly outside the GIL.
+    CSVs) is written on a thread of its own while the advisor runs and the timelines are
+    written: Parquet and CSV encoding, compression and copying run mostly outside the GIL.
     """
     show = show or (lambda phase: None)
     traces = [r.trace for r in analysis.ranks]
@@ -328,10 +328,12 @@ def _write_profile(
                 overhead_noise_pct=overhead.noise_pct,
             )
             advisor_s = time.perf_counter() - advised
+            release_freed_memory()  # the rules' derived tables
+            # the timelines need the findings, not the CSVs: written while those are
+            timelines = artefacts.write_timeline_files(staging, analysis, advice, show)
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
             raise
-        release_freed_memory()  # the rules' derived tables
         show(PHASE_TABLES)
         waited = time.perf_counter()
         tables_timings = written.result()
@@ -342,7 +344,8 @@ def _write_profile(
             else name
             for name in raw_files
         ]
-        # tables_s and csv_s ran beside the advisor; this is what was left of them after it
+        # tables_s and csv_s ran beside the advisor and the timelines; this is what was left
+        # of them after those
         wait_s = time.perf_counter() - waited
     document = _meta_document(traces, inputs, meta, raw_files)
     wrote = artefacts.write_artefacts(
@@ -356,6 +359,7 @@ def _write_profile(
         title=title,
         meta=document,
         on_phase=show,
+        timelines=timelines,
     )
     phases = {
         **timings,
