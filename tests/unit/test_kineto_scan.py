@@ -312,3 +312,12 @@ def test_join_refuses_codes_and_offsets_outside_the_table() -> None:
         kineto_scan.join_texts(b"abc", offsets, np.array([0], np.int32))
     with pytest.raises(ValueError, match="within the data"):
         kineto_scan.join_texts(b"abcde", np.array([0, 3, 2], np.int32), np.array([0], np.int32))
+
+
+@needs_scanner
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=50), st.text(max_size=5))
+@settings(max_examples=80, deadline=None)
+def test_decimal_texts_are_what_a_cast_gives(values: list[int], prefix: str) -> None:
+    column = np.array(values, np.int64)
+    texts = kineto_scan.decimal_texts(column, prefix, ",")
+    assert texts.to_pylist() == [f"{prefix}{v}," for v in values]

@@ -1,5 +1,6 @@
 """Integers in timeline records: every way a column of them is written (all small, a few large
-ones cast, groups of four digits, negative ones cast) gives each value's decimal text."""
+ones cast, groups of four digits, negative ones cast, or a text per row by the compiled
+module) gives each value's decimal text."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from perfledger.render.timeline.text import PieceBuilder, join_records
+from perfledger.sources import kineto_scan
 
 Ints = npt.NDArray[np.int64]
 
@@ -41,17 +43,28 @@ COLUMNS = {
     "edges": np.concatenate([EDGES, EDGES[::-1]]),
     "negative": rng.integers(-(10**9), 10**9, 500),
     "mixed widths": 10 ** rng.integers(0, 18, 500) + rng.integers(0, 10, 500),
+    "extremes": np.array([-(2**63), -1, 0, 4096, 2**63 - 1, -(2**63) + 1]),
 }
+
+
+@pytest.fixture(params=["compiled", "arrow"])
+def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of writing a column: the compiled module's text per row, else Arrow's."""
+    if request.param == "compiled" and not kineto_scan.AVAILABLE:
+        pytest.skip("no C compiler where the project was installed")
+    monkeypatch.setattr(kineto_scan, "AVAILABLE", request.param == "compiled")
 
 
 @pytest.mark.parametrize("column", sorted(COLUMNS))
 @pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.usefixtures("compiled")
 def test_integers_are_written_as_their_decimal_text(column: str, hidden: bool) -> None:
     values = np.asarray(COLUMNS[column], dtype=np.int64)
     shown = rng.random(values.size) < 0.6 if hidden else None
     assert _written(values, shown) == _expected(values, shown)
 
 
+@pytest.mark.usefixtures("compiled")
 def test_hidden_rows_do_not_decide_how_shown_ones_are_written() -> None:
     # hidden rows hold an absent-id marker (negative) and huge values: neither shows
     values = np.array([-1, 5, 2**62, 12_345_678, -1, 0], dtype=np.int64)

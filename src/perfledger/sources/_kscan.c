@@ -16,6 +16,9 @@
  * join(data, offsets, codes) concatenates the texts of a string table (its value bytes and its
  * int32 offsets, as Arrow lays out a string array) in the order of codes, skipping the codes
  * below 0: what the timeline writer's records are made of.
+ *
+ * digits(values, prefix, suffix) writes each int64 value in decimal between prefix and
+ * suffix: a string table's value bytes and int32 offsets (as Arrow lays them out).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -620,6 +623,65 @@ out:
     return result;
 }
 
+/* The decimal text of v at dst (at most 20 bytes); the byte after it. */
+static char *put_decimal(char *dst, int64_t v) {
+    char digits[20];
+    int k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) *dst++ = '-';
+    while (k > 0) *dst++ = digits[--k];
+    return dst;
+}
+
+static PyObject *digits(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *values_obj;
+    const char *prefix, *suffix;
+    Py_ssize_t prefix_len, suffix_len;
+    if (!PyArg_ParseTuple(args, "Oy#y#", &values_obj, &prefix, &prefix_len, &suffix, &suffix_len))
+        return NULL;
+    Py_buffer values;
+    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    PyObject *data = NULL, *offsets = NULL, *result = NULL;
+    if (values.len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "values must be an int64 array");
+        goto out;
+    }
+    Py_ssize_t n = values.len / (Py_ssize_t)sizeof(int64_t);
+    Py_ssize_t widest = prefix_len + 20 + suffix_len;
+    if (n > 0 && widest > (INT32_MAX - 1) / n) {
+        PyErr_SetString(PyExc_ValueError, "the texts would pass int32 offsets");
+        goto out;
+    }
+    data = PyBytes_FromStringAndSize(NULL, n * widest);
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int32_t));
+    if (data == NULL || offsets == NULL) goto out;
+    const int64_t *v = (const int64_t *)values.buf;
+    int32_t *o = (int32_t *)PyBytes_AS_STRING(offsets);
+    char *begin = PyBytes_AS_STRING(data), *dst = begin;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        o[i] = (int32_t)(dst - begin);
+        memcpy(dst, prefix, (size_t)prefix_len);
+        dst = put_decimal(dst + prefix_len, v[i]);
+        memcpy(dst, suffix, (size_t)suffix_len);
+        dst += suffix_len;
+    }
+    o[n] = (int32_t)(dst - begin);
+    Py_END_ALLOW_THREADS;
+    if (_PyBytes_Resize(&data, dst - begin) < 0) goto out; /* data is NULL then */
+    result = PyTuple_Pack(2, data, offsets);
+out:
+    Py_XDECREF(data);
+    Py_XDECREF(offsets);
+    PyBuffer_Release(&values);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) -> events found, "
@@ -630,6 +692,9 @@ static PyMethodDef methods[] = {
     {"join", join, METH_VARARGS,
      "join(data, offsets, codes) -> the texts offsets[c]:offsets[c + 1] of data for each code c "
      "of codes in order, those below 0 left out (int32 offsets and codes)."},
+    {"digits", digits, METH_VARARGS,
+     "digits(values, prefix, suffix) -> (the int64 values in decimal, each between prefix and "
+     "suffix, back to back; their int32 offsets)."},
     {NULL, NULL, 0, NULL},
 };
 

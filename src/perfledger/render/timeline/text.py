@@ -81,6 +81,9 @@ def small_ints(before: str = "", after: str = "") -> pa.Array:
 
 # Larger values than the small texts' in at most one row in this many: those only are cast.
 _FEW_LARGE: Final = 8
+# At most this many rows' texts are written at once by the compiled module (each at most 20
+# digits besides its literals: far from int32 offsets); a chunk holds fewer records.
+_COMPILED_ROWS: Final = 1 << 20
 _GROUP: Final = 10_000  # a group of four digits
 
 
@@ -169,6 +172,13 @@ class PieceBuilder:
             # the literal before, if every row has it, goes into the table's texts
             prefix = self._take_pending() + before if shown is None else before
             self.table(small_ints(prefix, after), values, shown, fixed=True)
+            return
+        if kineto_scan.AVAILABLE and values.size <= _COMPILED_ROWS:
+            # a text per row, written by the compiled module (a fraction of the takes below)
+            prefix = self._take_pending() + before if shown is None else before
+            self._place()
+            texts = kineto_scan.decimal_texts(values, prefix, after)
+            self._add(texts, np.arange(values.size, dtype=np.int32), shown, fixed=True)
             return
         used = values.size if shown is None else int(np.count_nonzero(shown))
         if n_large * _FEW_LARGE <= used:
