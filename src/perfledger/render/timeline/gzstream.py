@@ -90,9 +90,9 @@ class Deflate:
 def background_writes(out: Writable) -> Iterator[Callable[[memoryview], None]]:
     """Hand chunks to a second thread that compresses and writes them, in order.
 
-    zlib and file writes release the GIL, so the next chunk is formatted while the previous
-    one is compressed (compression is about a third of a timeline's time). At most one chunk
-    waits in the queue, so memory stays that of a few chunks.
+    The deflate and file writes release the GIL, so the next chunk is formatted while the
+    previous one is compressed. At most one chunk waits in the queue, so memory stays that
+    of a few chunks.
     """
     pending: queue.Queue[memoryview | None] = queue.Queue(maxsize=1)
     failure: list[BaseException] = []

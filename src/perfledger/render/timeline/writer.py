@@ -379,7 +379,7 @@ def _write_parts(
                 ]
                 for future in done:
                     future.result()
-                if last:  # each file's compressor (~270 KB of zlib state) let go now
+                if last:  # each file's compressor (a few hundred KB of deflate state) let go now
                     for f in group:
                         f.close()
                 del prepared, done, index, rows
@@ -500,7 +500,8 @@ def _step_hulls(windows: Sequence[StepWindow]) -> dict[int, tuple[int, int]]:
 
 
 def _step_pool(files: int, writers: int = STEP_WRITERS) -> ThreadPoolExecutor:
-    """Threads for writing step files side by side (formatting and zlib release the GIL)."""
+    """Threads for writing step files side by side (the compiled joins and the deflate
+    release the GIL)."""
     workers = max(1, min(writers, os.cpu_count() or 1, files))
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="step-timeline")
 
