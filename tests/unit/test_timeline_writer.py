@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import platform
 import random
 import zlib
 
@@ -40,6 +41,10 @@ def test_an_error_of_the_caller_stops_the_writer() -> None:
     assert sink.getvalue() == b"a"
 
 
+# where pyproject.toml makes isal a dependency (the machines it ships wheels for)
+ISAL_MACHINES = ("x86_64", "AMD64", "aarch64", "arm64")
+
+
 @pytest.mark.parametrize("library", ["isal", "zlib"])
 def test_a_stream_written_in_segments_is_one_gzip_member(
     library: str, monkeypatch: pytest.MonkeyPatch
@@ -48,8 +53,10 @@ def test_a_stream_written_in_segments_is_one_gzip_member(
     if library == "zlib":
         monkeypatch.setattr(gzstream, "_DEFLATE", zlib)
         monkeypatch.setattr(gzstream, "_GZIP_LEVEL", 3)
+    elif platform.machine() in ISAL_MACHINES:
+        assert gzstream._DEFLATE is not zlib, "the isal package is a dependency here"
     else:
-        assert gzstream._DEFLATE is not zlib, "the isal package is a dependency"
+        pytest.skip(f"no isal wheel for {platform.machine()}: zlib writes the timelines")
     rng = random.Random(3)
     pieces = [
         "".join(rng.choice('{}":,abc0123456789') for _ in range(rng.randrange(0, 70_000))).encode()
