@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from perfledger.errors import PerfledgerError
 from perfledger.profiledir import artefacts
 from perfledger.run import tasks
 from perfledger.run.execution import Execution
@@ -110,6 +111,25 @@ def test_an_advisor_error_stops_the_writer_and_leaves_nothing(
             console=Console(file=io.StringIO()),
         )
     # nothing is left behind: neither the profile nor its staging folder
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_timeline_error_beside_the_csv_writer_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the timelines are written while the CSVs still are: a failure there stops the writer
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(artefacts, "write_timelines", failing)
+    out = tmp_path / "p"
+    # the disk's error is the user's one line, naming the profile
+    with pytest.raises(PerfledgerError, match="p: cannot write the profile: No space left"):
+        build_profile(
+            [data_file("kineto/v100_rank1_test.json.gz")],
+            out,
+            console=Console(file=io.StringIO()),
+        )
     assert list(tmp_path.iterdir()) == []
 
 
