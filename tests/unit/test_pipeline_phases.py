@@ -96,40 +96,37 @@ def test_a_terminal_sees_the_status_line_and_a_pipe_does_not(tmp_path: Path) -> 
     assert PHASE_ADVISOR not in piped.getvalue()
 
 
-def test_an_advisor_error_stops_the_writer_and_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def failing(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("a rule failed")
+# a failure beside a writer thread: the rank's advisor (the events' Parquet is being written),
+# the profile's timelines (the CSVs are being written; a full disk is the user's one line)
+FAILURES = {
+    "advisor": (tasks, "diagnose_rank", RuntimeError("a rule failed"), RuntimeError, "a rule"),
+    "timelines": (
+        artefacts,
+        "write_timelines",
+        OSError(28, "No space left on device"),
+        PerfledgerError,
+        "p: cannot write the profile: No space left",
+    ),
+}
 
-    monkeypatch.setattr(tasks, "diagnose_rank", failing)
-    out = tmp_path / "p"
-    with pytest.raises(RuntimeError, match="a rule failed"):
+
+@pytest.mark.parametrize("where", sorted(FAILURES))
+def test_an_error_beside_a_writer_stops_it_and_leaves_nothing(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module, name, error, raised, message = FAILURES[where]
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(module, name, failing)
+    with pytest.raises(raised, match=message):
         build_profile(
             [data_file("kineto/v100_rank1_test.json.gz")],
-            out,
+            tmp_path / "p",
             console=Console(file=io.StringIO()),
         )
     # nothing is left behind: neither the profile nor its staging folder
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_timeline_error_beside_the_csv_writer_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # the timelines are written while the CSVs still are: a failure there stops the writer
-    def failing(*args: Any, **kwargs: Any) -> Any:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(artefacts, "write_timelines", failing)
-    out = tmp_path / "p"
-    # the disk's error is the user's one line, naming the profile
-    with pytest.raises(PerfledgerError, match="p: cannot write the profile: No space left"):
-        build_profile(
-            [data_file("kineto/v100_rank1_test.json.gz")],
-            out,
-            console=Console(file=io.StringIO()),
-        )
     assert list(tmp_path.iterdir()) == []
 
 
