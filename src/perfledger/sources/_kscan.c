@@ -494,6 +494,21 @@ out:
     return result;
 }
 
+/* The C-contiguous buffers of objects[0:n], read-only; -1 (those held released) on failure. */
+static int get_buffers(PyObject *const *objects, Py_buffer *views, int n) {
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(objects[i], &views[i], PyBUF_C_CONTIGUOUS) < 0) {
+            while (i-- > 0) PyBuffer_Release(&views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release_buffers(Py_buffer *views, int n) {
+    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
+}
+
 static PyObject *gather(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *payload_obj, *starts_obj, *ends_obj;
@@ -502,17 +517,10 @@ static PyObject *gather(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOy#y#y#y#", &payload_obj, &starts_obj, &ends_obj, &sep,
                           &sep_len, &prefix, &prefix_len, &suffix, &suffix_len, &fill, &fill_len))
         return NULL;
-    Py_buffer payload, starts, ends;
-    if (PyObject_GetBuffer(payload_obj, &payload, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(starts_obj, &starts, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&payload);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(ends_obj, &ends, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&payload);
-        PyBuffer_Release(&starts);
-        return NULL;
-    }
+    PyObject *const objects[3] = {payload_obj, starts_obj, ends_obj};
+    Py_buffer views[3];
+    if (get_buffers(objects, views, 3) < 0) return NULL;
+    Py_buffer payload = views[0], starts = views[1], ends = views[2];
     PyObject *result = NULL;
     Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
     const int64_t *s = (const int64_t *)starts.buf;
@@ -556,9 +564,7 @@ static PyObject *gather(PyObject *self, PyObject *args) {
         memcpy(out, suffix, (size_t)suffix_len);
     }
 out:
-    PyBuffer_Release(&payload);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&ends);
+    release_buffers(views, 3);
     return result;
 }
 
@@ -566,17 +572,10 @@ static PyObject *join(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *data_obj, *offsets_obj, *codes_obj;
     if (!PyArg_ParseTuple(args, "OOO", &data_obj, &offsets_obj, &codes_obj)) return NULL;
-    Py_buffer data, offsets, codes;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&offsets);
-        return NULL;
-    }
+    PyObject *const objects[3] = {data_obj, offsets_obj, codes_obj};
+    Py_buffer views[3];
+    if (get_buffers(objects, views, 3) < 0) return NULL;
+    Py_buffer data = views[0], offsets = views[1], codes = views[2];
     PyObject *result = NULL;
     const int32_t *o = (const int32_t *)offsets.buf;
     const int32_t *c = (const int32_t *)codes.buf;
@@ -617,9 +616,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS;
     }
 out:
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&codes);
+    release_buffers(views, 3);
     return result;
 }
 
