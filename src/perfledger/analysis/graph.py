@@ -210,11 +210,9 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
     launch_of_task = _launch_rows(events, host, correlation, start, task_rows)
     if task_rows.size:
         is_sync = host & columns.isin(events, "kind", [schema.SYNC])
-        # the launches' and synchronisations' rows, in row order (a mask, not a sort)
-        chosen = is_sync.copy()
+        chosen = is_sync.copy()  # the launches' and synchronisations' rows: a mask, no sort
         chosen[launch_of_task[launch_of_task >= 0]] = True
         host_rows = np.flatnonzero(chosen)
-        del chosen
     else:
         is_sync = np.zeros(n, dtype=bool)
         host_rows = _outermost_slices(events, host, start, end)
