@@ -435,7 +435,7 @@ def _launch_rows(
         return result
     keys = correlation[launches]
     name_codes = columns.dictionary_codes(events, "name")[0][launches]
-    by_name = np.lexsort((name_codes, keys))
+    by_name = columns.pair_order(keys, name_codes)  # ids almost in order: one stable sort
     k_sorted, n_sorted = keys[by_name], name_codes.reshape(-1)[by_name]
     ambiguous = np.unique(
         k_sorted[1:][(k_sorted[1:] == k_sorted[:-1]) & (n_sorted[1:] == n_sorted[:-1])]
