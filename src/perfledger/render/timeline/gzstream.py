@@ -18,7 +18,8 @@ from typing import IO, Any, Final, Protocol
 
 
 def _deflate_library() -> tuple[Any, int]:
-    """ISA-L's deflate (the ``isal`` package, a dependency) at its level 2, else zlib at 3.
+    """ISA-L's deflate (the ``isal`` package, a dependency on the machines it ships wheels
+    for) at its level 2, else zlib at 3.
 
     Measured on a profile's step slices (bench/README.md, "Growth"): ISA-L level 2 deflates
     the timeline text at about 770 MB/s against zlib level 3's 180 MB/s, for files 12 %
@@ -45,8 +46,8 @@ class Deflate:
     """A gzip member's deflate stream, written in segments into a file reopened for each.
 
     Within a segment one compressor runs; a segment that more follow ends with a sync flush
-    (a byte-aligned, non-final block) and lets its compressor go (about 300 KB of
-    compressor state); the next starts a fresh one. The concatenation is one valid deflate stream.
+    (a byte-aligned, non-final block) and lets its compressor go (a few hundred KB of
+    state); the next starts a fresh one. The concatenation is one valid deflate stream.
     """
 
     def __init__(self) -> None:
