@@ -1,6 +1,6 @@
 """The compiled parts against the Python paths they stand in for, in one process, alternating.
 
-``python bench/compiled_parts.py [--trace TRACE] [--mb 84] [--rounds 3]``
+``python bench/compiled_parts.py [--trace TRACE] [--mb 84] [--rounds 3] [--profile DIR]``
 
 - **scanner**: the traceEvents array of TRACE (default: the 486 MB bench trace of
   ``make_trace.py``) cut into chunks of about 4 MB (the import workers' size), ``--mb`` of them;
@@ -10,6 +10,9 @@
 - **replay walk**: the baseline replay of each test trace's step graph (the V100 DDP and A100
   control ranks), with the compiled walk and with the Python loop (``replay._COMPILED`` set
   to None), ``--rounds`` times each, alternating; milliseconds per replay.
+- **deflate** (with ``--profile DIR``): the text of the profile's step timelines
+  (``timeline/step_*.json.gz``, decompressed) deflated as the timeline writer does, by ISA-L
+  at level 2 and by zlib at level 3, alternating; MB/s of text (CPU) and the output's size.
 
 Every round checks that both paths give the same blocks and schedules. Prints the medians
 and the ratios.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import re
 import statistics
 import sys
@@ -132,11 +136,45 @@ def replay_walk(rounds: int) -> None:
         )
 
 
+def deflate(profile: Path, rounds: int) -> None:
+    import gzip
+    import zlib
+
+    isal_zlib: Any = importlib.import_module("isal.isal_zlib")
+    text = b"".join(gzip.decompress(p.read_bytes()) for p in sorted(profile.glob("timeline/*.gz")))
+    if not text:
+        raise SystemExit(f"{profile}: no timeline/*.json.gz to read")
+    libraries = {"isal level 2": (isal_zlib, 2), "zlib level 3": (zlib, 3)}
+    times: dict[str, list[float]] = {name: [] for name in libraries}
+    sizes: dict[str, int] = {}
+    for _ in range(rounds):
+        for name, (library, level) in libraries.items():
+
+            def run(library: Any = library, level: int = level) -> bytes:
+                compressor = library.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+                return bytes(compressor.compress(text) + compressor.flush())
+
+            seconds, out = _timed(run)
+            times[name].append(seconds)
+            sizes[name] = len(out)
+            if zlib.decompress(out, -zlib.MAX_WBITS) != text:
+                raise SystemExit(f"{name}: the deflated text does not decode to the text")
+    mb = len(text) / 1e6
+    print(
+        f"deflate, {mb:.1f} MB of step timeline text: "
+        + ", ".join(
+            f"{name} {mb / statistics.median(t):.0f} MB/s -> {sizes[name] / 1e6:.2f} MB"
+            for name, t in times.items()
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=ROOT / "bench/out/v100_rank1_ddp_x9.json")
     parser.add_argument("--mb", type=int, default=84)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", type=Path, help="a profile whose step timelines to deflate")
     args = parser.parse_args()
     if not kineto_scan.AVAILABLE or replay_module._COMPILED is None:
         raise SystemExit(
@@ -146,6 +184,8 @@ def main() -> None:
         raise SystemExit(f"{args.trace}: no such trace (python bench/make_trace.py --size-mb 500)")
     scanner(_chunks(args.trace, args.mb << 20), args.rounds)
     replay_walk(args.rounds)
+    if args.profile is not None:
+        deflate(args.profile, args.rounds)
 
 
 if __name__ == "__main__":
