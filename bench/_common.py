@@ -66,6 +66,9 @@ class ChildRun:
     rss_by_second: tuple[int, ...] = ()
     # user + system CPU seconds of the child and the descendants it waited for
     cpu_s: float = 0.0
+    # the CPU seconds the process tree used in each second of the run (cores busy): where
+    # the run uses one core of several
+    cores_by_second: tuple[float, ...] = ()
 
     @property
     def peak_rss(self) -> int:
@@ -80,6 +83,22 @@ def _tree_rss(proc: psutil.Process) -> int:
     except psutil.Error:
         return 0
     return sum(_rss(member) for member in members)
+
+
+def _tree_cpu(proc: psutil.Process, seen: dict[int, float]) -> float:
+    """User + system CPU seconds of a process and its live descendants, each process's last
+    reading kept in ``seen`` (by pid) once it is gone: their sum so far."""
+    try:
+        members = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        members = []
+    for member in members:
+        try:
+            times = member.cpu_times()
+        except psutil.Error:
+            continue
+        seen[member.pid] = times.user + times.system
+    return sum(seen.values())
 
 
 def _rss(proc: psutil.Process) -> int:
@@ -132,6 +151,8 @@ def run_measured(
         watched = psutil.Process(popen.pid)
         peak = 0
         by_second: list[int] = []
+        cpu_until: list[float] = []  # the tree's CPU seconds at the last poll of each second
+        seen: dict[int, float] = {}
         done = threading.Event()
 
         def poll() -> None:
@@ -142,6 +163,10 @@ def run_measured(
                 second = int(time.perf_counter() - start)
                 by_second.extend([0] * (second + 1 - len(by_second)))
                 by_second[second] = max(by_second[second], rss)
+                used = _tree_cpu(watched, seen)
+                last = cpu_until[-1] if cpu_until else 0.0
+                cpu_until.extend([last] * (second + 1 - len(cpu_until)))
+                cpu_until[second] = used
                 done.wait(poll_s)
 
         poller = threading.Thread(target=poll, daemon=True)
@@ -165,6 +190,9 @@ def run_measured(
             stderr=err.read().decode(errors="replace"),
             rss_by_second=tuple(by_second),
             cpu_s=usage.ru_utime + usage.ru_stime,
+            cores_by_second=tuple(
+                b - a for a, b in zip([0.0, *cpu_until[:-1]], cpu_until, strict=True)
+            ),
         )
 
 

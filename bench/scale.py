@@ -90,6 +90,8 @@ class SizeFigures:
     analyze_max_single_rss: int
     phases: dict[str, float]
     rss_mb_by_second: list[int]
+    # CPU seconds of the process tree in each second: the cores it kept busy
+    cores_by_second: list[float]
     hta: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -159,6 +161,7 @@ def _measure(
         analyze_max_single_rss=child.max_rss,
         phases=phases,
         rss_mb_by_second=[round(mb(rss)) for rss in child.rss_by_second],
+        cores_by_second=[round(cores, 2) for cores in child.cores_by_second],
     )
     shutil.rmtree(profile, ignore_errors=True)  # gigabytes of profile do not stay around
     if hta:
@@ -201,6 +204,7 @@ def _print_size(f: SizeFigures) -> None:
         outside = f.analyze_wall_s - f.phases["total_s"]
         print(f"[{f.label}] outside total_s (start, imports, exit): {outside:.2f} s")
     print(f"[{f.label}] RSS MB by second: " + " ".join(map(str, f.rss_mb_by_second)))
+    print(f"[{f.label}] cores busy by second: " + " ".join(f"{c:.1f}" for c in f.cores_by_second))
     if f.hta:
         h = f.hta
         print(

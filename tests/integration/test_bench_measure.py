@@ -52,3 +52,20 @@ def test_exit_code_and_output_are_kept() -> None:
     run = common.run_measured([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"])
     assert run.returncode == 3
     assert run.stdout.strip() == "out"
+
+
+def test_cores_by_second_count_the_busy_processes_of_the_tree() -> None:
+    # one second asleep, then a child and its parent each spinning for two seconds
+    spin = "import time; end = time.process_time() + 2.0\nwhile time.process_time() < end: pass"
+    script = (
+        "import subprocess, sys, time; time.sleep(1.0); "
+        f"child = subprocess.Popen([sys.executable, '-c', {spin!r}]); "
+        f"exec({spin!r}); child.wait()"
+    )
+    run = common.run_measured([sys.executable, "-c", script])
+    assert run.returncode == 0
+    cores = run.cores_by_second
+    assert cores[0] < 0.3  # asleep (the interpreter's start aside)
+    # about 4 CPU seconds in all, none of it lost when the child exits; at most 2 cores a second
+    assert 3.5 <= sum(cores) <= run.cpu_s + 0.2
+    assert max(cores) <= 2.2
