@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from perfledger.render.timeline.text import PieceBuilder, join_records
+from perfledger.render.timeline.text import PieceBuilder, joined_bytes
 from perfledger.sources import kineto_scan
 
 Ints = npt.NDArray[np.int64]
@@ -19,7 +19,7 @@ def _written(values: Ints, shown: npt.NDArray[np.bool_] | None) -> str:
     line.text("{")
     line.ints(values, shown, before='"v":', after=",")
     line.text("}")
-    return "".join(join_records([(line.build(), np.arange(values.size))], values.size).to_pylist())
+    return bytes(joined_bytes([(line.build(), np.arange(values.size))], values.size)).decode()
 
 
 def _expected(values: Ints, shown: npt.NDArray[np.bool_] | None) -> str:

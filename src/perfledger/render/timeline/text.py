@@ -1,10 +1,10 @@
 """Column-wise JSON text: records as pieces of small text tables, numbers as Perfetto reads them.
 
 A record's line is the concatenation of its pieces, and a chunk of records of every kind is
-written by one take over the pieces' tables (:func:`join_records`): the texts that repeat
-(literals, names, numbers as groups of their digits, fractions of a µs) come straight from
-tables of distinct texts, only a few numbers (negative ones, the rare large ones of a mostly
-small column) get formatted per row, and no column is joined row by row (a row-by-row join
+written by one copy of the pieces' texts in record order (:func:`joined_bytes`): the texts
+that repeat (literals, names, small numbers, fractions of a µs) come straight from tables of
+distinct texts, larger numbers are written a text per row (by the compiled module, else as
+groups of their digits from tables), and no column is joined row by row (a row-by-row join
 costs about twice the take of its pieces, per piece, and each nested join writes every byte
 once more).
 """
@@ -289,19 +289,13 @@ def _used_texts(
     return texts.take(pa.array(used)), codes
 
 
-def join_records(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> pa.Array:
-    """The text of ``size`` records made of several :class:`Pieces` (each with the positions
-    of its records), in position order: one array whose values lie back to back."""
-    table, flat = _record_codes(parts, size)
-    return table.take(pa.array(flat[flat >= 0]))
-
-
 def joined_bytes(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> memoryview:
-    """:func:`join_records`' text as bytes, by the compiled join where it was built (half the
-    time of Arrow's take, which also makes the offsets of every record)."""
+    """The text of ``size`` records made of several :class:`Pieces` (each with the positions
+    of its records), in position order, as bytes: copied by the compiled join where it was
+    built, else taken by Arrow (whose take also makes the offsets of every record)."""
     table, flat = _record_codes(parts, size)
     if not kineto_scan.AVAILABLE or not pa.types.is_string(table.type):
-        return string_bytes(table.take(pa.array(flat[flat >= 0])))
+        return _string_bytes(table.take(pa.array(flat[flat >= 0])))
     first = table.offset
     offsets = np.frombuffer(table.buffers()[1], np.int32)[first : first + len(table) + 1]
     data = table.buffers()[2]
@@ -353,10 +347,8 @@ def optional_field(key: str, column: pa.ChunkedArray) -> tuple[npt.NDArray[np.in
     return codes, pa.array(texts, pa.string())
 
 
-def string_bytes(lines: pa.Array) -> memoryview:
+def _string_bytes(lines: pa.Array) -> memoryview:
     """The UTF-8 bytes of a string array's values, concatenated, without copying."""
-    if isinstance(lines, pa.ChunkedArray):
-        lines = lines.combine_chunks()
     if len(lines) == 0:
         return memoryview(b"")
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
