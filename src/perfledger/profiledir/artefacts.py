@@ -205,21 +205,19 @@ def write_artefacts(
     title: str = "profile",
     meta: dict[str, Any] | None = None,
     on_phase: Callable[[str], None] | None = None,
-    timelines: TimelinesWritten | None = None,
+    timelines: TimelinesWritten,
 ) -> Written:
-    """Write the timelines, summary.json and the report into ``directory`` (the CSVs are
-    :func:`csv_tables`, written beside the advisor and the timelines).
+    """Write summary.json and the report into ``directory``, once ``timelines`` (what
+    :func:`write_timeline_files` wrote with ``advice``) are (the CSVs are :func:`csv_tables`,
+    written beside the advisor and the timelines).
 
     Profiles of several ranks also get cluster_summary.json and cluster_step_trace.csv.
-    ``on_phase`` is told the name of each phase (timelines, report) as it starts.
+    ``on_phase`` is told the name of the report's phase as it starts.
     ``source_files``: the names summary.json gives the sources (their copies in raw/).
-    ``timelines``: :func:`write_timeline_files` already ran (with ``advice``).
     """
     from perfledger.render import summary as summary_render
 
     on_phase = on_phase or (lambda phase: None)
-    if timelines is None:
-        timelines = write_timeline_files(directory, analysis, advice, on_phase)
     analysis = timelines.analysis
     replay = analysis.replay
     assert replay is not None
