@@ -1,4 +1,4 @@
-"""CPU seconds of writing a profile's timelines and CSVs, for versions of the code side by side.
+"""CPU (and wall) seconds of writing a profile's timelines and CSVs, versions side by side.
 
 Each round runs, for every source tree given (``--src DIR``, a ``git archive`` of a version:
 its ``src`` folder goes on PYTHONPATH), one child process that reads the profile's stored
@@ -10,8 +10,10 @@ process, the compression thread and the step writers included):
   - with ``--csv``: the CSVs of the stored tables that analyze writes the same way
     (kernel_details.csv, gaps.csv ...: every top-level CSV of the profile re-written from
     the CSV text read back, so the formatting of each column type is timed);
-Versions alternate within a round, so the load of other jobs on a shared machine falls on
-each alike; each figure is also given as a ratio to the first tree's in the same round.
+The wall seconds of the timelines are given too (``*_wall_s``): what the step writers'
+overlap with the preparation of the rows shows in. Versions alternate within a round, so
+the load of other jobs on a shared machine falls on each alike; each figure is also given
+as a ratio to the first tree's in the same round.
 Every file written is checked to hold the same text (decompressed) under every tree, and
 the gzip bytes are compared too (``same gz`` / ``differs``).
 
@@ -60,19 +62,21 @@ parts = [
     for r in ranks
 ]
 figures = {}
-cpu = time.process_time()
+cpu, wall = time.process_time(), time.perf_counter()
 timeline.write_profile_timelines(
     None, out / "timeline", parts, windows, counters=counters, findings=findings,
     step_max_events=int(step_cap),
 )
 figures["steps_cpu_s"] = time.process_time() - cpu
+figures["steps_wall_s"] = time.perf_counter() - wall
 if whole == "1":
-    cpu = time.process_time()
+    cpu, wall = time.process_time(), time.perf_counter()
     timeline.write_profile_timelines(
         out / "timeline.json.gz", out / "unused", parts, [], counters=counters,
         findings=findings,
     )
     figures["whole_cpu_s"] = time.process_time() - cpu
+    figures["whole_wall_s"] = time.perf_counter() - wall
 files = {}
 for path in sorted(out.rglob("*.json.gz")):
     raw = path.read_bytes()
@@ -143,7 +147,8 @@ def main() -> None:
         reference = results[0]
         for figures in results:
             line = f"round {round_} {figures['tree']}:"
-            for key in ("steps_cpu_s", "whole_cpu_s", "csv_cpu_s"):
+            keys = ("steps_cpu_s", "steps_wall_s", "whole_cpu_s", "whole_wall_s", "csv_cpu_s")
+            for key in keys:
                 if key in figures:
                     value = float(figures[key])  # type: ignore[arg-type]
                     ratio = value / float(reference[key])  # type: ignore[arg-type]

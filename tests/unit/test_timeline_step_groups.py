@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +276,52 @@ def test_a_closed_timeline_file_goes_on_abort_only_when_asked(tmp_path: Path) ->
         out.close()
         out.abort(remove_closed=remove)
         assert out.path.exists() != remove
+
+
+def test_a_group_is_written_while_the_next_is_prepared_one_group_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # groups of one step, four writers: the next group's rows are prepared while a group's
+    # file is written, but a group's files start only once the group before is written
+    # (never two adds to one file at once, two groups' rows held at most)
+    lock = threading.Lock()
+    prepared = threading.Condition(lock)
+    in_flight: list[str] = []
+    most = [0]
+    preparations = [0]
+    overlapped: list[bool] = []  # per add: the next group's preparation began meanwhile
+    add = TimelineFile.add
+    prepare_rows = writer.prepare_rows
+
+    def watched_add(self: TimelineFile, *args: Any, **kwargs: Any) -> None:
+        with lock:
+            assert self.path.name not in in_flight
+            in_flight.append(self.path.name)
+            most[0] = max(most[0], len(in_flight))
+            # this group's preparation is the rank's (the second rank's come after the
+            # first's) step-th; a rank's last group has no next one: the wait runs out
+            step = int(self.path.name.split("_")[1].split(".")[0])
+            mine = step + (STEPS if kwargs["rank"] == 3 else 0)
+            overlapped.append(prepared.wait_for(lambda: preparations[0] > mine, timeout=0.5))
+        try:
+            add(self, *args, **kwargs)
+        finally:
+            with lock:
+                in_flight.remove(self.path.name)
+
+    def watched_prepare(placement: Any, events: pa.Table, rows: Any) -> Any:
+        with lock:
+            preparations[0] += 1
+            prepared.notify_all()
+        return prepare_rows(placement, events, rows)
+
+    monkeypatch.setattr(TimelineFile, "add", watched_add)
+    monkeypatch.setattr(writer, "prepare_rows", watched_prepare)
+    monkeypatch.setattr(writer, "_step_pool", lambda files: ThreadPoolExecutor(4))
+    paths = _grouped(tmp_path / "out", [0, 3], monkeypatch, group_rows=1, cap=None)
+    monkeypatch.undo()
+    assert most[0] == 1  # groups of one file: one add at a time
+    # each group's add saw the next group's preparation begin, but each rank's last
+    assert overlapped == [*[True] * (STEPS - 1), False] * 2
+    one = _grouped(tmp_path / "one", [0, 3], monkeypatch, group_rows=1, cap=None)
+    assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in one]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -364,6 +364,10 @@ def _write_parts(
             shared = _shared_index(placement, files) if windowed else None
             # the placement's passes over every row leave freed blocks the files do not reuse
             release_freed_memory()
+            # a group's files are written while the next group is prepared (the pool's text
+            # and deflate run mostly outside the GIL): one group in flight at most, so a file
+            # is never added to twice at once and memory holds two groups' rows at most
+            writing = _Writing()
             while groups:  # each group's rows let go once it is written
                 group, rows = groups.pop(0)
                 prepared = (
@@ -372,21 +376,46 @@ def _write_parts(
                     else prepare_all_rows(placement, part.events)
                 )
                 index = _window_index(prepared, group, shared)
+                writing.finish(last)
                 # the whole timeline's part (the largest) first, the step slices beside it
-                done = [
-                    pool.submit(f.add, prepared, rank=part.rank, last=last, index=index)
-                    for f in group
-                ]
-                for future in done:
-                    future.result()
-                if last:  # each file's compressor (a few hundred KB of deflate state) let go now
-                    for f in group:
-                        f.close()
-                del prepared, done, index, rows
-                release_freed_memory()
+                writing.start(
+                    group,
+                    [
+                        pool.submit(f.add, prepared, rank=part.rank, last=last, index=index)
+                        for f in group
+                    ],
+                )
+                if rows is None:  # the whole trace's rows: not held while the next is made
+                    writing.finish(last)
+                del prepared, index, rows
                 # the pages of the mapped files read for the group (args, times, counters)
                 drop_mapped_pages(*mapped)
+            writing.finish(last)
             del placement, part, groups, shared, mapped
+            release_freed_memory()
+
+
+class _Writing:
+    """The group of files being written: its files and their futures."""
+
+    def __init__(self) -> None:
+        self.files: list[TimelineFile] = []
+        self.futures: list[Future[None]] = []
+
+    def start(self, files: list[TimelineFile], futures: list[Future[None]]) -> None:
+        self.files, self.futures = files, futures
+
+    def finish(self, last: bool) -> None:
+        """Wait for the group's files (the first error raised); close them after the last
+        part (each file's compressor, a few hundred KB of deflate state, let go then)."""
+        futures, self.futures = self.futures, []
+        for future in futures:
+            future.result()
+        if last:
+            for f in self.files:
+                f.close()
+        self.files = []
+        if futures:
             release_freed_memory()
 
 
