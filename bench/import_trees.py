@@ -4,10 +4,10 @@ Each run is a fresh child interpreter importing ``perfledger`` from one tree
 (``PYTHONPATH=<tree>/src``) that calls ``load_kineto(path, workers=N)`` inside
 ``returning_pool()``, as ``perfledger analyze`` does for one large trace. Per run: CPU seconds
 of the importing process during the import (interpreter start and module imports left out)
-and of its worker processes (``RUSAGE_CHILDREN``), the peak RSS of the importing process
-(``ru_maxrss``), its RSS right after the import, the events table's size, and a digest of
-the events table, the counters table and the meta (they must be equal across trees: the
-script fails otherwise).
+and of its worker processes (``RUSAGE_CHILDREN``), the import's wall seconds, the peak RSS
+of the importing process (``ru_maxrss``), its RSS right after the import, the events
+table's size, and a digest of the events table, the counters table and the meta (they must
+be equal across trees: the script fails otherwise).
 
 Usage: python bench/import_trees.py TRACE BEFORE_TREE AFTER_TREE [--workers 2] [--rounds 3]
 (make the trees with ``git archive <commit> | tar -x -C <dir>``).
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 _CHILD = """
-import hashlib, json, resource, sys
+import hashlib, json, resource, sys, time
 from pathlib import Path
 import pyarrow as pa
 from perfledger.memory import returning_pool
@@ -49,8 +49,10 @@ def digest(table):
 if __name__ == "__main__":
     self_before = cpu(resource.RUSAGE_SELF)
     kids_before = cpu(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
     with returning_pool():
         trace = load_kineto(Path(sys.argv[1]), workers=int(sys.argv[2]))
+        wall = time.perf_counter() - wall
         after = rss_mb()
         parent = cpu(resource.RUSAGE_SELF) - self_before
         workers = cpu(resource.RUSAGE_CHILDREN) - kids_before
@@ -58,6 +60,7 @@ if __name__ == "__main__":
         events = trace.events.combine_chunks()
         meta = json.dumps(trace.meta, sort_keys=True, default=str).encode()
         print(json.dumps({
+            "wall_s": wall,
             "parent_cpu_s": parent,
             "workers_cpu_s": workers,
             "cpu_s": parent + workers,
@@ -72,7 +75,15 @@ if __name__ == "__main__":
         }))
 """
 
-_FIGURES = ("cpu_s", "parent_cpu_s", "workers_cpu_s", "peak_rss_mb", "rss_after_mb", "table_mb")
+_FIGURES = (
+    "wall_s",
+    "cpu_s",
+    "parent_cpu_s",
+    "workers_cpu_s",
+    "peak_rss_mb",
+    "rss_after_mb",
+    "table_mb",
+)
 
 
 def _run(tree: Path, trace: Path, workers: int) -> dict[str, Any]:
