@@ -16,6 +16,8 @@
  * transfer; one whose sums leave int64; one whose predecessors lie outside the graph) and
  * returns that node's index, or hi. All arrays are int64 except `more` and `how` (one byte a
  * node); start, end, via and how are written.
+ *
+ * path(...) is the walk back along a step's critical path (below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -188,11 +190,107 @@ out:
     return result;
 }
 
+/* path(start, end, via, how, v, lo) -> (nodes, stopped) or None: the walk back along a step's
+ * critical path of perfledger.analysis.critical_path._Lanes.path, from node v (which ends the
+ * step) to the step's start lo. `nodes`: the nodes visited, as native int64 bytes; `stopped`:
+ * the walk ended at the last node's own time rather than on the edge before it. None where a
+ * node it would read lies outside the arrays (the Python walk then decides). start, end and
+ * via are int64 arrays, how one byte a node. */
+static PyObject *path(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objects[4];
+    Py_ssize_t v;
+    long long lo;
+    if (!PyArg_ParseTuple(args, "OOOOnL", &objects[0], &objects[1], &objects[2], &objects[3], &v,
+                          &lo))
+        return NULL;
+    Py_buffer views[4];
+    int held = 0;
+    PyObject *result = NULL;
+    int64_t *nodes = NULL;
+    for (; held < 4; held++) {
+        if (PyObject_GetBuffer(objects[held], &views[held], PyBUF_C_CONTIGUOUS) < 0) goto out;
+    }
+    Py_ssize_t n = views[0].len / 8;
+    if (views[1].len != n * 8 || views[2].len != n * 8 || views[3].len != n) {
+        PyErr_SetString(PyExc_ValueError, "path: the node arrays differ in length");
+        goto out;
+    }
+    const int64_t *start = views[0].buf, *end = views[1].buf, *via = views[2].buf;
+    const unsigned char *how = views[3].buf;
+    Py_ssize_t count = 0, capacity = 64;
+    int stopped = 0, outside = 0;
+    nodes = PyMem_Malloc(capacity * sizeof(int64_t));
+    if (nodes == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    if (v < 0 || v >= n) {
+        outside = 1;
+    } else {
+        int64_t cursor = end[v] > lo ? end[v] : lo;
+        int launched = 0;
+        while (cursor > lo) {
+            if (count == capacity || count > n) {
+                if (count > n) { /* a node visited twice: not a path the Python walk takes */
+                    outside = 1;
+                    break;
+                }
+                int64_t *grown = NULL;
+                capacity *= 2;
+                Py_BLOCK_THREADS;
+                grown = PyMem_Realloc(nodes, capacity * sizeof(int64_t));
+                Py_UNBLOCK_THREADS;
+                if (grown == NULL) {
+                    outside = 2;
+                    break;
+                }
+                nodes = grown;
+            }
+            nodes[count++] = v;
+            if (!launched && start[v] < cursor) cursor = start[v] > lo ? start[v] : lo;
+            unsigned char how_v = how[v];
+            if (cursor <= lo || how_v == RELEASE_HOW) {
+                stopped = 1;
+                break;
+            }
+            int64_t w = via[v];
+            if (w < 0 || w >= n) {
+                outside = 1;
+                break;
+            }
+            v = (Py_ssize_t)w;
+            launched = how_v == LAUNCHED || how_v == WOKEN;
+            int64_t point = launched ? start[v] : end[v];
+            if (point < cursor) cursor = point > lo ? point : lo;
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    if (outside == 2) {
+        PyErr_NoMemory();
+    } else if (outside) {
+        result = Py_NewRef(Py_None);
+    } else {
+        PyObject *bytes = PyBytes_FromStringAndSize((const char *)nodes, count * sizeof(int64_t));
+        if (bytes != NULL) {
+            result = Py_BuildValue("(NO)", bytes, stopped ? Py_True : Py_False);
+        }
+    }
+out:
+    PyMem_Free(nodes);
+    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(pred, delay, launch_src, launch_delay, release, dur, observed, more, start, end, via, "
      "how, wake_src, wake_gap, event_ptr, event_src, event_gap, wait_ptr, wait_src, lo, hi, "
      "free) -> the first node from lo that the Python loop must take, or hi."},
+    {"path", path, METH_VARARGS,
+     "path(start, end, via, how, v, lo) -> (nodes as int64 bytes, stopped), or None where a "
+     "node lies outside the arrays."},
     {NULL, NULL, 0, NULL},
 };
 

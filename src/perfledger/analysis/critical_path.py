@@ -63,6 +63,7 @@ from perfledger.analysis.replay import (
     WOKEN,
     Peers,
     Schedule,
+    compiled_path,
     replay,
 )
 from perfledger.analysis.replay_joint import replay_joint
@@ -550,6 +551,9 @@ class _Lanes:
         start ``lo``, and whether the walk stopped at the last one's own time (at ``lo``,
         or a node whose start nothing set) rather than on the edge before it."""
         start, end, via, how = self.start, self.end, self.via, self.how
+        walked = compiled_path(start, end, via, how, v, lo)
+        if walked is not None:
+            return np.frombuffer(walked[0], dtype=np.int64), bool(walked[1])
         cursor = max(end[v], lo)
         launched = False  # reached at a launch call's start: its own time is not on the path
         nodes: list[int] = []

@@ -566,6 +566,13 @@ def _compiled() -> Any:
 _COMPILED = _compiled()
 
 
+def compiled_path(start: Any, end: Any, via: Any, how: bytes, v: int, lo: int) -> Any:
+    """The walk back along a step's critical path in C (``_schedule.c``'s ``path``): the
+    nodes (int64 bytes) and whether it stopped at the last one's own time; None where the
+    module is not built or a node lies outside the arrays (the Python walk decides then)."""
+    return None if _COMPILED is None else _COMPILED.path(start, end, via, how, v, lo)
+
+
 def _walk(
     state: ScheduleState,
     nodes: NodeColumns,
