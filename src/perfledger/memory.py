@@ -99,7 +99,10 @@ def returning_pool() -> Iterator[None]:
                 pa.set_memory_pool(_pool_before.pop())
 
 
-def drop_mapped_pages(*tables: pa.Table | pa.ChunkedArray | pa.Array | None) -> None:
+def drop_mapped_pages(
+    *tables: pa.Table | pa.ChunkedArray | pa.Array | None,
+    maps: list[tuple[int, int]] | None = None,
+) -> None:
     """Take the pages this process has read of the memory-mapped files of ``tables`` (the
     table's, for one; None skipped) out of its memory.
 
@@ -110,8 +113,12 @@ def drop_mapped_pages(*tables: pa.Table | pa.ChunkedArray | pa.Array | None) -> 
     Arrow IPC files (``*.arrow``) that hold some of the table's buffers are touched; buffers in
     the heap (or anywhere else) are left as they are. A no-op where /proc/self/maps or madvise
     is missing.
+
+    ``maps``: the maps as :func:`arrow_maps` read them earlier, while ``tables`` were already
+    held (a pass that lets go column after column reads /proc/self/maps once): a map holding
+    a buffer of a table held all along cannot have moved since, and only such maps are let go.
     """
-    maps = _read_only_arrow_maps()
+    maps = _read_only_arrow_maps() if maps is None else maps
     if not maps:
         return
     starts = [start for start, _ in maps]
@@ -132,6 +139,11 @@ def _let_go(maps: list[tuple[int, int]]) -> None:
     if madvise is not None:
         for start, end in maps:
             madvise(start, end - start)
+
+
+def arrow_maps() -> list[tuple[int, int]] | None:
+    """The maps :func:`drop_mapped_pages` chooses from, read now (its ``maps``)."""
+    return _read_only_arrow_maps()
 
 
 def _read_only_arrow_maps() -> list[tuple[int, int]] | None:

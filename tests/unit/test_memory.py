@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 from perfledger.memory import (
+    arrow_maps,
     drop_mapped_pages,
     dropping_mapped_pages,
     release_freed_memory,
@@ -166,3 +167,37 @@ def test_a_table_in_the_heap_is_left_as_it_is() -> None:
     drop_mapped_pages(table)
     assert np.array_equal(np.asarray(table["n"]), np.arange(2_000_000))
     assert table["d"].to_pylist()[:3] == ["a", "b", "a"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps")
+def test_maps_read_once_let_go_of_each_table_in_turn(tmp_path: Path) -> None:
+    # a pass that lets go column after column reads the maps once: each call lets go of
+    # its table's pages only, and a file mapped after the maps were read is not in them
+    texts = pa.array([f"{i:07d}" * 40 for i in range(50_000)])
+    paths = [tmp_path / f"{name}.arrow" for name in ("one", "other", "later")]
+    for path in paths:
+        with (
+            pa.OSFile(str(path), "wb") as sink,
+            pa.ipc.new_file(sink, pa.schema([("t", texts.type)])) as w,
+        ):
+            w.write_table(pa.table({"t": texts}))
+
+    def mapped(path: Path) -> pa.Table:
+        with pa.memory_map(str(path), "r") as source:
+            table = pa.ipc.open_file(source).read_all()
+        assert table["t"].equals(pa.chunked_array([texts]))
+        return table
+
+    one, other = mapped(paths[0]), mapped(paths[1])
+    maps = arrow_maps()
+    assert maps is not None
+    later = mapped(paths[2])
+    assert all(_resident_kb(path) >= 13_000 for path in paths)
+    drop_mapped_pages(one, maps=maps)
+    assert _resident_kb(paths[0]) < 1_000
+    assert _resident_kb(paths[1]) >= 13_000
+    drop_mapped_pages(other, later, maps=maps)
+    assert _resident_kb(paths[1]) < 1_000
+    assert _resident_kb(paths[2]) >= 13_000  # not among the maps read before it was mapped
+    for table in (one, other, later):
+        assert table["t"].equals(pa.chunked_array([texts]))

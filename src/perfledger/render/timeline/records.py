@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from perfledger.analysis import busy
 from perfledger.analysis.columns import dictionary_codes
 from perfledger.errors import PerfledgerError
-from perfledger.memory import drop_mapped_pages, release_freed_memory
+from perfledger.memory import arrow_maps, drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA
 from perfledger.render.timeline.grouping import (
@@ -614,9 +614,10 @@ def prepare_rows(placement: Placement, events: pa.Table, rows: Int64Array) -> Pr
     # before the next: rows near some steps lie all over the file (a few hundred MB read).
     at = pa.array(rows)
     taken: dict[str, pa.ChunkedArray] = {}
+    maps = arrow_maps()  # read once: the events' maps stay while they are held here
     for name in _SLICE_COLUMNS:
         taken[name] = events.column(name).take(at)
-        drop_mapped_pages(events.column(name))
+        drop_mapped_pages(events.column(name), maps=maps)
     subset = pa.table(taken)
     del taken
     slices = event_slices(
