@@ -46,6 +46,9 @@ numbers, flows, counters and analysis slices are placed once over all its events
 the event rows that overlap the group's windows (:func:`prepare_rows`), so memory holds a
 few steps' records rather than the trace's. The rows keep their order and the file figures
 are those of the whole rank, so every file holds the bytes of a preparation of every row.
+A group's files are written (by the writer threads) while the next group is prepared; a
+group starts once the one before is written, so a file never gets two parts at once and
+two groups' records at most are held.
 
 Caps are shared between ranks: of a file capped at N events, each of R ranks keeps its
 earliest ``ceil(N / R)`` events of the file's window (its events starting before the first
