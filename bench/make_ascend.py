@@ -76,6 +76,12 @@ class AscendExport:
     generator_version: int = GENERATOR_VERSION
 
 
+def _args(event: dict[str, object]) -> dict[str, object]:
+    """An event's args (empty where it has none or they are not an object)."""
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
 def _span_us(times_us: list[float]) -> int:
     """Whole ms covering the source's times, plus 1 ms between copies."""
     return (math.ceil((max(times_us) - min(times_us)) / 1000.0) + 1) * 1000
@@ -99,7 +105,7 @@ def _write_text(source: Path, target: Path, copies: int) -> tuple[int, int]:
     ids = [
         int(v)
         for e in timed
-        for v in (e.get("id"), (e.get("args") or {}).get("connection_id"))  # type: ignore[union-attr]
+        for v in (e.get("id"), _args(e).get("connection_id"))
         if isinstance(v, int)
     ]
     id_offset = 10 ** len(str(max(ids) - min(ids) + 1)) if ids else 0
