@@ -232,11 +232,11 @@ static PyObject *path(PyObject *self, PyObject *args) {
         int64_t cursor = end[v] > lo ? end[v] : lo;
         int launched = 0;
         while (cursor > lo) {
-            if (count == capacity || count > n) {
-                if (count > n) { /* a node visited twice: not a path the Python walk takes */
-                    outside = 1;
-                    break;
-                }
+            if (count == n) { /* every node visited: the next would be one visited twice */
+                outside = 1;
+                break;
+            }
+            if (count == capacity) {
                 int64_t *grown = NULL;
                 capacity *= 2;
                 Py_BLOCK_THREADS;
