@@ -19,16 +19,17 @@ def perfledger(
     """``python -m perfledger ARGS``: output captured, a terminal ``columns`` wide.
 
     Args:
-        cwd: the working folder; a new one by default, so that the run's ledger
-            (``.perfledger/`` in the working folder) is its own.
+        cwd: the working folder; by default a new one, removed after the run, so that
+            the run's ledger (``.perfledger/`` in the working folder) is its own.
         inherit_env: keep this process's environment (else only PATH and COLUMNS).
     """
     base = dict(os.environ) if inherit_env else {"PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-m", "perfledger", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd or tempfile.mkdtemp(prefix="perfledger-cli-"),
-        env={**base, "COLUMNS": str(columns)},
-        timeout=timeout,
-    )
+    with tempfile.TemporaryDirectory(prefix="perfledger-cli-") as own:
+        return subprocess.run(
+            [sys.executable, "-m", "perfledger", *map(str, args)],
+            capture_output=True,
+            text=True,
+            cwd=cwd or own,
+            env={**base, "COLUMNS": str(columns)},
+            timeout=timeout,
+        )
