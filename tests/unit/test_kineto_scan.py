@@ -321,3 +321,39 @@ def test_decimal_texts_are_what_a_cast_gives(values: list[int], prefix: str) -> 
     column = np.array(values, np.int64)
     texts = kineto_scan.decimal_texts(column, prefix, ",")
     assert texts.to_pylist() == [f"{prefix}{v}," for v in values]
+
+
+def _replaced(text: bytes) -> bytes:
+    """The general path's compaction of an args text (kineto_text._without_breaks)."""
+    return text.replace(b"\n      ", b"").replace(b"\n    ", b"").replace(b"\n", b"")
+
+
+@needs_scanner
+@given(
+    texts=st.lists(st.text(alphabet="\n a{", max_size=24).map(str.encode), max_size=12),
+    absent=st.lists(st.booleans(), max_size=12),
+)
+@settings(max_examples=200, deadline=None)
+def test_compact_removes_the_line_breaks_as_the_three_replaces_do(
+    texts: list[bytes], absent: list[bool]
+) -> None:
+    # runs of breaks and spaces where one removal makes another match ("\n\n          ")
+    payload = b"".join(texts)
+    ends = np.cumsum([len(t) for t in texts], dtype=np.int64)
+    starts = ends - [len(t) for t in texts]
+    gone = [i < len(absent) and absent[i] for i in range(len(texts))]
+    starts[np.array(gone, bool)] = -1
+    scanner: Any = kineto_scan._kscan
+    data, lengths = scanner.compact(payload, starts, ends, b"{}")
+    want = [b"{}" if g else _replaced(t) for t, g in zip(texts, gone, strict=True)]
+    assert data == b"".join(want)
+    assert np.frombuffer(lengths, np.int64).tolist() == [len(w) for w in want]
+
+
+@needs_scanner
+def test_compact_refuses_spans_outside_the_text() -> None:
+    scanner: Any = kineto_scan._kscan
+    with pytest.raises(ValueError, match="outside"):
+        scanner.compact(b"abc", np.array([1], np.int64), np.array([9], np.int64), b"")
+    with pytest.raises(ValueError, match="int64"):
+        scanner.compact(b"abc", np.array([1], np.int64), np.array([1, 2], np.int64), b"")

@@ -13,6 +13,10 @@
  * gather(payload, starts, ends, sep, prefix, suffix, fill) concatenates byte spans of payload
  * (a span starting below 0 gives fill).
  *
+ * compact(payload, starts, ends, fill) writes the texts of byte spans of payload back to back,
+ * each with Kineto's line breaks and the indentation after them removed (as kineto_text's
+ * compaction does), and their lengths.
+ *
  * join(data, offsets, codes) concatenates the texts of a string table (its value bytes and its
  * int32 offsets, as Arrow lays out a string array) in the order of codes, skipping the codes
  * below 0: what the timeline writer's records are made of.
@@ -568,6 +572,81 @@ out:
     return result;
 }
 
+/* ``pattern`` (m bytes, starting with a line break) removed from text[0:n] in place, left
+ * to right, as bytes.replace(pattern, b"") removes it; the new length. */
+static size_t remove_breaks(char *text, size_t n, const char *pattern, size_t m) {
+    size_t r = 0, w = 0;
+    for (;;) {
+        const char *at = memchr(text + r, '\n', n - r);
+        size_t stop = at == NULL ? n : (size_t)(at - text);
+        int match = at != NULL && stop + m <= n && memcmp(text + stop, pattern, m) == 0;
+        size_t keep = stop - r + (at != NULL && !match ? 1 : 0);
+        memmove(text + w, text + r, keep);
+        w += keep;
+        if (at == NULL) return w;
+        r = match ? stop + m : stop + 1;
+    }
+}
+
+static PyObject *compact(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *payload_obj, *starts_obj, *ends_obj;
+    const char *fill;
+    Py_ssize_t fill_len;
+    if (!PyArg_ParseTuple(args, "OOOy#", &payload_obj, &starts_obj, &ends_obj, &fill, &fill_len))
+        return NULL;
+    PyObject *const objects[3] = {payload_obj, starts_obj, ends_obj};
+    Py_buffer views[3];
+    if (get_buffers(objects, views, 3) < 0) return NULL;
+    Py_buffer payload = views[0], starts = views[1], ends = views[2];
+    PyObject *data = NULL, *lengths = NULL, *result = NULL;
+    Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *s = (const int64_t *)starts.buf;
+    const int64_t *e = (const int64_t *)ends.buf;
+    if (ends.len != starts.len || starts.len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 arrays of one length");
+        goto out;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < 0) {
+            total += fill_len;
+            continue;
+        }
+        if (e[i] < s[i] || e[i] > payload.len) {
+            PyErr_SetString(PyExc_ValueError, "a span lies outside the payload");
+            goto out;
+        }
+        total += (Py_ssize_t)(e[i] - s[i]);
+    }
+    data = PyBytes_FromStringAndSize(NULL, total);
+    lengths = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (data == NULL || lengths == NULL) goto out;
+    char *begin = PyBytes_AS_STRING(data), *dst = begin;
+    int64_t *length = (int64_t *)PyBytes_AS_STRING(lengths);
+    const char *src = (const char *)payload.buf;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t len = s[i] < 0 ? (size_t)fill_len : (size_t)(e[i] - s[i]);
+        memcpy(dst, s[i] < 0 ? fill : src + s[i], len);
+        if (memchr(dst, '\n', len) != NULL) {
+            len = remove_breaks(dst, len, "\n      ", 7);
+            len = remove_breaks(dst, len, "\n    ", 5);
+            len = remove_breaks(dst, len, "\n", 1);
+        }
+        length[i] = (int64_t)len;
+        dst += len;
+    }
+    Py_END_ALLOW_THREADS;
+    if (_PyBytes_Resize(&data, dst - begin) < 0) goto out; /* data is NULL then */
+    result = PyTuple_Pack(2, data, lengths);
+out:
+    Py_XDECREF(data);
+    Py_XDECREF(lengths);
+    release_buffers(views, 3);
+    return result;
+}
+
 static PyObject *join(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *data_obj, *offsets_obj, *codes_obj;
@@ -686,6 +765,10 @@ static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
      "gather(payload, starts, ends, sep, prefix, suffix, fill) -> the spans joined by sep "
      "(fill for a span starting below 0)."},
+    {"compact", compact, METH_VARARGS,
+     "compact(payload, starts, ends, fill) -> (the spans' texts back to back, each with the line "
+     "breaks of Kineto's pretty printing removed as bytes.replace removes b'\\n      ', then "
+     "b'\\n    ', then b'\\n'; their int64 lengths) (fill for a span starting below 0)."},
     {"join", join, METH_VARARGS,
      "join(data, offsets, codes) -> the texts offsets[c]:offsets[c + 1] of data for each code c "
      "of codes in order, those below 0 left out (int32 offsets and codes)."},

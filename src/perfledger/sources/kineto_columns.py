@@ -140,6 +140,11 @@ class ArgsTexts(Protocol):
         """The text of one row."""
         ...
 
+    def args_column(self, count: int, *, keep: bool) -> pa.Array:
+        """The texts of rows ``0:count``, Kineto's line breaks and indentation removed (see
+        :func:`joined_texts_array`), null for ``{}`` and shorter; ``keep`` as there."""
+        ...
+
     def group_values(self, rows: Int64Array, group: int) -> tuple[tuple[str, ...], dict[str, Any]]:
         """The args fields read for one group of rows (see :func:`group_fields`) and their
         values at ``rows`` (:func:`struct_values`' types)."""
@@ -163,9 +168,19 @@ class _ListTexts:
     def text(self, row: int) -> bytes:
         return bytes(self.texts[row])
 
+    def args_column(self, count: int, *, keep: bool) -> pa.Array:
+        return joined_args_column(self, count, keep=keep)
+
     def group_values(self, rows: Int64Array, group: int) -> tuple[tuple[str, ...], dict[str, Any]]:
         structs, fields = _decode_group(self, rows, group)
         return fields, struct_values(structs, fields)
+
+
+def joined_args_column(texts: ArgsTexts, count: int, *, keep: bool) -> pa.Array:
+    """:meth:`ArgsTexts.args_column` from the texts joined."""
+    joined = texts.joined(np.arange(count), SEPARATOR, b"", SEPARATOR)
+    # "{}": no args
+    return joined_texts_array(joined, empty=2, compact=True, keep=keep)
 
 
 RAW_ARGS = ("input_dims", "input_type")  # kept as their JSON text
@@ -612,7 +627,6 @@ def block_of(chunk: ChunkFields, side: Side, *, pooled: bool = True) -> Block | 
         nbytes = size
     elif size is not None:
         nbytes = np.where(nbytes >= 0, nbytes, size)
-    all_kept = np.arange(keep.size)
     return Block(
         cat=_dictionary_array(chunk.categories, kept_cats),
         name=pc.dictionary_encode(chunk.names(keep)),
@@ -629,10 +643,7 @@ def block_of(chunk: ChunkFields, side: Side, *, pooled: bool = True) -> Block | 
         flops=columns.pop("flops", None),
         shapes=columns.pop("input_dims", None),
         dtypes=columns.pop("input_type", None),
-        # "{}": no args
-        args=joined_texts_array(
-            texts.joined(all_kept, SEPARATOR, b"", SEPARATOR), empty=2, compact=True, keep=pooled
-        ),
+        args=texts.args_column(keep.size, keep=pooled),
     )
 
 

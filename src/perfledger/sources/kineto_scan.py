@@ -112,6 +112,17 @@ class _ScannedArgs:
         starts, ends = self.starts[rows], self.ends[rows]
         return _gather(self.payload, starts, ends, sep, prefix, suffix, _NO_ARGS)
 
+    def args_column(self, count: int, *, keep: bool) -> pa.Array:
+        assert _kscan is not None
+        data, lengths = _kscan.compact(
+            self.payload,
+            np.ascontiguousarray(self.starts[:count], np.int64),
+            np.ascontiguousarray(self.ends[:count], np.int64),
+            _NO_ARGS,
+        )
+        sizes = np.frombuffer(lengths, np.int64)
+        return string_array(data, sizes, sizes > len(_NO_ARGS), keep=keep)
+
     def text(self, row: int) -> bytes:
         start = int(self.starts[row])
         return _NO_ARGS if start < 0 else bytes(self.payload[start : int(self.ends[row])])
