@@ -74,12 +74,38 @@ static inline int is_hex(unsigned char ch) {
     return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define WORDS_LITTLE_ENDIAN 1
+/* A flag (the high bit) in each byte of w that ends a string's plain run (SPECIAL), and
+ * perhaps in bytes after the first such one: only the lowest flag is exact, and only it is
+ * read. Bytes >= 0x80 are never flagged. */
+static inline uint64_t special_bytes(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    return (((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+            ((w - ones * 0x20) & ~w)) &
+           high;
+}
+#endif
+
 /* At an opening quote: past the closing one; 0 on invalid text. */
 static int scan_string(Cursor *c) {
     c->escaped = 0;
     c->p++;
     for (;;) {
         /* the common case: plain bytes, eight at a time while far from the end */
+#ifdef WORDS_LITTLE_ENDIAN
+        while (c->end - c->p >= 8) {
+            uint64_t w;
+            memcpy(&w, c->p, 8);
+            uint64_t flags = special_bytes(w);
+            if (flags != 0) {
+                c->p += __builtin_ctzll(flags) >> 3;
+                break;
+            }
+            c->p += 8;
+        }
+#else
         while (c->end - c->p >= 8) {
             const unsigned char *q = c->p;
             if (SPECIAL[q[0]] | SPECIAL[q[1]] | SPECIAL[q[2]] | SPECIAL[q[3]] | SPECIAL[q[4]] |
@@ -87,6 +113,7 @@ static int scan_string(Cursor *c) {
                 break;
             c->p += 8;
         }
+#endif
         while (c->p < c->end && !SPECIAL[*c->p]) c->p++;
         if (c->p >= c->end) return 0;
         unsigned char ch = *c->p;
@@ -275,15 +302,41 @@ static int scan_value(Cursor *c, int *kind, int64_t *value) {
 static const char *const FIELD_KEYS[N_FIELDS] = {"ph",  "cat", "name", "pid", "tid",
                                                  "ts",  "dur", "id",   "args"};
 
-/* Keys looked up by length first: a bit per key of each length (up to 15 bytes). */
+/* Keys looked up by length first: a bit per key of each length (up to 15 bytes), each
+ * key's bytes as two zero-padded words, compared without a library call. */
 typedef struct {
     const char *const *keys;
     int count;
     size_t length[32];
     uint32_t of_length[16];
+    uint64_t words[32][2];
 } KeyTable;
 
-static KeyTable FIELDS = {FIELD_KEYS, N_FIELDS, {0}, {0}};
+static KeyTable FIELDS = {FIELD_KEYS, N_FIELDS, {0}, {0}, {{0}}};
+
+/* The bytes of a key of fewer than 16 bytes as two zero-padded words (little-endian
+ * order, whatever the machine's: the table's words are made the same way). */
+static inline void key_words(const unsigned char *key, size_t len, uint64_t words[2]) {
+    words[0] = words[1] = 0;
+    for (size_t i = 0; i < len; i++) words[i >> 3] |= (uint64_t)key[i] << (8 * (i & 7));
+}
+
+/* key_words of a key with 16 readable bytes from its start: two loads, masked. */
+static inline void key_words_loaded(const unsigned char *key, size_t len, uint64_t words[2]) {
+#ifdef WORDS_LITTLE_ENDIAN
+    uint64_t w[2];
+    memcpy(w, key, 16);
+    if (len < 8) {
+        words[0] = len == 0 ? 0 : w[0] & (~0ULL >> (64 - 8 * len));
+        words[1] = 0;
+    } else {
+        words[0] = w[0];
+        words[1] = len == 8 ? 0 : w[1] & (~0ULL >> (64 - 8 * (len - 8)));
+    }
+#else
+    key_words(key, len, words);
+#endif
+}
 
 /* 0 when a key is too long for the table (a programming error, reported at import). */
 static int init_keys(KeyTable *table) {
@@ -291,16 +344,26 @@ static int init_keys(KeyTable *table) {
         table->length[i] = strlen(table->keys[i]);
         if (table->length[i] >= 16 || i >= 32) return 0;
         table->of_length[table->length[i]] |= 1u << i;
+        key_words((const unsigned char *)table->keys[i], table->length[i], table->words[i]);
     }
     return 1;
 }
 
-/* Which key of the table ``key`` (its text between the quotes) is, or -1. */
-static int key_of(const KeyTable *table, const unsigned char *key, size_t len) {
+/* Which key of the table ``key`` (its text between the quotes, within a text ending at
+ * ``end``) is, or -1. */
+static int key_of(const KeyTable *table, const unsigned char *key, size_t len,
+                  const unsigned char *end) {
     if (len >= 16) return -1;
-    for (uint32_t bits = table->of_length[len]; bits != 0; bits &= bits - 1) {
+    uint32_t bits = table->of_length[len];
+    if (bits == 0) return -1;
+    uint64_t words[2];
+    if (end - key >= 16)
+        key_words_loaded(key, len, words);
+    else
+        key_words(key, len, words);
+    for (; bits != 0; bits &= bits - 1) {
         int i = __builtin_ctz(bits);
-        if (memcmp(key, table->keys[i], len) == 0) return i;
+        if (words[0] == table->words[i][0] && words[1] == table->words[i][1]) return i;
     }
     return -1;
 }
@@ -319,7 +382,7 @@ static const char *const ARG_KEYS[] = {
 };
 #define N_ARGS ((int)(sizeof(ARG_KEYS) / sizeof(ARG_KEYS[0])))
 
-static KeyTable ARGS = {ARG_KEYS, N_ARGS, {0}, {0}};
+static KeyTable ARGS = {ARG_KEYS, N_ARGS, {0}, {0}, {{0}}};
 
 /* At the opening brace of an event's args: past the closing one, the known keys' spans,
  * kinds and integer values written; 0 on invalid or unsupported text (a key with escapes,
@@ -337,7 +400,7 @@ static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_
         if (*c->p != '"') return 0;
         const unsigned char *key = c->p + 1;
         if (!scan_string(c) || c->escaped) return 0;
-        int arg = key_of(&ARGS, key, (size_t)(c->p - 1 - key));
+        int arg = key_of(&ARGS, key, (size_t)(c->p - 1 - key), c->end);
         skip_ws(c);
         if (c->p >= c->end || *c->p != ':') return 0;
         c->p++;
@@ -405,7 +468,7 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
                 const unsigned char *key = c.p + 1;
                 if (!scan_string(&c)) return UNSUPPORTED;
                 if (c.escaped) return UNSUPPORTED;
-                int field = key_of(&FIELDS, key, (size_t)(c.p - 1 - key));
+                int field = key_of(&FIELDS, key, (size_t)(c.p - 1 - key), c.end);
                 skip_ws(&c);
                 if (c.p >= c.end || *c.p != ':') return UNSUPPORTED;
                 c.p++;
