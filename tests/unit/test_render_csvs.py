@@ -64,6 +64,12 @@ def test_exact_bytes() -> None:
     )
 
 
+def test_floats_too_large_to_round_are_written_as_they_are() -> None:
+    # a corrupt trace's figure (flops of 1.8e302): rounding to 6 decimals would overflow
+    huge = pa.table({"flops": [1.797693134862316e302, -1e305, 2.5e299, 123.4567891]})
+    assert csv_bytes(huge) == (b"flops\n1.797693134862316e+302\n-1e+305\n2.5e+299\n123.456789\n")
+
+
 def test_write_csv_writes_the_same_bytes_atomically(tmp_path: Path) -> None:
     table = pa.table({"a": [1, 2], "b": ["x", "y"]})
     target = tmp_path / "op_statistic.csv"

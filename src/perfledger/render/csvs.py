@@ -24,6 +24,8 @@ FLOAT_DECIMALS: Final = 6
 # while it is written; 16k rows of long kernel names keep that to about 25 MB (65k rows: 95
 # MB) for the same CPU.
 _BATCH_ROWS: Final = 16_384
+# Floats from this magnitude on are written unrounded (see _format_column).
+_ROUNDED: Final = 1e300
 
 
 def write_csv(table: pa.Table, path: Path) -> None:
@@ -73,7 +75,11 @@ def _format_column(column: pa.Array) -> pa.Array:
         kind = column.type
     if pa.types.is_floating(kind):
         finite = pc.is_finite(column)
-        text = pc.cast(pc.round(column, FLOAT_DECIMALS), pa.string())
+        # rounding scales by 10**6: beyond _ROUNDED the product would overflow (and such a
+        # value has no decimals to round anyway), so those are written as they are
+        rounded = pc.less(pc.abs(column), _ROUNDED)
+        within = pc.round(pc.if_else(rounded, column, 0.0), FLOAT_DECIMALS)
+        text = pc.cast(pc.if_else(rounded, within, column), pa.string())
         text = pc.if_else(pc.equal(text, _text("-0")), _text("0"), text)
         text = pc.if_else(pc.fill_null(finite, False), text, _EMPTY)
     elif pa.types.is_integer(kind) or pa.types.is_boolean(kind):
