@@ -55,7 +55,7 @@ def workload(args: argparse.Namespace) -> None:
     from torch.utils.data import DataLoader, TensorDataset
 
     sys.path.insert(0, str(EXAMPLES))
-    from train_cnn import SyntheticImages, small_cnn
+    from train_cnn import SyntheticImages, small_cnn  # type: ignore[import-not-found]
 
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)

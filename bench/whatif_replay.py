@@ -173,7 +173,7 @@ def fix_figures(path: Path, rounds: int, compiled: bool = False) -> dict[str, ob
         for name, change in FIXES:
             seen: list[object] = []
             for way, loop, measure in ways:
-                replay_module._schedule = timed(loop)  # type: ignore[assignment]
+                replay_module._schedule = timed(loop)
                 loop_s[0] = 0.0
                 started = time.perf_counter()
                 schedule = replay(graph, change)
@@ -183,7 +183,7 @@ def fix_figures(path: Path, rounds: int, compiled: bool = False) -> dict[str, ob
                 else:
                     seen.append(measure(schedule))
                 ended = time.perf_counter()
-                replay_module._schedule = present_loop  # type: ignore[assignment]
+                replay_module._schedule = present_loop
                 got = figures.setdefault(f"{name}/{way}", {})
                 got.setdefault("loop_s", []).append(loop_s[0])
                 got.setdefault("replay_s", []).append(replayed - started)

@@ -12,6 +12,7 @@ import gzip
 import json
 import re
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,11 @@ def profiler_span(ts: Any, dur: Any) -> list[Event]:
 _TS = re.compile(rb'("ts": )(\d+)')
 
 
+def _moved(match: re.Match[bytes], shift: int) -> bytes:
+    """A "ts" field moved by ``shift`` µs."""
+    return match.group(1) + str(int(match.group(2)) + shift).encode()
+
+
 def scale_trace(source: Path, target: Path, copies: int) -> Path:
     """Write ``copies`` back-to-back repetitions of a pretty-printed Kineto trace's events.
 
@@ -255,8 +261,6 @@ def scale_trace(source: Path, target: Path, copies: int) -> Path:
             shift = copy * span
             if copy:
                 out.write(b",")
-            out.write(
-                _TS.sub(lambda m, s=shift: m.group(1) + str(int(m.group(2)) + s).encode(), body)
-            )
+            out.write(_TS.sub(partial(_moved, shift=shift), body))
         out.write(text[end:])
     return target
