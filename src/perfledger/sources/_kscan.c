@@ -576,6 +576,32 @@ static void release_buffers(Py_buffer *views, int n) {
     for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
 }
 
+/* The bytes of the spans starts[i]:ends[i] of payload (int64 arrays of one length), fill_len
+ * for each span starting below 0; -1 with ValueError set where the arrays or a span are
+ * not so. */
+static Py_ssize_t spans_bytes(const Py_buffer *payload, const Py_buffer *starts,
+                              const Py_buffer *ends, Py_ssize_t fill_len) {
+    if (ends->len != starts->len || starts->len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 arrays of one length");
+        return -1;
+    }
+    Py_ssize_t n = starts->len / (Py_ssize_t)sizeof(int64_t), total = 0;
+    const int64_t *s = (const int64_t *)starts->buf;
+    const int64_t *e = (const int64_t *)ends->buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < 0) {
+            total += fill_len;
+            continue;
+        }
+        if (e[i] < s[i] || e[i] > payload->len) {
+            PyErr_SetString(PyExc_ValueError, "a span lies outside the payload");
+            return -1;
+        }
+        total += (Py_ssize_t)(e[i] - s[i]);
+    }
+    return total;
+}
+
 static PyObject *gather(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *payload_obj, *starts_obj, *ends_obj;
@@ -592,22 +618,9 @@ static PyObject *gather(PyObject *self, PyObject *args) {
     Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
     const int64_t *s = (const int64_t *)starts.buf;
     const int64_t *e = (const int64_t *)ends.buf;
-    if (ends.len != starts.len || starts.len % (Py_ssize_t)sizeof(int64_t) != 0) {
-        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 arrays of one length");
-        goto out;
-    }
-    Py_ssize_t total = prefix_len + suffix_len + (n > 0 ? (n - 1) * sep_len : 0);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] < 0) {
-            total += fill_len;
-            continue;
-        }
-        if (e[i] < s[i] || e[i] > payload.len) {
-            PyErr_SetString(PyExc_ValueError, "a span lies outside the payload");
-            goto out;
-        }
-        total += (Py_ssize_t)(e[i] - s[i]);
-    }
+    Py_ssize_t total = spans_bytes(&payload, &starts, &ends, fill_len);
+    if (total < 0) goto out;
+    total += prefix_len + suffix_len + (n > 0 ? (n - 1) * sep_len : 0);
     result = PyBytes_FromStringAndSize(NULL, total);
     if (result == NULL) goto out;
     {
@@ -666,22 +679,8 @@ static PyObject *compact(PyObject *self, PyObject *args) {
     Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
     const int64_t *s = (const int64_t *)starts.buf;
     const int64_t *e = (const int64_t *)ends.buf;
-    if (ends.len != starts.len || starts.len % (Py_ssize_t)sizeof(int64_t) != 0) {
-        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 arrays of one length");
-        goto out;
-    }
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] < 0) {
-            total += fill_len;
-            continue;
-        }
-        if (e[i] < s[i] || e[i] > payload.len) {
-            PyErr_SetString(PyExc_ValueError, "a span lies outside the payload");
-            goto out;
-        }
-        total += (Py_ssize_t)(e[i] - s[i]);
-    }
+    Py_ssize_t total = spans_bytes(&payload, &starts, &ends, fill_len);
+    if (total < 0) goto out;
     data = PyBytes_FromStringAndSize(NULL, total);
     lengths = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
     if (data == NULL || lengths == NULL) goto out;
