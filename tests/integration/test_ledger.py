@@ -348,7 +348,9 @@ def test_two_concurrent_analyze_processes_register_both(tmp_path: Path) -> None:
     done = perfledger("runs", "--ledger", path, "--format", "csv", cwd=tmp_path)
     rows = list(csv.DictReader(io.StringIO(done.stdout)))
     by_label = {r["label"]: r for r in rows}
-    first, second = sorted(runs, key=lambda r: r.id)
+    # the ledger's order, the baseline's: registration time, then id. Two processes that
+    # register at once may take their ids in the other order than their times
+    first, second = runs
     assert first.step_median_ms and second.step_median_ms
     expected = round(100 * (second.step_median_ms - first.step_median_ms) / first.step_median_ms, 4)
     assert by_label[second.label]["delta_pct"] == str(expected)
