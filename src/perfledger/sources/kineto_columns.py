@@ -169,18 +169,12 @@ class _ListTexts:
         return bytes(self.texts[row])
 
     def args_column(self, count: int, *, keep: bool) -> pa.Array:
-        return joined_args_column(self, count, keep=keep)
+        joined = self.joined(np.arange(count), SEPARATOR, b"", SEPARATOR)
+        return joined_texts_array(joined, empty=2, compact=True, keep=keep)  # "{}": no args
 
     def group_values(self, rows: Int64Array, group: int) -> tuple[tuple[str, ...], dict[str, Any]]:
         structs, fields = _decode_group(self, rows, group)
         return fields, struct_values(structs, fields)
-
-
-def joined_args_column(texts: ArgsTexts, count: int, *, keep: bool) -> pa.Array:
-    """:meth:`ArgsTexts.args_column` from the texts joined."""
-    joined = texts.joined(np.arange(count), SEPARATOR, b"", SEPARATOR)
-    # "{}": no args
-    return joined_texts_array(joined, empty=2, compact=True, keep=keep)
 
 
 RAW_ARGS = ("input_dims", "input_type")  # kept as their JSON text
