@@ -13,6 +13,10 @@
 - **deflate** (with ``--profile DIR``): the text of the profile's step timelines
   (``timeline/step_*.json.gz``, decompressed) deflated as the timeline writer does, by ISA-L
   at level 2 and by zlib at level 3, alternating; MB/s of text (CPU) and the output's size.
+- **task ids cut** (with ``--profile DIR``): the args of the profile's kernels
+  (``tables/events.parquet``) with Kineto's per-task ids cut from their front, as
+  kernel_details' launch configuration does, by ``kineto_scan.cut_task_ids`` and by the
+  regular expression (``KINETO_TASK_IDS``), alternating.
 
 Every round checks that both paths give the same blocks and schedules. Prints the medians
 and the ratios.
@@ -169,6 +173,34 @@ def deflate(profile: Path, rounds: int) -> None:
     )
 
 
+def task_ids_cut(profile: Path, rounds: int) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from perfledger.analysis.ops import KINETO_TASK_IDS
+
+    events = pq.read_table(profile / "tables" / "events.parquet", columns=["kind", "args"])
+    args = events.filter(pc.equal(events["kind"], "kernel"))["args"].combine_chunks()
+    del events
+    ways = {
+        "compiled": lambda: kineto_scan.cut_task_ids(args),
+        "regex": lambda: pc.replace_substring_regex(args, KINETO_TASK_IDS, "{", max_replacements=1),
+    }
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    made = {}
+    for _ in range(rounds):
+        for name, way in ways.items():
+            seconds, made[name] = _timed(way)
+            times[name].append(seconds)
+    if not made["compiled"].equals(made["regex"]):
+        raise SystemExit("the two cuts of the task ids differ")
+    c, r = statistics.median(times["compiled"]), statistics.median(times["regex"])
+    print(
+        f"task ids cut, {len(args):,} kernels' args: compiled {c:.3f} s, regular expression "
+        f"{r:.3f} s ({c / r:.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=ROOT / "bench/out/v100_rank1_ddp_x9.json")
@@ -186,6 +218,7 @@ def main() -> None:
     replay_walk(args.rounds)
     if args.profile is not None:
         deflate(args.profile, args.rounds)
+        task_ids_cut(args.profile, args.rounds)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -357,3 +358,73 @@ def test_compact_refuses_spans_outside_the_text() -> None:
         scanner.compact(b"abc", np.array([1], np.int64), np.array([9], np.int64), b"")
     with pytest.raises(ValueError, match="int64"):
         scanner.compact(b"abc", np.array([1], np.int64), np.array([1, 2], np.int64), b"")
+
+
+_TASK_ID_KEYS = ["External id", "queued", "device", "context", "correlation", "stream"]
+_NEAR_KEYS = ["devices", "Device", "stream ", "correlatio", "grid", "External  id", ""]
+
+
+@st.composite
+def _kernel_args(draw: st.DrawFn) -> str | None:
+    """Texts shaped like a kernel's args, the ids' pairs with every near miss: other keys,
+    leading zeros, 18 and 19 digits, fractions, spaces in every place, no brace."""
+    if draw(st.integers(0, 15)) == 0:
+        return None
+    pairs = []
+    for _ in range(draw(st.integers(0, 5))):
+        key = draw(st.sampled_from(_TASK_ID_KEYS + _NEAR_KEYS))
+        number = draw(
+            st.sampled_from(
+                ["0", "-0", "01", "7", "-73689", "1" * 18, "9" * 19, "1.5", "x", "-", ""]
+            )
+        )
+        colon = draw(st.sampled_from([":", ": ", ":  ", " :"]))
+        comma = draw(st.sampled_from([",", ", ", ",  ", ""]))
+        pairs.append(f'"{key}"{colon}{number}{comma}')
+    tail = draw(st.sampled_from(['"grid": [24, 1, 1]}', "}", "", '"a": 1}', '"stream": 7}']))
+    return draw(st.sampled_from(["{", "{", "{", "", " {", "["])) + "".join(pairs) + tail
+
+
+@needs_scanner
+@given(texts=st.lists(_kernel_args(), max_size=20), start=st.integers(0, 3))
+@settings(max_examples=300, deadline=None)
+def test_cut_task_ids_is_what_the_regular_expression_cuts(
+    texts: list[str | None], start: int
+) -> None:
+    from perfledger.analysis.ops import KINETO_TASK_IDS
+
+    # a sliced table with nulls, as a batch of the args column is
+    column = pa.array(["{}"] * start + texts, pa.string()).slice(start)
+    want = pc.replace_substring_regex(column, KINETO_TASK_IDS, "{", max_replacements=1)
+    assert kineto_scan.cut_task_ids(column).to_pylist() == want.to_pylist()
+
+
+@needs_scanner
+def test_cut_task_ids_of_a_real_kernel() -> None:
+    text = (
+        '{"External id": 73689,"queued": 0, "device": 1, "context": 1,"stream": 7, '
+        '"correlation": 73689,"registers per thread": 16,"grid": [24, 1, 1]}'
+    )
+    texts = [
+        text,
+        None,
+        "",
+        '{"queued": 01, "stream": 7}',  # a leading zero: not an id's integer
+        '{"stream": -0, "device": 999999999999999999, "context": 9999999999999999999, "a": 1}',
+    ]
+    assert kineto_scan.cut_task_ids(pa.array(texts)).to_pylist() == [
+        '{"registers per thread": 16,"grid": [24, 1, 1]}',
+        None,
+        "",
+        '{"queued": 01, "stream": 7}',
+        '{"context": 9999999999999999999, "a": 1}',  # 18 digits cut, 19 kept
+    ]
+
+
+@needs_scanner
+def test_cut_ids_refuses_offsets_outside_the_text() -> None:
+    scanner: Any = kineto_scan._kscan
+    with pytest.raises(ValueError, match="within the data"):
+        scanner.cut_ids(b"{}", np.array([0, 5], np.int32))
+    with pytest.raises(ValueError, match="int32"):
+        scanner.cut_ids(b"{}", np.array([], np.int32))

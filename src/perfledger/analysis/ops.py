@@ -76,6 +76,7 @@ from perfledger.model.tables import (
     OP_STATISTIC_SCHEMA,
     OP_SUMMARY_SCHEMA,
 )
+from perfledger.sources import kineto_scan
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -258,9 +259,7 @@ def _launch_config_of(batches: Iterable[pa.Array]) -> dict[str, pa.Array]:
     dictionaries: list[pa.Array] = []
     codes: list[npt.NDArray[np.int64]] = []
     for batch in batches:
-        bare = pc.replace_substring_regex(
-            pc.cast(batch, pa.string()), KINETO_TASK_IDS, "{", max_replacements=1
-        )
+        bare = _cut_task_ids(batch)
         encoded = pc.dictionary_encode(bare)
         del bare
         dictionaries.append(encoded.dictionary)
@@ -279,6 +278,16 @@ def _launch_config_of(batches: Iterable[pa.Array]) -> dict[str, pa.Array]:
     config = _parsed_config(merged.dictionary)
     indices = pa.array(index, pa.int64(), mask=index < 0)
     return {column: values.take(indices) for column, values in config.items()}
+
+
+def _cut_task_ids(batch: pa.Array) -> pa.Array:
+    """``batch`` with :data:`KINETO_TASK_IDS` cut from each document (one compiled pass where
+    the scanner is built)."""
+    if kineto_scan.AVAILABLE:
+        return kineto_scan.cut_task_ids(batch)
+    return pc.replace_substring_regex(
+        pc.cast(batch, pa.string()), KINETO_TASK_IDS, "{", max_replacements=1
+    )
 
 
 def _parsed_config(args: pa.Array) -> dict[str, pa.Array]:

@@ -23,6 +23,10 @@
  *
  * digits(values, prefix, suffix) writes each int64 value in decimal between prefix and
  * suffix: a string table's value bytes and int32 offsets (as Arrow lays them out).
+ *
+ * cut_ids(data, offsets) writes each text of a string table with Kineto's per-task ids cut
+ * from its front: the leading `"key": integer, ` pairs of TASK_ID_KEYS right after its
+ * opening brace (what the regular expression KINETO_TASK_IDS of analysis/ops.py matches).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -820,6 +824,96 @@ out:
     return result;
 }
 
+/* The keys of Kineto's per-task ids, cut from the front of a kernel's args by cut_ids. */
+static const char *const TASK_ID_KEYS[] = {"External id", "queued",      "device",
+                                           "context",     "correlation", "stream"};
+#define N_TASK_ID_KEYS (sizeof(TASK_ID_KEYS) / sizeof(TASK_ID_KEYS[0]))
+
+/* Where the pair `"key": integer,` (a key of TASK_ID_KEYS, a space allowed after the colon
+ * and after the comma, the integer -?(0|[1-9][0-9]{0,17})) starting at t[p] ends; -1 when
+ * none starts there. Every step has one way to go, as the regular expression's. */
+static Py_ssize_t task_id_pair(const char *t, Py_ssize_t p, Py_ssize_t n) {
+    if (p >= n || t[p] != '"') return -1;
+    p++;
+    Py_ssize_t after = -1;
+    for (size_t k = 0; k < N_TASK_ID_KEYS && after < 0; k++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(TASK_ID_KEYS[k]);
+        if (p + len < n && memcmp(t + p, TASK_ID_KEYS[k], (size_t)len) == 0 && t[p + len] == '"')
+            after = p + len + 1;
+    }
+    if (after < 0 || after >= n || t[after] != ':') return -1;
+    p = after + 1;
+    if (p < n && t[p] == ' ') p++;
+    if (p < n && t[p] == '-') p++;
+    if (p < n && t[p] == '0') {
+        p++;
+    } else if (p < n && t[p] >= '1' && t[p] <= '9') {
+        p++;
+        for (int d = 0; d < 17 && p < n && t[p] >= '0' && t[p] <= '9'; d++) p++;
+    } else {
+        return -1;
+    }
+    if (p >= n || t[p] != ',') return -1;
+    p++;
+    if (p < n && t[p] == ' ') p++;
+    return p;
+}
+
+static PyObject *cut_ids(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *data_obj, *offsets_obj;
+    if (!PyArg_ParseTuple(args, "OO", &data_obj, &offsets_obj)) return NULL;
+    PyObject *const objects[2] = {data_obj, offsets_obj};
+    Py_buffer views[2];
+    if (get_buffers(objects, views, 2) < 0) return NULL;
+    Py_buffer data = views[0], offsets = views[1];
+    PyObject *out_data = NULL, *out_offsets = NULL, *result = NULL;
+    const int32_t *o = (const int32_t *)offsets.buf;
+    Py_ssize_t n = offsets.len / (Py_ssize_t)sizeof(int32_t) - 1; /* texts in the table */
+    if (offsets.len % (Py_ssize_t)sizeof(int32_t) != 0 || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "offsets must be an int32 array");
+        goto out;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (o[k] < 0 || o[k + 1] < o[k] || o[k + 1] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "the offsets do not lie within the data");
+            goto out;
+        }
+    }
+    /* a cut text is never longer than its text */
+    out_data = PyBytes_FromStringAndSize(NULL, n > 0 ? (Py_ssize_t)(o[n] - o[0]) : 0);
+    out_offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int32_t));
+    if (out_data == NULL || out_offsets == NULL) goto out;
+    char *begin = PyBytes_AS_STRING(out_data), *dst = begin;
+    int32_t *w = (int32_t *)PyBytes_AS_STRING(out_offsets);
+    const char *src = (const char *)data.buf;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *t = src + o[i];
+        Py_ssize_t len = (Py_ssize_t)(o[i + 1] - o[i]), from = 0;
+        w[i] = (int32_t)(dst - begin);
+        if (len > 0 && t[0] == '{') {
+            Py_ssize_t p = 1, next;
+            while ((next = task_id_pair(t, p, len)) >= 0) p = next;
+            if (p > 1) {
+                *dst++ = '{';
+                from = p;
+            }
+        }
+        memcpy(dst, t + from, (size_t)(len - from));
+        dst += len - from;
+    }
+    w[n] = (int32_t)(dst - begin);
+    Py_END_ALLOW_THREADS;
+    if (_PyBytes_Resize(&out_data, dst - begin) < 0) goto out; /* out_data is NULL then */
+    result = PyTuple_Pack(2, out_data, out_offsets);
+out:
+    Py_XDECREF(out_data);
+    Py_XDECREF(out_offsets);
+    release_buffers(views, 2);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) -> events found, "
@@ -837,6 +931,9 @@ static PyMethodDef methods[] = {
     {"digits", digits, METH_VARARGS,
      "digits(values, prefix, suffix) -> (the int64 values in decimal, each between prefix and "
      "suffix, back to back; their int32 offsets)."},
+    {"cut_ids", cut_ids, METH_VARARGS,
+     "cut_ids(data, offsets) -> (the texts of the string table with the per-task ids of "
+     "TASK_ID_KEYS cut from their front, back to back; their int32 offsets)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -257,6 +257,27 @@ def decimal_texts(values: Int64Array, prefix: str, suffix: str) -> pa.Array:
     return pa.StringArray.from_buffers(values.size, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
+def cut_task_ids(texts: pa.Array) -> pa.Array:
+    """The string array ``texts`` with Kineto's per-task ids cut from the front of each text:
+    the leading ``"key": integer, `` pairs right after the opening brace, each cut pair
+    leaving ``{`` (what ``pc.replace_substring_regex`` with analysis/ops.py's
+    ``KINETO_TASK_IDS`` gives, in one compiled pass; see _kscan.c). Nulls stay null. Only
+    where :data:`AVAILABLE`."""
+    assert _kscan is not None
+    texts = texts.cast(pa.string())
+    n = len(texts)
+    if n == 0:
+        return texts
+    validity, offsets_buffer, data_buffer = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + n + 1]
+    data = data_buffer if data_buffer is not None else b""
+    cut, cut_offsets = _kscan.cut_ids(data, np.ascontiguousarray(offsets))
+    result = pa.StringArray.from_buffers(n, pa.py_buffer(cut_offsets), pa.py_buffer(cut))
+    if validity is not None and texts.null_count:
+        result = pc.if_else(texts.is_valid(), result, pa.scalar(None, pa.string()))
+    return result
+
+
 class _Unsupported(Exception):
     """The chunk holds what only the general decoder reads exactly."""
 
