@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import busy
-from perfledger.analysis.columns import dictionary_codes
+from perfledger.analysis.columns import dictionary_codes, take
 from perfledger.errors import PerfledgerError
 from perfledger.memory import arrow_maps, drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
@@ -609,14 +609,14 @@ def prepare_rows(placement: Placement, events: pa.Table, rows: Int64Array) -> Pr
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and int(placement.row_thread[rows].min()) < 0:
         raise ValueError("a preparation of some rows holds no row the placement left out")
-    # column by column: a table's take costs about five times its columns' on a table of
-    # many chunks. The pages of the events' mapped files read for one column are let go
-    # before the next: rows near some steps lie all over the file (a few hundred MB read).
-    at = pa.array(rows)
+    # column by column, chunk by chunk (Arrow's take of a chunked column first joins its
+    # chunks: a copy of the whole column for each step's few thousand rows). The pages of
+    # the events' mapped files read for one column are let go before the next: rows near
+    # some steps lie all over the file (a few hundred MB read).
     taken: dict[str, pa.ChunkedArray] = {}
     maps = arrow_maps()  # read once: the events' maps stay while they are held here
     for name in _SLICE_COLUMNS:
-        taken[name] = events.column(name).take(at)
+        taken[name] = take(events.column(name), rows)
         drop_mapped_pages(events.column(name), maps=maps)
     subset = pa.table(taken)
     del taken
