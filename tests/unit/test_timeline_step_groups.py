@@ -158,9 +158,9 @@ def test_step_files_prepared_a_step_at_a_time_equal_those_of_every_row(
     seen: list[int] = []
     prepare_rows = writer.prepare_rows
 
-    def counted(placement: Any, events: pa.Table, rows: Any) -> Any:
+    def counted(placement: Any, events: pa.Table, rows: Any, **options: Any) -> Any:
         seen.append(int(rows.size))
-        return prepare_rows(placement, events, rows)
+        return prepare_rows(placement, events, rows, **options)
 
     monkeypatch.setattr(writer, "prepare_rows", counted)
     grouped = _grouped(tmp_path / "grouped", ranks, monkeypatch, group_rows=1, cap=cap)
@@ -212,11 +212,11 @@ def test_step_files_closed_as_written_go_when_a_later_group_fails(
     calls: list[int] = []
     prepare_rows = writer.prepare_rows
 
-    def failing(placement: Any, events: pa.Table, rows: Any) -> Any:
+    def failing(placement: Any, events: pa.Table, rows: Any, **options: Any) -> Any:
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("disk full")
-        return prepare_rows(placement, events, rows)
+        return prepare_rows(placement, events, rows, **options)
 
     monkeypatch.setattr(writer, "prepare_rows", failing)
     with pytest.raises(RuntimeError, match="disk full"):
@@ -248,8 +248,8 @@ def test_a_window_file_written_whole_stays_when_the_write_fails_after_it(
     drops = writer.drop_mapped_pages
     written: list[bool] = []
 
-    def interrupted(*tables: Any) -> None:
-        drops(*tables)
+    def interrupted(*tables: Any, **options: Any) -> None:
+        drops(*tables, **options)
         if path.exists():  # after the last group, the file closed
             written.append(True)
             raise KeyboardInterrupt
@@ -309,11 +309,11 @@ def test_a_group_is_written_while_the_next_is_prepared_one_group_in_flight(
             with lock:
                 in_flight.remove(self.path.name)
 
-    def watched_prepare(placement: Any, events: pa.Table, rows: Any) -> Any:
+    def watched_prepare(placement: Any, events: pa.Table, rows: Any, **options: Any) -> Any:
         with lock:
             preparations[0] += 1
             prepared.notify_all()
-        return prepare_rows(placement, events, rows)
+        return prepare_rows(placement, events, rows, **options)
 
     monkeypatch.setattr(TimelineFile, "add", watched_add)
     monkeypatch.setattr(writer, "prepare_rows", watched_prepare)

@@ -24,7 +24,7 @@ from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepa
 from perfledger.analysis.graph_waits import codes_at, int64_at
 from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
 from perfledger.analysis.replay import effective_change
-from perfledger.memory import drop_mapped_pages
+from perfledger.memory import arrow_maps, drop_mapped_pages
 from perfledger.model import devices, schema
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.model.findings import AdvisorConfig, StepBasis
@@ -275,6 +275,7 @@ class AdvisorContext:
         bounds = np.cumsum([0, *(len(chunk) for chunk in column.chunks)])
         cuts = np.searchsorted(wanted, bounds)
         hit = np.zeros(rows.size, dtype=bool)
+        maps = arrow_maps()  # read once: the args' maps stay while the events are held
         for i, chunk in enumerate(column.chunks):
             if cuts[i + 1] == cuts[i]:
                 continue
@@ -285,7 +286,7 @@ class AdvisorContext:
             )
             # nearly every page of the chunk was read: where the args are mapped from a
             # file, let them go before the next (read again from the file cache if needed)
-            drop_mapped_pages(chunk)
+            drop_mapped_pages(chunk, maps=maps)
         return np.flatnonzero(hit)
 
     @cached_property

@@ -598,13 +598,21 @@ _SLICE_COLUMNS: Final = (
 )
 
 
-def prepare_rows(placement: Placement, events: pa.Table, rows: Int64Array) -> PreparedTimeline:
+def prepare_rows(
+    placement: Placement,
+    events: pa.Table,
+    rows: Int64Array,
+    *,
+    maps: list[tuple[int, int]] | None = None,
+) -> PreparedTimeline:
     """The preparation of some event rows only (ascending, none left out by the placement).
 
     A file whose records all lie among these rows (its window's events, and the flows
     between them) is written from it with the bytes it has when written from the
     preparation of every row: the rows keep their order, the tracks, numbers, counters,
     analysis slices and file figures are the placement's, made over all the rows.
+    ``maps``: the maps of the events' files as :func:`~perfledger.memory.arrow_maps` read
+    them while ``events`` was already held (read here when not given).
     """
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and int(placement.row_thread[rows].min()) < 0:
@@ -614,7 +622,8 @@ def prepare_rows(placement: Placement, events: pa.Table, rows: Int64Array) -> Pr
     # the events' mapped files read for one column are let go before the next: rows near
     # some steps lie all over the file (a few hundred MB read).
     taken: dict[str, pa.ChunkedArray] = {}
-    maps = arrow_maps()  # read once: the events' maps stay while they are held here
+    if maps is None:  # read once: the events' maps stay while they are held here
+        maps = arrow_maps()
     for name in _SLICE_COLUMNS:
         taken[name] = take(events.column(name), rows)
         drop_mapped_pages(events.column(name), maps=maps)

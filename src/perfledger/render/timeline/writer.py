@@ -18,7 +18,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.memory import drop_mapped_pages, dropping_mapped_pages, release_freed_memory
+from perfledger.memory import (
+    arrow_maps,
+    drop_mapped_pages,
+    dropping_mapped_pages,
+    release_freed_memory,
+)
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render.timeline.file import TimelineFile, TimelineStats, overlaps
@@ -368,10 +373,11 @@ def _write_parts(
             # and deflate run mostly outside the GIL): one group in flight at most, so a file
             # is never added to twice at once and memory holds two groups' rows at most
             writing = _Writing()
+            maps = arrow_maps()  # read once: the part's maps stay while it is held here
             while groups:  # each group's rows let go once it is written
                 group, rows = groups.pop(0)
                 prepared = (
-                    prepare_rows(placement, part.events, rows)
+                    prepare_rows(placement, part.events, rows, maps=maps)
                     if rows is not None
                     else prepare_all_rows(placement, part.events)
                 )
@@ -389,9 +395,9 @@ def _write_parts(
                     writing.finish(last)
                 del prepared, index, rows
                 # the pages of the mapped files read for the group (args, times, counters)
-                drop_mapped_pages(*mapped)
+                drop_mapped_pages(*mapped, maps=maps)
             writing.finish(last)
-            del placement, part, groups, shared, mapped
+            del placement, part, groups, shared, mapped, maps
             release_freed_memory()
 
 
