@@ -17,6 +17,10 @@
   (``tables/events.parquet``) with Kineto's per-task ids cut from their front, as
   kernel_details' launch configuration does, by ``kineto_scan.cut_task_ids`` and by the
   regular expression (``KINETO_TASK_IDS``), alternating.
+- **Ascend keys search** (with ``--profile DIR``): the args of the profile's device tasks
+  searched for the Ascend kernel keys the advisor parses, in place by
+  ``kineto_scan.named_key_rows`` and by a take of each chunk's rows and the regular
+  expression (``ASCEND_ARG_KEYS``), alternating.
 
 Every round checks that both paths give the same blocks and schedules. Prints the medians
 and the ratios.
@@ -201,6 +205,40 @@ def task_ids_cut(profile: Path, rounds: int) -> None:
     )
 
 
+def ascend_keys_search(profile: Path, rounds: int) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from perfledger.analysis.advisor.context import ASCEND_ARG_KEYS
+    from perfledger.model import schema
+
+    events = pq.read_table(profile / "tables" / "events.parquet", columns=["kind", "args"])
+    tasks = np.flatnonzero(
+        np.asarray(pc.is_in(events["kind"], pa.array(list(schema.DEVICE_TASK_KINDS))))
+    )
+    args = events["args"].combine_chunks()
+    del events
+
+    def regex() -> np.ndarray:
+        found = pc.match_substring_regex(args.take(pa.array(tasks)), ASCEND_ARG_KEYS)
+        return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), bool)
+
+    ways = {"compiled": lambda: kineto_scan.named_key_rows(args, tasks), "regex": regex}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    made = {}
+    for _ in range(rounds):
+        for name, way in ways.items():
+            seconds, made[name] = _timed(way)
+            times[name].append(seconds)
+    if not np.array_equal(made["compiled"], made["regex"]):
+        raise SystemExit("the two searches for the Ascend keys differ")
+    c, r = statistics.median(times["compiled"]), statistics.median(times["regex"])
+    print(
+        f"Ascend keys search, {tasks.size:,} tasks' args: compiled {c:.3f} s, take and "
+        f"regular expression {r:.3f} s ({c / r:.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=ROOT / "bench/out/v100_rank1_ddp_x9.json")
@@ -219,6 +257,7 @@ def main() -> None:
     if args.profile is not None:
         deflate(args.profile, args.rounds)
         task_ids_cut(args.profile, args.rounds)
+        ascend_keys_search(args.profile, args.rounds)
 
 
 if __name__ == "__main__":

@@ -428,3 +428,53 @@ def test_cut_ids_refuses_offsets_outside_the_text() -> None:
         scanner.cut_ids(b"{}", np.array([0, 5], np.int32))
     with pytest.raises(ValueError, match="int32"):
         scanner.cut_ids(b"{}", np.array([], np.int32))
+
+
+@st.composite
+def _ascend_args(draw: st.DrawFn) -> str | None:
+    """Texts with quoted names near the Ascend keys: the keys, *_ratio names, names with
+    bytes outside [a-z0-9_], unclosed and escaped quotes, names side by side."""
+    if draw(st.integers(0, 15)) == 0:
+        return None
+    names = st.sampled_from(
+        ["op_type", "output_shapes", "output_dtypes", "input_formats", "op_types", "Op_type",
+         "vec_ratio", "_ratio", "a_ratio", "__ratio", "x_ratio_ratio", "aic_mac_ratio",
+         "vec-ratio", "ratio", "_Ratio", "é_ratio", "op_type\\", ""]
+    )  # fmt: skip
+    pieces = st.sampled_from(['"', '\\"', ": 1, ", "{", "}", " ", "x", "_ratio"])
+    parts = draw(st.lists(st.one_of(names, pieces), max_size=10))
+    return "".join(parts)
+
+
+@needs_scanner
+@given(texts=st.lists(_ascend_args(), max_size=20), start=st.integers(0, 3), data=st.data())
+@settings(max_examples=300, deadline=None)
+def test_named_key_rows_are_what_the_regular_expression_finds(
+    texts: list[str | None], start: int, data: st.DataObject
+) -> None:
+    from perfledger.analysis.advisor.context import ASCEND_ARG_KEYS
+
+    column = pa.array(['"op_type"'] * start + texts, pa.string()).slice(start)
+    rows = np.array(
+        data.draw(st.lists(st.integers(0, max(len(texts) - 1, 0)), max_size=25)) if texts else [],
+        np.int64,
+    )
+    found = pc.fill_null(pc.match_substring_regex(column, ASCEND_ARG_KEYS), False)
+    want = np.asarray(found.to_numpy(zero_copy_only=False), bool)[rows]
+    assert kineto_scan.named_key_rows(column, rows).tolist() == want.tolist()
+
+
+@needs_scanner
+def test_named_key_rows_of_ascend_and_cuda_kernels() -> None:
+    texts = [
+        '{"op_type": "MatMul", "aic_mac_ratio": 0.5}',
+        '{"External id": 7, "grid": [1, 1, 1]}',
+        '{"vec_ratio": 1}',
+        '{"_ratio": 1, "op_typed": "x"}',  # no name before _ratio; another name
+        None,
+    ]
+    hits = kineto_scan.named_key_rows(pa.array(texts), np.array([4, 3, 2, 1, 0, 0], np.int64))
+    assert hits.tolist() == [False, False, True, False, True, True]
+    scanner: Any = kineto_scan._kscan
+    with pytest.raises(ValueError, match="beyond the table"):
+        scanner.named_keys(b"{}", np.array([0, 2], np.int32), np.array([1], np.int64))

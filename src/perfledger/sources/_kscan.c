@@ -27,6 +27,10 @@
  * cut_ids(data, offsets) writes each text of a string table with Kineto's per-task ids cut
  * from its front: the leading `"key": integer, ` pairs of TASK_ID_KEYS right after its
  * opening brace (what the regular expression KINETO_TASK_IDS of analysis/ops.py matches).
+ *
+ * named_keys(data, offsets, rows) tells, for each row of a string table, whether its text
+ * holds a quoted name of NAMED_KEYS or a quoted [a-z0-9_]+_ratio (what the regular
+ * expression ASCEND_ARG_KEYS of analysis/advisor/context.py finds).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -914,6 +918,79 @@ out:
     return result;
 }
 
+/* The names named_keys looks for between quotes, beside any name ending in "_ratio". */
+static const char *const NAMED_KEYS[] = {"op_type", "output_shapes", "output_dtypes",
+                                         "input_formats"};
+#define N_NAMED_KEYS (sizeof(NAMED_KEYS) / sizeof(NAMED_KEYS[0]))
+
+static inline int name_byte(unsigned char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* Whether t[0:n] holds `"name"`, name one of NAMED_KEYS or [a-z0-9_]+_ratio. A match
+ * starts at a quote, and the name's bytes cannot hold one: from each quote, the longest
+ * run of name bytes is the only name that can follow it. */
+static int holds_named_key(const char *t, Py_ssize_t n) {
+    const char *end = t + n, *q = t;
+    while ((q = memchr(q, '"', (size_t)(end - q))) != NULL) {
+        const char *name = q + 1, *r = name;
+        while (r < end && name_byte((unsigned char)*r)) r++;
+        if (r < end && *r == '"') {
+            size_t len = (size_t)(r - name);
+            if (len >= 7 && memcmp(r - 6, "_ratio", 6) == 0) return 1;
+            for (size_t k = 0; k < N_NAMED_KEYS; k++) {
+                if (len == strlen(NAMED_KEYS[k]) && memcmp(name, NAMED_KEYS[k], len) == 0)
+                    return 1;
+            }
+        }
+        q = r; /* the next quote lies at r or after it */
+    }
+    return 0;
+}
+
+static PyObject *named_keys(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *data_obj, *offsets_obj, *rows_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &data_obj, &offsets_obj, &rows_obj)) return NULL;
+    PyObject *const objects[3] = {data_obj, offsets_obj, rows_obj};
+    Py_buffer views[3];
+    if (get_buffers(objects, views, 3) < 0) return NULL;
+    Py_buffer data = views[0], offsets = views[1], rows = views[2];
+    PyObject *result = NULL;
+    const int32_t *o = (const int32_t *)offsets.buf;
+    const int64_t *w = (const int64_t *)rows.buf;
+    Py_ssize_t m = offsets.len / (Py_ssize_t)sizeof(int32_t) - 1; /* texts in the table */
+    Py_ssize_t n = rows.len / (Py_ssize_t)sizeof(int64_t);
+    if (offsets.len % (Py_ssize_t)sizeof(int32_t) != 0 || m < 0 ||
+        rows.len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "offsets must be an int32 array, rows an int64 one");
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (w[i] < 0 || w[i] >= m) {
+            PyErr_SetString(PyExc_ValueError, "a row lies beyond the table");
+            goto out;
+        }
+        if (o[w[i]] < 0 || o[w[i] + 1] < o[w[i]] || o[w[i] + 1] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "the offsets do not lie within the data");
+            goto out;
+        }
+    }
+    result = PyBytes_FromStringAndSize(NULL, n);
+    if (result == NULL) goto out;
+    {
+        char *hit = PyBytes_AS_STRING(result);
+        const char *src = (const char *)data.buf;
+        Py_BEGIN_ALLOW_THREADS;
+        for (Py_ssize_t i = 0; i < n; i++)
+            hit[i] = (char)holds_named_key(src + o[w[i]], (Py_ssize_t)(o[w[i] + 1] - o[w[i]]));
+        Py_END_ALLOW_THREADS;
+    }
+out:
+    release_buffers(views, 3);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) -> events found, "
@@ -934,6 +1011,9 @@ static PyMethodDef methods[] = {
     {"cut_ids", cut_ids, METH_VARARGS,
      "cut_ids(data, offsets) -> (the texts of the string table with the per-task ids of "
      "TASK_ID_KEYS cut from their front, back to back; their int32 offsets)."},
+    {"named_keys", named_keys, METH_VARARGS,
+     "named_keys(data, offsets, rows) -> one byte per row of rows (int64), 1 where the text "
+     "of that row holds a quoted name of NAMED_KEYS or a quoted [a-z0-9_]+_ratio."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -278,6 +278,27 @@ def cut_task_ids(texts: pa.Array) -> pa.Array:
     return result
 
 
+def named_key_rows(texts: pa.Array, rows: Int64Array) -> npt.NDArray[np.bool_]:
+    """For each of ``rows`` of the string array ``texts``, whether its text holds a quoted
+    ``op_type``, ``output_shapes``, ``output_dtypes``, ``input_formats`` or
+    ``[a-z0-9_]+_ratio`` (the Ascend kernel keys the advisor parses; what
+    ``pc.match_substring_regex`` with analysis/advisor/context.py's ``ASCEND_ARG_KEYS``
+    finds), read in place: no copy of the texts. False for a null. Only where
+    :data:`AVAILABLE`."""
+    assert _kscan is not None
+    rows = np.ascontiguousarray(rows, np.int64)
+    if rows.size == 0:
+        return np.zeros(0, dtype=bool)
+    validity, offsets_buffer, data_buffer = texts.buffers()
+    n = len(texts)
+    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + n + 1]
+    data = data_buffer if data_buffer is not None else b""
+    hit = np.frombuffer(_kscan.named_keys(data, np.ascontiguousarray(offsets), rows), np.bool_)
+    if validity is not None and texts.null_count:
+        hit = hit & np.asarray(texts.is_valid().to_numpy(zero_copy_only=False))[rows]
+    return hit
+
+
 class _Unsupported(Exception):
     """The chunk holds what only the general decoder reads exactly."""
 

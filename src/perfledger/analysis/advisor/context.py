@@ -30,11 +30,13 @@ from perfledger.model.accounts import HostWindowAccount, WindowAccount
 from perfledger.model.findings import AdvisorConfig, StepBasis
 from perfledger.model.schema import SPAN_STEP
 from perfledger.model.whatif import NO_CHANGE, StepGains, WhatIf
+from perfledger.sources import kineto_scan
 
 if TYPE_CHECKING:
     from perfledger.model.profile import ProfileAnalysis
 
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 # Columns of :attr:`AdvisorContext.tasks`, one row per device task (kernel, comm, memcpy,
 # memset), sorted by rank, device, stream, start_ns. The args text is not among them (the
@@ -67,6 +69,16 @@ TASKS_SCHEMA: Final = pa.schema(
 # The keys of an Ascend kernel's args the rules read (operator type, outputs, formats, the
 # pipeline ratios), as they appear in the args text:
 ASCEND_ARG_KEYS: Final = r'"(op_type|output_shapes|output_dtypes|input_formats|[a-z0-9_]+_ratio)"'
+
+
+def _named_keys(chunk: pa.Array, rows: IntArray) -> BoolArray:
+    """Whether the args of each of ``rows`` of ``chunk`` name an :data:`ASCEND_ARG_KEYS` key
+    (searched in place by the compiled scanner where it is built)."""
+    if kineto_scan.AVAILABLE and pa.types.is_string(chunk.type):
+        return kineto_scan.named_key_rows(chunk, rows)
+    taken = chunk.take(pa.array(rows, pa.int64()))
+    found = pc.match_substring_regex(pc.cast(taken, pa.string()), ASCEND_ARG_KEYS)
+    return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 class AdvisorContext:
@@ -279,10 +291,8 @@ class AdvisorContext:
         for i, chunk in enumerate(column.chunks):
             if cuts[i + 1] == cuts[i]:
                 continue
-            taken = chunk.take(pa.array(wanted[cuts[i] : cuts[i + 1]] - bounds[i]))
-            found = pc.match_substring_regex(pc.cast(taken, pa.string()), ASCEND_ARG_KEYS)
-            hit[order[cuts[i] : cuts[i + 1]]] = np.asarray(
-                pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool
+            hit[order[cuts[i] : cuts[i + 1]]] = _named_keys(
+                chunk, wanted[cuts[i] : cuts[i + 1]] - bounds[i]
             )
             # nearly every page of the chunk was read: where the args are mapped from a
             # file, let them go before the next (read again from the file cache if needed)
