@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -24,12 +25,14 @@ def perfledger(
         inherit_env: keep this process's environment (else only PATH and COLUMNS).
     """
     base = dict(os.environ) if inherit_env else {"PATH": "/usr/bin:/bin"}
-    with tempfile.TemporaryDirectory(prefix="perfledger-cli-") as own:
+    with contextlib.ExitStack() as stack:
+        if cwd is None:
+            cwd = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="perfledger-cli-")))
         return subprocess.run(
             [sys.executable, "-m", "perfledger", *map(str, args)],
             capture_output=True,
             text=True,
-            cwd=cwd or own,
+            cwd=cwd,
             env={**base, "COLUMNS": str(columns)},
             timeout=timeout,
         )

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from perfledger.analysis.cluster.arrivals import align_arrivals
@@ -17,9 +18,11 @@ from perfledger.analysis.comm_split import (
     bus_factor,
     collective_type,
     comm_split,
+    stored_comm_waits,
 )
 from perfledger.model import schema
 from perfledger.model.cluster import COLLECTIVES_SCHEMA
+from perfledger.model.devices import device_from_meta, peer_link_gbps
 from tests.scenarios import US, Timeline
 
 MS = 1_000_000
@@ -179,3 +182,27 @@ def test_a_wait_never_exceeds_the_task() -> None:
     for rows, waits in arrivals.waits.values():
         durations = np.asarray(tasks["dur_ns"])[rows]
         assert (waits >= 0).all() and (waits <= durations).all()
+
+
+def test_a_stored_profile_s_waits_are_split_per_rank_wherever_its_rows_lie() -> None:
+    # two ranks of 8: the same 150 MB all-reduce (875 µs of transfer on 300 GB/s, as above)
+    # in a 2000 µs task on rank 0 and a 1000 µs one on rank 1; rank 1's meta names no device
+    # (no link, all transfer). Rows rank by rank (a file per rank) and interleaved give the
+    # same waits, row for row.
+    ranks = []
+    for rank, dur in ((0, 2000), (1, 1000)):
+        t = Timeline(rank=rank).step(1, 0, 10_000)
+        _comm(t, 10, dur, **{"In msg nelems": 37_500_000, "dtype": "Float", "Group size": 8})
+        _comm(t, 5000, dur, **{"In msg nelems": 37_500_000, "dtype": "Float", "Group size": 8})
+        ranks.append(t.table())
+    together = pa.concat_tables(ranks)
+    a100 = {"name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 80 * 2**30, "numSms": 108}
+    meta = {"0": {"device_properties": [a100]}}
+    link = peer_link_gbps(device_from_meta(meta["0"]))
+    waits = stored_comm_waits(together, meta)
+    comm = np.asarray(pc.equal(together["kind"], schema.COMM))
+    transfer_us = 150e6 * 1.75 / (link * 1e3)  # bytes x bus factor / (bytes per µs)
+    assert waits[comm].tolist() == pytest.approx([(2000 - transfer_us) * US] * 2 + [0, 0], abs=1)
+    order = np.argsort(np.arange(together.num_rows) % ranks[0].num_rows, kind="stable")
+    interleaved = together.take(pa.array(order))
+    assert stored_comm_waits(interleaved, meta).tolist() == waits[order].tolist()

@@ -183,7 +183,13 @@ def stored_comm_waits(events: pa.Table, rank_meta: Mapping[str, Any]) -> IntArra
     rank_of_row = columns.int64(events, "rank")
     for rank in np.unique(rank_of_row).tolist():  # a loop over ranks
         rows = np.flatnonzero(rank_of_row == rank)
-        own = events.take(pa.array(rows, pa.int64()))
+        # a rank's rows lie together (a file per rank): a slice, no copy of its events
+        together = rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size
+        own = (
+            events.slice(int(rows[0]), rows.size)
+            if together
+            else events.take(pa.array(rows, pa.int64()))
+        )
         meta = rank_meta.get(str(rank))
         meta = meta if isinstance(meta, Mapping) else {}
         world = next(
