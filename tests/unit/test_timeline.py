@@ -383,6 +383,18 @@ def test_missing_columns_raise_perfledger_error(tmp_path: Path) -> None:
         write_timeline(tmp_path / "x.json.gz", events)
 
 
+def test_the_args_text_and_the_flops_are_not_read(tmp_path: Path) -> None:
+    # what `perfledger timeline` leaves on disk: the same bytes without those columns
+    events = two_steps().table()
+    at = events.schema.get_field_index("args")  # texts the slices never show
+    texts = pa.array(['{"grid": [1, 1, 1], "queued": 7}'] * events.num_rows, pa.string())
+    events = events.set_column(at, events.schema.field(at), texts)
+    whole, bare = tmp_path / "whole.json.gz", tmp_path / "bare.json.gz"
+    write_timeline(whole, events, gaps=gaps())
+    write_timeline(bare, events.drop_columns(["args", "flops"]), gaps=gaps())
+    assert gzip.decompress(whole.read_bytes()) == gzip.decompress(bare.read_bytes())
+
+
 def test_empty_events_give_a_valid_empty_trace(tmp_path: Path) -> None:
     summary = write(tmp_path, schema.empty_events())
     assert summary.slices == 0 and summary.flows == 0

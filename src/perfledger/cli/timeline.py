@@ -27,6 +27,7 @@ from perfledger.profiledir.layout import (
 )
 from perfledger.profiledir.reader import part_rank, read_parquet
 from perfledger.render.timeline import (
+    EVENT_COLUMNS,
     RankPathSpan,
     TimelinePart,
     TimelineStats,
@@ -146,7 +147,7 @@ def _write_by_rank(
     paths = _critical_paths(profile)
 
     def load(i: int) -> TimelinePart:
-        events = read_parquet(parts[i], filters=filters)
+        events = read_parquet(parts[i], columns=list(EVENT_COLUMNS), filters=filters)
         mine = gaps.filter(pc.equal(gaps.column("rank"), ranks[i])) if gaps is not None else None
         return TimelinePart(ranks[i], events, mine, paths.get(ranks[i], ()))
 
@@ -210,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
             profile, output, parts, gaps, counters, filters, window, args, origin
         )
     else:
-        events = profile.read_table(EVENTS_TABLE, filters=filters)
+        # the columns the timeline is made from: the args text (half the table) stays on disk
+        events = profile.read_table(EVENTS_TABLE, columns=list(EVENT_COLUMNS), filters=filters)
         assert events is not None
         stats = write_timeline(
             output,

@@ -62,6 +62,7 @@ from __future__ import annotations
 from perfledger.render.timeline.file import TIMELINE_FORMAT_VERSION, TimelineStats
 from perfledger.render.timeline.layout import MAX_LANES
 from perfledger.render.timeline.records import (
+    EVENT_COLUMNS,
     IDLE_CAUSE_COLOURS,
     Placement,
     PreparedTimeline,
@@ -85,6 +86,7 @@ from perfledger.render.timeline.writer import (
 )
 
 __all__ = [
+    "EVENT_COLUMNS",
     "IDLE_CAUSE_COLOURS",
     "MAX_LANES",
     "STEP_MAX_EVENTS",
