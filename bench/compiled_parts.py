@@ -35,6 +35,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,20 @@ def deflate(profile: Path, rounds: int) -> None:
     )
 
 
+def _alternating(
+    ways: dict[str, Callable[[], Any]], rounds: int
+) -> tuple[list[float], dict[str, Any]]:
+    """Each way run once a round, in turn: the median seconds of each (in the order of
+    ``ways``) and what each made in the last round."""
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    made: dict[str, Any] = {}
+    for _ in range(rounds):
+        for name, way in ways.items():
+            seconds, made[name] = _timed(way)
+            times[name].append(seconds)
+    return [statistics.median(times[name]) for name in ways], made
+
+
 def task_ids_cut(profile: Path, rounds: int) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -190,15 +205,9 @@ def task_ids_cut(profile: Path, rounds: int) -> None:
         "compiled": lambda: kineto_scan.cut_task_ids(args),
         "regex": lambda: pc.replace_substring_regex(args, KINETO_TASK_IDS, "{", max_replacements=1),
     }
-    times: dict[str, list[float]] = {name: [] for name in ways}
-    made = {}
-    for _ in range(rounds):
-        for name, way in ways.items():
-            seconds, made[name] = _timed(way)
-            times[name].append(seconds)
+    (c, r), made = _alternating(ways, rounds)
     if not made["compiled"].equals(made["regex"]):
         raise SystemExit("the two cuts of the task ids differ")
-    c, r = statistics.median(times["compiled"]), statistics.median(times["regex"])
     print(
         f"task ids cut, {len(args):,} kernels' args: compiled {c:.3f} s, regular expression "
         f"{r:.3f} s ({c / r:.2f}x)"
@@ -224,15 +233,9 @@ def ascend_keys_search(profile: Path, rounds: int) -> None:
         return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), bool)
 
     ways = {"compiled": lambda: kineto_scan.named_key_rows(args, tasks), "regex": regex}
-    times: dict[str, list[float]] = {name: [] for name in ways}
-    made = {}
-    for _ in range(rounds):
-        for name, way in ways.items():
-            seconds, made[name] = _timed(way)
-            times[name].append(seconds)
+    (c, r), made = _alternating(ways, rounds)
     if not np.array_equal(made["compiled"], made["regex"]):
         raise SystemExit("the two searches for the Ascend keys differ")
-    c, r = statistics.median(times["compiled"]), statistics.median(times["regex"])
     print(
         f"Ascend keys search, {tasks.size:,} tasks' args: compiled {c:.3f} s, take and "
         f"regular expression {r:.3f} s ({c / r:.2f}x)"

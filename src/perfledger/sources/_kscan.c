@@ -717,6 +717,24 @@ out:
     return result;
 }
 
+/* The number of texts of a string table (int32 offsets into data_len bytes of text, as Arrow
+ * lays it out) when every text lies within the data; -1 with a ValueError otherwise. */
+static Py_ssize_t table_texts(const Py_buffer *offsets, Py_ssize_t data_len) {
+    const int32_t *o = (const int32_t *)offsets->buf;
+    Py_ssize_t m = offsets->len / (Py_ssize_t)sizeof(int32_t) - 1;
+    if (offsets->len % (Py_ssize_t)sizeof(int32_t) != 0 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "offsets must be an int32 array");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (o[k] < 0 || o[k + 1] < o[k] || o[k + 1] > data_len) {
+            PyErr_SetString(PyExc_ValueError, "the offsets do not lie within the data");
+            return -1;
+        }
+    }
+    return m;
+}
+
 static PyObject *join(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *data_obj, *offsets_obj, *codes_obj;
@@ -728,19 +746,13 @@ static PyObject *join(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     const int32_t *o = (const int32_t *)offsets.buf;
     const int32_t *c = (const int32_t *)codes.buf;
-    Py_ssize_t m = offsets.len / (Py_ssize_t)sizeof(int32_t) - 1; /* texts in the table */
     Py_ssize_t n = codes.len / (Py_ssize_t)sizeof(int32_t);
-    if (offsets.len % (Py_ssize_t)sizeof(int32_t) != 0 || m < 0 ||
-        codes.len % (Py_ssize_t)sizeof(int32_t) != 0) {
-        PyErr_SetString(PyExc_ValueError, "offsets and codes must be int32 arrays");
+    if (codes.len % (Py_ssize_t)sizeof(int32_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "codes must be an int32 array");
         goto out;
     }
-    for (Py_ssize_t k = 0; k < m; k++) {
-        if (o[k] < 0 || o[k + 1] < o[k] || o[k + 1] > data.len) {
-            PyErr_SetString(PyExc_ValueError, "the offsets do not lie within the data");
-            goto out;
-        }
-    }
+    Py_ssize_t m = table_texts(&offsets, data.len); /* texts in the table */
+    if (m < 0) goto out;
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (c[i] < 0) continue;
@@ -873,17 +885,8 @@ static PyObject *cut_ids(PyObject *self, PyObject *args) {
     Py_buffer data = views[0], offsets = views[1];
     PyObject *out_data = NULL, *out_offsets = NULL, *result = NULL;
     const int32_t *o = (const int32_t *)offsets.buf;
-    Py_ssize_t n = offsets.len / (Py_ssize_t)sizeof(int32_t) - 1; /* texts in the table */
-    if (offsets.len % (Py_ssize_t)sizeof(int32_t) != 0 || n < 0) {
-        PyErr_SetString(PyExc_ValueError, "offsets must be an int32 array");
-        goto out;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (o[k] < 0 || o[k + 1] < o[k] || o[k + 1] > data.len) {
-            PyErr_SetString(PyExc_ValueError, "the offsets do not lie within the data");
-            goto out;
-        }
-    }
+    Py_ssize_t n = table_texts(&offsets, data.len); /* texts in the table */
+    if (n < 0) goto out;
     /* a cut text is never longer than its text */
     out_data = PyBytes_FromStringAndSize(NULL, n > 0 ? (Py_ssize_t)(o[n] - o[0]) : 0);
     out_offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int32_t));
@@ -959,20 +962,16 @@ static PyObject *named_keys(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     const int32_t *o = (const int32_t *)offsets.buf;
     const int64_t *w = (const int64_t *)rows.buf;
-    Py_ssize_t m = offsets.len / (Py_ssize_t)sizeof(int32_t) - 1; /* texts in the table */
     Py_ssize_t n = rows.len / (Py_ssize_t)sizeof(int64_t);
-    if (offsets.len % (Py_ssize_t)sizeof(int32_t) != 0 || m < 0 ||
-        rows.len % (Py_ssize_t)sizeof(int64_t) != 0) {
-        PyErr_SetString(PyExc_ValueError, "offsets must be an int32 array, rows an int64 one");
+    if (rows.len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "rows must be an int64 array");
         goto out;
     }
+    Py_ssize_t m = table_texts(&offsets, data.len); /* texts in the table */
+    if (m < 0) goto out;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (w[i] < 0 || w[i] >= m) {
             PyErr_SetString(PyExc_ValueError, "a row lies beyond the table");
-            goto out;
-        }
-        if (o[w[i]] < 0 || o[w[i] + 1] < o[w[i]] || o[w[i] + 1] > data.len) {
-            PyErr_SetString(PyExc_ValueError, "the offsets do not lie within the data");
             goto out;
         }
     }
