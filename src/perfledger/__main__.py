@@ -31,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # answered before the subcommands' modules (numpy, Arrow, DuckDB ...) are imported:
+        # what the parser's --version prints, in a tenth of the time
+        print(f"perfledger {__version__}")
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
