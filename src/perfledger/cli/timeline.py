@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.errors import PerfledgerError
+from perfledger.memory import release_freed_memory
 from perfledger.model.whatif import path_spans_by_rank
 from perfledger.profiledir import StoredProfile, load_profile
 from perfledger.profiledir.layout import (
@@ -31,8 +32,9 @@ from perfledger.render.timeline import (
     RankPathSpan,
     TimelinePart,
     TimelineStats,
+    prepare_timeline,
+    write_prepared_timeline,
     write_ranks_timeline,
-    write_timeline,
 )
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -214,17 +216,19 @@ def run(args: argparse.Namespace) -> int:
         # the columns the timeline is made from: the args text (half the table) stays on disk
         events = profile.read_table(EVENTS_TABLE, columns=list(EVENT_COLUMNS), filters=filters)
         assert events is not None
-        stats = write_timeline(
-            output,
+        prepared = prepare_timeline(
             events,
             gaps=gaps,
             counters=counters,
-            window=window,
-            max_events=args.max_events,
             findings=profile.findings,
             origin_ns=origin,
             critical_path=[p for spans in _critical_paths(profile).values() for p in spans],
         )
+        # the preparation holds what the records are made of: the events go before the
+        # file's records are ordered and written (the largest arrays of the command)
+        del events
+        release_freed_memory()
+        stats = write_prepared_timeline(output, prepared, window=window, max_events=args.max_events)
     what = f"{stats.events_written} of {stats.events_total} events, {stats.flows} flows"
     if stats.truncated_at_ns is not None:
         cut_ms = (stats.truncated_at_ns - origin) / 1e6

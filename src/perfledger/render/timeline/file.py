@@ -93,20 +93,27 @@ def _record_order(
     low = int(ts.min())
     if int(ts.max()) - low >= 1 << 59:  # the packed key would overflow: sort by every key
         return np.lexsort((nesting, longer_first, cls, ts)).astype(np.int64)
-    key = (ts - low) * 8 + cls  # classes are 0 to 4
-    order = np.argsort(key, kind="stable").astype(np.int64)
+    key = ts - low
+    key *= 8
+    key += cls  # classes are 0 to 4
+    order = np.argsort(key, kind="stable").astype(np.int64, copy=False)
     sorted_key = key[order]
     del key
     same = sorted_key[1:] == sorted_key[:-1]
+    del sorted_key
     if not same.any():
         return order
-    in_run = np.zeros(sorted_key.size, dtype=bool)
+    in_run = np.zeros(same.size + 1, dtype=bool)
     in_run[1:] |= same
     in_run[:-1] |= same
-    run = np.cumsum(np.concatenate([[True], ~same]))  # a number per run of equal keys
     at = np.flatnonzero(in_run)
+    del in_run
+    # a number per run of equal keys, at the tied records only
+    run = np.cumsum(~same, dtype=np.int64)  # of record i + 1
+    run_at = np.where(at > 0, run[np.maximum(at - 1, 0)], 0)
+    del run, same
     tied = order[at]
-    order[at] = tied[np.lexsort((nesting[tied], longer_first[tied], run[at]))]
+    order[at] = tied[np.lexsort((nesting[tied], longer_first[tied], run_at))]
     return order
 
 
@@ -321,13 +328,14 @@ class TimelineFile:
         del dur_list
         # records are concatenated by source, each source's in order: the (source, row)
         # tie-break is the order a stable sort keeps
-        order = _record_order(
-            np.concatenate(ts_list),
-            np.concatenate(cls_list),
-            longer_first,
-            np.concatenate(nest_list),
-        )
-        del longer_first, nest_list, cls_list, ts_list
+        ts_all = np.concatenate(ts_list)
+        del ts_list  # each key's parts let go once merged: the sort holds one copy of each
+        cls_all = np.concatenate(cls_list)
+        del cls_list
+        nest_all = np.concatenate(nest_list)
+        del nest_list
+        order = _record_order(ts_all, cls_all, longer_first, nest_all)
+        del longer_first, nest_all, cls_all, ts_all
 
         def lines_of(src: int, local: Int64Array) -> Pieces:
             if src < len(records):

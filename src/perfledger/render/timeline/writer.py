@@ -341,10 +341,12 @@ def _write_parts(
     with _step_pool(len(files)) as pool:
         for i in range(len(ranks)):
             part = load(i)
+            rank = part.rank
+            events: pa.Table | None = part.events
             last = i == len(ranks) - 1
             # the passes over every row read the mapped pages of the events (and of the gaps
             # and counters, when mapped too): let go as they go
-            mapped = (part.events, part.gaps, counters)
+            mapped: list[pa.Table | None] = [events, part.gaps, counters]
             with dropping_mapped_pages(*mapped):
                 placement = place_timeline(
                     part.events,
@@ -358,13 +360,12 @@ def _write_parts(
                     first_tid=first_tid,
                     critical_path=part.critical_path,
                 )
+            del part  # its events are held as long as they are read, below
             first_pid += sum(1 for m in placement.metadata if m[4] == "process")
             first_tid += sum(1 for m in placement.metadata if m[4] == "thread")
             with dropping_mapped_pages(*mapped):
                 groups = (
-                    _file_groups(placement, part.events, files)
-                    if windowed
-                    else [(list(files), None)]
+                    _file_groups(placement, events, files) if windowed else [(list(files), None)]
                 )
             shared = _shared_index(placement, files) if windowed else None
             # the placement's passes over every row leave freed blocks the files do not reuse
@@ -376,18 +377,23 @@ def _write_parts(
             maps = arrow_maps()  # read once: the part's maps stay while it is held here
             while groups:  # each group's rows let go once it is written
                 group, rows = groups.pop(0)
-                prepared = (
-                    prepare_rows(placement, part.events, rows, maps=maps)
-                    if rows is not None
-                    else prepare_all_rows(placement, part.events)
-                )
+                assert events is not None  # let go only with the last group, below
+                if rows is not None:
+                    prepared = prepare_rows(placement, events, rows, maps=maps)
+                else:
+                    prepared = prepare_all_rows(placement, events)
+                    # every row prepared: the events are read no more (those of a stored
+                    # profile lie in the heap), let go before the files sort and write the
+                    # records where the caller holds them no longer
+                    events = mapped[0] = None
+                    release_freed_memory()
                 index = _window_index(prepared, group, shared)
                 writing.finish(last)
                 # the whole timeline's part (the largest) first, the step slices beside it
                 writing.start(
                     group,
                     [
-                        pool.submit(f.add, prepared, rank=part.rank, last=last, index=index)
+                        pool.submit(f.add, prepared, rank=rank, last=last, index=index)
                         for f in group
                     ],
                 )
@@ -397,7 +403,7 @@ def _write_parts(
                 # the pages of the mapped files read for the group (args, times, counters)
                 drop_mapped_pages(*mapped, maps=maps)
             writing.finish(last)
-            del placement, part, groups, shared, mapped, maps
+            del placement, events, groups, shared, mapped, maps
             release_freed_memory()
 
 
