@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -147,9 +147,7 @@ def run(args: argparse.Namespace) -> int:
     # a finding named twice is applied once (its task factors would compound)
     rules = list(dict.fromkeys(args.apply_finding))
     fixes = finding_fixes(profile, rules)
-    events = profile.read_table(EVENTS_TABLE)
-    assert events is not None  # required
-    events = schema.conform_events(events)
+    events = schema.conform_events(replay_events(profile))
     by_rank = rank_changes(args.profile, events, change, args.drop_sync, fixes)
     ranks_meta = profile.meta.get("ranks")
     waits = stored_comm_waits(events, ranks_meta if isinstance(ranks_meta, dict) else {})
@@ -161,6 +159,30 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(whatif_lines(report, applied_lines(profile, rules))))
     return 0
+
+
+# The events whose args the replay reads: communication tasks (their message and process
+# group: comm_split, the collectives across ranks) and device annotations (a stream's wait on
+# an event: the step graph). The other rows' args are left on disk.
+REPLAY_ARG_KINDS: Final = (schema.COMM, schema.DEVICE_ANNOTATION)
+
+
+def replay_events(profile: StoredProfile) -> pa.Table:
+    """The profile's events as the replay reads them: every column, the args text only at the
+    rows of :data:`REPLAY_ARG_KINDS` (null elsewhere), so that the largest column of a large
+    profile is not held in memory."""
+    names = [name for name in schema.EVENTS_SCHEMA.names if name != "args"]
+    events = profile.read_table(EVENTS_TABLE, columns=names)
+    kinds = list(REPLAY_ARG_KINDS)
+    texts = profile.read_table(EVENTS_TABLE, columns=["args"], filters=[("kind", "in", kinds)])
+    assert events is not None and texts is not None  # required
+    rows = np.flatnonzero(columns.isin(events, "kind", kinds))
+    if rows.size != texts.num_rows:  # the table changed between the two reads
+        raise PerfledgerError(f"{profile.path}: the events table changed while it was read")
+    index = np.full(events.num_rows, -1, dtype=np.int64)
+    index[rows] = np.arange(rows.size)
+    args = texts.column("args").combine_chunks().take(pa.array(index, mask=index < 0))
+    return events.append_column("args", args)
 
 
 def finding_fixes(profile: StoredProfile, rules: Sequence[str]) -> list[dict[int, WhatIf]]:
