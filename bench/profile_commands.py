@@ -3,12 +3,13 @@
     python bench/profile_commands.py PROFILE --trees BEFORE AFTER [--runs 2]
 
 For each tree (``PYTHONPATH=<tree>/src``, A B B A ...), a child process per run times
-``perfledger timeline PROFILE`` (the whole timeline, written into a temporary folder) and
-``perfledger whatif PROFILE --scale compute=0.5 --json`` (see _common.run_measured: the
-largest RSS of the command's processes). The timeline's decompressed text and the what-if's
-JSON are hashed: the script fails when two runs, of either tree, wrote different bytes. It
-prints, per tree and command, the wall seconds and peak RSS of each run and, for a profile
-made from a trace in bench/out, the peak as a multiple of that trace's size (``--trace``).
+``perfledger timeline PROFILE`` (the whole timeline, written into a temporary folder),
+``perfledger whatif PROFILE --scale compute=0.5 --json`` and a ``perfledger query`` of the
+events by kind (see _common.run_measured: the largest RSS of the command's processes). The
+timeline's decompressed text and the other commands' outputs are hashed: the script fails
+when two runs, of either tree, wrote different bytes. It prints, per tree and command, the
+wall seconds and peak RSS of each run and, with ``--trace`` (the trace the profile was made
+from), the peak as a multiple of that trace's size.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import alternate_trees, mb, run_measured  # noqa: E402
 
-COMMANDS = ("timeline", "whatif")
+COMMANDS = ("timeline", "whatif", "query")
+QUERY = "SELECT kind, count(*), sum(dur_ns) FROM events GROUP BY ALL ORDER BY ALL"
 
 
 def _child(profile: Path) -> None:
@@ -39,6 +41,7 @@ def _child(profile: Path) -> None:
         argvs = {
             "timeline": ["timeline", str(profile), "-o", str(output)],
             "whatif": ["whatif", str(profile), "--scale", "compute=0.5", "--json"],
+            "query": ["query", str(profile), QUERY, "--format", "csv"],
         }
         for name in COMMANDS:
             run = run_measured([sys.executable, "-m", "perfledger", *argvs[name]], cwd=work)

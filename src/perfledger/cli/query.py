@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any, Final
 
 import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
 from rich.console import Console
 from rich.table import Table
 
 from perfledger.cli import count_argument
 from perfledger.errors import PerfledgerError
-from perfledger.profiledir import load_profile
+from perfledger.profiledir import StoredProfile, load_profile
+from perfledger.profiledir.reader import read_parquet_schema
 from perfledger.render.shown import shown
 
 
@@ -97,15 +100,27 @@ def open_profile(path: Path, memory_limit: str = DEFAULT_MEMORY_LIMIT) -> duckdb
     connection = duckdb.connect(":memory:")
     for name in profile.table_names():
         # a table split by rank is one table, its parts in rank order
-        table = profile.read_table(name)
-        assert table is not None
-        connection.register(name, table)
+        connection.register(name, _table(profile, name))
     # the query may read the registered tables only: no files, no extensions, no writes
     connection.execute(f"SET memory_limit = '{memory_limit}'")
     connection.execute("SET temp_directory = ''")
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
     return connection
+
+
+def _table(profile: StoredProfile, name: str) -> ds.Dataset | pa.Table:
+    """A profile's table as the query reads it: its files scanned as the query goes (the
+    columns it names, a batch at a time: the events of a large profile are never all in
+    memory), or read whole where its per-rank files' schemas differ (an older profile's
+    parts: joined as ``read_table`` joins them)."""
+    files = profile.table_files(name)
+    schemas = [read_parquet_schema(file) for file in files]
+    if all(schema.equals(schemas[0]) for schema in schemas[1:]):
+        return ds.dataset([str(f) for f in files], schema=schemas[0], format="parquet")
+    table = profile.read_table(name)
+    assert table is not None
+    return table
 
 
 def run(args: argparse.Namespace) -> int:

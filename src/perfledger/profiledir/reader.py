@@ -264,6 +264,14 @@ def read_parquet(path: Path, **options: Any) -> pa.Table:
         raise PerfledgerError(f"{path}: cannot read the table ({_first_line(error)})") from error
 
 
+def read_parquet_schema(path: Path) -> pa.Schema:
+    """The schema of one Parquet file; a damaged file is a one-line error naming it."""
+    try:
+        return pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise PerfledgerError(f"{path}: cannot read the table ({_first_line(error)})") from error
+
+
 def part_rank(path: Path) -> int | None:
     """The rank of a per-rank table file (``rank=<N>.parquet``), None for another name."""
     match = _RANK_PART.search(path.name)
