@@ -257,6 +257,14 @@ def decimal_texts(values: Int64Array, prefix: str, suffix: str) -> pa.Array:
     return pa.StringArray.from_buffers(values.size, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
+def string_table(texts: pa.Array) -> tuple[Any, npt.NDArray[np.int32]]:
+    """A string array's value bytes and the int32 offsets of its own texts (from its offset
+    on), as the compiled functions read a string table: no copy of the texts."""
+    _, offsets_buffer, data = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + len(texts) + 1]
+    return (data if data is not None else b""), np.ascontiguousarray(offsets)
+
+
 def cut_task_ids(texts: pa.Array) -> pa.Array:
     """The string array ``texts`` with Kineto's per-task ids cut from the front of each text:
     the leading ``"key": integer, `` pairs right after the opening brace, each cut pair
@@ -268,12 +276,9 @@ def cut_task_ids(texts: pa.Array) -> pa.Array:
     n = len(texts)
     if n == 0:
         return texts
-    validity, offsets_buffer, data_buffer = texts.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + n + 1]
-    data = data_buffer if data_buffer is not None else b""
-    cut, cut_offsets = _kscan.cut_ids(data, np.ascontiguousarray(offsets))
+    cut, cut_offsets = _kscan.cut_ids(*string_table(texts))
     result = pa.StringArray.from_buffers(n, pa.py_buffer(cut_offsets), pa.py_buffer(cut))
-    if validity is not None and texts.null_count:
+    if texts.null_count:
         result = pc.if_else(texts.is_valid(), result, pa.scalar(None, pa.string()))
     return result
 
@@ -289,12 +294,8 @@ def named_key_rows(texts: pa.Array, rows: Int64Array) -> npt.NDArray[np.bool_]:
     rows = np.ascontiguousarray(rows, np.int64)
     if rows.size == 0:
         return np.zeros(0, dtype=bool)
-    validity, offsets_buffer, data_buffer = texts.buffers()
-    n = len(texts)
-    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + n + 1]
-    data = data_buffer if data_buffer is not None else b""
-    hit = np.frombuffer(_kscan.named_keys(data, np.ascontiguousarray(offsets), rows), np.bool_)
-    if validity is not None and texts.null_count:
+    hit = np.frombuffer(_kscan.named_keys(*string_table(texts), rows), np.bool_)
+    if texts.null_count:
         hit = hit & np.asarray(texts.is_valid().to_numpy(zero_copy_only=False))[rows]
     return hit
 

@@ -296,10 +296,7 @@ def joined_bytes(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> memor
     table, flat = _record_codes(parts, size)
     if not kineto_scan.AVAILABLE or not pa.types.is_string(table.type):
         return _string_bytes(table.take(pa.array(flat[flat >= 0])))
-    first = table.offset
-    offsets = np.frombuffer(table.buffers()[1], np.int32)[first : first + len(table) + 1]
-    data = table.buffers()[2]
-    return memoryview(kineto_scan.join_texts(data if data is not None else b"", offsets, flat))
+    return memoryview(kineto_scan.join_texts(*kineto_scan.string_table(table), flat))
 
 
 def _record_codes(
