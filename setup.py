@@ -1,5 +1,6 @@
 """The project's compiled parts, both optional (pure-Python paths give the same results where
-they cannot be built): the Kineto chunk scanner and the replay's short-path walk."""
+they cannot be built): the Kineto chunk scanner, the replay's short-path walk and the
+timeline's record formatter."""
 
 from setuptools import Extension, setup
 
@@ -14,6 +15,12 @@ setup(
         Extension(
             "perfledger.analysis._schedule",
             ["src/perfledger/analysis/_schedule.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
+        Extension(
+            "perfledger.render.timeline._records",
+            ["src/perfledger/render/timeline/_records.c"],
             extra_compile_args=["-O3"],
             optional=True,
         ),

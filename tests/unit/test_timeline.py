@@ -21,6 +21,7 @@ from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render.timeline import (
     device_busy_counters,
+    text,
     write_step_timelines,
     write_timeline,
 )
@@ -400,6 +401,16 @@ def test_empty_events_give_a_valid_empty_trace(tmp_path: Path) -> None:
     assert summary.slices == 0 and summary.flows == 0
 
 
+@pytest.fixture(params=["compiled", "pieces"])
+def record_builder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of writing records: the compiled formatter's rows, else the pieces joined."""
+    if request.param == "compiled" and text._records is None:
+        pytest.skip("no C compiler where the project was installed")
+    if request.param == "pieces":
+        monkeypatch.setattr(text, "_records", None)
+
+
+@pytest.mark.usefixtures("record_builder")
 def test_golden_small_timeline(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     events = two_steps().table()
     findings = [

@@ -1,6 +1,6 @@
 """Integers in timeline records: every way a column of them is written (all small, a few large
 ones cast, groups of four digits, negative ones cast, or a text per row by the compiled
-module) gives each value's decimal text."""
+module; or whole records by the compiled formatter) gives each value's decimal text."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from perfledger.render.timeline.text import PieceBuilder, joined_bytes
+from perfledger.render.timeline import text
+from perfledger.render.timeline.text import PieceBuilder, RowBuilder, joined_bytes
 from perfledger.sources import kineto_scan
 
 Ints = npt.NDArray[np.int64]
 
 
-def _written(values: Ints, shown: npt.NDArray[np.bool_] | None) -> str:
-    line = PieceBuilder(values.size)
+def _written(
+    values: Ints, shown: npt.NDArray[np.bool_] | None, builder: type = PieceBuilder
+) -> str:
+    line = builder(values.size)
     line.text("{")
     line.ints(values, shown, before='"v":', after=",")
     line.text("}")
@@ -70,3 +73,14 @@ def test_hidden_rows_do_not_decide_how_shown_ones_are_written() -> None:
     values = np.array([-1, 5, 2**62, 12_345_678, -1, 0], dtype=np.int64)
     shown = np.array([False, True, False, True, False, True])
     assert _written(values, shown) == '{}{"v":5,}{}{"v":12345678,}{}{"v":0,}'
+
+
+@pytest.mark.skipif(text._records is None, reason="no C compiler where the project was installed")
+@pytest.mark.parametrize("column", sorted(COLUMNS))
+@pytest.mark.parametrize("hidden", [False, True])
+def test_the_compiled_formatter_writes_integers_as_their_decimal_text(
+    column: str, hidden: bool
+) -> None:
+    values = np.asarray(COLUMNS[column], dtype=np.int64)
+    shown = rng.random(values.size) < 0.6 if hidden else None
+    assert _written(values, shown, RowBuilder) == _expected(values, shown)

@@ -23,7 +23,8 @@ distinct names and output chunks, never over events. A record's text is a row of
 (literals, names, small numbers, groups of four digits of larger ones and fractions of a µs
 from small tables of distinct texts; only the few numbers of a mostly small column that are
 larger, and negative ones, are formatted per row), and a chunk of records of every kind becomes
-text in one take over those pieces (``text``).
+text in one take over those pieces (``text``). Where the compiled formatter is built
+(``_records.c``), the same pieces are written a record at a time instead, with the same bytes.
 
 Modules: ``records`` prepares a profile's records once (:func:`prepare_timeline`), with
 ``layout`` placing them on tracks; ``file`` cuts them to a window and streams one file

@@ -29,7 +29,7 @@ from perfledger.render.timeline.lines import (
     slice_lines,
 )
 from perfledger.render.timeline.records import PreparedTimeline
-from perfledger.render.timeline.text import Pieces, joined_bytes
+from perfledger.render.timeline.text import Pieces, RowTexts, joined_bytes
 from perfledger.render.timeline.windows import WindowIndex
 from perfledger.version import __version__
 
@@ -337,7 +337,7 @@ class TimelineFile:
         order = _record_order(ts_all, cls_all, longer_first, nest_all)
         del longer_first, nest_all, cls_all, ts_all
 
-        def lines_of(src: int, local: Int64Array) -> Pieces:
+        def lines_of(src: int, local: Int64Array) -> Pieces | RowTexts:
             if src < len(records):
                 s = ev if src == 0 else prepared.analysis[src - 1]
                 return slice_lines(s, records[src][1][local], origin)

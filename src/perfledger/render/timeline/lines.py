@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Final
 
@@ -14,37 +13,27 @@ from perfledger.render.timeline.grouping import Int64Array
 from perfledger.render.timeline.records import CounterSeries, PreparedTimeline
 from perfledger.render.timeline.slices import Slices
 from perfledger.render.timeline.text import (
-    PieceBuilder,
     Pieces,
-    fractions,
+    RowTexts,
+    builder,
     join,
-    us_split,
 )
 
 # A record's start: complete (row 0) or instant (row 1), by the row's ``instant`` flag.
 _HEADS: Final = pa.array([',\n{"ph":"X","pid":', ',\n{"ph":"i","s":"t","pid":'], pa.string())
-_FRACTION_TEXTS: Final = len(fractions())
 
 
-@functools.lru_cache(maxsize=1)
-def _ts_fractions() -> pa.Array:
-    """The fractions of a slice's start: as they are (an instant's), then followed by the
-    duration's key (a complete slice's)."""
-    return pa.concat_arrays([fractions(), fractions(',"dur":')])
-
-
-def slice_lines(s: Slices, rows: Int64Array, origin: int) -> Pieces:
+def slice_lines(s: Slices, rows: Int64Array, origin: int) -> Pieces | RowTexts:
     """``"ph":"X"`` (complete) and ``"ph":"i"`` (instant) records of the given rows."""
     instant = s.instant[rows]
     complete = ~instant
-    line = PieceBuilder(int(rows.size))
+    line = builder(int(rows.size))
     line.table(_HEADS, instant.view(np.int8), fixed=True)
     line.ints(s.pid[rows], after=',"tid":')
     line.ints(s.tid[rows], after=',"ts":')
     # an instant has no duration: its time is followed by its name
-    whole, fraction = us_split(s.start[rows] - origin)
-    line.ints(whole)
-    line.table(_ts_fractions(), fraction + _FRACTION_TEXTS * complete, fixed=True)
+    line.us(s.start[rows] - origin)
+    line.text(',"dur":', complete)
     line.us(s.dur[rows], complete)
     name_index = s.name_index[rows]
     line.table(s.name_pieces, name_index)
@@ -59,11 +48,11 @@ def slice_lines(s: Slices, rows: Int64Array, origin: int) -> Pieces:
 
 def flow_lines(
     s: Slices, rows: Int64Array, ts: Int64Array, ids: Int64Array, phase: str, origin: int
-) -> Pieces:
+) -> Pieces | RowTexts:
     """Flow records: ``phase`` "s" leaves a launch, "f" enters a task (bound to the slice
     that encloses it, ``"bp":"e"``)."""
     bind = ',"bp":"e"' if phase == "f" else ""
-    line = PieceBuilder(int(rows.size))
+    line = builder(int(rows.size))
     line.ints(ids, before=f',\n{{"ph":"{phase}"{bind},"id":', after=',"pid":')
     line.ints(s.pid[rows], after=',"tid":')
     line.ints(s.tid[rows], after=',"ts":')
@@ -71,12 +60,14 @@ def flow_lines(
     return line.build()
 
 
-def counter_lines(c: CounterSeries, rows: Int64Array, ts: Int64Array, origin: int) -> Pieces:
+def counter_lines(
+    c: CounterSeries, rows: Int64Array, ts: Int64Array, origin: int
+) -> Pieces | RowTexts:
     """``"ph":"C"`` records of the given samples, each at its ``ts`` (a sample carried to a
     window's start is written there)."""
     values = np.round(c.value[rows], 6)
     values = np.where(values == 0, 0.0, values)  # no "-0"
-    line = PieceBuilder(int(rows.size))
+    line = builder(int(rows.size))
     line.ints(c.pid[rows].astype(np.int64), before=',\n{"ph":"C","pid":', after=',"ts":')
     line.us(ts - origin)
     line.table(join(',"name":', c.names, ',"args":{', c.keys, ":"), c.series[rows])

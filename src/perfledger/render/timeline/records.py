@@ -52,7 +52,7 @@ from perfledger.render.timeline.slices import (
     critical_path_slices,
     finding_spans,
 )
-from perfledger.render.timeline.text import PieceBuilder, join, json_strings, optional_field
+from perfledger.render.timeline.text import Builder, join, json_strings, optional_field
 
 # Chrome's reserved colour names; Perfetto colours slices by name, so causes also differ there.
 IDLE_CAUSE_COLOURS: Final[Mapping[str, str]] = {
@@ -193,7 +193,7 @@ def event_slices(
     # an absent value's text is empty: left out of the record's pieces, not taken as ""
     filled = [np.asarray(pc.binary_length(texts).to_numpy()) > 0 for _, texts in optional]
 
-    def args(line: PieceBuilder, rows: Int64Array) -> None:
+    def args(line: Builder, rows: Int64Array) -> None:
         line.ints(step[rows], before='{"step":')
         for key, values, absent in (
             ("correlation", correlation, schema.NO_ID),
@@ -254,7 +254,7 @@ def gap_slices(gaps: pa.Table, layout: TrackLayout) -> Callable[[PidMap, TidMap]
 
         causes = join(',"cause":', json_strings(cause_text), "}")
 
-        def args(line: PieceBuilder, rows: Int64Array) -> None:
+        def args(line: Builder, rows: Int64Array) -> None:
             line.ints(step[rows], before='{"step":')
             line.table(causes, cause_codes[rows])
 

@@ -21,7 +21,7 @@ from perfledger.render.timeline.layout import (
     TrackLayout,
     track_lanes,
 )
-from perfledger.render.timeline.text import PieceBuilder, join, json_strings
+from perfledger.render.timeline.text import Builder, join, json_strings
 
 # A piece of a step's critical path with its rank and step (the critical-path track).
 RankPathSpan = tuple[int, int, PathSpan]
@@ -47,7 +47,7 @@ class Slices:
     cat_index: npt.NDArray[np.integer]
     cats: pa.Array
     # adds the pieces of the JSON args objects of the given rows to a record's line
-    args: Callable[[PieceBuilder, Int64Array], None]
+    args: Callable[[Builder, Int64Array], None]
     # ``,"cname":"..."`` per distinct name (same index as names), or None
     colours: pa.Array | None = None
 
@@ -123,7 +123,7 @@ def finding_spans(
 
         titles_args = join('{"title":', title_json, "}")
 
-        def args(line: PieceBuilder, sel: Int64Array) -> None:
+        def args(line: Builder, sel: Int64Array) -> None:
             line.table(titles_args, sel)
 
         keep = pid >= 0
@@ -185,7 +185,7 @@ def critical_path_slices(
         classes_text = join(',"class":', class_json, ',"lane":')
         lanes_text = join(lane_json, "}")
 
-        def args(line: PieceBuilder, rows: Int64Array) -> None:
+        def args(line: Builder, rows: Int64Array) -> None:
             at = keep[rows]
             line.ints(step[at], before='{"step":')
             line.table(classes_text, class_codes[at])

@@ -7,11 +7,17 @@ distinct texts, larger numbers are written a text per row (by the compiled modul
 groups of their digits from tables), and no column is joined row by row (a row-by-row join
 costs about twice the take of its pieces, per piece, and each nested join writes every byte
 once more).
+
+Where the compiled formatter is built (``_records.c``), a :class:`RowBuilder` takes the same
+pieces and writes each record's text at once, a row at a time, without the GIL: the text is
+that of the pieces (:class:`PieceBuilder` stays the path without it, and the oracle of its
+tests).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +30,18 @@ import pyarrow.compute as pc
 
 from perfledger.render.timeline.grouping import BoolArray, Int64Array
 from perfledger.sources import kineto_scan
+
+
+def _compiled() -> Any:
+    """The compiled formatter; None where it was not built: the pieces are then joined as
+    tables (:class:`PieceBuilder`)."""
+    try:
+        return importlib.import_module("perfledger.render.timeline._records")
+    except ImportError:
+        return None
+
+
+_records = _compiled()
 
 
 @functools.lru_cache(maxsize=256)
@@ -289,11 +307,96 @@ def _used_texts(
     return texts.take(pa.array(used)), codes
 
 
-def joined_bytes(parts: Sequence[tuple[Pieces, Int64Array]], size: int) -> memoryview:
-    """The text of ``size`` records made of several :class:`Pieces` (each with the positions
-    of its records), in position order, as bytes: copied by the compiled join where it was
+@dataclass(frozen=True)
+class RowTexts:
+    """The text of some records written by :class:`RowBuilder`: record ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]``."""
+
+    data: bytes
+    offsets: Int64Array
+
+
+class RowBuilder:
+    """:class:`PieceBuilder`'s pieces, written a record at a time by the compiled formatter
+    (the same text); only where it is built (:func:`builder`)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self._ops: list[tuple[Any, ...]] = []
+
+    def table(
+        self, texts: pa.Array, codes: Any, shown: BoolArray | None = None, *, fixed: bool = False
+    ) -> None:
+        """Row ``i`` gets ``texts[codes[i]]`` (``fixed``: no meaning here, every table is
+        read in place)."""
+        data, offsets = _table(texts)
+        self._ops.append((1, data, offsets, np.ascontiguousarray(codes, np.int64), _rows(shown)))
+
+    def text(self, text: str, shown: BoolArray | None = None) -> None:
+        """The same text in every (shown) row."""
+        self._ops.append((0, text.encode(), _rows(shown)))
+
+    def values(self, texts: pa.Array, shown: BoolArray | None = None) -> None:
+        """One text per row (``texts`` has ``rows`` entries)."""
+        data, offsets = _table(texts)
+        self._ops.append((1, data, offsets, None, _rows(shown)))
+
+    def ints(
+        self,
+        values: Int64Array,
+        shown: BoolArray | None = None,
+        *,
+        before: str = "",
+        after: str = "",
+    ) -> None:
+        """Integers as decimal text, between ``before`` and ``after``."""
+        values = np.ascontiguousarray(values, np.int64)
+        self._ops.append((2, values, _rows(shown), before.encode(), after.encode()))
+
+    def us(self, ns: Int64Array, shown: BoolArray | None = None, *, after: str = "") -> None:
+        """ns as µs text (as :func:`us_split` and :func:`fractions` give it), then ``after``."""
+        self._ops.append((3, np.ascontiguousarray(ns, np.int64), _rows(shown), after.encode()))
+
+    def build(self) -> RowTexts:
+        """The records' text."""
+        assert _records is not None
+        data, offsets = _records.format(self.rows, tuple(self._ops))
+        return RowTexts(data, np.frombuffer(offsets, np.int64))
+
+
+def _table(texts: pa.Array | pa.ChunkedArray) -> tuple[Any, npt.NDArray[np.int32]]:
+    """A table of texts as the compiled formatter reads it (bytes, int32 offsets)."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    if not pa.types.is_string(texts.type):
+        texts = texts.cast(pa.string())
+    return kineto_scan.string_table(texts)
+
+
+def _rows(shown: BoolArray | None) -> npt.NDArray[np.bool_] | None:
+    return None if shown is None else np.ascontiguousarray(shown, np.bool_)
+
+
+Builder = PieceBuilder | RowBuilder
+
+
+def builder(rows: int) -> Builder:
+    """The builder of ``rows`` records' text: the compiled one where it is built."""
+    return RowBuilder(rows) if _records is not None else PieceBuilder(rows)
+
+
+def joined_bytes(parts: Sequence[tuple[Pieces | RowTexts, Int64Array]], size: int) -> memoryview:
+    """The text of ``size`` records made of several :class:`Pieces` or :class:`RowTexts`
+    (each with the positions of its records), in position order, as bytes: the rows put in
+    place by the compiled formatter, the pieces copied by the compiled join where it was
     built, else taken by Arrow (whose take also makes the offsets of every record)."""
-    table, flat = _record_codes(parts, size)
+    rows = [(p, at) for p, at in parts if isinstance(p, RowTexts)]
+    if rows:
+        assert _records is not None and len(rows) == len(parts), "one builder for a chunk"
+        placed = tuple((p.data, p.offsets, np.ascontiguousarray(at, np.int64)) for p, at in rows)
+        return memoryview(_records.interleave(size, placed))
+    pieces = [(p, at) for p, at in parts if isinstance(p, Pieces)]
+    table, flat = _record_codes(pieces, size)
     if not kineto_scan.AVAILABLE or not pa.types.is_string(table.type):
         return _string_bytes(table.take(pa.array(flat[flat >= 0])))
     return memoryview(kineto_scan.join_texts(*kineto_scan.string_table(table), flat))
