@@ -1,13 +1,16 @@
-"""strings_at: a string column's values at some rows, on chunked and dictionary columns."""
+"""strings_at: a string column's values at some rows, on chunked and dictionary columns; the
+graph's other column helpers (values and codes at rows, distinct pairs)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import codes_at, int64_at, strings_at
+from perfledger.analysis.graph_waits import codes_at, int64_at, strings_at, unique_pairs
 
 
 def test_values_at_rows_across_chunks_with_their_own_dictionaries() -> None:
@@ -71,3 +74,27 @@ def test_codes_at_are_equal_where_the_values_are() -> None:
     texts = [every[r] for r in rows.tolist()]
     assert [values[c] for c in codes.tolist()] == texts
     assert len(set(values)) == len(values)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-(2**62), 2**62), st.sampled_from([-1, 0, 3, 7, 2**40])),
+        max_size=60,
+    )
+)
+def test_unique_pairs_are_those_of_numpy_over_the_stacked_rows(
+    pairs: list[tuple[int, int]],
+) -> None:
+    # wide values and a few repeated ones (the streams of a thread's launches, the lanes)
+    first = np.array([a for a, _ in pairs], dtype=np.int64)
+    second = np.array([b for _, b in pairs], dtype=np.int64)
+    distinct, inverse = unique_pairs(first, second)
+    if not pairs:
+        assert distinct.shape == (0, 2) and inverse.size == 0
+        return
+    expected, expected_inverse = np.unique(
+        np.stack([first, second], axis=1), axis=0, return_inverse=True
+    )
+    assert np.array_equal(distinct, expected)
+    assert np.array_equal(inverse, expected_inverse.reshape(-1))

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger.render.timeline.grouping import distinct, factorize, unique_rows
+from perfledger.analysis.columns import distinct, factorize, unique_rows
 
 _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 

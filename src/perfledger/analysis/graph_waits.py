@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
+from perfledger.analysis.columns import unique_rows
 from perfledger.analysis.intervals import Int64Array, union
 from perfledger.model import schema
 
@@ -38,16 +39,9 @@ _BoolArray = npt.NDArray[np.bool_]
 
 def unique_pairs(first: Int64Array, second: Int64Array) -> tuple[Int64Array, Int64Array]:
     """The distinct (first, second) pairs in order and each row's index among them: what
-    ``np.unique`` of the stacked rows gives, by factorising each column (sorting rows as
-    records is tens of times slower)."""
-    if first.size == 0:
-        return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    a_values, a_code = np.unique(first, return_inverse=True)
-    b_values, b_code = np.unique(second, return_inverse=True)
-    width = b_values.size
-    keys, inverse = np.unique(a_code.reshape(-1) * width + b_code.reshape(-1), return_inverse=True)
-    distinct = np.stack([a_values[keys // width], b_values[keys % width]], axis=1)
-    return distinct.astype(np.int64), inverse.reshape(-1).astype(np.int64)
+    ``np.unique`` of the stacked rows gives, by numbering each column's distinct values
+    (:func:`~perfledger.analysis.columns.unique_rows`: hashed, not sorted row by row)."""
+    return unique_rows([np.asarray(first, np.int64), np.asarray(second, np.int64)])
 
 
 def strings_at(table: pa.Table, column: str, rows: Int64Array) -> npt.NDArray[np.object_]:
@@ -294,5 +288,5 @@ def event_edges(
     possible = end[a] <= start[b]
     # an inferred wait the times contradict was not one (the stream was a guess)
     contradicted = int((~possible & np.asarray(marked)).sum())
-    pairs = np.unique(np.stack([a[possible], b[possible]], axis=1), axis=0)
+    pairs = unique_rows([a[possible], b[possible]])[0]
     return pairs[:, 0].copy(), pairs[:, 1].copy(), contradicted

@@ -13,9 +13,10 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from perfledger.analysis.columns import distinct, unique_rows
 from perfledger.errors import PerfledgerError
 from perfledger.files import temporary_name
-from perfledger.render.timeline.grouping import BoolArray, Int64Array, distinct, unique_rows
+from perfledger.render.timeline.grouping import BoolArray, Int64Array
 from perfledger.render.timeline.gzstream import (
     GZIP_HEADER,
     Deflate,

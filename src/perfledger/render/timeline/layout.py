@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from perfledger.analysis.columns import unique_rows
 from perfledger.analysis.intervals import crossing_intervals
 from perfledger.model import schema
 from perfledger.render.timeline.grouping import (
@@ -28,7 +29,6 @@ from perfledger.render.timeline.grouping import (
     int64,
     kind_mask,
     row_type,
-    unique_rows,
 )
 
 # A row index array: int32 where the rows allow it (:func:`row_type`), else int64.

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import busy
-from perfledger.analysis.columns import dictionary_codes, take
+from perfledger.analysis.columns import dictionary_codes, factorize, take, unique_rows
 from perfledger.errors import PerfledgerError
 from perfledger.memory import arrow_maps, drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
@@ -29,10 +29,8 @@ from perfledger.render.timeline.grouping import (
     KindCodes,
     blocks,
     event_kinds,
-    factorize,
     int64,
     kind_mask,
-    unique_rows,
 )
 from perfledger.render.timeline.layout import (
     ANALYSIS,

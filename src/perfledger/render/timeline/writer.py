@@ -18,6 +18,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis.columns import distinct
 from perfledger.memory import (
     arrow_maps,
     drop_mapped_pages,
@@ -27,7 +28,7 @@ from perfledger.memory import (
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render.timeline.file import TimelineFile, TimelineStats, overlaps
-from perfledger.render.timeline.grouping import blocks, distinct, int64, row_type
+from perfledger.render.timeline.grouping import blocks, int64, row_type
 from perfledger.render.timeline.records import (
     Placement,
     PreparedTimeline,
