@@ -9,6 +9,7 @@ setup(
         Extension(
             "perfledger.sources._kscan",
             ["src/perfledger/sources/_kscan.c"],
+            depends=["src/perfledger/_decimal.h"],
             extra_compile_args=["-O3"],
             optional=True,
         ),
@@ -21,6 +22,7 @@ setup(
         Extension(
             "perfledger.render.timeline._records",
             ["src/perfledger/render/timeline/_records.c"],
+            depends=["src/perfledger/_decimal.h"],
             extra_compile_args=["-O3"],
             optional=True,
         ),

@@ -36,6 +36,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include "../_decimal.h"
 
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_ARGS, N_FIELDS };
 /* spans per event: the event, then each field */
@@ -779,20 +780,6 @@ static PyObject *join(PyObject *self, PyObject *args) {
 out:
     release_buffers(views, 3);
     return result;
-}
-
-/* The decimal text of v at dst (at most 20 bytes); the byte after it. */
-static char *put_decimal(char *dst, int64_t v) {
-    char digits[20];
-    int k = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        digits[k++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0) *dst++ = '-';
-    while (k > 0) *dst++ = digits[--k];
-    return dst;
 }
 
 static PyObject *digits(PyObject *self, PyObject *args) {

@@ -26,6 +26,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include "../../_decimal.h"
 
 enum { LITERAL = 0, TABLE = 1, INTEGER = 2, MICROS = 3 };
 #define MAX_OPS 64
@@ -134,20 +135,6 @@ static int parse_op(PyObject *item, Op *op, Py_ssize_t n) {
 fail:
     release_op(op);
     return -1;
-}
-
-/* The digits of v (at most 20 bytes with a sign) at dst; the byte after them. */
-static char *put_decimal(char *dst, int64_t v) {
-    char digits[20];
-    int k = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        digits[k++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0) *dst++ = '-';
-    while (k > 0) *dst++ = digits[--k];
-    return dst;
 }
 
 /* ns as µs: the whole µs (floored), then "." and three decimals, and "1" where
