@@ -16,7 +16,6 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.columns import unique_rows
 from perfledger.analysis.intervals import Int64Array, union
 from perfledger.model import schema
 
@@ -41,7 +40,7 @@ def unique_pairs(first: Int64Array, second: Int64Array) -> tuple[Int64Array, Int
     """The distinct (first, second) pairs in order and each row's index among them: what
     ``np.unique`` of the stacked rows gives, by numbering each column's distinct values
     (:func:`~perfledger.analysis.columns.unique_rows`: hashed, not sorted row by row)."""
-    return unique_rows([np.asarray(first, np.int64), np.asarray(second, np.int64)])
+    return columns.unique_rows([np.asarray(first, np.int64), np.asarray(second, np.int64)])
 
 
 def strings_at(table: pa.Table, column: str, rows: Int64Array) -> npt.NDArray[np.object_]:
@@ -288,5 +287,5 @@ def event_edges(
     possible = end[a] <= start[b]
     # an inferred wait the times contradict was not one (the stream was a guess)
     contradicted = int((~possible & np.asarray(marked)).sum())
-    pairs = unique_rows([a[possible], b[possible]])[0]
+    pairs = columns.unique_rows([a[possible], b[possible]])[0]
     return pairs[:, 0].copy(), pairs[:, 1].copy(), contradicted
