@@ -9,8 +9,9 @@ different bytes.
 
     python bench/analyze_memory.py TRACE --trees /tmp/before /work/main --runs 2
 
-prints, per tree, the peak RSS (MB, and as a multiple of the trace's size) and the CPU seconds
-of each run, and the ratios of the second tree's medians to the first's.
+prints, per tree, the peak RSS (MB, and as a multiple of the trace's size), the CPU and wall
+seconds of each run and the phases its meta.json records (``timeline_s``, ``total_s`` ...), and
+the ratios of the second tree's medians to the first's.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import alternate_trees, mb, perfledger_argv, run_measured  # noqa: E402
+
+# the phases printed first (the others follow in name order)
+_MAIN_PHASES = ("total_s", "import_s", "analysis_s", "replay_s", "advisor_s", "timeline_s")
+
+
+def _phase_order(name: str) -> tuple[int, str]:
+    return (_MAIN_PHASES.index(name) if name in _MAIN_PHASES else len(_MAIN_PHASES), name)
+
 
 # the files that carry the run itself (timings, peak memory, the folder's name)
 UNCOMPARED = frozenset({"meta.json", "report.html"})
@@ -55,10 +64,12 @@ def _child(trace: Path) -> None:
         run = run_measured(perfledger_argv(trace, work / "profile"))
         if run.returncode != 0:
             raise SystemExit(f"analyze failed ({run.returncode}): {run.stderr[-2000:]}")
+        meta = json.loads((work / "profile" / "meta.json").read_text())
         figures = {
             "peak_rss_mb": round(mb(run.max_rss), 1),
             "cpu_s": round(run.cpu_s, 2),
             "wall_s": round(run.wall_s, 2),
+            "phases": meta.get("timings", {}),
             "outputs": _digest(work / "profile"),
         }
     finally:
@@ -82,18 +93,26 @@ def main() -> None:
     trees = [t.resolve() for t in args.trees]
     results = alternate_trees(__file__, trees, args.runs, [str(trace), "--child"])
     size_mb = mb(trace.stat().st_size)
-    medians = {}
+    medians: dict[str, dict[str, float]] = {}
     for tree in trees:
         runs = results[str(tree)]
         peaks = [r["peak_rss_mb"] for r in runs]
         cpus = [r["cpu_s"] for r in runs]
-        medians[str(tree)] = (statistics.median(peaks), statistics.median(cpus))
+        walls = [r["wall_s"] for r in runs]
+        phases = sorted({k for r in runs for k in r.get("phases", {})}, key=_phase_order)
+        figures = {"peak RSS": peaks, "CPU": cpus, "wall": walls}
+        figures.update({p: [r.get("phases", {}).get(p, 0.0) for r in runs] for p in phases})
+        medians[str(tree)] = {k: statistics.median(v) for k, v in figures.items()}
         print(
-            f"{tree}: peak RSS MB {peaks} (median {medians[str(tree)][0]:.0f}, "
-            f"{medians[str(tree)][0] / size_mb:.2f}x the {size_mb:.0f} MB trace); CPU s {cpus}"
+            f"{tree}: peak RSS MB {peaks} (median {medians[str(tree)]['peak RSS']:.0f}, "
+            f"{medians[str(tree)]['peak RSS'] / size_mb:.2f}x the {size_mb:.0f} MB trace); "
+            f"CPU s {cpus}; wall s {walls}"
         )
+        print("    phases: " + "  ".join(f"{p} {figures[p]}" for p in phases))
     before, after = (medians[str(t)] for t in trees)
-    print(f"after / before: peak RSS {after[0] / before[0]:.3f}x, CPU {after[1] / before[1]:.3f}x")
+    compared = [k for k in ("peak RSS", "CPU", "wall", *_MAIN_PHASES) if before.get(k)]
+    ratios = ", ".join(f"{k} {after.get(k, 0.0) / before[k]:.3f}x" for k in compared)
+    print(f"after / before (medians): {ratios}")
     digests = {r["outputs"] for t in trees for r in results[str(t)]}
     if len(digests) != 1:
         raise SystemExit(f"the outputs differ between runs: {sorted(digests)}")
