@@ -125,3 +125,13 @@ def test_a_code_beyond_its_table_and_a_record_placed_twice_are_refused() -> None
         joined_bytes([(rows, np.array([1, 1]))], 2)
     with pytest.raises(ValueError, match="no row"):
         joined_bytes([(rows, np.array([0, 1]))], 3)
+
+
+def test_a_text_whose_offsets_leave_the_data_is_refused_where_a_row_reads_it() -> None:
+    data, offsets = b"ab", np.array([0, 1, 9], dtype=np.int32)  # text 1 ends past the data
+    table = (1, data, offsets, np.array([0, 0], dtype=np.int64), None)
+    written, at = text._records.format(2, (table,))
+    assert written == b"aa" and np.frombuffer(at, np.int64).tolist() == [0, 1, 2]
+    damaged = (1, data, offsets, np.array([0, 1], dtype=np.int64), None)
+    with pytest.raises(ValueError, match="offsets do not lie within the data"):
+        text._records.format(2, (damaged,))

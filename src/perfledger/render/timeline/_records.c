@@ -102,13 +102,8 @@ static int parse_op(PyObject *item, Op *op, Py_ssize_t n) {
             PyErr_SetString(PyExc_ValueError, "offsets must be an int32 array");
             goto fail;
         }
-        for (Py_ssize_t k = 0; k < op->texts; k++) {
-            int32_t a = op->offsets[k], b = op->offsets[k + 1];
-            if (a < 0 || b < a || b > op->text_len) {
-                PyErr_SetString(PyExc_ValueError, "the offsets do not lie within the data");
-                goto fail;
-            }
-        }
+        /* a text's offsets are checked where a row reads it (most_bytes): a table of every
+           distinct name is read many times, a few of its texts each time */
         PyObject *codes = PyTuple_GET_ITEM(item, 3);
         if (codes != Py_None) {
             op->codes = row_array(op, codes, n, sizeof(int64_t), "codes");
@@ -154,7 +149,7 @@ static char *put_micros(char *dst, int64_t ns) {
 }
 
 /* The most bytes op writes in row i (exact for literals and tables); -1: a code beyond the
-   table (not checked while writing). */
+   table, -2: the text's offsets outside the table's data (neither checked while writing). */
 static Py_ssize_t most_bytes(const Op *op, Py_ssize_t i) {
     if (op->shown != NULL && !op->shown[i]) return 0;
     switch (op->kind) {
@@ -163,7 +158,9 @@ static Py_ssize_t most_bytes(const Op *op, Py_ssize_t i) {
     case TABLE: {
         int64_t code = op->codes != NULL ? op->codes[i] : i;
         if (code < 0 || code >= op->texts) return -1;
-        return op->offsets[code + 1] - op->offsets[code];
+        int32_t a = op->offsets[code], b = op->offsets[code + 1];
+        if (a < 0 || b < a || b > op->text_len) return -2;
+        return b - a;
     }
     case INTEGER:
         return op->before_len + 20 + op->after_len;
@@ -217,7 +214,7 @@ static PyObject *format_rows(PyObject *self, PyObject *args) {
         for (Py_ssize_t k = 0; k < count; k++) {
             Py_ssize_t most = most_bytes(&ops[k], i);
             if (most < 0) {
-                bad = 1;
+                bad = most;
                 break;
             }
             total += most;
@@ -225,7 +222,8 @@ static PyObject *format_rows(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS;
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "a code lies beyond its table");
+        PyErr_SetString(PyExc_ValueError, bad == -1 ? "a code lies beyond its table"
+                                                     : "the offsets do not lie within the data");
         goto out;
     }
     data = PyBytes_FromStringAndSize(NULL, total);
