@@ -10,10 +10,13 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
+
+from perfledger.errors import PerfledgerError
 
 
 def temporary_name(path: Path) -> Path:
@@ -100,6 +103,34 @@ def is_own_output(path: Path) -> bool:
     """A profile, staging folder or temporary file of perfledger: never read as a trace."""
     name = path.name
     return bool(STAGING_NAME.match(name) or _TEMPORARY_NAME.match(name)) or is_profile_dir(path)
+
+
+# A file perfledger may replace is read whole to tell whether it wrote it; its files of fixed
+# names (diff.json, diff.html, trend.html, table exports) are far below this.
+_OWN_FILE_MAX_BYTES: Final = 64 << 20
+
+
+def check_replaceable(path: Path, ours: Callable[[bytes], bool], hint: str) -> None:
+    """Refuse to write ``path`` over anything perfledger did not write there.
+
+    Nothing there, or a file ``ours`` recognises from its bytes (an earlier run's output of
+    the same kind): it may be replaced. Anything else — a file of the user's, a link, a
+    folder — raises a one-line error that names it and ends with ``hint`` (what to do).
+    """
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise PerfledgerError(f"{path}: cannot check it ({error.strerror or error})") from None
+    if not stat.S_ISREG(found.st_mode):
+        raise PerfledgerError(f"{path} exists and is not a file perfledger wrote: {hint}")
+    try:
+        known = found.st_size <= _OWN_FILE_MAX_BYTES and ours(path.read_bytes())
+    except OSError as error:
+        raise PerfledgerError(f"{path}: cannot read it ({error.strerror or error})") from None
+    if not known:
+        raise PerfledgerError(f"{path} exists and was not written by perfledger: {hint}")
 
 
 def process_gone(pid: int) -> bool:

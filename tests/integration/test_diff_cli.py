@@ -254,6 +254,45 @@ def test_missing_and_corrupt_inputs_exit_2(profiles: dict[str, Path], tmp_path: 
     assert "no valid format_version: not a perfledger profile" in done.stderr
 
 
+def test_users_files_of_the_output_names_are_never_replaced(tmp_path: Path) -> None:
+    base = synthetic_trace(tmp_path / "base.json", NOISY)
+    current = synthetic_trace(tmp_path / "current.json", [w * 0.9 for w in NOISY])
+    out = tmp_path / "work"
+    out.mkdir()
+    mine = b'{"format_version": 1, "my": "notes"}\n'
+    (out / "diff.json").write_bytes(mine)
+    done = perfledger("diff", base, current, cwd=out)  # the default folder: the current one
+    assert done.returncode == 2
+    assert "error: diff.json exists and was not written by perfledger" in done.stderr
+    assert "-o" in done.stderr and "Traceback" not in done.stderr
+    assert (out / "diff.json").read_bytes() == mine
+    assert sorted(p.name for p in out.iterdir()) == ["diff.json"]
+    # a page of the user's named diff.html, and a link, are refused the same way
+    (out / "diff.json").unlink()
+    page = b"<html>my own diff of the configs</html>"
+    (out / "diff.html").write_bytes(page)
+    done = perfledger("diff", base, current, cwd=out)
+    assert done.returncode == 2 and "diff.html exists and was not written" in done.stderr
+    assert (out / "diff.html").read_bytes() == page and not (out / "diff.json").exists()
+    # --no-html leaves diff.html alone: only diff.json is written
+    assert perfledger("diff", base, current, "--no-html", cwd=out).returncode == 0
+    assert (out / "diff.html").read_bytes() == page
+    (out / "diff.html").unlink()
+    (out / "diff.html").symlink_to(out / "diff.json")
+    done = perfledger("diff", base, current, cwd=out)
+    assert done.returncode == 2 and "diff.html exists and is not a file perfledger wrote" in (
+        done.stderr
+    )
+    # perfledger's own outputs of an earlier diff are replaced: a CI job runs it again
+    (out / "diff.html").unlink()
+    assert perfledger("diff", base, current, cwd=out).returncode == 0
+    first = (out / "diff.json").read_bytes()
+    again = perfledger("diff", current, base, cwd=out)
+    assert again.returncode == 0, again.stderr
+    assert (out / "diff.json").read_bytes() != first
+    assert document(out)["base"]["path"] == str(current)
+
+
 def test_unknown_figure_writes_json_and_exits_2(tmp_path: Path) -> None:
     flat = tmp_path / "flat.json"
     write_kineto(

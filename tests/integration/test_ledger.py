@@ -178,6 +178,18 @@ def test_runs_note_since_and_exports(tmp_path: Path) -> None:
     assert "fused \\| optimizer" in text and text.startswith("| id |")
     assert perfledger("runs", "list", "--ledger", path, "-o", "t.csv", cwd=tmp_path).returncode == 0
     assert (tmp_path / "t.csv").read_text().startswith("id,time,label,step_ms")
+    # an export is written again over an export (of either format) ...
+    again = perfledger(
+        "runs", "--ledger", path, "-o", "t.csv", "--format", "markdown", cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "t.csv").read_text().startswith("| id |")
+    # ... never over a file of the user's
+    (tmp_path / "notes.md").write_text("# my notes\n")
+    refused = perfledger("runs", "--ledger", path, "-o", "notes.md", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "notes.md exists and was not written by perfledger" in refused.stderr
+    assert (tmp_path / "notes.md").read_text() == "# my notes\n"
     missing = perfledger("runs", "note", "9", "x", "--ledger", path, cwd=tmp_path)
     assert missing.returncode == 2
     assert "no run with id 9" in missing.stderr
@@ -206,6 +218,14 @@ def test_trend_page(tmp_path: Path) -> None:
     assert "</script><b>" not in html  # the label travels escaped inside the JSON block
     assert "b\\u003c/script\\u003e\\u003cb\\u003ex" in html
     assert "http://" not in html.split("<script>")[0]
+    # the page is written again over itself, never over a page of the user's
+    again = perfledger("runs", "trend", "--ledger", path, cwd=tmp_path)  # trend.html by default
+    assert again.returncode == 0, again.stderr
+    (tmp_path / "trend.html").write_text("<html>my trend</html>")
+    refused = perfledger("runs", "trend", "--ledger", path, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "trend.html exists and was not written by perfledger" in refused.stderr
+    assert (tmp_path / "trend.html").read_text() == "<html>my trend</html>"
 
 
 # Failure modes ---------------------------------------------------------------------------------

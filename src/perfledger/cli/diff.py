@@ -19,7 +19,9 @@ from perfledger.analysis import diff as diffing
 from perfledger.cli import terminal_console
 from perfledger.cli.diff_gates import parse_threshold
 from perfledger.errors import EXIT_FAILED_CHECK, EXIT_OK, PerfledgerError
-from perfledger.render.diff_json import diff_document, write_diff_json
+from perfledger.files import check_replaceable
+from perfledger.render.diff_html import is_own_page
+from perfledger.render.diff_json import diff_document, is_diff_document, write_diff_json
 from perfledger.render.diff_terminal import print_diff
 from perfledger.run.diff_inputs import load_run
 
@@ -47,7 +49,10 @@ def add_parser(subparsers: Any) -> None:
         type=Path,
         default=Path("."),
         metavar="DIR",
-        help="folder for diff.json and diff.html (default: the current folder)",
+        help=(
+            "folder for diff.json and diff.html (default: the current folder; files of "
+            "those names that perfledger did not write are never replaced)"
+        ),
     )
     parser.add_argument(
         "--fail-on",
@@ -121,6 +126,12 @@ def run(args: argparse.Namespace) -> int:
     thresholds = [parse_threshold(e) for e in args.fail_on]
     if args.noise_floor < 0 or args.top < 1:
         raise PerfledgerError("--noise-floor must be >= 0 and --top >= 1")
+    out: Path = args.output
+    # a diff.json or diff.html of the user's is never replaced: checked before any work
+    hint = "choose another folder with -o (nothing was written)"
+    check_replaceable(out / DIFF_JSON, is_diff_document, hint)
+    if not args.no_html:
+        check_replaceable(out / DIFF_HTML, is_own_page, hint)
     console = terminal_console()
     base = load_run(args.base)
     current = load_run(args.current)
@@ -132,7 +143,6 @@ def run(args: argparse.Namespace) -> int:
     result = diffing.diff_runs(base, current, options, per_sample=per_sample)
     checks = diffing.evaluate_gates(result, thresholds, ignore_noise=args.ignore_noise)
     document = diff_document(result, checks)
-    out: Path = args.output
     out.mkdir(parents=True, exist_ok=True)
     write_diff_json(out / DIFF_JSON, document)
     written = [out / DIFF_JSON]

@@ -25,12 +25,14 @@ from rich.text import Text
 from perfledger import ledger
 from perfledger.cli import terminal_console
 from perfledger.errors import EXIT_OK, PerfledgerError
-from perfledger.files import write_text
+from perfledger.files import check_replaceable, write_text
 from perfledger.ledger import table as baseline
 from perfledger.render.shown import escaped_lines, shown
 
 FORMATS: Final = ("table", "markdown", "csv")
 TREND_HTML: Final = "trend.html"
+# what to do when the output file is someone else's (it is never replaced)
+_OTHER_FILE: Final = "choose another name with -o (nothing was written)"
 
 
 def _ledger_option(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +82,7 @@ def _list_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         default=argparse.SUPPRESS,
         help="write the table to FILE instead of the terminal (format from --format, or "
-        "from the extension .md / .csv)",
+        "from the extension .md / .csv); a FILE perfledger did not write is never replaced",
     )
 
 
@@ -111,7 +113,8 @@ def add_parser(subparsers: Any) -> None:
         type=Path,
         metavar="FILE",
         default=argparse.SUPPRESS,
-        help=f"page to write (default: {TREND_HTML})",
+        help=f"page to write (default: {TREND_HTML}; a file perfledger did not write is never "
+        "replaced)",
     )
     trend.add_argument("--since", metavar="WHEN", default=argparse.SUPPRESS)
     copy = actions.add_parser(
@@ -208,6 +211,7 @@ def _list(path: Path, args: argparse.Namespace) -> int:
     if output is None:
         print(escaped_lines(text), end="")
     else:
+        check_replaceable(output, baseline.is_table_export, _OTHER_FILE)
         _write_text(output, text)
         print(f"wrote {output}")
     return EXIT_OK
@@ -252,7 +256,7 @@ def _note(path: Path, run_id: int, text: str) -> int:
 
 
 def _trend(path: Path, args: argparse.Namespace) -> int:
-    from perfledger.render.diff_html import write_trend_html
+    from perfledger.render.diff_html import is_own_page, write_trend_html
 
     with ledger.connect(path, create=False) as connection:
         runs = ledger.list_runs(connection, since_ns=_since(args))
@@ -271,6 +275,7 @@ def _trend(path: Path, args: argparse.Namespace) -> int:
         }
         for row in rows
     ]
+    check_replaceable(output, is_own_page, _OTHER_FILE)
     write_trend_html(output, documents, title=f"{len(runs)} runs · {path}")
     print(f"wrote {output}")
     return EXIT_OK

@@ -218,6 +218,13 @@ def markdown(rows: Sequence[BaselineRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def is_table_export(data: bytes) -> bool:
+    """Whether ``data`` is a table :func:`markdown` or :func:`csv_text` wrote (its first line
+    is one of their header lines)."""
+    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    return first in (markdown(()).split("\n", 1)[0], csv_text(()).split("\n", 1)[0])
+
+
 def csv_text(rows: Sequence[BaselineRow]) -> str:
     """CSV with plain numbers (ms, %), one row per run."""
     out = io.StringIO()

@@ -23,6 +23,17 @@ DIFF_TEMPLATE: Final = "diff.html.j2"
 TREND_TEMPLATE: Final = "diff_trend.html.j2"
 
 
+# How every page render_page writes holds its data: the generator's name comes first.
+_OWN_PAGE_MARK: Final = (
+    b'<script type="application/json" id="perfledger-data">{"generator":"perfledger '
+)
+
+
+def is_own_page(data: bytes) -> bool:
+    """Whether ``data`` is a page :func:`render_page` wrote (diff.html, a trend page)."""
+    return _OWN_PAGE_MARK in data
+
+
 def write_diff_html(path: Path, document: Mapping[str, Any]) -> None:
     """Write diff.html for a diff.json document (temporary name, then renamed)."""
     title = f"{document['base']['label']} → {document['current']['label']}"

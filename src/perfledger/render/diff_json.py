@@ -8,6 +8,7 @@ rounds and names them.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,26 @@ from perfledger.files import write_json
 from perfledger.version import __version__
 
 DIFF_FORMAT_VERSION: Final = 1
+
+
+def is_diff_document(data: bytes) -> bool:
+    """Whether ``data`` is a diff.json perfledger wrote: a JSON object with an integer
+    ``format_version``, a ``tool_version``, a ``verdict`` and both runs."""
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(document, dict):
+        return False
+    version = document.get("format_version")
+    return (
+        isinstance(version, int)
+        and not isinstance(version, bool)
+        and isinstance(document.get("tool_version"), str)
+        and "verdict" in document
+        and isinstance(document.get("base"), dict)
+        and isinstance(document.get("current"), dict)
+    )
 
 
 def write_diff_json(path: Path, document: Mapping[str, Any]) -> None:
