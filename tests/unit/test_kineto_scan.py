@@ -125,6 +125,11 @@ def test_every_chunk_of_the_real_traces_is_scanned_as_the_decoder_reads_it(name:
         assert all(_check(c) for c in chunks), f"{name}: a clean chunk went the general way"
 
 
+_KEY_TEXTS = st.sampled_from(_ARG_KEYS).flatmap(
+    lambda key: st.sampled_from([key, f'x"{key}', f'{key}"', f"\\{key}", f"é{key}"])
+)
+
+
 def _event(draw: st.DrawFn) -> dict[str, Any]:
     event: dict[str, Any] = {}
     choices = {
@@ -156,6 +161,12 @@ def _event(draw: st.DrawFn) -> dict[str, Any]:
                 st.text(max_size=4),
                 st.lists(st.integers(0, 9), max_size=3),
                 st.none(),
+                # keys where the args text holds them quoted though not as a top-level key:
+                # as values, nested, after an escaped quote ("x\"bytes"); and not quoted
+                # ("bytes\"")
+                _KEY_TEXTS,
+                st.lists(_KEY_TEXTS, max_size=2),
+                st.dictionaries(_KEY_TEXTS, st.integers(0, 9), max_size=2),
             ),
             max_size=4,
         ),
@@ -220,6 +231,38 @@ def test_clean_random_events_are_settled_by_the_scanner() -> None:
             for _ in range(rng.randint(1, 30))
         ]
         assert _check(json.dumps(events, indent=rng.choice([None, 2])).encode())
+
+
+@needs_scanner
+@pytest.mark.parametrize(
+    ("other", "column"),
+    [
+        ('x"bytes', "nbytes"),  # "bytes" quoted in the text only through an escaped quote
+        ("bytes", "nbytes"),  # a string value equal to the key
+        ({"size": 1}, "nbytes"),  # a nested key
+        ('bytes"', None),  # the key, but not quoted: "bytes\""
+        ("x\\bytes", None),  # a backslash before it, no quote
+    ],
+)
+def test_a_key_quoted_anywhere_in_the_args_gives_its_column(other: Any, column: str | None) -> None:
+    """The general decoder reads an optional args field wherever its key is quoted in the
+    args text (then absent in every row but the column there); the scanner tells the same
+    from the strings it met, reading again only the texts with escapes."""
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 2}
+    args = {"device": 0, "stream": 7, "correlation": 1, "External id": 2}
+    events = [
+        {**kernel, "args": {**args, "other": other}},
+        {**kernel, "ts": 20, "args": {**args, "other": 'plain "quote" text'}},
+    ]
+    payload = json.dumps(events).encode()
+    assert _check(payload)
+    scanned = kineto_scan.scanned_block(payload, Side(), pooled=False)
+    assert scanned is not None and scanned[0] is not None
+    block = scanned[0]
+    if column is None:
+        assert block.nbytes is None
+    else:
+        assert getattr(block, column) is not None and (getattr(block, column) == -1).all()
 
 
 @needs_scanner

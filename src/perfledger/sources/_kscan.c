@@ -1,10 +1,13 @@
 /* Kineto event chunks scanned in one pass: where each event's fields lie, no objects made.
  *
- * scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) reads "[{...},...]"
- * (a chunk of the traceEvents array) and, for every event, writes the byte spans of the event
- * and of its fields ph, cat, name, pid, tid, ts, dur, id and args (-1 where absent), the kind
- * of each of the five scalar fields and, for plain integers, their value; and the same (span,
- * kind, integer value) for the args keys the importer reads (ARG_KEYS), at the args' top level. The whole payload is validated as JSON
+ * scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds, arg_found) reads
+ * "[{...},...]" (a chunk of the traceEvents array) and, for every event, writes the byte spans
+ * of the event and of its fields ph, cat, name, pid, tid, ts, dur, id and args (-1 where
+ * absent), the kind of each of the five scalar fields and, for plain integers, their value;
+ * the same (span, kind, integer value) for the args keys the importer reads (ARG_KEYS), at the
+ * args' top level; and in arg_found (uint32) a bit per ARG_KEYS key that some string of the
+ * args equals, at any depth, key or value, plus FOUND_ESCAPED (bit 31) where a string of the
+ * args held an escape (see note_string). The whole payload is validated as JSON
  * (strings, escapes, numbers, literals, nesting); anything this scanner does not settle
  * alone (invalid text, a key written with escapes, a field or args key named twice, an escape inside one
  * of the short string fields, nesting deeper than MAX_DEPTH) returns UNSUPPORTED: the caller
@@ -211,14 +214,24 @@ static int next_element(Cursor *c, unsigned char close) {
     return *c->p == close ? 2 : 0;
 }
 
+/* Bit of an event's arg_found: a string of its args held an escape. */
+#define FOUND_ESCAPED (1u << 31)
+
+static void note_string(uint32_t *found, const unsigned char *quote, const Cursor *c);
+
 /* At a value's first byte: past the value; 0 on invalid or unsupported text. *kind: what
- * it is; *value: a plain integer's value. Nested values are walked without recursion. */
-static int scan_value(Cursor *c, int *kind, int64_t *value) {
+ * it is; *value: a plain integer's value. Nested values are walked without recursion.
+ * found (NULL: not looked for): each string of the value, a key or a value at any depth,
+ * noted (note_string). */
+static int scan_value(Cursor *c, int *kind, int64_t *value, uint32_t *found) {
     if (c->p >= c->end) return 0;
     unsigned char ch = *c->p;
     if (ch == '"') {
         *kind = K_STRING;
-        return scan_string(c);
+        const unsigned char *quote = c->p;
+        if (!scan_string(c)) return 0;
+        if (found != NULL) note_string(found, quote, c);
+        return 1;
     }
     if (ch == '-' || (ch >= '0' && ch <= '9')) {
         int is_int = 0;
@@ -264,7 +277,9 @@ static int scan_value(Cursor *c, int *kind, int64_t *value) {
             int k = 0;
             int64_t v = 0;
             if (ch == '"') {
+                const unsigned char *quote = c->p;
                 if (!scan_string(c)) return 0;
+                if (found != NULL) note_string(found, quote, c);
             } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
                 int is_int = 0;
                 if (!scan_number(c, &is_int, &v)) return 0;
@@ -298,7 +313,9 @@ static int scan_value(Cursor *c, int *kind, int64_t *value) {
         continue;
     member:
         /* at an object member's key */
+        const unsigned char *quote = c->p;
         if (*c->p != '"' || !scan_string(c)) return 0;
+        if (found != NULL) note_string(found, quote, c);
         skip_ws(c);
         if (c->p >= c->end || *c->p != ':') return 0;
         c->p++;
@@ -393,11 +410,26 @@ static const char *const ARG_KEYS[] = {
 
 static KeyTable ARGS = {ARG_KEYS, N_ARGS, {0}, {0}, {{0}}};
 
+/* After a string of an event's args (quote: its opening quote; c past its closing one):
+ * the bit of the ARG_KEYS key it equals set in *found, or FOUND_ESCAPED where it held an
+ * escape. So *found tells, without reading the text again, which keys the args text holds
+ * quoted ("key" as a substring): in a text without escapes a quote only opens or closes a
+ * string, and a key holds neither a quote nor a backslash, so "key" is there exactly where
+ * a string equals the key. Only a text with escapes must be searched. */
+static void note_string(uint32_t *found, const unsigned char *quote, const Cursor *c) {
+    if (c->escaped) {
+        *found |= FOUND_ESCAPED;
+        return;
+    }
+    int arg = key_of(&ARGS, quote + 1, (size_t)(c->p - 1 - (quote + 1)), c->end);
+    if (arg >= 0) *found |= 1u << arg;
+}
+
 /* At the opening brace of an event's args: past the closing one, the known keys' spans,
- * kinds and integer values written; 0 on invalid or unsupported text (a key with escapes,
- * a known key named twice). */
+ * kinds and integer values written, and every string of the args noted in *found; 0 on
+ * invalid or unsupported text (a key with escapes, a known key named twice). */
 static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_t *value,
-                     uint8_t *kind) {
+                     uint8_t *kind, uint32_t *found) {
     c->p++;
     skip_ws(c);
     if (c->p >= c->end) return 0;
@@ -410,6 +442,7 @@ static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_
         const unsigned char *key = c->p + 1;
         if (!scan_string(c) || c->escaped) return 0;
         int arg = key_of(&ARGS, key, (size_t)(c->p - 1 - key), c->end);
+        if (arg >= 0) *found |= 1u << arg;
         skip_ws(c);
         if (c->p >= c->end || *c->p != ':') return 0;
         c->p++;
@@ -417,7 +450,7 @@ static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_
         const unsigned char *start = c->p;
         int k = 0;
         int64_t v = 0;
-        if (!scan_value(c, &k, &v)) return 0;
+        if (!scan_value(c, &k, &v, found)) return 0;
         if (arg >= 0) {
             if (span[2 * arg] >= 0) return 0; /* named twice */
             span[2 * arg] = start - data;
@@ -436,7 +469,8 @@ static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_
 /* The events of payload; their count, or UNSUPPORTED / TOO_MANY. */
 static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64_t *spans,
                                int64_t *values, uint8_t *kinds, int64_t *arg_spans,
-                               int64_t *arg_values, uint8_t *arg_kinds, Py_ssize_t capacity) {
+                               int64_t *arg_values, uint8_t *arg_kinds, uint32_t *arg_found,
+                               Py_ssize_t capacity) {
     Cursor c = {data, data + size, 0};
     skip_ws(&c);
     if (c.p >= c.end || *c.p != '[') return UNSUPPORTED;
@@ -462,6 +496,8 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
         int64_t *arg_span = arg_spans + n * 2 * N_ARGS;
         int64_t *arg_value = arg_values + n * N_ARGS;
         uint8_t *arg_kind = arg_kinds + n * N_ARGS;
+        uint32_t *found = arg_found + n;
+        *found = 0;
         for (int i = 0; i < N_ARGS; i++) {
             arg_span[2 * i] = arg_span[2 * i + 1] = -1;
             arg_value[i] = 0;
@@ -487,8 +523,9 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
                 int64_t v = 0;
                 if (field == F_ARGS && *c.p == '{') {
                     k = K_NESTED;
-                    if (!scan_args(&c, data, arg_span, arg_value, arg_kind)) return UNSUPPORTED;
-                } else if (!scan_value(&c, &k, &v)) {
+                    if (!scan_args(&c, data, arg_span, arg_value, arg_kind, found))
+                        return UNSUPPORTED;
+                } else if (!scan_value(&c, &k, &v, field == F_ARGS ? found : NULL)) {
                     return UNSUPPORTED;
                 }
                 if (field >= 0) {
@@ -529,22 +566,23 @@ done:
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *objects[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3],
-                          &objects[4], &objects[5], &objects[6]))
+    enum { N_OBJECTS = 8 };
+    PyObject *objects[N_OBJECTS];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &objects[4], &objects[5], &objects[6], &objects[7]))
         return NULL;
-    /* payload; spans, values, kinds; arg spans, arg values, arg kinds */
-    Py_buffer views[7];
+    /* payload; spans, values, kinds; arg spans, arg values, arg kinds, arg found */
+    Py_buffer views[N_OBJECTS];
     int held = 0;
     PyObject *result = NULL;
     if (PyObject_GetBuffer(objects[0], &views[0], PyBUF_C_CONTIGUOUS) < 0) return NULL;
     held = 1;
-    for (; held < 7; held++)
+    for (; held < N_OBJECTS; held++)
         if (PyObject_GetBuffer(objects[held], &views[held], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) <
             0)
             goto out;
     Py_ssize_t capacity = views[1].len / (Py_ssize_t)(N_SPANS * sizeof(int64_t));
-    const Py_ssize_t row_bytes[7] = {
+    const Py_ssize_t row_bytes[N_OBJECTS] = {
         0,
         N_SPANS * (Py_ssize_t)sizeof(int64_t),
         N_SCALARS * (Py_ssize_t)sizeof(int64_t),
@@ -552,8 +590,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         2 * N_ARGS * (Py_ssize_t)sizeof(int64_t),
         N_ARGS * (Py_ssize_t)sizeof(int64_t),
         N_ARGS,
+        (Py_ssize_t)sizeof(uint32_t),
     };
-    for (int i = 2; i < 7; i++)
+    for (int i = 2; i < N_OBJECTS; i++)
         if (views[i].len < capacity * row_bytes[i]) {
             PyErr_SetString(PyExc_ValueError, "an output array holds fewer rows than spans");
             goto out;
@@ -562,7 +601,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS;
     n = scan_payload((const unsigned char *)views[0].buf, views[0].len, (int64_t *)views[1].buf,
                      (int64_t *)views[2].buf, (uint8_t *)views[3].buf, (int64_t *)views[4].buf,
-                     (int64_t *)views[5].buf, (uint8_t *)views[6].buf, capacity);
+                     (int64_t *)views[5].buf, (uint8_t *)views[6].buf, (uint32_t *)views[7].buf,
+                     capacity);
     Py_END_ALLOW_THREADS;
     result = PyLong_FromSsize_t(n);
 out:
@@ -1009,8 +1049,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan",
 
 PyMODINIT_FUNC PyInit__kscan(void) {
     init_special();
-    if (!init_keys(&FIELDS) || !init_keys(&ARGS)) {
-        PyErr_SetString(PyExc_ImportError, "_kscan: a key table holds a key of 16 bytes or more");
+    if (!init_keys(&FIELDS) || !init_keys(&ARGS) || N_ARGS > 31) {
+        PyErr_SetString(PyExc_ImportError, "_kscan: a key table holds a key of 16 bytes or more, or too many keys");
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
@@ -1032,6 +1072,10 @@ PyMODINIT_FUNC PyInit__kscan(void) {
     }
     if (PyModule_AddObject(m, "ARG_KEYS", keys) < 0) {
         Py_DECREF(keys);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "FOUND_ESCAPED", (long)FOUND_ESCAPED) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -92,6 +92,8 @@ _ARG_COLUMN: dict[str, int] = (
 # The kinds whose values the arrays give, per field; a row with another kind in a field it is
 # read for is decoded by msgspec (strictly, else leniently, as the general path does).
 _INT_KINDS = (K_ABSENT, K_INT)
+# The bit of an event's arg_found telling that a string of its args held an escape.
+_FOUND_ESCAPED = _kscan.FOUND_ESCAPED if _kscan is not None else 0
 _FLOAT_KINDS = (K_ABSENT, K_INT, K_NUMBER)
 
 
@@ -107,6 +109,7 @@ class _ScannedArgs:
     arg_ends: Int64Array
     arg_kinds: Any
     arg_values: Int64Array
+    arg_found: npt.NDArray[np.uint32]  # events: the scanner's arg_found bits
 
     def joined(self, rows: Int64Array, sep: bytes, prefix: bytes, suffix: bytes) -> bytes:
         starts, ends = self.starts[rows], self.ends[rows]
@@ -130,15 +133,19 @@ class _ScannedArgs:
     def group_values(self, rows: Int64Array, group: int) -> tuple[tuple[str, ...], dict[str, Any]]:
         at = self.kept[rows]
         kinds = self.arg_kinds[at]
-        seen = (kinds != K_ABSENT).any(axis=0)
+        found = self.arg_found[at]
+        # the keys some string of the rows' args equals: those their texts hold quoted
+        quoted = int(np.bitwise_or.reduce(found)) if found.size else 0
         texts: list[bytes] = []
 
         def joined() -> bytes:
+            # only the texts with escapes may hold a key quoted that no string equals
             if not texts:
-                texts.append(self.joined(rows, b",", b"[", b"]"))
+                escaped = rows[(found & _FOUND_ESCAPED) != 0]
+                texts.append(self.joined(escaped, b",", b"[", b"]"))
             return texts[0]
 
-        fields = group_fields(group, joined, lambda attr: bool(seen[_ARG_COLUMN[attr]]))
+        fields = group_fields(group, joined, lambda attr: bool(quoted >> _ARG_COLUMN[attr] & 1))
         values: dict[str, Any] = {}
         other = np.zeros(rows.size, np.bool_)  # rows msgspec decodes
         for attr in fields:
@@ -319,6 +326,7 @@ class _Scan:
         self.arg_ends = arrays.arg_spans[:n, 1::2]
         self.arg_kinds = arrays.arg_kinds[:n]
         self.arg_values = arrays.arg_values[:n]
+        self.arg_found = arrays.arg_found[:n]
         self.n = n
 
     def strings(self, field: int, rows: Int64Array | None = None) -> pa.Array:
@@ -364,6 +372,7 @@ class _Scan:
             self.arg_ends,
             self.arg_kinds,
             self.arg_values,
+            self.arg_found,
         )
 
     def events_at(self, rows: Int64Array, *, text: bool) -> list[Any]:
@@ -389,6 +398,7 @@ class _Arrays:
     arg_spans: Int64Array
     arg_values: Int64Array
     arg_kinds: Any
+    arg_found: npt.NDArray[np.uint32]
 
     @classmethod
     def empty(cls, capacity: int) -> _Arrays:
@@ -400,6 +410,7 @@ class _Arrays:
             np.empty((capacity, 2 * args), np.int64),
             np.empty((capacity, args), np.int64),
             np.empty((capacity, args), np.uint8),
+            np.empty(capacity, np.uint32),
         )
 
 
@@ -488,6 +499,7 @@ def _scanned(payload: bytes | bytearray, arrays: _Arrays) -> int:
         arrays.arg_spans,
         arrays.arg_values,
         arrays.arg_kinds,
+        arrays.arg_found,
     )
     return n
 
