@@ -21,6 +21,7 @@ from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render.timeline import (
     device_busy_counters,
+    layout,
     text,
     write_step_timelines,
     write_timeline,
@@ -470,6 +471,34 @@ def test_lanes_are_laminar_and_hold_everything(items: list[tuple[int, int]]) -> 
         assert laminar(members), (k, members)
     if laminar(items):
         assert (lanes == 0).all()
+
+
+@settings(max_examples=400, deadline=None)
+@given(intervals_strategy, st.booleans())
+def test_the_compiled_laminar_test_answers_as_the_numpy_one(
+    items: list[tuple[int, int]], ordered: bool
+) -> None:
+    if layout._records is None:
+        pytest.skip("no C compiler where the project was installed")
+    if ordered:  # the order tracks come in (by start, longer first): both test crossings
+        items = sorted(items, key=lambda t: (t[0], -t[1]))
+    start = np.array([s for s, _ in items], dtype=np.int64)
+    end = np.array([e for _, e in items], dtype=np.int64)
+    answer = layout.is_laminar(start, end)
+    assert answer == layout._laminar(start, end)
+    if answer:  # never a track that crosses
+        assert laminar(items)
+    elif ordered:
+        assert not laminar(items)
+
+
+def test_the_compiled_laminar_test_refuses_other_arrays() -> None:
+    if layout._records is None:
+        pytest.skip("no C compiler where the project was installed")
+    with pytest.raises(ValueError, match="int64 arrays of one length"):
+        layout._records.laminar(np.zeros(3, np.int64), np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="int64 arrays of one length"):
+        layout._records.laminar(np.zeros(3, np.int32), np.zeros(3, np.int32))
 
 
 @settings(max_examples=100, deadline=None)

@@ -30,6 +30,7 @@ from perfledger.render.timeline.grouping import (
     kind_mask,
     row_type,
 )
+from perfledger.render.timeline.text import _records
 
 # A row index array: int32 where the rows allow it (:func:`row_type`), else int64.
 RowArray = npt.NDArray[np.signedinteger]
@@ -55,7 +56,7 @@ def track_lanes(start: Int64Array, end: Int64Array) -> Int64Array:
     Lane 0 keeps as many as it can; intervals crossing an earlier one go to lane 1, and so
     on; -1 marks intervals beyond MAX_LANES (left out). Zero-length intervals nest anywhere.
     """
-    if _laminar(start, end):  # the usual track: no pass needed
+    if is_laminar(start, end):  # the usual track: no pass needed
         return np.zeros(start.size, dtype=np.int64)
     lane = np.full(start.size, -1, dtype=np.int64)
     pending = np.arange(start.size)
@@ -66,6 +67,17 @@ def track_lanes(start: Int64Array, end: Int64Array) -> Int64Array:
         lane[pending[~crossing]] = k
         pending = pending[crossing]
     return lane
+
+
+def is_laminar(start: Int64Array, end: Int64Array) -> bool:
+    """:func:`_laminar`'s answer, by the compiled pass where it was built (one pass over the
+    intervals with a stack of the open ones, not the sorts of depths)."""
+    if _records is None:
+        return _laminar(start, end)
+    laminar: bool = _records.laminar(
+        np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(end, dtype=np.int64)
+    )
+    return laminar
 
 
 def _laminar(start: Int64Array, end: Int64Array) -> bool:
