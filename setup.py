@@ -1,6 +1,6 @@
-"""The project's compiled parts, both optional (pure-Python paths give the same results where
-they cannot be built): the Kineto chunk scanner, the replay's short-path walk and the
-timeline's record formatter."""
+"""The project's compiled parts, all optional (pure-Python paths give the same results where
+they cannot be built): the Kineto chunk scanner, the replay's short-path walk, the numbering
+of rows of integer columns and the timeline's record formatter."""
 
 from setuptools import Extension, setup
 
@@ -16,6 +16,12 @@ setup(
         Extension(
             "perfledger.analysis._schedule",
             ["src/perfledger/analysis/_schedule.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
+        Extension(
+            "perfledger.analysis._columns",
+            ["src/perfledger/analysis/_columns.c"],
             extra_compile_args=["-O3"],
             optional=True,
         ),

@@ -1,11 +1,16 @@
-"""The timeline's row grouping by hashing agrees with numpy's sort-based unique."""
+"""The numbering of rows by hashing (compiled, and per column where nothing was compiled)
+agrees with numpy's sort-based unique."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfledger.analysis import columns as columns_module
 from perfledger.analysis.columns import distinct, factorize, unique_rows
 
 _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -54,3 +59,46 @@ def test_factorize_and_distinct() -> None:
     assert index.tolist() == [2, 0, 2, 3, 0, 1]
     assert distinct(values).tolist() == [-2, 0, 7, 2**40]
     assert distinct(np.zeros(0, np.int64)).tolist() == []
+
+
+def test_the_numbering_is_built_where_a_compiler_is() -> None:
+    # pip install builds it (optional: without a compiler each column is numbered apart)
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert columns_module._compiled is not None, "run pip install -e . again: not built"
+
+
+@pytest.fixture(params=["compiled", "per column"])
+def numbering(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """unique_rows by the compiled pass, and by the per-column numbering it replaces."""
+    if request.param == "compiled" and columns_module._compiled is None:
+        pytest.skip("no C compiler where the project was installed")
+    if request.param == "per column":
+        monkeypatch.setattr(columns_module, "_compiled", None)
+    return str(request.param)
+
+
+@pytest.mark.parametrize("width", [1, 2, 5, 8, 9])
+def test_many_distinct_rows_both_ways(numbering: str, width: int) -> None:
+    # enough distinct rows to grow the compiled pass's table many times; 9 columns: per column
+    rng = np.random.default_rng(width)
+    table = rng.integers(-3, 3, size=(20_000, width), dtype=np.int64)
+    table[::7, 0] = rng.integers(-(2**63), 2**63 - 1, size=table[::7].shape[0], dtype=np.int64)
+    keys, inverse = unique_rows([table[:, j].copy() for j in range(width)])
+    want_keys, want_inverse = np.unique(table, axis=0, return_inverse=True)
+    assert np.array_equal(keys, want_keys)
+    assert np.array_equal(inverse, want_inverse.reshape(-1))
+
+
+def test_the_compiled_numbering_refuses_other_arrays() -> None:
+    if columns_module._compiled is None:
+        pytest.skip("no C compiler where the project was installed")
+    first_seen = columns_module._compiled.first_seen
+    codes = np.empty(3, np.int64)
+    with pytest.raises(ValueError, match="int64 columns and codes of one length"):
+        first_seen((np.zeros(3, np.int64), np.zeros(2, np.int64)), codes)
+    with pytest.raises(ValueError, match="int64 columns and codes of one length"):
+        first_seen((np.zeros(3, np.int32),), codes)
+    with pytest.raises(ValueError, match="1 to 8 columns"):
+        first_seen((), codes)
+    with pytest.raises(ValueError, match="1 to 8 columns"):
+        first_seen(tuple(np.zeros(3, np.int64) for _ in range(9)), codes)

@@ -4,8 +4,9 @@ row (:func:`factorize`, :func:`unique_rows`)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -270,6 +271,8 @@ def unique_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]:
     n = columns[0].size
     if n == 0:
         return np.zeros((0, len(columns)), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if _compiled is not None and len(columns) <= _COMPILED_COLUMNS:
+        return _hashed_rows(columns)
     code = np.zeros(n, dtype=np.int64)
     combinations = 1
     for column in columns:
@@ -284,3 +287,31 @@ def unique_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]:
     first[inverse] = np.arange(n, dtype=np.int64)
     keys = np.stack([np.asarray(c, dtype=np.int64)[first] for c in columns], axis=1)
     return keys, inverse
+
+
+def _hashed_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]:
+    """:func:`unique_rows` by the compiled pass: the rows numbered as they first appear (one
+    hash table of the distinct rows), then the distinct rows sorted."""
+    assert _compiled is not None
+    values = tuple(np.ascontiguousarray(c, dtype=np.int64) for c in columns)
+    codes = np.empty(values[0].size, dtype=np.int64)
+    seen = np.frombuffer(_compiled.first_seen(values, codes), dtype=np.int64)
+    seen = seen.reshape(-1, len(values))
+    order = np.lexsort(seen.T[::-1])  # the first column first
+    place = np.empty(order.size, dtype=np.int64)
+    place[order] = np.arange(order.size, dtype=np.int64)
+    return seen[order], place[codes]
+
+
+def _compiled_columns() -> Any:
+    """The compiled numbering of rows; None where it was not built (no compiler where the
+    project was installed): :func:`unique_rows` then numbers each column by hashing it."""
+    try:
+        return importlib.import_module("perfledger.analysis._columns")
+    except ImportError:
+        return None
+
+
+_compiled = _compiled_columns()
+# The most columns the compiled pass numbers rows of.
+_COMPILED_COLUMNS: Final = 8
