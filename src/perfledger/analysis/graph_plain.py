@@ -14,7 +14,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import MutableSequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,35 @@ if TYPE_CHECKING:
 
 # A column of the loop: a C array (any sequence of ints for the Python loop).
 IntColumn = MutableSequence[int]
+
+
+class NodeEdges(dict[int, Any]):
+    """A graph's edges by node (a dict, as the Python loop reads them) that also keeps them
+    as the compiled walk reads them, made once with the graph's columns rather than from the
+    dict at every replay: ``rows`` is (node count, where each node's edges begin (count + 1
+    offsets), their sources, their gaps), each node's edges in its own order (for wake-ups:
+    (node count, each node's source or -1, its gap)); None where not made."""
+
+    rows: tuple[Any, ...] | None = None
+
+
+def compressed_rows(
+    n: int, dst: Int64Array, src: Int64Array, gap: Int64Array
+) -> tuple[int, Int64Array, Int64Array, Int64Array] | None:
+    """Edges ``src`` -> ``dst`` (with their ``gap``) as compressed rows of ``n`` nodes, each
+    node's edges in their order here; None where a destination is not a node."""
+    dst = np.asarray(dst, dtype=np.int64)
+    if dst.size and (int(dst.min()) < 0 or int(dst.max()) >= n):
+        return None
+    order = np.argsort(dst, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
+    return (
+        n,
+        ptr,
+        np.ascontiguousarray(np.asarray(src, dtype=np.int64)[order]),
+        np.ascontiguousarray(np.asarray(gap, dtype=np.int64)[order]),
+    )
 
 
 @dataclass(frozen=True)
@@ -38,13 +67,33 @@ class PlainColumns:
     launch_delay: array[int]
     release: array[int]
     dur: array[int]
-    waits: dict[int, list[int]]
-    wakes: dict[int, tuple[int, int]]
-    events: dict[int, list[tuple[int, int]]]
+    waits: NodeEdges  # node -> the tasks it waits for
+    wakes: NodeEdges  # node -> (the call that woke it, the gap)
+    events: NodeEdges  # node -> [(an awaited task, the gap)]
 
     @staticmethod
     def of(graph: StepGraph) -> PlainColumns:
         """The plain columns of ``graph``."""
+        n = graph.size
+        waits = NodeEdges(waits_by_node(graph.wait_src, graph.wait_dst))
+        waits.rows = compressed_rows(
+            n, graph.wait_dst, graph.wait_src, np.zeros(graph.wait_src.size, dtype=np.int64)
+        )
+        woken = graph.wake_src >= 0
+        wakes = NodeEdges(
+            {
+                v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
+                for v in np.flatnonzero(woken).tolist()
+            }
+        )
+        if graph.wake_src.size == n and bool((graph.wake_src[woken] < n).all()):
+            wakes.rows = (
+                n,
+                np.where(woken, graph.wake_src, -1).astype(np.int64),
+                np.where(woken, graph.wake_delay, 0).astype(np.int64),
+            )
+        events = NodeEdges(events_by_node(graph.event_src, graph.event_dst, graph.event_delay))
+        events.rows = compressed_rows(n, graph.event_dst, graph.event_src, graph.event_delay)
         return PlainColumns(
             c_array(graph.chain_pred),
             c_array(graph.chain_delay),
@@ -52,12 +101,9 @@ class PlainColumns:
             c_array(graph.launch_delay),
             c_array(graph.release),
             c_array(graph.dur),
-            waits_by_node(graph.wait_src, graph.wait_dst),
-            {
-                v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
-                for v in np.flatnonzero(graph.wake_src >= 0).tolist()
-            },
-            events_by_node(graph.event_src, graph.event_dst, graph.event_delay),
+            waits,
+            wakes,
+            events,
         )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any, Final
@@ -36,7 +37,13 @@ from perfledger.analysis.graph import (
     TASK,
     StepGraph,
 )
-from perfledger.analysis.graph_plain import IntColumn, events_by_node, patched, waits_by_node
+from perfledger.analysis.graph_plain import (
+    IntColumn,
+    NodeEdges,
+    events_by_node,
+    patched,
+    waits_by_node,
+)
 from perfledger.analysis.graph_waits import int64_at, unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
@@ -353,14 +360,14 @@ def schedule_inputs(
         launch_src = np.where(fused, -1, launch_src)
         delay = np.where(fused, 0, delay)
         release = np.where(fused, FREE, release)
-    events = plain.events
+    events: dict[int, list[tuple[int, int]]] = plain.events
     if change.overlap_comm:
         # communication neither waits for the compute before it nor holds the compute after
         keep_event = ~(graph.is_comm[graph.event_src] | graph.is_comm[graph.event_dst])
         events = events_by_node(
             graph.event_src[keep_event], graph.event_dst[keep_event], graph.event_delay[keep_event]
         )
-    waits = plain.waits
+    waits: dict[int, list[int]] = plain.waits
     if not kept.all():
         waits = waits_by_node(graph.wait_src[kept], graph.wait_dst[kept])
     pred_list, pred = _loop_column(plain.chain_pred, graph.chain_pred, pred)
@@ -511,41 +518,66 @@ def _compiled_inputs(
     rows. Empty where an edge names a node outside the graph: the loop then walks alone."""
     waits, wakes, events, transfers = edges
     n = len(state.more)
-    if any(not 0 <= v < n for table in edges for v in table):
+    if any(_made(table, n) is None and not _keys_within(table, n) for table in edges):
         return ()
     marks = bytearray(state.more)
     for v in transfers:
         marks[v] = 2
-    wake_src = np.full(n, -1, np.int64)
-    wake_gap = np.zeros(n, np.int64)
-    for v, (src, gap) in wakes.items():
-        wake_src[v], wake_gap[v] = src, gap
-    event_ptr, awaited = _rows(n, events)
-    wait_ptr, waited = _rows(n, {v: [(w, 0) for w in ws] for v, ws in waits.items()})
+    made_wakes = _made(wakes, n)
+    if made_wakes is not None:  # the graph's own wake-ups, as made with it
+        wake_src, wake_gap = made_wakes[1:]
+    else:
+        wake_src = np.full(n, -1, np.int64)
+        wake_gap = np.zeros(n, np.int64)
+        for v, (src, gap) in wakes.items():
+            wake_src[v], wake_gap[v] = src, gap
+    event_ptr, awaited, event_gap = _rows(n, events)
+    wait_ptr, waited, _ = _rows(n, waits, lambda ws: [(w, 0) for w in ws])
     return (
         *(_int64_buffer(column) for column in nodes),
         marks,
         wake_src,
         wake_gap,
         event_ptr,
-        np.ascontiguousarray(awaited[:, 0]),
-        np.ascontiguousarray(awaited[:, 1]),
+        awaited,
+        event_gap,
         wait_ptr,
-        np.ascontiguousarray(waited[:, 0]),
+        waited,
     )
 
 
-def _rows(n: int, table: dict[int, list[tuple[int, int]]]) -> tuple[Int64Array, Int64Array]:
-    """Each node's (source, gap) pairs as compressed rows: where each node's pairs begin
-    (n + 1 offsets) and the pairs in node order, each node's in its own order."""
+def _made(table: dict[int, Any], n: int) -> tuple[Any, ...] | None:
+    """The compressed rows a graph's edge table was made with (:class:`NodeEdges`), when
+    made for ``n`` nodes; else None."""
+    rows = table.rows if isinstance(table, NodeEdges) else None
+    return rows if rows is not None and rows[0] == n else None
+
+
+def _keys_within(table: dict[int, Any], n: int) -> bool:
+    return all(0 <= v < n for v in table)
+
+
+def _rows(
+    n: int,
+    table: dict[int, Any],
+    pairs_of: Callable[[Any], list[tuple[int, int]]] | None = None,
+) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """Each node's (source, gap) pairs (``pairs_of`` a node's entry, else the entry itself)
+    as compressed rows: where each node's pairs begin (n + 1 offsets), and the sources and
+    gaps in node order, each node's in its own order. Those the table was made with, where it
+    was (:class:`NodeEdges`)."""
+    made = _made(table, n)
+    if made is not None:
+        return made[1], made[2], made[3]
     ptr = np.zeros(n + 1, np.int64)
     nodes = sorted(table)
     if not nodes:
-        return ptr, np.zeros((0, 2), np.int64)
-    ptr[np.asarray(nodes, np.int64) + 1] = [len(table[v]) for v in nodes]
+        return ptr, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    entries = [table[v] if pairs_of is None else pairs_of(table[v]) for v in nodes]
+    ptr[np.asarray(nodes, np.int64) + 1] = [len(entry) for entry in entries]
     np.cumsum(ptr, out=ptr)
-    pairs = np.asarray([pair for v in nodes for pair in table[v]], np.int64).reshape(-1, 2)
-    return ptr, pairs
+    pairs = np.asarray([pair for entry in entries for pair in entry], np.int64).reshape(-1, 2)
+    return ptr, np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
 
 
 def _int64_buffer(column: IntColumn | Int64Array) -> Any:
