@@ -2,14 +2,16 @@
 forked there would share and add.
 
 Runs `python -m perfledger analyze TRACE -o OUT --force` in a child whose rank task and
-profile writer are wrapped (nothing else changed) so that, at the start and end of the step
-graph with its baseline (``prepare_rank``), of the rank's advisor (``diagnose_rank``) and of
-the timelines (``write_timeline_files``), it prints the process's resident memory from
-``/proc/self/status``: VmRSS, of it the anonymous pages (RssAnon: what a fork's child would
-hold as its own in its RSS from the start, shared until written) and the pages of mapped files
-(RssFile: a child holds them only once it reads them), and VmHWM: the peak is reset at each
-phase's start (``5`` written to ``/proc/self/clear_refs``), so at its end it is the phase's own
-peak (at the first start: the import's). One rank (the task runs in the analysing process).
+profile writer are wrapped (nothing else changed) so that, at the start and end of the rank's
+analysis passes (``analyze_rank``, and within them the device links), of its operator tables
+(``profile_of_rank``), of the step graph with its baseline (``prepare_rank``), of the rank's
+advisor (``diagnose_rank``) and of the timelines (``write_timeline_files``), it prints the
+process's resident memory from ``/proc/self/status``: VmRSS, of it the anonymous pages
+(RssAnon: what a fork's child would hold as its own in its RSS from the start, shared until
+written) and the pages of mapped files (RssFile: a child holds them only once it reads them),
+and VmHWM: the peak is reset at each phase's start (``5`` written to ``/proc/self/clear_refs``),
+so at a phase's end it is that phase's own peak (at the first start: the import's; a phase
+started within another resets it too). One rank (the task runs in the analysing process).
 
 Usage: python bench/phase_rss.py TRACE [--out DIR]
 """
@@ -37,7 +39,7 @@ def status(where):
             if key in FIELDS:
                 found[key] = int(value.split()[0]) // 1024
     shown = "  ".join(f"{key} {found.get(key, 0):6d}" for key in FIELDS)
-    print(f"{where:<28} {shown}  (MB)", file=sys.stderr, flush=True)
+    print(f"{where:<30} {shown}  (MB)", file=sys.stderr, flush=True)
 
 
 def reset_peak():
@@ -63,8 +65,12 @@ def wrapped(module, name, what):
 
 if __name__ == "__main__":
     import perfledger.run.tasks as tasks
+    from perfledger.analysis import ops
     from perfledger.profiledir import artefacts
 
+    wrapped(tasks, "analyze_rank", "analysis passes (rank)")
+    wrapped(ops, "link_device_tasks", "device links")
+    wrapped(tasks, "profile_of_rank", "operator tables")
     wrapped(tasks, "prepare_rank", "step graph and baseline")
     wrapped(tasks, "diagnose_rank", "advisor (rank)")
     wrapped(artefacts, "write_timeline_files", "timelines")
