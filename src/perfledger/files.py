@@ -86,17 +86,25 @@ def is_profile_dir(path: Path) -> bool:
             return False
         if meta.stat().st_size > 1 << 24:
             return False
-        document = json.loads(meta.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        data = meta.read_bytes()
+    except OSError:
         return False
+    return own_document(data) is not None
+
+
+def own_document(data: bytes) -> dict[str, Any] | None:
+    """The JSON object ``data`` holds when perfledger wrote it (an integer
+    ``format_version`` and a ``tool_version``: meta.json, diff.json), else None."""
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
     if not isinstance(document, dict):
-        return False
+        return None
     version = document.get("format_version")
-    return (
-        isinstance(version, int)
-        and not isinstance(version, bool)
-        and isinstance(document.get("tool_version"), str)
-    )
+    if isinstance(version, int) and not isinstance(version, bool):
+        return document if isinstance(document.get("tool_version"), str) else None
+    return None
 
 
 def is_own_output(path: Path) -> bool:

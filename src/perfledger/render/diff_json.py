@@ -8,7 +8,6 @@ rounds and names them.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ from perfledger.analysis.diff import (
     quality_warning,
     workload_warning,
 )
-from perfledger.files import write_json
+from perfledger.files import own_document, write_json
 from perfledger.version import __version__
 
 DIFF_FORMAT_VERSION: Final = 1
@@ -39,17 +38,9 @@ DIFF_FORMAT_VERSION: Final = 1
 def is_diff_document(data: bytes) -> bool:
     """Whether ``data`` is a diff.json perfledger wrote: a JSON object with an integer
     ``format_version``, a ``tool_version``, a ``verdict`` and both runs."""
-    try:
-        document = json.loads(data)
-    except (ValueError, RecursionError):
-        return False
-    if not isinstance(document, dict):
-        return False
-    version = document.get("format_version")
+    document = own_document(data)
     return (
-        isinstance(version, int)
-        and not isinstance(version, bool)
-        and isinstance(document.get("tool_version"), str)
+        document is not None
         and "verdict" in document
         and isinstance(document.get("base"), dict)
         and isinstance(document.get("current"), dict)

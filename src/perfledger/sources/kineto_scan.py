@@ -92,9 +92,9 @@ _ARG_COLUMN: dict[str, int] = (
 # The kinds whose values the arrays give, per field; a row with another kind in a field it is
 # read for is decoded by msgspec (strictly, else leniently, as the general path does).
 _INT_KINDS = (K_ABSENT, K_INT)
+_FLOAT_KINDS = (K_ABSENT, K_INT, K_NUMBER)
 # The bit of an event's arg_found telling that a string of its args held an escape.
 _FOUND_ESCAPED = _kscan.FOUND_ESCAPED if _kscan is not None else 0
-_FLOAT_KINDS = (K_ABSENT, K_INT, K_NUMBER)
 
 
 @dataclass(frozen=True)
