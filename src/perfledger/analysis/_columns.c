@@ -37,12 +37,6 @@ typedef struct {
     Py_ssize_t mask;
 } Numbering;
 
-static uint64_t row_hash(const Numbering *t, Py_ssize_t i) {
-    uint64_t h = 0x9e3779b97f4a7c15ULL;
-    for (int j = 0; j < t->m; j++) h = mix(h ^ (uint64_t)t->col[j][i]) + (uint64_t)j;
-    return h;
-}
-
 static uint64_t key_hash(const Numbering *t, const int64_t *key) {
     uint64_t h = 0x9e3779b97f4a7c15ULL;
     for (int j = 0; j < t->m; j++) h = mix(h ^ (uint64_t)key[j]) + (uint64_t)j;
@@ -68,37 +62,30 @@ static int grow(Numbering *t) {
 
 /* 0 on success, -1 when memory runs out. */
 static int number_rows(Numbering *t) {
+    int64_t row[MAX_COLUMNS];
     for (Py_ssize_t i = 0; i < t->n; i++) {
-        Py_ssize_t s = (Py_ssize_t)(row_hash(t, i) & (uint64_t)t->mask);
-        for (;;) {
-            int64_t r = t->slots[s];
-            if (r == EMPTY) break;
-            const int64_t *key = t->keys + r * t->m;
-            int same = 1;
-            for (int j = 0; j < t->m; j++)
-                if (key[j] != t->col[j][i]) {
-                    same = 0;
-                    break;
-                }
-            if (same) break;
+        for (int j = 0; j < t->m; j++) row[j] = t->col[j][i];
+        Py_ssize_t s = (Py_ssize_t)(key_hash(t, row) & (uint64_t)t->mask);
+        while (t->slots[s] != EMPTY &&
+               memcmp(t->keys + t->slots[s] * t->m, row, (size_t)t->m * sizeof(int64_t)) != 0)
             s = (s + 1) & t->mask;
-        }
-        if (t->slots[s] == EMPTY) { /* a row first seen: the next number */
-            if (t->k == t->keys_cap) {
-                Py_ssize_t cap = t->keys_cap * 2;
-                int64_t *keys = PyMem_RawRealloc(t->keys, (size_t)(cap * t->m) * sizeof(int64_t));
-                if (keys == NULL) return -1;
-                t->keys = keys;
-                t->keys_cap = cap;
-            }
-            for (int j = 0; j < t->m; j++) t->keys[t->k * t->m + j] = t->col[j][i];
-            t->slots[s] = t->k;
-            t->codes[i] = t->k;
-            t->k++;
-            if (t->k * 2 > t->mask + 1 && grow(t) < 0) return -1;
-        } else {
+        if (t->slots[s] != EMPTY) {
             t->codes[i] = t->slots[s];
+            continue;
         }
+        /* a row first seen: the next number */
+        if (t->k == t->keys_cap) {
+            Py_ssize_t cap = t->keys_cap * 2;
+            int64_t *keys = PyMem_RawRealloc(t->keys, (size_t)(cap * t->m) * sizeof(int64_t));
+            if (keys == NULL) return -1;
+            t->keys = keys;
+            t->keys_cap = cap;
+        }
+        memcpy(t->keys + t->k * t->m, row, (size_t)t->m * sizeof(int64_t));
+        t->slots[s] = t->k;
+        t->codes[i] = t->k;
+        t->k++;
+        if (t->k * 2 > t->mask + 1 && grow(t) < 0) return -1;
     }
     return 0;
 }
