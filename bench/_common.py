@@ -69,6 +69,10 @@ class ChildRun:
     # the CPU seconds the process tree used in each second of the run (cores busy): where
     # the run uses one core of several
     cores_by_second: tuple[float, ...] = ()
+    # of cpu_s, the system's (the kernel's work for the process: page faults, file writes)
+    sys_s: float = 0.0
+    # pages the kernel had to give the child and its descendants (minor faults)
+    minor_faults: int = 0
 
     @property
     def peak_rss(self) -> int:
@@ -190,6 +194,8 @@ def run_measured(
             stderr=err.read().decode(errors="replace"),
             rss_by_second=tuple(by_second),
             cpu_s=usage.ru_utime + usage.ru_stime,
+            sys_s=usage.ru_stime,
+            minor_faults=usage.ru_minflt,
             cores_by_second=tuple(
                 b - a for a, b in zip([0.0, *cpu_until[:-1]], cpu_until, strict=True)
             ),

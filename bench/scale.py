@@ -86,6 +86,11 @@ class SizeFigures:
     floor_cpu_s: list[float]
     analyze_wall_s: float
     analyze_cpu_s: float
+    # of the CPU seconds, the system's, and the minor page faults (floor: before, after)
+    floor_sys_s: list[float]
+    analyze_sys_s: float
+    floor_faults: list[int]
+    analyze_faults: int
     analyze_peak_rss: int
     analyze_max_single_rss: int
     phases: dict[str, float]
@@ -157,6 +162,10 @@ def _measure(
         floor_cpu_s=[before.cpu_s, after.cpu_s],
         analyze_wall_s=child.wall_s,
         analyze_cpu_s=child.cpu_s,
+        floor_sys_s=[before.sys_s, after.sys_s],
+        analyze_sys_s=child.sys_s,
+        floor_faults=[before.minor_faults, after.minor_faults],
+        analyze_faults=child.minor_faults,
         analyze_peak_rss=child.peak_rss,
         analyze_max_single_rss=child.max_rss,
         phases=phases,
@@ -194,6 +203,13 @@ def _print_size(f: SizeFigures) -> None:
         f"{f.analyze_cpu_s:.1f} s CPU = {f.floor_ratio:.2f}x the floor (CPU: floor "
         f"{' / '.join(f'{s:.1f}' for s in f.floor_cpu_s)} s, {f.cpu_ratio:.2f}x); peak RSS "
         f"{mb(f.analyze_peak_rss):.0f} MB = {f.rss_multiple:.2f}x the file",
+        flush=True,
+    )
+    print(
+        f"[{f.label}] of the CPU, system: floor "
+        f"{' / '.join(f'{s:.1f}' for s in f.floor_sys_s)} s, analyze {f.analyze_sys_s:.1f} s; "
+        f"minor page faults: floor {' / '.join(f'{n:,}' for n in f.floor_faults)}, analyze "
+        f"{f.analyze_faults:,}",
         flush=True,
     )
     if f.phases:

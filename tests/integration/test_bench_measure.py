@@ -48,6 +48,17 @@ def test_tree_peak_adds_concurrent_children() -> None:
     assert run.peak_rss == run.peak_tree_rss
 
 
+def test_page_faults_count_the_pages_touched() -> None:
+    # 150 MB touched once: at least that many pages given to the child (huge pages aside,
+    # 4 KiB each), where an interpreter that touches nothing much takes far fewer
+    idle = common.run_measured([sys.executable, "-c", "pass"])
+    run = common.run_measured([sys.executable, "-c", HOLD_150MB])
+    assert run.minor_faults > idle.minor_faults
+    assert run.minor_faults - idle.minor_faults >= 150 * MB // (2 * 1024 * 1024)
+    assert 0.0 < run.sys_s <= run.cpu_s
+    assert 0.0 <= idle.sys_s <= idle.cpu_s
+
+
 def test_exit_code_and_output_are_kept() -> None:
     run = common.run_measured([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"])
     assert run.returncode == 3

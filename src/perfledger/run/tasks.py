@@ -243,6 +243,10 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     # through a map of a file written now: the passes read few of them, and the pages read
     # are let go between the passes
     plain_file = task.work_dir / f"{EVENTS}-plain{ARROW_SUFFIX}"
+    # what the import freed handed back first: the file's pages are then those just freed,
+    # which the system gives again at a fraction of the cost of pages it has to find
+    # (bench/README.md, "Growth")
+    release_freed_memory()
     plain = _mapped_plain(trace.events, plain_file)
     trace = replace(trace, events=plain)
     release_freed_memory()  # the imported columns in the heap
@@ -264,6 +268,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     links = link_usage(events)
     # the columns the passes made (the steps assigned, times repaired) mapped too, in a file
     # of their own; the mapped ones stay as they are
+    release_freed_memory()  # the files below written into the pages the passes freed
     events, spilled, events_plain = _mapped_rest(task, events, plain, plain_file)
     del plain
     # the tables the replay and the advisor read little of mapped too (spilled: the files the
