@@ -145,9 +145,9 @@ class RankResult:
     api_statistic: pa.Table  # the rank's (merged with ops.merge_api_statistics)
     copy_spellings: pa.Table  # the rank's copies per spelling (transfers.copy_spellings)
     communication_matrix: pa.Table | None = None  # the source's rank-to-rank figures
-    # spilled: the file of the events' plain columns mapped since the import (those that
+    # spilled: the files of the events' plain columns mapped since the import (those that
     # table_files' events file leaves out), and the events' columns in order
-    events_plain: Path | None = None
+    events_plain: tuple[Path, ...] = ()
     events_columns: tuple[str, ...] = ()
     # the rank's source files, copied by the task for the profile's raw/: source -> copy
     raw_copies: dict[Path, Path] = field(default_factory=dict)
@@ -214,16 +214,15 @@ def loaded(result: RankResult) -> RankResult:
     if not result.table_files or result.tables:
         return result
     tables = {n: read_ipc(p) for n, p in result.table_files.items()}
-    if result.events_plain is not None:  # the columns mapped since the import: their file
-        rest, plain = tables["events"], read_ipc(result.events_plain)
-        fields = [
-            (rest if name in rest.column_names else plain).schema.field(name)
-            for name in result.events_columns
-        ]
-        columns = [
-            rest[name] if name in rest.column_names else plain[name]
-            for name in result.events_columns
-        ]
+    if result.events_plain:  # the columns mapped since the import: their files
+        rest = tables["events"]
+        holders = [rest, *(read_ipc(path) for path in result.events_plain)]
+
+        def holder(name: str) -> pa.Table:
+            return next(t for t in holders if name in t.column_names)
+
+        fields = [holder(name).schema.field(name) for name in result.events_columns]
+        columns = [holder(name)[name] for name in result.events_columns]
         schema = pa.schema(fields, metadata=rest.schema.metadata)
         tables["events"] = pa.Table.from_arrays(columns, schema=schema)
     return replace(result, tables=tables)
@@ -242,12 +241,11 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     # the plain columns (the args text: half the events, times, ids) read from here on
     # through a map of a file written now: the passes read few of them, and the pages read
     # are let go between the passes
-    plain_file = task.work_dir / f"{EVENTS}-plain{ARROW_SUFFIX}"
-    # what the import freed handed back first: the file's pages are then those just freed,
+    # what the import freed handed back first: the files' pages are then those just freed,
     # which the system gives again at a fraction of the cost of pages it has to find
     # (bench/README.md, "Growth")
     release_freed_memory()
-    plain = _mapped_plain(trace.events, plain_file)
+    plain, plain_files = _mapped_plain(trace.events, task.work_dir)
     trace = replace(trace, events=plain)
     release_freed_memory()  # the imported columns in the heap
     imported = time.perf_counter()
@@ -269,7 +267,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     # the columns the passes made (the steps assigned, times repaired) mapped too, in a file
     # of their own; the mapped ones stay as they are
     release_freed_memory()  # the files below written into the pages the passes freed
-    events, spilled, events_plain = _mapped_rest(task, events, plain, plain_file)
+    events, spilled, events_plain = _mapped_rest(task, events, plain, plain_files)
     del plain
     # the tables the replay and the advisor read little of mapped too (spilled: the files the
     # parent maps, written once)
@@ -342,7 +340,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         tables={} if task.spill else tables,
         table_files=paths,
         events_plain=events_plain,
-        events_columns=tuple(events.column_names) if events_plain is not None else (),
+        events_columns=tuple(events.column_names) if events_plain else (),
         events_parquet=parquet,
         communication=profile.communication,
         collectives=collectives,
@@ -370,14 +368,38 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     )
 
 
-def _mapped_plain(events: pa.Table, path: Path) -> pa.Table:
+def _mapped_plain(events: pa.Table, directory: Path) -> tuple[pa.Table, dict[Path, list[str]]]:
     """``events`` with its plain columns (all but the dictionary ones: the args text, times,
-    ids) read through a memory map of an Arrow IPC file written at ``path``."""
+    ids) read through memory maps of Arrow IPC files written in ``directory``, and the
+    columns each file holds (a file that could not be written or mapped: none, its columns
+    stay in the heap).
+
+    The numbers and the text go to a file each: the import lays the text out in pieces and
+    the numbers in one piece, and a file's record batches cut every column where any is cut.
+    In one file a number column would be read back in as many chunks as the text, and every
+    pass that reads it as one numpy array would copy it (34 MB a column at 1.5 GB of trace);
+    in its own file it is read where it lies."""
     # the dictionary columns stay as they are: the file's share one dictionary per column,
     # and the events.parquet written from them would store other dictionary pages
     plain = [f.name for f in events.schema if not pa.types.is_dictionary(f.type)]
-    mapped = _mapped(events.select(plain), path)
-    return events if mapped is None else _with_columns(events, mapped)
+    text = [n for n in plain if _variable_width(events.schema.field(n).type)]
+    groups = {
+        directory / f"{EVENTS}-plain{ARROW_SUFFIX}": [n for n in plain if n not in text],
+        directory / f"{EVENTS}-text{ARROW_SUFFIX}": text,
+    }
+    files: dict[Path, list[str]] = {}
+    for path, names in groups.items():
+        mapped = _mapped(events.select(names), path) if names else None
+        if mapped is not None:
+            events = _with_columns(events, mapped)
+            files[path] = names
+    return events, files
+
+
+def _variable_width(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+    )
 
 
 def _mapped_tables(
@@ -444,23 +466,22 @@ def _mapped(table: pa.Table, path: Path) -> pa.Table | None:
 
 
 def _mapped_rest(
-    task: RankTask, events: pa.Table, plain: pa.Table, plain_file: Path
-) -> tuple[pa.Table, dict[str, Path], Path | None]:
+    task: RankTask, events: pa.Table, plain: pa.Table, plain_files: dict[Path, list[str]]
+) -> tuple[pa.Table, dict[str, Path], tuple[Path, ...]]:
     """``events`` (after the passes) with its plain columns that are not ``plain``'s (mapped
-    from ``plain_file``, :func:`_mapped_plain`) read through a map of a file written here;
+    from ``plain_files``, :func:`_mapped_plain`) read through a map of a file written here;
     the IPC tables written so (spilled: the events but the columns still ``plain``'s), and
-    (spilled) ``plain_file`` when the events hold some of its columns."""
-    kept = (
-        [
+    (spilled) those of ``plain_files`` that hold some of the events' columns."""
+    # none where the plain columns could not be mapped
+    holding = {
+        path: [
             name
-            for name in plain.column_names
-            if not pa.types.is_dictionary(plain.schema.field(name).type)
-            and name in events.column_names
-            and _same_buffers(events[name], plain[name])
+            for name in names
+            if name in events.column_names and _same_buffers(events[name], plain[name])
         ]
-        if plain_file.is_file()
-        else []
-    )  # none where the plain columns could not be mapped
+        for path, names in plain_files.items()
+    }
+    kept = [name for names in holding.values() for name in names]
     rest = [n for n in events.column_names if n not in kept]
     rest_plain = [n for n in rest if not pa.types.is_dictionary(events.schema.field(n).type)]
     if not task.spill:
@@ -469,11 +490,11 @@ def _mapped_rest(
             if rest_plain
             else None
         )
-        return (events if made is None else _with_columns(events, made)), {}, None
-    # the file the parent maps with the plain one, written now
+        return (events if made is None else _with_columns(events, made)), {}, ()
+    # the file the parent maps with the plain ones, written now
     path = write_ipc(events.select(rest), task.work_dir / f"{EVENTS}{ARROW_SUFFIX}")
     events = _with_columns(events, read_ipc(path).select(rest_plain))
-    return events, {"events": path}, plain_file if kept else None
+    return events, {"events": path}, tuple(p for p, names in holding.items() if names)
 
 
 def _with_columns(table: pa.Table, columns: pa.Table) -> pa.Table:
