@@ -110,3 +110,34 @@ def test_a_task_whose_folder_cannot_be_mapped_keeps_its_events_in_the_heap(
     assert result.advice == expected.advice
     # nothing left of the files it could not map
     assert not list(task.work_dir.glob("*.arrow"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
+def test_a_spilled_task_whose_text_file_cannot_be_written_hands_on_the_text_with_its_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = DATA / "v100_rank1_ddp.json.gz"
+    original = pa.OSFile
+
+    def refusing_text(path: str, *args: object, **kwargs: object) -> pa.OSFile:
+        if "events-text" in str(path):
+            raise OSError(28, "No space left on device", str(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(pa, "OSFile", refusing_text)
+    task = RankTask(0, "kineto", trace, tmp_path / "task", spill=True)
+    result = run_rank_task(task)
+    assert isinstance(result, RankResult)
+    # the numbers' file alone is handed on; the text goes with the passes' columns
+    assert [p.name for p in result.events_plain] == ["events-plain.arrow"]
+    events = loaded(result).tables["events"]
+    assert_same_events(events, pq.read_table(result.events_parquet))
+    assert events.column_names == list(result.events_columns)
+    assert all(
+        f.removesuffix(" (deleted)").endswith("events.arrow") for f in _mapped_files(events["args"])
+    )
+    assert all(
+        f.removesuffix(" (deleted)").endswith("events-plain.arrow")
+        for f in _mapped_files(events["start_ns"])
+    )
+    assert not (task.work_dir / "events-text.arrow").exists()

@@ -239,7 +239,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         return RankFailure(task.index, task.path, error.message, error.exit_code)
     task.work_dir.mkdir(parents=True, exist_ok=True)
     # the plain columns (the args text: half the events, times, ids) read from here on
-    # through a map of a file written now: the passes read few of them, and the pages read
+    # through maps of files written now: the passes read few of them, and the pages read
     # are let go between the passes
     # what the import freed handed back first: the files' pages are then those just freed,
     # which the system gives again at a fraction of the cost of pages it has to find
