@@ -28,7 +28,7 @@ import shutil
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -269,45 +269,36 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     release_freed_memory()  # the files below written into the pages the passes freed
     events, spilled, events_plain = _mapped_rest(task, events, plain, plain_files)
     del plain
-    # the tables the replay and the advisor read little of mapped too (spilled: the files the
-    # parent maps, written once)
-    rank_analysis, profile, mapped = _mapped_tables(task, rank_analysis, profile, outside is None)
     trace = rank_analysis.trace
-    if task.spill:
-        spilled.update({n: p for n, p in mapped.items() if n in IPC_TABLES})
     rank_analysis = replace(rank_analysis, events=events, trace=replace(trace, events=events))
-    trace = rank_analysis.trace
     profile = replace(profile, events=events, ranks=(rank_analysis,))
     release_freed_memory()  # the analysis passes' temporaries, the args in the heap
     analysed = time.perf_counter()
-    tables = {
-        "events": events,
-        "counters": trace.counters,
-        "gaps": profile.gaps,
-        "op_summary": profile.op_summary,
-        "kernel_details": profile.kernel_details,
-    }
+    windows, split, sources = rank_analysis.windows, rank_analysis.comm, trace.source_files
     if progress is not None:
         progress.phase(PHASE_ADVISOR)
-    # the files do not depend on the replay nor the findings: written beside them (Parquet
-    # encoding, compression and copying run mostly outside the GIL)
     stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="rank-writer") as writer:
-        written = writer.submit(_write_files, task, tables, spilled, trace.source_files, stop)
+        # the tables the replay and the advisor read little of mapped too (spilled: the files
+        # the parent maps, written once), beside the replay, which reads none of them: their
+        # heap copies go once mapped
+        tabled = writer.submit(_mapped_tables, task, rank_analysis, profile, outside is None)
+        del rank_analysis, profile, trace
+        # then the files that do not depend on the replay nor the findings: written beside
+        # them (Parquet encoding, compression and copying run mostly outside the GIL)
+        written = writer.submit(_write_mapped, task, tabled, events, spilled, sources, stop)
         try:
             # the steps replayed here, in parallel over ranks, before the advisor reads them
-            split = rank_analysis.comm
             waits = split.wait_by_row(events.num_rows) if split is not None else None
             # the windows analyze_rank found: the step plan reads no column assign_steps
             # fills, so planning again on these events finds the very same
-            prepared = (
-                prepare_rank(events, rank_analysis.windows, comm_wait=waits)
-                if events.num_rows
-                else None
-            )
+            prepared = prepare_rank(events, windows, comm_wait=waits) if events.num_rows else None
             del waits  # the graph keeps its nodes' own
             replay = rank_report(prepared) if prepared is not None else ReplayReport(())
             release_freed_memory()  # the graph's and the replay's temporaries
+            rank_analysis, profile, _ = tabled.result()
+            trace = rank_analysis.trace
+            tables = _rank_tables(events, rank_analysis, profile)
             rank_analysis = replace(rank_analysis, replay=replay)
             profile = replace(profile, ranks=(rank_analysis,), replay=replay)
             replayed = time.perf_counter()
@@ -517,6 +508,37 @@ def _same_buffers(one: pa.ChunkedArray, other: pa.ChunkedArray) -> bool:
         ]:
             return False
     return True
+
+
+def _rank_tables(
+    events: pa.Table, rank: RankAnalysis, profile: ProfileAnalysis
+) -> dict[str, pa.Table]:
+    """The tables a rank's result hands on (spilled: as files)."""
+    return {
+        "events": events,
+        "counters": rank.trace.counters,
+        "gaps": profile.gaps,
+        "op_summary": profile.op_summary,
+        "kernel_details": profile.kernel_details,
+    }
+
+
+def _write_mapped(
+    task: RankTask,
+    tabled: Future[tuple[RankAnalysis, ProfileAnalysis, dict[str, Path]]],
+    events: pa.Table,
+    spilled: dict[str, Path],
+    sources: Sequence[Path],
+    stop: threading.Event,
+) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, float]]:
+    """:func:`_write_files` of the tables :func:`_mapped_tables` mapped (``tabled``, done
+    before), the files it wrote among those spilled."""
+    rank, profile, mapped = tabled.result()
+    if task.spill:
+        spilled = {**spilled, **{n: p for n, p in mapped.items() if n in IPC_TABLES}}
+    tables = _rank_tables(events, rank, profile)
+    del rank, profile
+    return _write_files(task, tables, spilled, sources, stop)
 
 
 def _write_files(
