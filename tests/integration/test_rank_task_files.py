@@ -141,3 +141,59 @@ def test_a_spilled_task_whose_text_file_cannot_be_written_hands_on_the_text_with
         for f in _mapped_files(events["start_ns"])
     )
     assert not (task.work_dir / "events-text.arrow").exists()
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_a_task_told_so_writes_its_large_csvs_as_the_profile_would(
+    tmp_path: Path, spill: bool
+) -> None:
+    from perfledger.render.csvs import csv_bytes
+
+    task = RankTask(
+        0, "kineto", DATA / "v100_rank1_ddp.json.gz", tmp_path / "task", spill=spill, csvs=True
+    )
+    result = run_rank_task(task)
+    assert isinstance(result, RankResult)
+    tables = loaded(result).tables
+    assert set(result.csv_files) == {"op_summary.csv", "kernel_details.csv"}
+    for name, table in (("op_summary.csv", "op_summary"), ("kernel_details.csv", "kernel_details")):
+        assert tables[table].num_rows > 0
+        assert result.csv_files[name].read_bytes() == csv_bytes(tables[table])
+    assert result.timings["rank_csv_s"] >= 0
+
+
+def test_a_task_not_told_writes_no_csv(tmp_path: Path) -> None:
+    task = RankTask(0, "kineto", DATA / "v100_rank1_ddp.json.gz", tmp_path / "task", spill=False)
+    result = run_rank_task(task)
+    assert isinstance(result, RankResult)
+    assert result.csv_files == {}
+    assert "rank_csv_s" not in result.timings
+    assert not list((tmp_path / "task").rglob("*.csv"))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_profile_of_one_rank_has_the_csvs_its_task_wrote(tmp_path: Path, workers: int) -> None:
+    import io
+    import json
+
+    from rich.console import Console
+
+    from perfledger.analysis.profile import analyze_traces
+    from perfledger.render.csvs import csv_bytes
+    from perfledger.run.execution import Execution
+    from perfledger.run.pipeline import build_profile
+    from perfledger.sources import load_traces
+
+    source = DATA / "v100_rank1_ddp.json.gz"
+    # the whole-profile analysis in this process, without rank tasks
+    whole = analyze_traces(load_traces([source]))
+    out = tmp_path / "p"
+    build_profile(
+        [source], out, console=Console(file=io.StringIO()), execution=Execution(workers=workers)
+    )
+    assert (out / "op_summary.csv").read_bytes() == csv_bytes(whole.op_summary)
+    assert (out / "kernel_details.csv").read_bytes() == csv_bytes(whole.kernel_details)
+    assert whole.op_summary.num_rows > 0 and whole.kernel_details.num_rows > 0
+    timings = json.loads((out / "meta.json").read_text())["timings"]
+    assert timings["rank_csv_s"] >= 0  # written by the task, moved in place
+    assert not list(out.rglob(".ranks"))

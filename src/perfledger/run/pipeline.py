@@ -185,6 +185,8 @@ def build_profile(
                 import_workers=chunk_workers if len(planned) == 1 else 0,
                 spill=not inline,
                 step_mark=step_mark,
+                # the profile's only rank: its large CSVs are the profile's own
+                csvs=len(planned) == 1,
             )
             for t in planned
         ]
@@ -215,6 +217,7 @@ def build_profile(
             timings=timings,
             started=started,
             copies={s: c for r in results for s, c in r.raw_copies.items()},
+            csvs=results[0].csv_files if len(results) == 1 else None,
             show=report.phase,
             diagnosed=len(results) == 1,
         )
@@ -233,7 +236,11 @@ def _task_timings(results: Sequence[RankResult], ranks_s: float) -> dict[str, fl
     """The phases of the rank tasks in meta.json's timings: one rank's own, else their sums."""
     phases = ("import_s", "analysis_s", "replay_s", "advisor_s", "write_s", "copy_s")
     if len(results) == 1:
-        return {phase: results[0].timings.get(phase, 0.0) for phase in phases}
+        own = results[0].timings
+        # rank_csv_s: the CSVs the profile's only rank wrote (RankTask.csvs)
+        return {phase: own.get(phase, 0.0) for phase in phases} | {
+            k: v for k, v in own.items() if k == "rank_csv_s"
+        }
     timings = {"ranks_s": ranks_s}
     for phase in phases:
         timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)
@@ -289,6 +296,7 @@ def _write_profile(
     timings: Mapping[str, float],
     started: float | None = None,
     copies: Mapping[Path, Path] | None = None,
+    csvs: Mapping[str, Path] | None = None,
     show: Callable[[str], None] | None = None,
     diagnosed: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -299,6 +307,7 @@ def _write_profile(
     ``total_s`` counts from there to the writing of meta.json, so that the time outside
     the recorded phases shows.
     ``copies``: source files the rank tasks already copied (source -> copy), moved into raw/.
+    ``csvs``: CSVs the profile's only rank task wrote already (name -> file), moved in place.
     ``show``: told the name of each phase as it starts. ``diagnosed``: the rank rules ran in
     the rank's task already (the status line said so); what runs here is the profile's.
 
@@ -317,7 +326,7 @@ def _write_profile(
     stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="profile-writer") as writer:
         written = writer.submit(
-            _write_independent, staging, analysis, inputs, step_times, copies, stop
+            _write_independent, staging, analysis, inputs, step_times, copies, csvs, stop
         )
         try:
             advised = time.perf_counter()
@@ -383,10 +392,12 @@ def _write_independent(
     inputs: Sequence[Path],
     step_times: pa.Table | None,
     copies: Mapping[Path, Path] | None,
+    csvs: Mapping[str, Path] | None,
     stop: threading.Event,
 ) -> dict[str, float]:
-    """The raw copies, the Parquet tables and the CSVs (none of them needs the findings);
-    the seconds each took. Ends early, between two files, once ``stop`` is set."""
+    """The raw copies, the Parquet tables and the CSVs (none of them needs the findings;
+    those in ``csvs``, written by the rank task, moved in place); the seconds each took.
+    Ends early, between two files, once ``stop`` is set."""
 
     def check() -> None:
         if stop.is_set():
@@ -414,6 +425,10 @@ def _write_independent(
     csv_started = time.perf_counter()
     for name, table in artefacts.csv_tables(analysis).items():
         check()
+        written = (csvs or {}).get(name)
+        if written is not None and written.exists():
+            os.replace(written, staging / name)
+            continue
         write_csv(table, staging / name)
         drop_mapped_pages(table)
     return {"tables_s": csv_started - started, "csv_s": time.perf_counter() - csv_started}

@@ -59,6 +59,7 @@ from perfledger.model.quality import QualityCheck
 from perfledger.model.trace import Trace
 from perfledger.model.whatif import ReplayReport
 from perfledger.profiledir.writer import copy_source
+from perfledger.render.csvs import write_csv
 from perfledger.run.progress import PHASE_ADVISOR, PHASE_ANALYSIS
 from perfledger.sources import discover
 
@@ -69,6 +70,10 @@ IPC_TABLES: Final = ("events", "counters", "gaps", "op_summary", "kernel_details
 EVENTS_PARQUET: Final = "events.parquet"
 EVENTS: Final = "events"
 RAW_COPIES: Final = "raw"
+# The CSVs a profile's only rank writes in its task (file name -> table): the two large
+# ones, written beside the replay and the advisor rather than after them
+RANK_CSVS: Final = {"op_summary.csv": "op_summary", "kernel_details.csv": "kernel_details"}
+CSV_DIR: Final = "csv"
 # The events' columns stored with a Parquet dictionary: those of few distinct values. On the
 # others (times, ids, sizes, args) the writer would build a dictionary, holding every page of
 # the column chunk until it gives up on it (tens of MB on a large trace, a fifth of the
@@ -95,6 +100,8 @@ class RankTask:
         import_workers: processes that decode one large Kineto trace (0: this process).
         spill: write the big tables as Arrow IPC files for a parent in another process
             (False: the result holds them).
+        csvs: write the rank's :data:`RANK_CSVS` (the profile's own when this rank is its
+            only one) beside the replay and the advisor, for the parent to move in place.
         step_mark: the name of the host events that mark the steps (``--step-mark``; None:
             the trace's own step marks).
     """
@@ -109,6 +116,7 @@ class RankTask:
     import_workers: int = 0
     spill: bool = True
     step_mark: str | None = None
+    csvs: bool = False
 
 
 class TaskProgress(Protocol):
@@ -151,6 +159,8 @@ class RankResult:
     events_columns: tuple[str, ...] = ()
     # the rank's source files, copied by the task for the profile's raw/: source -> copy
     raw_copies: dict[Path, Path] = field(default_factory=dict)
+    # the CSVs the task wrote (``RankTask.csvs``): file name -> file, for the parent to move
+    csv_files: dict[str, Path] = field(default_factory=dict)
     advice: RankAdvice | None = None
     quality: tuple[QualityCheck, ...] = ()
     comm: CommSplit | None = None  # the rank's communication split
@@ -311,7 +321,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
             raise
         advised = time.perf_counter()
-        paths, parquet, copies, write_timings = written.result()
+        paths, parquet, copies, csvs, write_timings = written.result()
     release_freed_memory()  # the rules' derived tables
     drop_mapped_pages(events)
     main_file = _ascend_main_file(task.path) if task.fmt == ASCEND else None
@@ -341,6 +351,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         copy_spellings=spellings,
         communication_matrix=trace.communication_matrix,
         raw_copies=copies,
+        csv_files=csvs,
         advice=advice,
         quality=rank_analysis.quality,
         comm=rank_analysis.comm,
@@ -530,7 +541,7 @@ def _write_mapped(
     spilled: dict[str, Path],
     sources: Sequence[Path],
     stop: threading.Event,
-) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, float]]:
+) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, Path], dict[str, float]]:
     """:func:`_write_files` of the tables :func:`_mapped_tables` mapped (``tabled``, done
     before), the files it wrote among those spilled."""
     rank, profile, mapped = tabled.result()
@@ -547,10 +558,10 @@ def _write_files(
     spilled: dict[str, Path],
     sources: Sequence[Path],
     stop: threading.Event,
-) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, float]]:
-    """The rank's events as Parquet, its source copies, and (spilled) its IPC tables but those
-    in ``spilled`` (written already); the seconds each took. Ends early, between two files,
-    once ``stop`` is set."""
+) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, Path], dict[str, float]]:
+    """The rank's events as Parquet, its source copies, (spilled) its IPC tables but those
+    in ``spilled`` (written already) and (``task.csvs``) its :data:`RANK_CSVS`; the seconds
+    each took. Ends early, between two files, once ``stop`` is set."""
 
     def check() -> None:
         if stop.is_set():
@@ -572,12 +583,20 @@ def _write_files(
     written = time.perf_counter()
     check()
     copies = _copy_sources(sources, task.work_dir / RAW_COPIES)
-    return (
-        paths,
-        parquet,
-        copies,
-        {"write_s": written - started, "copy_s": time.perf_counter() - written},
-    )
+    copied = time.perf_counter()
+    csvs: dict[str, Path] = {}
+    if task.csvs:
+        (task.work_dir / CSV_DIR).mkdir(exist_ok=True)
+        for name, table_name in RANK_CSVS.items():
+            check()
+            table = tables[table_name]
+            write_csv(table, task.work_dir / CSV_DIR / name)
+            drop_mapped_pages(table)
+            csvs[name] = task.work_dir / CSV_DIR / name
+    timings = {"write_s": written - started, "copy_s": copied - written}
+    if task.csvs:
+        timings["rank_csv_s"] = time.perf_counter() - copied
+    return paths, parquet, copies, csvs, timings
 
 
 def _copy_sources(sources: Sequence[Path], directory: Path) -> dict[Path, Path]:
