@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfledger.analysis import columns
+from perfledger.sources import kineto_scan
 
 
 @given(
@@ -55,9 +56,12 @@ def test_strings_at_gives_what_take_gives(
     picked = data.draw(st.lists(st.integers(-1, len(array) - 1), max_size=40)) if len(array) else []
     rows = np.array(picked or [-1], dtype=np.int64)[: len(picked)]
     expected = array.take(pa.array(rows, pa.int64(), mask=rows < 0))
-    # batches of one row and of many: the text is filled batch by batch
-    for batch in (1, 1 << 14):
+    # the compiled gather where it is built, and the text filled batch by batch without it
+    # (batches of one row and of many)
+    ways = [(True, 0)] if kineto_scan.AVAILABLE else []
+    for compiled, batch in (*ways, (False, 1), (False, 1 << 14)):
         with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kineto_scan, "AVAILABLE", compiled)
             patch.setattr(columns, "_STRINGS_BATCH", batch)
             taken = columns.strings_at(array, rows)
         taken.validate(full=True)
@@ -66,11 +70,17 @@ def test_strings_at_gives_what_take_gives(
         assert taken.null_count == expected.null_count
 
 
-def test_strings_at_of_long_names_keeps_their_order() -> None:
+@pytest.mark.parametrize("compiled", [True, False])
+def test_strings_at_of_long_names_keeps_their_order(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if compiled and not kineto_scan.AVAILABLE:
+        pytest.skip("the compiled scanner is not built here")
+    monkeypatch.setattr(kineto_scan, "AVAILABLE", compiled)
     names = pa.array([f"kernel_{i}_" + "x" * (100 + i) for i in range(50)])
     rows = np.arange(1000, dtype=np.int64) * 7 % 50
-    taken = columns.strings_at(names, rows)
-    assert taken.equals(names.take(pa.array(rows)))
+    taken = columns.strings_at(names.slice(3), rows % 47)
+    assert taken.equals(names.slice(3).take(pa.array(rows % 47)))
     assert taken.null_count == 0
 
 

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis.intervals import Int64Array
 from perfledger.memory import drop_mapped_pages
+from perfledger.sources import kineto_scan
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -169,8 +170,9 @@ def strings_at(values: pa.Array, picked: Int64Array) -> pa.Array:
 
     Arrow's take grows the text of its result by doubling it, a copy each time: on the way it
     holds up to three times the result (the long kernel names of a million tasks: hundreds
-    of MB). Here the result's offsets are summed first, then its text filled a batch of takes
-    at a time. Text beyond 32-bit offsets is left to Arrow's take.
+    of MB). Here the result's offsets are summed first, then its text copied in one compiled
+    pass (``join`` of the Kineto scanner's module), or where that is not built filled a batch
+    of takes at a time. Text beyond 32-bit offsets is left to Arrow's take.
     """
     picked = np.asarray(picked, dtype=np.int64)
     if not pa.types.is_string(values.type) or picked.size == 0 or len(values) == 0:
@@ -188,6 +190,19 @@ def strings_at(values: pa.Array, picked: Int64Array) -> pa.Array:
     total = int(offsets[-1])
     if total > np.iinfo(np.int32).max:
         return values.take(pa.array(picked, pa.int64(), mask=picked < 0))
+    nulls = int(picked.size - np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    if kineto_scan.AVAILABLE:
+        # the compiled gather: the texts copied one after the other, no take per batch
+        data, table = kineto_scan.string_table(values)
+        codes = np.where(valid, picked, -1).astype(np.int32)
+        joined = kineto_scan.join_texts(data, table, codes)
+        return pa.Array.from_buffers(
+            pa.string(),
+            picked.size,
+            [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(joined)],
+            null_count=nulls,
+        )
     text = np.empty(total, dtype=np.uint8)
     for at in range(0, picked.size, _STRINGS_BATCH):
         part = picked[at : at + _STRINGS_BATCH]
@@ -197,8 +212,6 @@ def strings_at(values: pa.Array, picked: Int64Array) -> pa.Array:
             first = int(np.frombuffer(taken.buffers()[1], dtype=np.int32)[taken.offset])
             data = np.frombuffer(taken.buffers()[2], dtype=np.uint8)
             text[low:high] = data[first : first + high - low]
-    nulls = int(picked.size - np.count_nonzero(valid))
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     return pa.Array.from_buffers(
         pa.string(),
         picked.size,
