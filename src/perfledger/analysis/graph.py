@@ -594,7 +594,7 @@ def _task_nodes(
     comm_names = {
         n for n in dict.fromkeys(names_of_tasks) if n is not None and vendors.COMM_KERNEL.search(n)
     }
-    comm_named = np.fromiter((n in comm_names for n in names_of_tasks), bool, size)
+    comm_named = np.fromiter(map(comm_names.__contains__, names_of_tasks), bool, size)
     is_comm = (t_kind == schema.COMM) | comm_named
     is_copy = np.isin(t_kind, [schema.MEMCPY, schema.MEMSET])
     is_kernel = (t_kind == schema.KERNEL) & ~is_comm
