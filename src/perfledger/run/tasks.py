@@ -288,6 +288,8 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     if progress is not None:
         progress.phase(PHASE_ADVISOR)
     stop = threading.Event()
+    # the CSVs wait for the replay's end: building the graph is the task's largest memory
+    replay_done = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="rank-writer") as writer:
         # the tables the replay and the advisor read little of mapped too (spilled: the files
         # the parent maps, written once), beside the replay, which reads none of them: their
@@ -296,7 +298,9 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         del rank_analysis, profile, trace
         # then the files that do not depend on the replay nor the findings: written beside
         # them (Parquet encoding, compression and copying run mostly outside the GIL)
-        written = writer.submit(_write_mapped, task, tabled, events, spilled, sources, stop)
+        written = writer.submit(
+            _write_mapped, task, tabled, events, spilled, sources, stop, replay_done
+        )
         try:
             # the steps replayed here, in parallel over ranks, before the advisor reads them
             waits = split.wait_by_row(events.num_rows) if split is not None else None
@@ -306,6 +310,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             del waits  # the graph keeps its nodes' own
             replay = rank_report(prepared) if prepared is not None else ReplayReport(())
             release_freed_memory()  # the graph's and the replay's temporaries
+            replay_done.set()
             rank_analysis, profile, _ = tabled.result()
             trace = rank_analysis.trace
             tables = _rank_tables(events, rank_analysis, profile)
@@ -319,6 +324,7 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             del prepared
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
+            replay_done.set()
             raise
         advised = time.perf_counter()
         paths, parquet, copies, csvs, write_timings = written.result()
@@ -541,6 +547,7 @@ def _write_mapped(
     spilled: dict[str, Path],
     sources: Sequence[Path],
     stop: threading.Event,
+    replayed: threading.Event,
 ) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, Path], dict[str, float]]:
     """:func:`_write_files` of the tables :func:`_mapped_tables` mapped (``tabled``, done
     before), the files it wrote among those spilled."""
@@ -549,7 +556,7 @@ def _write_mapped(
         spilled = {**spilled, **{n: p for n, p in mapped.items() if n in IPC_TABLES}}
     tables = _rank_tables(events, rank, profile)
     del rank, profile
-    return _write_files(task, tables, spilled, sources, stop)
+    return _write_files(task, tables, spilled, sources, stop, replayed)
 
 
 def _write_files(
@@ -558,10 +565,12 @@ def _write_files(
     spilled: dict[str, Path],
     sources: Sequence[Path],
     stop: threading.Event,
+    replayed: threading.Event | None = None,
 ) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, Path], dict[str, float]]:
     """The rank's events as Parquet, its source copies, (spilled) its IPC tables but those
-    in ``spilled`` (written already) and (``task.csvs``) its :data:`RANK_CSVS`; the seconds
-    each took. Ends early, between two files, once ``stop`` is set."""
+    in ``spilled`` (written already) and (``task.csvs``) its :data:`RANK_CSVS`, once
+    ``replayed`` is set; the seconds each took. Ends early, between two files, once ``stop``
+    is set."""
 
     def check() -> None:
         if stop.is_set():
@@ -586,6 +595,9 @@ def _write_files(
     copied = time.perf_counter()
     csvs: dict[str, Path] = {}
     if task.csvs:
+        if replayed is not None:
+            replayed.wait()
+        copied = time.perf_counter()  # the wait is not the CSVs'
         (task.work_dir / CSV_DIR).mkdir(exist_ok=True)
         for name, table_name in RANK_CSVS.items():
             check()
