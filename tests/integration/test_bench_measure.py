@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 MB = 1_000_000
 
@@ -80,3 +82,24 @@ def test_cores_by_second_count_the_busy_processes_of_the_tree() -> None:
     # about 4 CPU seconds in all, none of it lost when the child exits; at most 2 cores a second
     assert 3.5 <= sum(cores) <= run.cpu_s + 0.2
     assert max(cores) <= 2.2
+
+
+def test_page_cost_touches_the_pages_of_each_case(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+    try:
+        page_cost = importlib.import_module("page_cost")
+    finally:
+        sys.path.remove(str(PROJECT_ROOT / "bench"))
+    assert page_cost.main(["--size-mb", "32", "--waits", "0.1", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    cases = json.loads(out.strip().splitlines()[-1])["cases"]
+    assert set(cases) == {"fresh", "again", "after 0.1s", "file", "file again"}
+    # every page of the 32 MiB array faulted in by the process (4 KiB pages: 8192; huge
+    # pages: fewer), none for the file, which the system's cache holds
+    for name in ("fresh", "again", "after 0.1s"):
+        assert 8 <= cases[name]["faults"] <= 8192 + 2048, cases[name]
+    for name in ("file", "file again"):
+        assert cases[name]["faults"] < 1024, cases[name]
+    assert all(c["sys_s"] >= 0 and c["wall_s"] > 0 for c in cases.values())
