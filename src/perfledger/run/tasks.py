@@ -592,12 +592,12 @@ def _write_files(
     written = time.perf_counter()
     check()
     copies = _copy_sources(sources, task.work_dir / RAW_COPIES)
-    copied = time.perf_counter()
+    timings = {"write_s": written - started, "copy_s": time.perf_counter() - written}
     csvs: dict[str, Path] = {}
     if task.csvs:
         if replayed is not None:
             replayed.wait()
-        copied = time.perf_counter()  # the wait is not the CSVs'
+        csv_started = time.perf_counter()  # the wait is not the CSVs'
         (task.work_dir / CSV_DIR).mkdir(exist_ok=True)
         for name, table_name in RANK_CSVS.items():
             check()
@@ -605,9 +605,7 @@ def _write_files(
             write_csv(table, task.work_dir / CSV_DIR / name)
             drop_mapped_pages(table)
             csvs[name] = task.work_dir / CSV_DIR / name
-    timings = {"write_s": written - started, "copy_s": copied - written}
-    if task.csvs:
-        timings["rank_csv_s"] = time.perf_counter() - copied
+        timings["rank_csv_s"] = time.perf_counter() - csv_started
     return paths, parquet, copies, csvs, timings
 
 
