@@ -197,3 +197,41 @@ def test_a_profile_of_one_rank_has_the_csvs_its_task_wrote(tmp_path: Path, worke
     timings = json.loads((out / "meta.json").read_text())["timings"]
     assert timings["rank_csv_s"] >= 0  # written by the task, moved in place
     assert not list(out.rglob(".ranks"))
+
+
+def test_the_task_csvs_wait_for_the_replay_and_its_wait_is_no_copy_time(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from perfledger.run import tasks
+
+    done = run_rank_task(
+        RankTask(0, "kineto", DATA / "v100_rank1_ddp.json.gz", tmp_path / "first", spill=False)
+    )
+    assert isinstance(done, RankResult)
+    task = RankTask(
+        0, "kineto", DATA / "v100_rank1_ddp.json.gz", tmp_path / "task", spill=False, csvs=True
+    )
+    task.work_dir.mkdir()
+    replayed = threading.Event()
+    outcome: list[tuple[object, ...]] = []
+    writer = threading.Thread(
+        target=lambda: outcome.append(
+            tasks._write_files(task, done.tables, {}, (), threading.Event(), replayed)
+        )
+    )
+    writer.start()
+    # the events' Parquet file written meanwhile, then no CSV before the replay is done
+    deadline = time.monotonic() + 30
+    while not (task.work_dir / "events.parquet").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert (task.work_dir / "events.parquet").exists()
+    assert not list(task.work_dir.rglob("*.csv"))
+    replayed.set()
+    writer.join(30)
+    (_, _, _, csvs, timings) = outcome[0]
+    assert isinstance(csvs, dict) and isinstance(timings, dict)
+    assert set(csvs) == {"op_summary.csv", "kernel_details.csv"}
+    assert all(path.exists() for path in csvs.values())
+    assert timings["copy_s"] < 0.4  # the half second waited is not the copies'

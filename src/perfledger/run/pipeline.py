@@ -237,10 +237,10 @@ def _task_timings(results: Sequence[RankResult], ranks_s: float) -> dict[str, fl
     phases = ("import_s", "analysis_s", "replay_s", "advisor_s", "write_s", "copy_s")
     if len(results) == 1:
         own = results[0].timings
-        # rank_csv_s: the CSVs the profile's only rank wrote (RankTask.csvs)
-        return {phase: own.get(phase, 0.0) for phase in phases} | {
-            k: v for k, v in own.items() if k == "rank_csv_s"
-        }
+        timings = {phase: own.get(phase, 0.0) for phase in phases}
+        if "rank_csv_s" in own:  # the CSVs the profile's only rank wrote (RankTask.csvs)
+            timings["rank_csv_s"] = own["rank_csv_s"]
+        return timings
     timings = {"ranks_s": ranks_s}
     for phase in phases:
         timings[f"ranks_{phase}"] = sum(r.timings.get(phase, 0.0) for r in results)

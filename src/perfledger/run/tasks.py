@@ -565,7 +565,7 @@ def _write_files(
     spilled: dict[str, Path],
     sources: Sequence[Path],
     stop: threading.Event,
-    replayed: threading.Event | None = None,
+    replayed: threading.Event,
 ) -> tuple[dict[str, Path], Path, dict[Path, Path], dict[str, Path], dict[str, float]]:
     """The rank's events as Parquet, its source copies, (spilled) its IPC tables but those
     in ``spilled`` (written already) and (``task.csvs``) its :data:`RANK_CSVS`, once
@@ -595,8 +595,7 @@ def _write_files(
     timings = {"write_s": written - started, "copy_s": time.perf_counter() - written}
     csvs: dict[str, Path] = {}
     if task.csvs:
-        if replayed is not None:
-            replayed.wait()
+        replayed.wait()
         csv_started = time.perf_counter()  # the wait is not the CSVs'
         (task.work_dir / CSV_DIR).mkdir(exist_ok=True)
         for name, table_name in RANK_CSVS.items():
