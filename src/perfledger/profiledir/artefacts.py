@@ -38,9 +38,11 @@ from perfledger.render import timeline
 from perfledger.render.cluster import write_cluster_outputs
 from perfledger.render.report.data import report_data_from_profile
 from perfledger.render.report.page import write_report
+from perfledger.render.report.steps import report_finding, step_choices_of, timeline_steps
 from perfledger.render.timeline.slices import RankPathSpan
 
 if TYPE_CHECKING:
+    from perfledger.model.accounts import StepWindow
     from perfledger.model.findings import AdvisorReport
     from perfledger.model.profile import ProfileAnalysis
 
@@ -50,6 +52,11 @@ FULL_TIMELINE_MAX_EVENTS = 1_000_000
 # A profile of more events than this (the cap above) gets no timeline.json.gz from analyze:
 # it is written on demand (see whole_timeline_note).
 WHOLE_TIMELINE_ON_DEMAND_ABOVE: Final = 1_000_000
+# A profile of more events than this gets the step slices of at most STEP_SLICES_KEPT steps
+# from analyze (the steps the report shows first, see kept_steps); any other step's slice is
+# written on demand (see step_slices_note).
+STEP_SLICES_ON_DEMAND_ABOVE: Final = 1_000_000
+STEP_SLICES_KEPT: Final = 12
 # meta.json's list of the artefacts a documented rule left out, each with how to get it.
 OMITTED_KEY: Final = "omitted"
 # A step slice stops after this many events, so that one step always opens fast.
@@ -92,6 +99,49 @@ def whole_timeline_note(events: int) -> str | None:
     )
 
 
+def kept_steps(
+    windows: Sequence[StepWindow], findings: Sequence[dict[str, Any]], limit: int
+) -> list[int]:
+    """The steps whose slices analyze writes when a profile is above
+    :data:`STEP_SLICES_ON_DEMAND_ABOVE` events: at most ``limit``, chosen as the report
+    chooses the step timelines it shows (the median, slowest and fastest steps, the steps the
+    findings' spans lie in, then the first steps), in step order."""
+    hulls = figures.step_hulls(windows, pa.table({}))
+    if not hulls:
+        return []
+    steps = step_choices_of(hulls)
+    chosen = timeline_steps(steps, [report_finding(f, steps) for f in findings], limit)
+    return sorted(int(steps[k]["step"]) for k in chosen)
+
+
+def step_slices_note(events: int, written: int, steps: int) -> str | None:
+    """Why analyze wrote the slices of only ``written`` of a profile's ``steps`` steps
+    (None: it wrote every one)."""
+    if written >= steps:
+        return None
+    return (
+        f"timeline/: {written} of {steps} step slices written ({events:,} events, more than "
+        f"{STEP_SLICES_ON_DEMAND_ABOVE:,}): the median, slowest and fastest steps, those the "
+        "findings point at, then the first; `perfledger timeline PROFILE --step N` writes "
+        "any other step's"
+    )
+
+
+def sliced_windows(
+    analysis: ProfileAnalysis, findings: Sequence[dict[str, Any]]
+) -> tuple[list[StepWindow], str | None]:
+    """The step windows analyze writes a slice of (every step's, but above
+    :data:`STEP_SLICES_ON_DEMAND_ABOVE` events those of :func:`kept_steps`), and why some
+    steps have none (:func:`step_slices_note`; None: every step has its slice)."""
+    windows = [w for r in analysis.ranks if r.annotated_steps for w in r.windows]
+    steps = len({w.step for w in windows})
+    events = event_count(analysis)
+    if events <= STEP_SLICES_ON_DEMAND_ABOVE or steps <= STEP_SLICES_KEPT:
+        return windows, None
+    kept = set(kept_steps(windows, findings, STEP_SLICES_KEPT))
+    return [w for w in windows if w.step in kept], step_slices_note(events, len(kept), steps)
+
+
 def write_timelines(
     directory: Path, analysis: ProfileAnalysis, findings: list[dict[str, Any]] | None = None
 ) -> list[Path]:
@@ -100,7 +150,9 @@ def write_timelines(
     Written one rank at a time (each rank's events, gaps and counters, then the next), so
     memory is that of one rank whatever the number of ranks; each rank keeps its earliest
     ``ceil(cap / ranks)`` events of a file's cap. No timeline.json.gz above
-    :data:`WHOLE_TIMELINE_ON_DEMAND_ABOVE` events (:func:`whole_timeline_note`).
+    :data:`WHOLE_TIMELINE_ON_DEMAND_ABOVE` events (:func:`whole_timeline_note`), and the
+    slices of at most :data:`STEP_SLICES_KEPT` steps above
+    :data:`STEP_SLICES_ON_DEMAND_ABOVE` events (:func:`sliced_windows`).
     """
     ranks = sorted(analysis.ranks, key=lambda r: r.rank)
     paths = _path_spans(analysis)
@@ -109,11 +161,12 @@ def write_timelines(
         for r in ranks
     ] or [timeline.TimelinePart(0, analysis.events, analysis.gaps)]
     whole = None if whole_timeline_note(event_count(analysis)) else directory / TIMELINE
+    windows, _ = sliced_windows(analysis, findings or [])
     _, slices = timeline.write_profile_timelines(
         whole,
         directory / "timeline",
         parts,
-        [w for r in ranks if r.annotated_steps for w in r.windows],
+        windows,
         counters=analysis.counters,
         findings=findings,
         max_events=FULL_TIMELINE_MAX_EVENTS,
@@ -166,6 +219,8 @@ class TimelinesWritten:
     analysis: ProfileAnalysis
     findings: list[dict[str, Any]]
     timeline_s: float
+    # the step slices a documented rule left out (step_slices_note), or None
+    omitted: str | None = None
 
 
 def write_timeline_files(
@@ -190,7 +245,8 @@ def write_timeline_files(
     (on_phase or (lambda phase: None))(PHASE_TIMELINES)
     started = time.perf_counter()
     write_timelines(directory, analysis, findings)
-    return TimelinesWritten(analysis, findings, time.perf_counter() - started)
+    _, omitted = sliced_windows(analysis, findings)
+    return TimelinesWritten(analysis, findings, time.perf_counter() - started, omitted)
 
 
 def write_artefacts(
@@ -263,8 +319,10 @@ def write_artefacts(
         write_report(directory / REPORT_HTML, report)
     del report
     timings = {"timeline_s": timelines.timeline_s, "report_s": time.perf_counter() - reported}
-    note = whole_timeline_note(event_count(analysis))
-    return Written(summary=document, timings=timings, omitted=(note,) if note else ())
+    notes = (whole_timeline_note(event_count(analysis)), timelines.omitted)
+    return Written(
+        summary=document, timings=timings, omitted=tuple(n for n in notes if n is not None)
+    )
 
 
 def print_profile(

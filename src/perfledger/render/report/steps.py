@@ -26,7 +26,12 @@ HOST_PHASES = ("", "forward", "backward", "optimizer", "dataloader")
 
 def step_choices(data: ReportData) -> list[dict[str, Any]]:
     """Every step (hull of its windows over ranks), labelled median / slowest / fastest."""
-    hulls = step_hulls(data.windows, data.events)
+    return step_choices_of(step_hulls(data.windows, data.events))
+
+
+def step_choices_of(hulls: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
+    """Every step of ``(step, start_ns, end_ns)`` hulls, labelled median / slowest /
+    fastest."""
     steps: list[dict[str, Any]] = [
         {"step": s, "start_ns": lo, "end_ns": hi, "wall_ms": (hi - lo) / 1e6, "labels": []}
         for s, lo, hi in hulls
