@@ -306,7 +306,12 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             waits = split.wait_by_row(events.num_rows) if split is not None else None
             # the windows analyze_rank found: the step plan reads no column assign_steps
             # fills, so planning again on these events finds the very same
-            prepared = prepare_rank(events, windows, comm_wait=waits) if events.num_rows else None
+            # the graph reads a dozen of the events' mapped columns whole: their pages let go
+            # as it goes, not held through the graph's construction (the task's peak)
+            with dropping_mapped_pages(events):
+                prepared = (
+                    prepare_rank(events, windows, comm_wait=waits) if events.num_rows else None
+                )
             del waits  # the graph keeps its nodes' own
             replay = rank_report(prepared) if prepared is not None else ReplayReport(())
             release_freed_memory()  # the graph's and the replay's temporaries
