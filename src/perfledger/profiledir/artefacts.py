@@ -106,10 +106,9 @@ def kept_steps(
     :data:`STEP_SLICES_ON_DEMAND_ABOVE` events: at most ``limit``, chosen as the report
     chooses the step timelines it shows (the median, slowest and fastest steps, the steps the
     findings' spans lie in, then the first steps), in step order."""
-    hulls = figures.step_hulls(windows, pa.table({}))
-    if not hulls:
+    if not windows:
         return []
-    steps = step_choices_of(hulls)
+    steps = step_choices_of(figures.step_hulls(windows, pa.table({})))  # events: unread
     chosen = timeline_steps(steps, [report_finding(f, steps) for f in findings], limit)
     return sorted(int(steps[k]["step"]) for k in chosen)
 
@@ -143,7 +142,10 @@ def sliced_windows(
 
 
 def write_timelines(
-    directory: Path, analysis: ProfileAnalysis, findings: list[dict[str, Any]] | None = None
+    directory: Path,
+    analysis: ProfileAnalysis,
+    findings: list[dict[str, Any]] | None = None,
+    windows: list[StepWindow] | None = None,
 ) -> list[Path]:
     """timeline.json.gz and one slice per step under timeline/, with the findings' spans.
 
@@ -152,7 +154,8 @@ def write_timelines(
     ``ceil(cap / ranks)`` events of a file's cap. No timeline.json.gz above
     :data:`WHOLE_TIMELINE_ON_DEMAND_ABOVE` events (:func:`whole_timeline_note`), and the
     slices of at most :data:`STEP_SLICES_KEPT` steps above
-    :data:`STEP_SLICES_ON_DEMAND_ABOVE` events (:func:`sliced_windows`).
+    :data:`STEP_SLICES_ON_DEMAND_ABOVE` events (:func:`sliced_windows`; ``windows``: those
+    it gave, when the caller has them).
     """
     ranks = sorted(analysis.ranks, key=lambda r: r.rank)
     paths = _path_spans(analysis)
@@ -161,7 +164,8 @@ def write_timelines(
         for r in ranks
     ] or [timeline.TimelinePart(0, analysis.events, analysis.gaps)]
     whole = None if whole_timeline_note(event_count(analysis)) else directory / TIMELINE
-    windows, _ = sliced_windows(analysis, findings or [])
+    if windows is None:
+        windows, _ = sliced_windows(analysis, findings or [])
     _, slices = timeline.write_profile_timelines(
         whole,
         directory / "timeline",
@@ -244,8 +248,8 @@ def write_timeline_files(
     findings = [f.to_dict() for f in advice.findings] if advice else []
     (on_phase or (lambda phase: None))(PHASE_TIMELINES)
     started = time.perf_counter()
-    write_timelines(directory, analysis, findings)
-    _, omitted = sliced_windows(analysis, findings)
+    windows, omitted = sliced_windows(analysis, findings)
+    write_timelines(directory, analysis, findings, windows)
     return TimelinesWritten(analysis, findings, time.perf_counter() - started, omitted)
 
 
