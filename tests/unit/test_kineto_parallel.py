@@ -420,3 +420,28 @@ def test_a_file_the_workers_cannot_open_goes_to_them_through_the_pipes(
     assert small_chunks.again[0] < 100  # the first chunk, where the array begins
     (record,) = [r for r in caplog.records if "through the pipes" in r.getMessage()]
     assert str(path) in record.getMessage() and str(unopenable) in record.getMessage()
+
+
+@pytest.mark.skipif(not hasattr(kineto_parallel.fcntl, "F_GETPIPE_SZ"), reason="a Linux pipe")
+def test_the_pipe_the_blocks_come_back_through_is_widened_as_far_as_allowed() -> None:
+    """The pool's result pipe is asked for 1 MB (what a process without privileges may have
+    by default); asked for more than the system allows, it gets the system's most; a pool
+    without CPython's result queue is left as it is."""
+    fcntl = kineto_parallel.fcntl
+    assert fcntl is not None
+    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    with kineto_parallel._pool(1) as pool:
+        fd = pool._result_queue._reader.fileno()  # type: ignore[attr-defined]
+        # read back from the pipe itself (64 KB unless widened), not from what the code says
+        assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) == min(1 << 20, limit)
+        shrunk = kineto_parallel.widen_result_pipe(pool, 128 * 1024)
+        assert shrunk == fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) == 128 * 1024
+        # beyond pipe-max-size: granted to a privileged process, else the system's most
+        widened = kineto_parallel.widen_result_pipe(pool, 1 << 24)
+        assert widened == fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) >= limit
+        assert pool.submit(sum, [1, 2, 3]).result() == 6  # the pool works through it
+
+    class Elsewhere:  # no _result_queue
+        pass
+
+    assert kineto_parallel.widen_result_pipe(Elsewhere()) == 0  # type: ignore[arg-type]

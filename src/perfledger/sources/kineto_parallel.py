@@ -36,6 +36,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: the pipe keeps its size
+    fcntl = None  # type: ignore[assignment]
+
 from perfledger.orphans import exit_with_parent
 from perfledger.sources.kineto_columns import Block, Side, chunk_columns
 from perfledger.sources.kineto_scan import scanned_block
@@ -68,6 +73,11 @@ ChunkResult = tuple[Block | None, Side, int]
 # (bench/import_workers.py measures both): beyond about five workers it sets the pace, and
 # more workers only cost memory.
 MAX_WORKERS = 6
+# The pipe the workers' blocks come back through, widened to this where the system allows
+# (Linux's default for a process without privileges: /proc/sys/fs/pipe-max-size): a worker then
+# writes its block (a few MB) in a few large writes rather than stopping at every 64 KB for
+# this process to read them (bench/README.md, "Growth").
+RESULT_PIPE_BYTES = 1 << 20
 # Chunks in flight per worker: enough to keep every worker busy while the next one is cut,
 # few enough that the bytes waiting stay small (each chunk is about 4 MB of JSON).
 _AHEAD_PER_WORKER = 2
@@ -232,10 +242,50 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         )
     except OSError as exc:  # no semaphores here (no /dev/shm ...)
         raise WorkersUnavailable(str(exc)) from None
+    widen_result_pipe(pool)
     try:
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def widen_result_pipe(pool: ProcessPoolExecutor, size: int = RESULT_PIPE_BYTES) -> int:
+    """Widen the pipe ``pool``'s results come back through to ``size`` bytes, or to the
+    most the system allows below it; the pipe's size after (0 where it cannot be read: not
+    Linux, or a pool without the result queue of CPython's implementation). Only speed
+    depends on it: a pipe left as it was works the same."""
+    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
+    getter = getattr(fcntl, "F_GETPIPE_SZ", None)
+    reader = getattr(getattr(pool, "_result_queue", None), "_reader", None)
+    if setter is None or getter is None or reader is None:
+        return 0
+    try:
+        fd = reader.fileno()
+    except (OSError, ValueError):
+        return 0
+    # above what the system allows this process, the most it allows
+    for wanted in (size, min(size, _pipe_max_size())):
+        widened = _set_pipe_size(fd, setter, wanted)
+        if widened:
+            return widened
+    return _set_pipe_size(fd, getter, None)
+
+
+def _set_pipe_size(fd: int, command: int, size: int | None) -> int:
+    """fcntl ``command`` on pipe ``fd`` (with ``size``): the pipe's size, 0 where refused."""
+    assert fcntl is not None
+    try:
+        return int(fcntl.fcntl(fd, command) if size is None else fcntl.fcntl(fd, command, size))
+    except OSError:
+        return 0
+
+
+def _pipe_max_size() -> int:
+    """The largest pipe a process without privileges may ask for (0: unknown)."""
+    try:
+        return int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def _read_in_workers(
