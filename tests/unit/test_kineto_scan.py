@@ -233,6 +233,46 @@ def test_clean_random_events_are_settled_by_the_scanner() -> None:
         assert _check(json.dumps(events, indent=rng.choice([None, 2])).encode())
 
 
+def _spaced(value: Any, rng: random.Random) -> str:
+    """``value`` as JSON with a run of random whitespace (spaces, line breaks, carriage
+    returns, tabs; none to 40 bytes) wherever JSON allows one."""
+
+    def ws() -> str:
+        return "".join(
+            rng.choices(" \n\r\t", weights=[6, 2, 1, 1], k=rng.choice([0, 1, 5, 17, 40]))
+        )
+
+    if isinstance(value, dict):
+        members = [f"{json.dumps(k)}{ws()}:{ws()}{_spaced(v, rng)}" for k, v in value.items()]
+        return "{" + ws() + f"{ws()},{ws()}".join(members) + ws() + "}"
+    if isinstance(value, list):
+        return "[" + ws() + f"{ws()},{ws()}".join(_spaced(v, rng) for v in value) + ws() + "]"
+    return json.dumps(value)
+
+
+@needs_scanner
+def test_events_with_long_runs_of_every_whitespace_are_settled_as_the_decoder_reads_them() -> None:
+    """Whitespace runs of every JSON kind (carriage returns and tabs too, which Kineto does
+    not write) and of up to 40 bytes between every token, up to the text's last byte."""
+    rng = random.Random(11)
+    for _ in range(60):
+        events = [
+            {
+                "ph": "X",
+                "cat": rng.choice(["kernel", "cpu_op"]),
+                "name": "aten::mm",
+                "pid": rng.randint(0, 2**20),
+                "tid": rng.randint(0, 2**20),
+                "ts": rng.choice([rng.randint(0, 2**50), round(rng.uniform(0, 2**40), 3)]),
+                "dur": rng.randint(0, 10**6),
+                "args": _args(rng),
+            }
+            for _ in range(rng.randint(1, 12))
+        ]
+        text = _spaced(events, rng) + rng.choice(["", " ", "\n\t\r " * 5])
+        assert _check(text.encode())
+
+
 @needs_scanner
 @pytest.mark.parametrize(
     ("other", "column"),
