@@ -423,7 +423,9 @@ def test_a_file_the_workers_cannot_open_goes_to_them_through_the_pipes(
 
 
 @pytest.mark.skipif(not hasattr(kineto_parallel.fcntl, "F_GETPIPE_SZ"), reason="a Linux pipe")
-def test_the_pipe_the_blocks_come_back_through_is_widened_as_far_as_allowed() -> None:
+def test_the_pipe_the_blocks_come_back_through_is_widened_as_far_as_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The pool's result pipe is asked for 1 MB (what a process without privileges may have
     by default); asked for more than the system allows, it gets the system's most; a pool
     without CPython's result queue is left as it is."""
@@ -439,6 +441,11 @@ def test_the_pipe_the_blocks_come_back_through_is_widened_as_far_as_allowed() ->
         # beyond pipe-max-size: granted to a privileged process, else the system's most
         widened = kineto_parallel.widen_result_pipe(pool, 1 << 24)
         assert widened == fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) >= limit
+        # the system's most unknown: the pipe stays as it is (not shrunk), unless privileged
+        before = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+        monkeypatch.setattr(kineto_parallel, "_pipe_max_size", lambda: 0)
+        kept = kineto_parallel.widen_result_pipe(pool, 1 << 24)
+        assert kept == fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) >= before
         assert pool.submit(sum, [1, 2, 3]).result() == 6  # the pool works through it
 
     class Elsewhere:  # no _result_queue

@@ -250,10 +250,10 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
 
 
 def widen_result_pipe(pool: ProcessPoolExecutor, size: int = RESULT_PIPE_BYTES) -> int:
-    """Widen the pipe ``pool``'s results come back through to ``size`` bytes, or to the
-    most the system allows below it; the pipe's size after (0 where it cannot be read: not
-    Linux, or a pool without the result queue of CPython's implementation). Only speed
-    depends on it: a pipe left as it was works the same."""
+    """Set the pipe ``pool``'s results come back through to ``size`` bytes, or to the most
+    the system allows below it; the pipe's size after (0 where it cannot be read: not Linux,
+    or a pool without the result queue of CPython's implementation). Only speed depends on
+    it: a pipe left as it was works the same."""
     setter = getattr(fcntl, "F_SETPIPE_SZ", None)
     getter = getattr(fcntl, "F_GETPIPE_SZ", None)
     reader = getattr(getattr(pool, "_result_queue", None), "_reader", None)
@@ -263,9 +263,10 @@ def widen_result_pipe(pool: ProcessPoolExecutor, size: int = RESULT_PIPE_BYTES) 
         fd = reader.fileno()
     except (OSError, ValueError):
         return 0
-    # above what the system allows this process, the most it allows
+    # above what the system allows this process, the most it allows; where that is not
+    # known either, the pipe stays as it is
     for wanted in (size, min(size, _pipe_max_size())):
-        widened = _set_pipe_size(fd, setter, wanted)
+        widened = _set_pipe_size(fd, setter, wanted) if wanted > 0 else 0
         if widened:
             return widened
     return _set_pipe_size(fd, getter, None)
