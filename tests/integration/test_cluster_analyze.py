@@ -328,6 +328,31 @@ def test_a_bad_rank_is_left_out_and_said_the_others_analysed(tmp_path: Path) -> 
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("kind", ["torch_npu_text", "torch_npu_db"])
+@pytest.mark.parametrize("damage", ["empty files", "no profiler output"])
+def test_an_ascend_rank_with_nothing_readable_is_left_out(
+    tmp_path: Path, kind: str, damage: str
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(data_file(f"ascend/{kind}/level1"), run)
+    rank1 = run / "rank1_ascend_pt"
+    if damage == "empty files":
+        for path in rank1.rglob("*"):
+            if path.is_file():
+                path.write_bytes(b"")
+    else:
+        shutil.rmtree(rank1)
+        rank1.mkdir()  # named as a rank's output, holding none
+    out = tmp_path / "p"
+    result = perfledger("analyze", run, "-o", out, "--workers", "0")
+    assert result.returncode == 0, result.stderr
+    summary = read_json(out / "summary.json")
+    assert summary["ranks"] == [0]
+    (skipped,) = [c for c in summary["quality"]["checks"] if c["id"] == "skipped_ranks"]
+    assert "rank1_ascend_pt" in skipped["message"] and skipped["count"] == 1
+    assert "Traceback" not in result.stderr
+
+
 def test_no_readable_rank_is_one_line_naming_the_first(tmp_path: Path) -> None:
     directory = tmp_path / "broken"
     write_ranks(directory, 2)

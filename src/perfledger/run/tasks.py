@@ -201,9 +201,10 @@ def ascend_rank_paths(path: Path) -> list[Path]:
     """The rank sources of an Ascend path: itself, or each of its rank folders."""
     from perfledger.sources import ascend
 
-    # The importer's own layout rules decide what a rank folder is (one place for them).
-    sources = ascend.rank_sources(path)
-    return [source.root for source in sources] or [path]
+    # The importer's own layout rules decide what a rank folder is (one place for them); a
+    # rank folder with nothing readable is a task too, which fails alone (a skipped rank)
+    found = ascend.rank_layout(path)
+    return [item if isinstance(item, Path) else item.root for item in found] or [path]
 
 
 def run_rank_task(task: RankTask, progress: TaskProgress | None = None) -> RankResult | RankFailure:

@@ -215,18 +215,29 @@ def rank_sources(path: Path) -> list[RankSource]:
     Raises:
         PerfledgerError: a sub-directory laid out as Ascend output holds nothing readable.
     """
+    found = rank_layout(path)
+    for item in found:
+        if isinstance(item, Path):
+            raise PerfledgerError(_nothing_found(item))
+    return [item for item in found if isinstance(item, RankSource)]
+
+
+def rank_layout(path: Path) -> list[RankSource | Path]:
+    """The rank sources at ``path`` (itself, or its direct sub-directories) in order, with the
+    sub-directories laid out as a rank's Ascend output that hold nothing readable (their
+    paths) in their places: ranks to report as skipped, not a reason to drop the others."""
     own = _source_of(path)
     if own is not None:
         return [own]
     if not path.is_dir() or _looks_like_output(path):
         return []
-    found = []
+    found: list[RankSource | Path] = []
     for child in sorted(p for p in path.iterdir() if p.is_dir() and not is_own_output(p)):
         source = _source_of(child)
         if source is not None:
             found.append(source)
         elif _looks_like_output(child):
-            raise PerfledgerError(_nothing_found(child))
+            found.append(child)
     return found
 
 
