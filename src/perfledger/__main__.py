@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 from perfledger.errors import PerfledgerError
@@ -36,14 +38,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # what the parser's --version prints, in a tenth of the time
         print(f"perfledger {__version__}")
         return 0
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
     try:
-        code: int = args.run(args)
-        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+        with _terminate_as_interrupt():
+            # the subcommands' modules load here: an interrupt while they do is one line too
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if args.command is None:
+                parser.print_help()
+                return 2
+            code: int = args.run(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
     except BrokenPipeError:
         return _reader_gone()
     except PerfledgerError as error:
@@ -55,12 +59,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _internal_error(error)
         print(f"perfledger: error: {escaped(message)}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("perfledger: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("perfledger: interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # a bug of ours: one line, the traceback on request
         return _internal_error(error)
     return code
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received: the command stops as on Ctrl-C (its staging folders and temporary
+    files removed, its workers stopped), then exits with 143."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raised as :class:`Terminated` in the main thread while the command runs (where
+    nothing else handles it); the previous handler back afterwards."""
+    previous = None
+    with contextlib.suppress(ValueError):  # not the main thread: the signal stays as it was
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 # A file that cannot be read or written for reasons of the machine, not of perfledger.

@@ -70,6 +70,10 @@ PROFILE_SUMMARY: Final = "summary.json"
 # (the traces of a recording), and files written through ``.NAME.PID.tmp``.
 STAGING_NAME: Final = re.compile(r"^\.(?P<name>.+)\.(?P<kind>partial|old|record)-(?P<pid>\d+)$")
 _TEMPORARY_NAME: Final = re.compile(r"^\..+\.\d+\.tmp$")
+# The file each profile staging folder (partial, old) holds while it is perfledger's: the pid of
+# the run that made it. A folder is removed as a dead run's leftover only with this mark inside:
+# a name alone (``.emacs.d.old-2023``) is the user's.
+STAGING_MARK: Final = ".perfledger-staging"
 
 
 def is_profile_dir(path: Path) -> bool:
@@ -154,11 +158,34 @@ def process_gone(pid: int) -> bool:
     return False
 
 
+def mark_staging(folder: Path) -> None:
+    """Put the mark of this run in ``folder`` (:data:`STAGING_MARK`): a staging folder of its
+    own, which a later run may remove once this one is gone."""
+    (folder / STAGING_MARK).write_text(f"{os.getpid()}\n", encoding="ascii")
+
+
+def unmark_staging(folder: Path) -> None:
+    """Take the mark out of ``folder`` (it becomes the user's profile)."""
+    (folder / STAGING_MARK).unlink(missing_ok=True)
+
+
+def _marked_by(folder: Path, pid: int) -> bool:
+    """Whether ``folder`` holds the staging mark of process ``pid``."""
+    mark = folder / STAGING_MARK
+    try:
+        if mark.is_symlink() or not mark.is_file() or mark.stat().st_size > 32:
+            return False
+        return mark.read_bytes().strip() == str(pid).encode("ascii")
+    except OSError:
+        return False
+
+
 def remove_stale_staging(parent: Path, kinds: tuple[str, ...] = ("partial", "old")) -> list[Path]:
     """Remove the staging folders in ``parent`` left by runs that died; return them.
 
     Only folders named as perfledger's staging folders (:data:`STAGING_NAME`) of the given
-    kinds, whose process no longer runs, are touched — never a link, never anything else.
+    kinds, holding the mark of the run that made them (:data:`STAGING_MARK`), whose process no
+    longer runs, are touched — never a link, never anything else.
     """
     removed: list[Path] = []
     try:
@@ -173,7 +200,7 @@ def remove_stale_staging(parent: Path, kinds: tuple[str, ...] = ("partial", "old
         if pid == os.getpid() or not process_gone(pid):
             continue
         try:
-            if child.is_symlink() or not child.is_dir():
+            if child.is_symlink() or not child.is_dir() or not _marked_by(child, pid):
                 continue
             shutil.rmtree(child)
         except OSError:

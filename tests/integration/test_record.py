@@ -302,17 +302,17 @@ def test_explicit_marks_and_force_replace_a_profile(tmp_path: Path) -> None:
     profile.mkdir()  # an older profile: --force replaces only a folder perfledger wrote
     (profile / "meta.json").write_text('{"format_version": 1, "tool_version": "0.1.0"}')
     (profile / "summary.json").write_text("{}")
-    (profile / "old.txt").write_text("an older profile")
+    (profile / "report.html").write_text("an older profile")
     args = ["-o", "prof", "--skip", "1", "--steps", "2", "--",
             sys.executable, str(TINY), "--mode", "mark", "--batches", "6"]  # fmt: skip
     refused = run_record(tmp_path, *args)
     assert refused.returncode == 2
     assert "already exists" in refused.stderr and "--force" in refused.stderr
-    assert (profile / "old.txt").exists()
+    assert (profile / "report.html").read_text() == "an older profile"
 
     done = run_record(tmp_path, "--force", *args)
     assert done.returncode == 0, done.stderr
-    assert not (profile / "old.txt").exists()
+    assert (profile / "report.html").read_text() != "an older profile"
     # Six marks: the first begins step 0, the next five end steps 0-4.
     assert all_steps(profile) == [0, 1, 2, 3, 4]
     assert profiled_steps(profile) == [1, 2]

@@ -10,12 +10,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+import perfledger.__main__ as perfledger_main
+from perfledger.errors import PerfledgerError
+from perfledger.files import STAGING_MARK
+from perfledger.profiledir.writer import staged_directory
 from perfledger.sources.names import NAME_LIMIT
 from tests.cli import perfledger
 from tests.kineto_gen import write_kineto
@@ -23,6 +29,7 @@ from tests.odd_traces import clean_run
 from tests.paths import data_file
 
 TRACE = "kineto/a100_triton.json.gz"
+BIG_TRACE = "kineto/v100_rank1_ddp.json.gz"  # a few seconds of analysis
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -75,15 +82,113 @@ def test_force_never_follows_a_link_out_of_the_target(tmp_path: Path) -> None:
     (outside / "data.txt").write_text("keep")
     profile = tmp_path / "prof"
     assert perfledger("analyze", data_file(TRACE), "-o", profile).returncode == 0
-    (profile / "link").symlink_to(outside, target_is_directory=True)
+    # a link among the sources' copies (raw/ is the one folder whose entries are not checked)
+    (profile / "raw" / "link").symlink_to(outside, target_is_directory=True)
     assert perfledger("analyze", data_file(TRACE), "-o", profile, "--force").returncode == 0
     assert (outside / "data.txt").read_text() == "keep"
+    assert not (profile / "raw" / "link").exists()
     # a link named as the output is refused, whatever it points at
     link = tmp_path / "linked"
     link.symlink_to(profile, target_is_directory=True)
     error = one_line_error(perfledger("analyze", data_file(TRACE), "-o", link, "--force"))
     assert "symbolic link" in error
     assert (profile / "meta.json").is_file()
+
+
+def test_force_keeps_a_profile_the_user_put_files_in(tmp_path: Path) -> None:
+    profile = tmp_path / "prof"
+    assert perfledger("analyze", data_file(TRACE), "-o", profile).returncode == 0
+    (profile / "my_notes.md").write_text("mine")
+    (profile / "screens").mkdir()
+    (profile / "screens" / "a.png").write_bytes(b"png")
+    (profile / "tables" / "mine.csv").write_text("a,b")
+    before = listing(profile)
+    error = one_line_error(perfledger("analyze", data_file(TRACE), "-o", profile, "--force"))
+    assert "did not write (my_notes.md, screens, tables/mine.csv)" in error
+    assert listing(profile) == before
+    # a folder of the user's holding a profile's two documents beside their own files
+    copied = tmp_path / "results"
+    copied.mkdir()
+    for name in ("meta.json", "summary.json"):
+        shutil.copy(profile / name, copied / name)
+    (copied / "thesis.tex").write_text("mine")
+    one_line_error(perfledger("analyze", data_file(TRACE), "-o", copied, "--force"))
+    assert (copied / "thesis.tex").read_text() == "mine"
+
+
+def _fake_profile(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "meta.json").write_text(json.dumps({"format_version": 1, "tool_version": "0"}))
+    (folder / "summary.json").write_text("{}")
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_folder_made_at_the_output_during_the_run_is_never_replaced(
+    tmp_path: Path, force: bool
+) -> None:
+    target = tmp_path / "results"
+    with (
+        pytest.raises(PerfledgerError, match="no profile written"),
+        staged_directory(target, force=force) as staging,
+    ):
+        (staging / "meta.json").write_text("{}")
+        target.mkdir()  # the user, while the run goes on
+        (target / "thesis.tex").write_text("mine")
+    assert listing(tmp_path) == ["results", "results/thesis.tex"]
+
+
+def test_another_runs_profile_made_meanwhile_is_replaced_only_with_force(tmp_path: Path) -> None:
+    target = tmp_path / "prof"
+    with (
+        pytest.raises(PerfledgerError, match="already exists"),
+        staged_directory(target, force=False) as staging,
+    ):
+        (staging / "mine").write_text("new")
+        _fake_profile(target)  # a second run into the same folder, ended first
+    assert listing(tmp_path) == ["prof", "prof/meta.json", "prof/summary.json"]
+    with staged_directory(target, force=True) as staging:
+        (staging / "mine").write_text("new")
+    assert listing(tmp_path) == ["prof", "prof/mine"]
+    # an empty folder made meanwhile holds nothing to lose: the profile takes its place
+    empty = tmp_path / "empty"
+    with staged_directory(empty, force=False) as staging:
+        (staging / "mine").write_text("new")
+        empty.mkdir()
+    assert (empty / "mine").read_text() == "new"
+
+
+def test_a_failed_run_removes_the_folders_it_made_for_the_output(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("this is not json")
+    out = tmp_path / "new1" / "new2" / "prof"
+    one_line_error(perfledger("analyze", bad, "-o", out))
+    assert listing(tmp_path) == ["bad.json"]
+
+
+def test_sigterm_stops_the_run_as_ctrl_c_does(tmp_path: Path) -> None:
+    out = tmp_path / "prof"
+    command = [sys.executable, "-m", "perfledger", "analyze", data_file(BIG_TRACE), "-o", out]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".prof.partial-*")) and child.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    child.send_signal(signal.SIGTERM)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 143, stderr
+    assert stderr.strip() == "perfledger: terminated"
+    assert listing(tmp_path) == []
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(perfledger_main, "build_parser", interrupted)
+    assert perfledger_main.main(["analyze", "x"]) == 130
+    assert capsys.readouterr().err == "perfledger: interrupted\n"
 
 
 # --- outputs that cannot be written --------------------------------------------------------------
@@ -160,13 +265,27 @@ def test_staging_folders_of_dead_runs_are_removed_by_the_next_run(tmp_path: Path
     (stale / "raw" / "copy.json.gz").write_bytes(b"x" * 1000)
     retired = tmp_path / f".old.old-{dead}"
     retired.mkdir()
+    for left in (stale, retired):  # the mark a run puts in the folders it makes
+        (left / STAGING_MARK).write_text(f"{dead}\n")
     live = tmp_path / f".other.partial-{os.getpid()}"  # a run still going: left alone
     live.mkdir()
+    (live / STAGING_MARK).write_text(f"{os.getpid()}\n")
     lookalike = tmp_path / f".notes.partial-{dead}.txt"  # not our name: left alone
     lookalike.write_text("mine")
+    # the user's folders named as ours, without the mark (or another run's mark): left alone
+    backup = tmp_path / ".emacs.d.old-2023"
+    (backup / "init.el").parent.mkdir()
+    (backup / "init.el").write_text("(setq mine t)")
+    draft = tmp_path / f".thesis.partial-{dead}"
+    draft.mkdir()
+    (draft / STAGING_MARK).write_text("1\n")
+    (draft / "ch1.tex").write_text("mine")
     assert perfledger("analyze", data_file(TRACE), "-o", tmp_path / "prof2").returncode == 0
     assert not stale.exists() and not retired.exists()
     assert live.is_dir() and lookalike.read_text() == "mine"
+    assert (backup / "init.el").read_text() == "(setq mine t)"
+    assert (draft / "ch1.tex").read_text() == "mine"
+    assert not (tmp_path / "prof2" / STAGING_MARK).exists()  # not left in the profile
 
 
 def test_a_staging_folder_is_never_read_as_input(tmp_path: Path) -> None:

@@ -39,6 +39,31 @@ CRITICAL_PATH_TABLE: Final = "critical_path"  # the replayed steps' critical pat
 WHATIF_FIXES_TABLE: Final = "whatif_fixes"  # the graph change of each finding's fix
 RANK_PART_PREFIX: Final = "rank="
 
+# Everything analyze writes at the top of a profile: what ``--force`` may replace. A profile
+# holding anything else (a file of the user's put there since) is not replaced.
+PROFILE_ENTRIES: Final = frozenset(
+    {
+        META_JSON,
+        SUMMARY_JSON,
+        RAW_DIR,
+        TABLES_DIR,
+        REPORT_HTML,
+        TIMELINE,
+        TIMELINE_DIR,
+        CLUSTER_SUMMARY_JSON,
+        CLUSTER_STEP_TRACE_CSV,
+        CLUSTER_MATRIX_CSV,
+        OP_SUMMARY_CSV,
+        OP_STATISTIC_CSV,
+        KERNEL_DETAILS_CSV,
+        API_STATISTIC_CSV,
+        STEP_TRACE_CSV,
+        GAPS_CSV,
+        TRANSFERS_CSV,
+        COMMUNICATION_CSV,
+    }
+)
+
 
 def default_profile_name(now: float | None = None) -> str:
     """``prof_YYYYmmdd_HHMMSS`` in local time."""

@@ -20,8 +20,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfledger.errors import PerfledgerError
-from perfledger.files import is_profile_dir, remove_stale_staging, replacing, write_json
-from perfledger.profiledir.layout import TABLES_DIR
+from perfledger.files import (
+    is_profile_dir,
+    mark_staging,
+    remove_stale_staging,
+    replacing,
+    unmark_staging,
+    write_json,
+)
+from perfledger.profiledir.layout import PROFILE_ENTRIES, TABLES_DIR, TIMELINE_DIR
 
 # Errors that only writing the output can raise: no space, a read-only file system.
 _OUTPUT_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
@@ -40,8 +47,9 @@ _WRITE_ERRNOS: Final = frozenset(
 def check_target(path: Path, *, force: bool) -> None:
     """Refuse an output that cannot be written, or an existing one not ours to replace.
 
-    ``--force`` replaces only an empty folder or a perfledger profile (its meta.json says so);
-    never a file, a link, a folder of the user's, the current folder or one above it.
+    ``--force`` replaces only an empty folder or a perfledger profile (its meta.json says so)
+    holding nothing but what analyze writes; never a file, a link, a mount point, a folder of
+    the user's (or a profile the user put files in), the current folder or one above it.
     """
     _check_output_name(path)
     if path.is_symlink():
@@ -57,11 +65,55 @@ def check_target(path: Path, *, force: bool) -> None:
         )
     if not path.is_dir():
         raise PerfledgerError(f"{path} exists and is not a directory: refusing to replace it")
-    if not (_is_empty(path) or is_profile_dir(path)):
+    if os.path.ismount(path):
+        raise PerfledgerError(
+            f"{path} is a mount point: a profile cannot take its place; name a folder inside it "
+            "with -o"
+        )
+    if _is_empty(path):
+        return
+    if not is_profile_dir(path):
         raise PerfledgerError(
             f"{path} is not a perfledger profile (no meta.json of ours) and not empty: --force "
             "replaces only those; choose another output with -o"
         )
+    foreign = foreign_entries(path)
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        shown = ", ".join(foreign[:3]) + more
+        raise PerfledgerError(
+            f"{path} holds files analyze did not write ({shown}): --force replaces only a "
+            "profile as analyze wrote it; move them out or choose another output with -o"
+        )
+
+
+def foreign_entries(profile: Path) -> list[str]:
+    """What a profile folder holds that analyze does not write (the user's files put there
+    since), as paths below it; unreadable folders count as foreign."""
+    foreign: list[str] = []
+    try:
+        for entry in sorted(profile.iterdir()):
+            if entry.name not in PROFILE_ENTRIES:
+                foreign.append(entry.name)
+            elif entry.name in (TABLES_DIR, TIMELINE_DIR) and entry.is_dir():
+                foreign += [f"{entry.name}/{name}" for name in _foreign_below(entry)]
+    except OSError:
+        return [profile.name]
+    return foreign
+
+
+def _foreign_below(folder: Path) -> list[str]:
+    """Below tables/ and timeline/: Parquet files (tables/events/ of them) and gzip
+    timelines; anything else is named."""
+    foreign: list[str] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_symlink():
+            foreign.append(entry.name)
+        elif entry.is_dir():
+            foreign += [f"{entry.name}/{name}" for name in _foreign_below(entry)]
+        elif not entry.name.endswith((".parquet", ".json.gz")):
+            foreign.append(entry.name)
+    return foreign
 
 
 def _check_output_name(path: Path) -> None:
@@ -137,37 +189,77 @@ def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
     """
     check_target(target, force=force)
     staging = _staging_of(target)
+    made = _missing_folders(target.parent)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_staging(target.parent)
-        if staging.exists():
-            shutil.rmtree(staging)
-        staging.mkdir()
-    except OSError as error:
-        raise output_error(target, error) from error
-    try:
-        yield staging
-        _readable_by_all(staging)
-        _replace(target, staging)
-    except BaseException as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(error, OSError) and _is_output_error(error, target, staging):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_staging(target.parent)
+            if staging.exists():
+                shutil.rmtree(staging)
+            staging.mkdir()
+            mark_staging(staging)
+        except OSError as error:
             raise output_error(target, error) from error
+        try:
+            yield staging
+            _readable_by_all(staging)
+            _replace(target, staging, force=force)
+        except BaseException as error:
+            shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(error, OSError) and _is_output_error(error, target, staging):
+                raise output_error(target, error) from error
+            raise
+    except BaseException:
+        # the folders made for the output, innermost first, as long as they are empty
+        with contextlib.suppress(OSError):
+            for folder in made:
+                folder.rmdir()
         raise
 
 
-def _replace(target: Path, staging: Path) -> None:
-    if target.exists():
-        retired = target.with_name(f".{target.name}.old-{os.getpid()}")
-        target.rename(retired)
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and those above it that do not exist yet, innermost first."""
+    missing: list[Path] = []
+    for place in (folder, *folder.absolute().parents):
+        if os.path.lexists(place):
+            break
+        missing.append(place)
+    return missing
+
+
+def _replace(target: Path, staging: Path, *, force: bool) -> None:
+    """Rename ``staging`` to ``target``. What holds the target's name now is checked again as
+    at the start: a folder the user made there during the run (or another run's profile,
+    without ``--force``) is never replaced."""
+    unmark_staging(staging)
+    # nothing there, or an empty folder made meanwhile (nothing to lose): taken at once
+    vacant = not os.path.lexists(target) or (
+        not target.is_symlink() and not os.path.ismount(target) and _is_empty(target)
+    )
+    if vacant:
         try:
             staging.rename(target)
-        except OSError:
-            retired.rename(target)  # the old profile back in its place
-            raise
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
+            return
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise
+    try:
+        check_target(target, force=force)
+    except PerfledgerError as error:
+        raise PerfledgerError(f"{error} (found at the run's end: no profile written)") from None
+    retired = target.with_name(f".{target.name}.old-{os.getpid()}")
+    target.rename(retired)
+    if not (_is_empty(retired) or (is_profile_dir(retired) and not foreign_entries(retired))):
+        retired.rename(target)  # changed between the check and the rename: left as it is
+        raise PerfledgerError(f"{target} changed while it was being replaced: no profile written")
+    mark_staging(retired)  # a leftover of this run if it dies before the removal below
+    try:
         staging.rename(target)
+    except OSError:
+        unmark_staging(retired)
+        retired.rename(target)  # the old profile back in its place
+        raise
+    shutil.rmtree(retired, ignore_errors=True)
 
 
 def _is_output_error(error: OSError, target: Path, staging: Path) -> bool:
