@@ -21,7 +21,7 @@ import pytest
 import perfledger.__main__ as perfledger_main
 from perfledger.errors import PerfledgerError
 from perfledger.files import STAGING_MARK
-from perfledger.profiledir.writer import staged_directory
+from perfledger.profiledir.writer import foreign_entries, staged_directory
 from perfledger.sources.names import NAME_LIMIT
 from tests.cli import perfledger
 from tests.kineto_gen import write_kineto
@@ -114,6 +114,19 @@ def test_force_keeps_a_profile_the_user_put_files_in(tmp_path: Path) -> None:
     (copied / "thesis.tex").write_text("mine")
     one_line_error(perfledger("analyze", data_file(TRACE), "-o", copied, "--force"))
     assert (copied / "thesis.tex").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["kineto/sampled_2ranks", "ascend/torch_npu_text/level1", "ascend/torch_npu_db/level0"],
+)
+def test_force_replaces_every_kind_of_profile_analyze_writes(tmp_path: Path, source: str) -> None:
+    # every entry analyze writes is one --force may replace (PROFILE_ENTRIES names them all)
+    profile = tmp_path / "prof"
+    assert perfledger("analyze", data_file(source), "-o", profile).returncode == 0
+    assert foreign_entries(profile) == []
+    again = perfledger("analyze", data_file(source), "-o", profile, "--force")
+    assert again.returncode == 0, again.stderr
 
 
 def _fake_profile(folder: Path) -> None:
