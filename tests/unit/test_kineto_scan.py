@@ -14,6 +14,8 @@ import json
 import random
 import re
 import shutil
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -343,6 +345,86 @@ def test_damaged_text_is_never_read_differently() -> None:
 )
 def test_what_only_the_general_decoder_reads_is_left_to_it(text: bytes) -> None:
     assert kineto_scan.scanned_block(text, Side()) is None
+
+
+_EVENT = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 2, "ts": 5, "dur": 3'
+
+
+@needs_scanner
+@pytest.mark.parametrize(
+    ("escape", "readable"),
+    [
+        (b"\\ud83d\\ude00", True),  # a high and a low surrogate: one character
+        (b"\\uD83D\\uDE00", True),
+        (b"\\u00e9", True),
+        (b"\\ud800", False),  # a high surrogate alone
+        (b"\\ud800x", False),
+        (b"\\ud800\\ud800", False),  # two high ones
+        (b"\\ud800\\u0041", False),
+        (b"\\udc00", False),  # a low one alone
+        (b"\\ud80", False),
+    ],
+)
+def test_surrogate_escapes_are_read_as_the_general_decoder_reads_them(
+    escape: bytes, readable: bool
+) -> None:
+    value, key = (b', "args": {"x": "' + escape + b'"}}', b', "args": {"' + escape + b'": 1}}')
+    for place in (value, key):
+        text = b"[" + _EVENT + place + b"]"
+        assert (_general(text) is not None) == readable
+        if readable:
+            # settled as the general decoder reads it (a key with an escape: left to it)
+            assert _check(text) or place is key
+        else:
+            assert kineto_scan.scanned_block(text, Side()) is None
+
+
+_GUARDED_SCAN = """
+import ctypes, mmap, sys
+import numpy as np
+from perfledger.sources import kineto_scan
+text = sys.argv[1].encode()
+page = mmap.PAGESIZE
+memory = mmap.mmap(-1, 2 * page)
+base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+libc = ctypes.CDLL(None, use_errno=True)
+# the page after the text made unreadable: a read one byte past its end faults
+assert libc.mprotect(ctypes.c_void_p(base + page), page, 0) == 0
+memory[page - len(text) : page] = text
+view = np.frombuffer(memory, np.uint8, len(text), page - len(text))
+print(kineto_scan._scanned(view, kineto_scan._Arrays.empty(4)))
+"""
+
+
+@needs_scanner
+@pytest.mark.parametrize("text", ['[{"args":', '[{"args": ', '[{"ts":', '[{"name": "a'])
+def test_the_scanner_reads_nothing_past_a_text_cut_short(text: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _GUARDED_SCAN, text], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) < 0  # a text cut short: not one the scanner settles
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'{"ph": "X", "pid": 1, "tid": 2, "ts": "\xff12", "dur": 3}',  # a time not UTF-8
+        b'{"ph": "X", "pid": 1, "tid": 2, "ts": 5, "dur": 3, "args": {"flops": 1'
+        + b"0" * 400
+        + b"}}",  # an integer beyond a double
+        '{"ph": "X", "pid": "\u00b2", "tid": 2, "ts": 5, "dur": 3}'.encode(),  # a digit not ASCII
+        b'{"ph": "X", "pid": "-5", "tid": 2, "ts": 5, "dur": 3}',
+        b'{"ph": "X", "pid": "+5", "tid": 2, "ts": 5, "dur": 3}',
+        b'{"ph": "X", "pid": "1_000", "tid": 2, "ts": 5, "dur": 3}',
+        b'{"ph": "X", "pid": " 7 ", "tid": 2, "ts": 5, "dur": 3}',
+    ],
+)
+def test_odd_values_are_read_alike_by_both_ways_and_never_raise(event: bytes) -> None:
+    payload = b"[" + _EVENT + b"}, " + event + b"]"
+    general = _general(payload)  # never raises
+    if kineto_scan.AVAILABLE and _check(payload):  # settled: as the general decoder reads it
+        assert general is not None
 
 
 def test_without_the_compiled_scanner_every_chunk_goes_the_general_way(

@@ -86,6 +86,17 @@ static inline int is_hex(unsigned char ch) {
     return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
 }
 
+/* The UTF-16 code unit of the four hex digits at q (checked: -1 when one is not hex). */
+static int hex_unit(const unsigned char *q) {
+    int unit = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char ch = q[i];
+        if (!is_hex(ch)) return -1;
+        unit = unit * 16 + (ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+    }
+    return unit;
+}
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define WORDS_LITTLE_ENDIAN 1
 /* A flag (the high bit) in each byte of w that ends a string's plain run (SPECIAL), and
@@ -139,10 +150,17 @@ static int scan_string(Cursor *c) {
         if (c->p + 1 >= c->end) return 0;
         unsigned char e = c->p[1];
         if (e == 'u') {
+            /* as the general decoder reads them: a surrogate only in a high-low pair */
             if (c->p + 6 > c->end) return 0;
-            for (int i = 2; i < 6; i++)
-                if (!is_hex(c->p[i])) return 0;
+            int unit = hex_unit(c->p + 2);
+            if (unit < 0 || (unit >= 0xDC00 && unit <= 0xDFFF)) return 0;
             c->p += 6;
+            if (unit >= 0xD800 && unit <= 0xDBFF) {
+                if (c->p + 6 > c->end || c->p[0] != '\\' || c->p[1] != 'u') return 0;
+                int low = hex_unit(c->p + 2);
+                if (low < 0xDC00 || low > 0xDFFF) return 0;
+                c->p += 6;
+            }
         } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
                    e == 'r' || e == 't') {
             c->p += 2;
@@ -521,7 +539,7 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
                 const unsigned char *start = c.p;
                 int k = 0;
                 int64_t v = 0;
-                if (field == F_ARGS && *c.p == '{') {
+                if (field == F_ARGS && c.p < c.end && *c.p == '{') {
                     k = K_NESTED;
                     if (!scan_args(&c, data, arg_span, arg_value, arg_kind, found))
                         return UNSUPPORTED;

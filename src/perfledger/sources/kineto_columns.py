@@ -8,6 +8,7 @@ those present in the chunk), since each extracted field costs a pass over the ro
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -119,8 +120,10 @@ def _lenient_args(raw: bytes, struct: type[msgspec.Struct], fields: tuple[str, .
         if attr in ("input_dims", "input_type"):
             found[attr] = msgspec.Raw(msgspec.json.encode(item))
         elif attr == "flops":
+            # an integer beyond a double's range counts as no figure, as a text would
             if isinstance(item, int | float) and not isinstance(item, bool):
-                found[attr] = float(item)
+                with contextlib.suppress(OverflowError):
+                    found[attr] = float(item)
         elif attr in ("stream", "size"):
             ok = isinstance(item, int | str) and not isinstance(item, bool)
             found[attr] = item if ok else -1
@@ -304,10 +307,11 @@ def int_column(values: list[Any]) -> Int64Array:
 def _numeric_pid(values: list[int | str]) -> tuple[Int64Array, BoolArray]:
     """Pids as int64 and which are numeric: Kineto's bookkeeping rows use names as pids."""
     n = len(values)
-    try:
-        return np.fromiter(values, np.int64, n), np.ones(n, np.bool_)
-    except (TypeError, ValueError, OverflowError):
-        pass
+    if str not in set(map(type, values)):  # numpy would also take "-5", "+5", "1_000"
+        try:
+            return np.fromiter(values, np.int64, n), np.ones(n, np.bool_)
+        except (TypeError, ValueError, OverflowError):
+            pass
     found = _int_rows(values)
     if found is None:
         ids = np.fromiter(map(_pid_or_none, values), np.int64, n)
@@ -325,7 +329,11 @@ def _pid_is_numeric(value: Any) -> bool:
         return False
     if isinstance(value, int):
         return -(2**63) <= value < 2**63
-    return isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 19
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+    return text.isascii() and text.isdigit() and len(text) < 19
 
 
 def _pid_or_none(value: Any) -> int:

@@ -212,9 +212,10 @@ def _general_ns(
         valid[rows] = fits
     others = np.flatnonzero(present & ~plain_np)
     if others.size:
-        texts = array.take(pa.array(others)).to_pylist()
+        # as bytes: a text that is not UTF-8 is no number either
+        texts = array.take(pa.array(others)).cast(pa.binary()).to_pylist()
         for row, text in zip(others.tolist(), texts, strict=True):
-            ns = _decimal_ns(text)
+            ns = _decimal_ns(text.decode("utf-8", "replace"))
             if ns is not None:
                 values[row] = ns
                 valid[row] = True

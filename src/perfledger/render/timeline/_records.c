@@ -143,8 +143,11 @@ fail:
    trunc(double(text) * 1000) would fall 1 ns short: double(ns) / 1000 * 1000 < double(ns). */
 static char *put_micros(char *dst, int64_t ns) {
     int64_t whole = ns / 1000;
-    if (ns % 1000 < 0) whole -= 1;
-    int64_t fraction = ns - whole * 1000;
+    int64_t fraction = ns % 1000; /* no product that could overflow at int64's ends */
+    if (fraction < 0) {
+        whole -= 1;
+        fraction += 1000;
+    }
     dst = put_decimal(dst, whole);
     *dst++ = '.';
     *dst++ = (char)('0' + fraction / 100);
