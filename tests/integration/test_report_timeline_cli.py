@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,10 +107,51 @@ def test_bad_requests_are_one_line_errors(profile: Path, tmp_path: Path) -> None
     with pytest.raises(PerfledgerError, match="no such profile"):
         cli([str(tmp_path / "nothing"), "--step", "1"])
     existing = tmp_path / "exists.json"
-    existing.write_text("{}")
+    assert cli([str(profile), "--window", "0:1", "-o", str(existing)]) == 0
     with pytest.raises(PerfledgerError, match="already exists"):
         cli([str(profile), "--window", "0:1", "-o", str(existing)])
     assert cli([str(profile), "--window", "0:1", "-o", str(existing), "--force"]) == 0
+
+
+@pytest.mark.parametrize("name", ["mine.json", "mine.json.gz", "mine.txt"])
+def test_force_replaces_only_a_timeline_perfledger_wrote(
+    profile: Path, tmp_path: Path, name: str
+) -> None:
+    users = tmp_path / name
+    users.write_bytes(b'{"traceEvents": [{"ph": "X"}]}')  # another tool's trace
+    with pytest.raises(PerfledgerError, match="not a timeline perfledger wrote"):
+        cli([str(profile), "--window", "0:1", "-o", str(users), "--force"])
+    assert users.read_bytes() == b'{"traceEvents": [{"ph": "X"}]}'
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # no temporary file either
+
+
+def test_outputs_that_are_folders_or_a_profiles_files_are_refused(
+    profile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = (profile / "summary.json").read_bytes()
+    for inside in ("summary.json", "op_summary.csv", "timeline/step_3.json.gz"):
+        with pytest.raises(PerfledgerError, match="inside a profile"):
+            cli([str(profile), "--step", "3", "-o", str(profile / inside), "--force"])
+    with pytest.raises(PerfledgerError, match="inside a profile"):  # a step is not the whole
+        cli([str(profile), "--step", "3", "-o", str(profile / "timeline.json.gz"), "--force"])
+    assert (profile / "summary.json").read_bytes() == summary
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    for folder in (".", "..", "folder", str(tmp_path)):
+        with pytest.raises(PerfledgerError, match="not a folder"):
+            cli([str(profile), "--step", "3", "-o", folder, "--force"])
+    assert [p.name for p in tmp_path.iterdir()] == ["folder"]
+
+
+def test_a_full_disk_names_the_timeline_not_its_temporary_file(tmp_path: Path) -> None:
+    output = tmp_path / "t.json.gz"
+    full = OSError(errno.ENOSPC, "No space left on device")
+    error = timeline_cli._output_error(output, full)
+    assert str(error) == f"{output}: cannot write the timeline: No space left on device"
+    refused = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / ".t.json.gz.1.tmp"))
+    assert str(timeline_cli._output_error(output, refused)).startswith(f"{output}: ")
+    elsewhere = PermissionError(errno.EACCES, "Permission denied", "/elsewhere/events.parquet")
+    assert timeline_cli._output_error(output, elsewhere) is None  # an input's: not the output's
     not_profile = tmp_path / "empty"
     not_profile.mkdir()
     with pytest.raises(PerfledgerError, match="is not a perfledger profile"):

@@ -8,6 +8,9 @@ tracks, names and time origin as the profile's own ``timeline.json.gz``.
 from __future__ import annotations
 
 import argparse
+import errno
+import gzip
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.errors import PerfledgerError
+from perfledger.files import is_profile_dir
 from perfledger.memory import release_freed_memory
 from perfledger.model.whatif import path_spans_by_rank
 from perfledger.profiledir import StoredProfile, load_profile
@@ -25,6 +29,8 @@ from perfledger.profiledir.layout import (
     EVENTS_TABLE,
     GAPS_TABLE,
     STEPS_TABLE,
+    TIMELINE,
+    TIMELINE_DIR,
 )
 from perfledger.profiledir.reader import part_rank, read_parquet
 from perfledger.render.timeline import (
@@ -202,12 +208,35 @@ def run(args: argparse.Namespace) -> int:
     else:
         default_name = f"{name}_timeline.json.gz"
     output: Path = args.output or Path(default_name)
-    if output.exists() and not args.force:
-        raise PerfledgerError(f"{output} already exists: choose another -o, or pass --force")
+    _check_output(output, force=args.force, whole=window is None)
     # events starting after the window cannot show in it: leave them on disk
     filters = [("start_ns", "<", window[1])] if window is not None else None
     gaps = profile.read_table(GAPS_TABLE, required=False)
     parts = _event_files(profile)
+    try:
+        stats = _write(profile, output, parts, gaps, counters, filters, window, args, origin)
+    except OSError as error:
+        raise _output_error(output, error) or error from error
+    what = f"{stats.events_written} of {stats.events_total} events, {stats.flows} flows"
+    if stats.truncated_at_ns is not None:
+        cut_ms = (stats.truncated_at_ns - origin) / 1e6
+        what += f"; cut at {cut_ms:.3f} ms after the profile start (--max-events)"
+    print(f"wrote {output}: {what}")
+    return 0
+
+
+def _write(
+    profile: StoredProfile,
+    output: Path,
+    parts: list[Path],
+    gaps: pa.Table | None,
+    counters: pa.Table | None,
+    filters: list[tuple[str, str, int]] | None,
+    window: tuple[int, int] | None,
+    args: argparse.Namespace,
+    origin: int,
+) -> TimelineStats:
+    """The timeline file written: rank by rank where the events are stored so."""
     if len(parts) > 1:
         stats = _write_by_rank(
             profile, output, parts, gaps, counters, filters, window, args, origin
@@ -229,9 +258,70 @@ def run(args: argparse.Namespace) -> int:
         del events
         release_freed_memory()
         stats = write_prepared_timeline(output, prepared, window=window, max_events=args.max_events)
-    what = f"{stats.events_written} of {stats.events_total} events, {stats.flows} flows"
-    if stats.truncated_at_ns is not None:
-        cut_ms = (stats.truncated_at_ns - origin) / 1e6
-        what += f"; cut at {cut_ms:.3f} ms after the profile start (--max-events)"
-    print(f"wrote {output}: {what}")
-    return 0
+    return stats
+
+
+# How every timeline perfledger writes begins (its first record, or the end of an empty one).
+_OWN_STARTS = (b'{"traceEvents":[\n{"ph":"M","pid":', b'{"traceEvents":[\n\n],\n"otherData":')
+
+
+def _check_output(output: Path, *, force: bool, whole: bool) -> None:
+    """Refuse an output that is a folder, a file of a profile, or (without ``--force``) any
+    file there; ``--force`` replaces only a timeline perfledger wrote. ``whole``: the whole
+    timeline, which may go to a profile's own ``timeline.json.gz``."""
+    if output.name in ("", ".", "..") or (output.is_dir() and not output.is_symlink()):
+        raise PerfledgerError(f"-o {output}: name a file for the timeline, not a folder")
+    folder = output.absolute().parent
+    in_profile = is_profile_dir(folder) or (
+        folder.name == TIMELINE_DIR and is_profile_dir(folder.parent)
+    )
+    whole_of_profile = whole and output.name == TIMELINE and is_profile_dir(folder)
+    if in_profile and not whole_of_profile:
+        raise PerfledgerError(
+            f"-o {output}: that is inside a profile, whose files analyze wrote; name a file "
+            f"outside it (the whole timeline alone may go to PROFILE/{TIMELINE})"
+        )
+    if not os.path.lexists(output):
+        return
+    if not force:
+        raise PerfledgerError(f"{output} already exists: choose another -o, or pass --force")
+    if output.is_symlink() or not output.is_file():
+        raise PerfledgerError(f"{output} exists and is not a file: refusing to replace it")
+    if not _own_timeline(output):
+        raise PerfledgerError(
+            f"{output} exists and is not a timeline perfledger wrote: --force replaces only "
+            "those; choose another -o"
+        )
+
+
+def _own_timeline(path: Path) -> bool:
+    """Whether ``path`` begins as every timeline perfledger writes does (gzip or not)."""
+    size = max(len(start) for start in _OWN_STARTS)
+    try:
+        with path.open("rb") as raw:
+            head = raw.read(2)
+            raw.seek(0)
+            if head == b"\x1f\x8b":
+                with gzip.open(raw) as text:
+                    begin = text.read(size)
+            else:
+                begin = raw.read(size)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+    return begin.startswith(_OWN_STARTS)
+
+
+# Errors of the timeline's own file (the reading of the profile's tables fails otherwise).
+_OUTPUT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+)
+
+
+def _output_error(output: Path, error: OSError) -> PerfledgerError | None:
+    """The one-line error naming ``output`` for a write of it that failed (its temporary name
+    is not the user's concern), or None for another error."""
+    named = error.filename
+    place = Path(os.fsdecode(named)).absolute().parent if named is not None else None
+    if error.errno not in _OUTPUT_ERRNOS or place not in (None, output.absolute().parent):
+        return None
+    return PerfledgerError(f"{output}: cannot write the timeline: {error.strerror or error}")
