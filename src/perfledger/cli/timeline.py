@@ -8,10 +8,12 @@ tracks, names and time origin as the profile's own ``timeline.json.gz``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import gzip
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -213,10 +215,31 @@ def run(args: argparse.Namespace) -> int:
     filters = [("start_ns", "<", window[1])] if window is not None else None
     gaps = profile.read_table(GAPS_TABLE, required=False)
     parts = _event_files(profile)
-    try:
-        stats = _write(profile, output, parts, gaps, counters, filters, window, args, origin)
-    except OSError as error:
-        raise _output_error(output, error) or error from error
+    with _naming_output(output):
+        if len(parts) > 1:
+            stats = _write_by_rank(
+                profile, output, parts, gaps, counters, filters, window, args, origin
+            )
+        else:
+            # the columns the timeline is made from: the args text (half the table) stays on
+            # disk
+            events = profile.read_table(EVENTS_TABLE, columns=list(EVENT_COLUMNS), filters=filters)
+            assert events is not None
+            prepared = prepare_timeline(
+                events,
+                gaps=gaps,
+                counters=counters,
+                findings=profile.findings,
+                origin_ns=origin,
+                critical_path=[p for spans in _critical_paths(profile).values() for p in spans],
+            )
+            # the preparation holds what the records are made of: the events go before the
+            # file's records are ordered and written (the largest arrays of the command)
+            del events
+            release_freed_memory()
+            stats = write_prepared_timeline(
+                output, prepared, window=window, max_events=args.max_events
+            )
     what = f"{stats.events_written} of {stats.events_total} events, {stats.flows} flows"
     if stats.truncated_at_ns is not None:
         cut_ms = (stats.truncated_at_ns - origin) / 1e6
@@ -225,40 +248,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(
-    profile: StoredProfile,
-    output: Path,
-    parts: list[Path],
-    gaps: pa.Table | None,
-    counters: pa.Table | None,
-    filters: list[tuple[str, str, int]] | None,
-    window: tuple[int, int] | None,
-    args: argparse.Namespace,
-    origin: int,
-) -> TimelineStats:
-    """The timeline file written: rank by rank where the events are stored so."""
-    if len(parts) > 1:
-        stats = _write_by_rank(
-            profile, output, parts, gaps, counters, filters, window, args, origin
-        )
-    else:
-        # the columns the timeline is made from: the args text (half the table) stays on disk
-        events = profile.read_table(EVENTS_TABLE, columns=list(EVENT_COLUMNS), filters=filters)
-        assert events is not None
-        prepared = prepare_timeline(
-            events,
-            gaps=gaps,
-            counters=counters,
-            findings=profile.findings,
-            origin_ns=origin,
-            critical_path=[p for spans in _critical_paths(profile).values() for p in spans],
-        )
-        # the preparation holds what the records are made of: the events go before the
-        # file's records are ordered and written (the largest arrays of the command)
-        del events
-        release_freed_memory()
-        stats = write_prepared_timeline(output, prepared, window=window, max_events=args.max_events)
-    return stats
+@contextlib.contextmanager
+def _naming_output(output: Path) -> Iterator[None]:
+    """A failed write of the timeline as a one-line error naming it (:func:`_output_error`)."""
+    try:
+        yield
+    except OSError as error:
+        raise _output_error(output, error) or error from error
 
 
 # How every timeline perfledger writes begins (its first record, or the end of an empty one).
