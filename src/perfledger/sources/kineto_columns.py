@@ -329,9 +329,7 @@ def _pid_is_numeric(value: Any) -> bool:
         return False
     if isinstance(value, int):
         return -(2**63) <= value < 2**63
-    if not isinstance(value, str):
-        return False
-    text = value.strip()
+    text = value.strip() if isinstance(value, str) else ""
     # ASCII digits only: str.isdigit() also takes "²", which int() refuses
     return text.isascii() and text.isdigit() and len(text) < 19
 
