@@ -44,6 +44,7 @@ from perfledger.render.timeline import (
     write_prepared_timeline,
     write_ranks_timeline,
 )
+from perfledger.render.timeline.file import TIMELINE_HEAD, TIMELINE_TAIL
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*(-?\d+(?:\.\d*)?|-?\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
@@ -258,7 +259,10 @@ def _naming_output(output: Path) -> Iterator[None]:
 
 
 # How every timeline perfledger writes begins (its first record, or the end of an empty one).
-_OWN_STARTS = (b'{"traceEvents":[\n{"ph":"M","pid":', b'{"traceEvents":[\n\n],\n"otherData":')
+_OWN_STARTS = (
+    f'{TIMELINE_HEAD}{{"ph":"M","pid":'.encode(),
+    f"{TIMELINE_HEAD}{TIMELINE_TAIL}".encode(),
+)
 
 
 def _check_output(output: Path, *, force: bool, whole: bool) -> None:

@@ -133,6 +133,12 @@ class _PartFigures:
     flows_unplaceable: int
 
 
+# How every timeline file begins, and how its events end before otherData: what tells a file
+# perfledger wrote from another (``perfledger timeline --force`` replaces only those).
+TIMELINE_HEAD: Final = '{"traceEvents":[\n'
+TIMELINE_TAIL: Final = '\n],\n"otherData":'
+
+
 class TimelineFile:
     """One timeline file, written part by part (one rank after another), then closed.
 
@@ -164,7 +170,7 @@ class TimelineFile:
         self.parts: list[_PartFigures] = []
         self._gzip = path.name.endswith(".gz")
         self._deflate = Deflate() if self._gzip else None
-        self._pending = '{"traceEvents":[\n'  # written with the first part's metadata
+        self._pending = TIMELINE_HEAD  # written with the first part's metadata
         self._empty = True  # no record yet: the next one has no leading ",\n"
         self._closed: TimelineStats | None = None  # the figures, once closed
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -437,7 +443,7 @@ class TimelineFile:
         # did, at anything but traceEvents) loses only otherData
         trailer = (
             self._pending
-            + '\n],\n"otherData":'
+            + TIMELINE_TAIL
             + json.dumps(other, sort_keys=True, separators=(",", ":"))
             + "}\n"
         )
