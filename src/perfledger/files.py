@@ -207,3 +207,48 @@ def remove_stale_staging(parent: Path, kinds: tuple[str, ...] = ("partial", "old
             continue
         removed.append(child)
     return removed
+
+
+class NotAFile(OSError):
+    """A path that names something other than a regular file (``kind`` says what)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+_FILE_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def open_regular(path: Path) -> Any:
+    """``path`` opened for reading in binary mode when it is a regular file (or a link to
+    one); else :class:`NotAFile`. A named pipe is not waited on (nothing may ever write to
+    it) and a device is not read (``/dev/zero`` never ends): the kind is told from the open
+    file itself, so a name replaced between a check and the open cannot slip through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+            raise NotAFile(kind)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def broken_link(path: Path) -> str | None:
+    """Where ``path`` points when it is a symbolic link whose target does not exist."""
+    if not path.is_symlink() or path.exists():
+        return None
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None

@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -326,6 +327,42 @@ def test_a_bad_rank_is_left_out_and_said_the_others_analysed(tmp_path: Path) -> 
     assert "rank-1.json" in summary["loss"]
     assert "data quality medium" in result.stdout.splitlines()[0]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_trace_names_on_what_is_not_a_file_are_ranks_left_out_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "odd"
+    write_ranks(directory, 2)
+    (directory / "rank-5.json").symlink_to(tmp_path / "gone.json")  # a broken link
+    os.mkfifo(directory / "rank-6.json")  # nothing ever writes to it: opening it would wait
+    (directory / "rank-7.json").symlink_to("/dev/zero")  # never ends
+    out = tmp_path / "p"
+    result = perfledger("analyze", directory, "-o", out, "--workers", "0", timeout=120)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(out / "summary.json")
+    assert summary["ranks"] == [0, 1]
+    (skipped,) = [c for c in summary["quality"]["checks"] if c["id"] == "skipped_ranks"]
+    assert skipped["count"] == 3
+    message = skipped["message"]
+    assert f"rank-5.json: a broken link (to {tmp_path / 'gone.json'})" in message
+    assert "rank-6.json: a named pipe, not a trace file" in message
+    assert "rank-7.json: a character device, not a trace file" in message
+    assert "Traceback" not in result.stderr
+    # named alone, each is a one-line error (exit code 2), not a wait nor an empty profile
+    for name, said in [
+        ("rank-5.json", "a broken link"),
+        ("rank-6.json", "a named pipe"),
+        ("rank-7.json", "a character device"),
+    ]:
+        alone = perfledger("analyze", directory / name, "-o", tmp_path / name, timeout=120)
+        assert alone.returncode == 2, alone.stderr
+        assert alone.stderr.strip().splitlines() == [
+            f"perfledger: error: {directory / name}: {said}"
+            + (f" (to {tmp_path / 'gone.json'})" if name == "rank-5.json" else ", not a trace file")
+        ]
+        assert not (tmp_path / name).exists()
 
 
 @pytest.mark.parametrize("kind", ["torch_npu_text", "torch_npu_db"])

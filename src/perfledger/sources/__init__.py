@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from perfledger.errors import PerfledgerError
-from perfledger.files import is_own_output
+from perfledger.files import broken_link, is_own_output
 from perfledger.model.trace import Trace
 
 __all__ = ["Trace", "discover", "load_traces"]
@@ -31,7 +31,10 @@ def _ascend_runs(path: Path) -> list[Path]:
 
 
 def _is_kineto_name(path: Path) -> bool:
-    return path.is_file() and path.name.lower().endswith(_KINETO_SUFFIXES)
+    """A trace's name on anything but a folder: a file, and also a broken link, a named
+    pipe or a device so named, which the import then reports as a rank it could not read
+    rather than one silently missing."""
+    return path.name.lower().endswith(_KINETO_SUFFIXES) and not path.is_dir()
 
 
 def _inside_own_output(path: Path, root: Path) -> bool:
@@ -51,6 +54,9 @@ def discover(inputs: Sequence[Path]) -> list[tuple[str, Path]]:
     found: list[tuple[str, Path]] = []
     for path in inputs:
         if not path.exists():
+            target = broken_link(path)
+            if target is not None:
+                raise PerfledgerError(f"{path}: a broken link (to {target})")
             raise PerfledgerError(f"{path}: no such file or directory")
         if is_own_output(path):
             raise PerfledgerError(
@@ -62,7 +68,7 @@ def discover(inputs: Sequence[Path]) -> list[tuple[str, Path]]:
             raise PerfledgerError(_several_runs(path, runs))
         if runs:
             found.append(("ascend", runs[0]))
-        elif path.is_file():
+        elif not path.is_dir():  # a named pipe or a device too: the import says what it is
             found.append(("kineto", path))
         else:
             traces = sorted(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from perfledger.files import open_regular
 
 # gzip shrinks trace JSON about tenfold.
 GZIP_RATIO = 10
@@ -13,8 +16,8 @@ def decoded_bytes(path: Path) -> int:
     """About how many bytes of data the file ``path`` holds once read: a gzip file at ten
     times its size (0 when it cannot be read: its reader reports why)."""
     try:
-        with path.open("rb") as raw:
-            size = path.stat().st_size
+        with open_regular(path) as raw:
+            size = os.fstat(raw.fileno()).st_size
             return size * GZIP_RATIO if raw.read(2) == _GZIP_MAGIC else size
     except OSError:
         return 0

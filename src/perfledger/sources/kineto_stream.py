@@ -28,6 +28,7 @@ import msgspec
 import numpy as np
 
 from perfledger.errors import TraceFormatError
+from perfledger.files import NotAFile, broken_link, open_regular
 
 CHUNK_BYTES = 4 << 20
 _SCAN_BLOCK = 1 << 20
@@ -146,8 +147,8 @@ class _Source:
 
     def __init__(self, path: Path, progress: Progress | None) -> None:
         self.path = path
-        self._raw: IO[bytes] = path.open("rb")
-        self.total = path.stat().st_size
+        self._raw: IO[bytes] = open_regular(path)
+        self.total = os.fstat(self._raw.fileno()).st_size
         self._progress = progress
         magic = self._raw.read(2)
         self._raw.seek(0)
@@ -621,9 +622,12 @@ def _open_source(path: Path, progress: Progress | None) -> _Source:
     try:
         return _Source(path, progress)
     except FileNotFoundError:
+        target = broken_link(path)
+        if target is not None:
+            raise TraceFormatError(f"{path}: a broken link (to {target})") from None
         raise TraceFormatError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise TraceFormatError(f"{path}: is a directory, not a trace file") from None
+    except NotAFile as exc:
+        raise TraceFormatError(f"{path}: {exc.kind}, not a trace file") from None
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
