@@ -5,10 +5,11 @@ Each run is a fresh child interpreter importing ``perfledger`` from one tree
 trace (``load_kineto`` inside ``returning_pool``), then runs what the rank task runs before
 its replay: ``analyze_rank``, ``profile_of_rank``, and the collectives, link and copy tables
 (``collective_tasks``, ``link_usage``, ``copy_spellings``). Per run: the CPU seconds of each
-(``process_time``), the highest RSS sampled while they ran and the RSS once they are done
-(freed memory handed back), both less the RSS right after the import, and a digest of their
-results (step windows, quality checks, communication split, accounts, gaps and the tables):
-the script fails when the trees' digests differ.
+(``process_time``: all the process's threads) and the wall seconds of the first two, the
+highest RSS sampled while they ran and the RSS once they are done (freed memory handed back),
+both less the RSS right after the import, and a digest of their results (step windows, quality
+checks, communication split, accounts, gaps and the tables): the script fails when the trees'
+digests differ.
 
 Usage: python bench/rank_passes.py TRACE BEFORE_TREE AFTER_TREE [--rounds 2] [--workers 2]
 (make the trees with ``git archive <commit> | tar -x -C <dir>``).
@@ -67,12 +68,14 @@ def main():
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         figures = {}
-        cpu = time.process_time()
+        cpu, wall = time.process_time(), time.perf_counter()
         rank = analyze_rank(trace)
         figures["analyze_rank_s"] = time.process_time() - cpu
-        cpu = time.process_time()
+        figures["analyze_rank_wall_s"] = time.perf_counter() - wall
+        cpu, wall = time.process_time(), time.perf_counter()
         profile = profile_of_rank(rank)
         figures["profile_of_rank_s"] = time.process_time() - cpu
+        figures["profile_of_rank_wall_s"] = time.perf_counter() - wall
         cpu = time.process_time()
         tables = [collective_tasks(profile.events), link_usage(profile.events)]
         tables.append(copy_spellings(profile.events))
@@ -104,7 +107,9 @@ if __name__ == "__main__":
 
 _FIGURES = (
     "analyze_rank_s",
+    "analyze_rank_wall_s",
     "profile_of_rank_s",
+    "profile_of_rank_wall_s",
     "collectives_links_copies_s",
     "passes_s",
     "passes_peak_mb",

@@ -8,11 +8,12 @@ the advisor replays on it (every distinct change its rules and their combination
 ``predicted_gains``, in order).
 
 ``compare`` runs ``measure`` in a child process per tree (``PYTHONPATH=<tree>/src``),
-alternating OLD, NEW, NEW, OLD, ... ``--runs`` times each: the CPU seconds (``process_time``)
-of ``prepare_rank`` (the graph, its baseline and the windows), ``rank_report`` (the critical
-paths of every step) and the advisor's replays (``predicted_gains`` of every stored change);
-medians per tree and OLD / NEW. It stops when the two trees' results differ (a digest of the
-report, with every path span, and of every change's gains).
+alternating OLD, NEW, NEW, OLD, ... ``--runs`` times each: the CPU seconds (``process_time``,
+all the process's threads) and the wall seconds of ``prepare_rank`` (the graph, its baseline
+and the windows), ``rank_report`` (the critical paths of every step) and the advisor's
+replays (``predicted_gains`` of every stored change); medians per tree and OLD / NEW. It
+stops when the two trees' results differ (a digest of the report, with every path span, and
+of every change's gains).
 
 ``compare-analyze --trace TRACE --data OUT --trees OLD NEW [--runs 2]``: the whole
 ``perfledger analyze`` of the trace (into OUT) per tree, alternating the same way: CPU seconds,
@@ -38,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import alternate_trees, perfledger_argv  # noqa: E402
 
 PARTS = ("prepare_s", "report_s", "advisor_s")
-FIGURES = (*PARTS, "peak_rss_mb")
+WALL_PARTS = ("prepare_wall_s", "report_wall_s", "advisor_wall_s")
+FIGURES = (*PARTS, *WALL_PARTS, "peak_rss_mb")
 
 
 def prepare(trace: Path, data: Path) -> None:
@@ -108,13 +110,13 @@ def measure(data: Path) -> None:
     waits = np.load(waits_path) if waits_path.exists() else None
     changes = pickle.loads((data / "changes.pickle").read_bytes())
     digest = hashlib.sha256()
-    t0 = time.process_time()
+    t0, w0 = time.process_time(), time.perf_counter()
     prepared = prepare_rank(events, comm_wait=waits)
-    t1 = time.process_time()
+    t1, w1 = time.process_time(), time.perf_counter()
     report = rank_report(prepared)
-    t2 = time.process_time()
+    t2, w2 = time.process_time(), time.perf_counter()
     gains = [predicted_gains(prepared, change) for change in changes]
-    t3 = time.process_time()
+    t3, w3 = time.process_time(), time.perf_counter()
     digest.update(repr(report).encode())
     digest.update(repr(gains).encode())
     print(
@@ -123,6 +125,9 @@ def measure(data: Path) -> None:
                 "prepare_s": round(t1 - t0, 3),
                 "report_s": round(t2 - t1, 3),
                 "advisor_s": round(t3 - t2, 3),
+                "prepare_wall_s": round(w1 - w0, 3),
+                "report_wall_s": round(w2 - w1, 3),
+                "advisor_wall_s": round(w3 - w2, 3),
                 "changes": len(changes),
                 # the process's peak RSS (the events are memory-mapped: mostly page cache)
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis import ops
 from perfledger.analysis.accounting import device_accounting, split_communication
+from perfledger.analysis.beside import beside
 from perfledger.analysis.cluster.arrivals import Arrivals, align_arrivals
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT, cluster_report, step_kernels
 from perfledger.analysis.cluster.collectives import (
@@ -65,15 +66,20 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     plan = step_plan(trace.events, launches, where=where)
     events = assign_steps(trace.events, plan.windows, launches)
     drop_mapped_pages(events)
-    split = comm_split(
-        events, peer_link_gbps(device_from_meta(trace.meta)), _group_size(trace), launches=launches
-    )
-    drop_mapped_pages(events)
-    accounting = device_accounting(
-        events, plan.windows, launches, split.wait_by_row(events.num_rows)
-    )
-    drop_mapped_pages(events)
-    links = ops.link_device_tasks(events)
+    # the launch links (the largest pass) beside the split and the accounting, which do not
+    # read them (perfledger.analysis.beside: two cores where the kernels let go of the GIL)
+    with beside(ops.link_device_tasks, events) as linking:
+        split = comm_split(
+            events,
+            peer_link_gbps(device_from_meta(trace.meta)),
+            _group_size(trace),
+            launches=launches,
+        )
+        drop_mapped_pages(events)
+        accounting = device_accounting(
+            events, plan.windows, launches, split.wait_by_row(events.num_rows)
+        )
+        links = linking.result()
     drop_mapped_pages(events)
     quality = (
         *trace.quality,
@@ -289,16 +295,18 @@ def profile_of(
     # one rank's events are the profile's: its linkage holds for them
     one = ranks[0].device_links if len(ranks) == 1 else None
     linked = one if one is not None else ops.link_device_tasks(events)
-    summary = ops.op_summary(events, linked)
-    drop_mapped_pages(events)  # of the columns mapped (a rank task's): the next pass reads others
-    statistic = ops.op_statistic(events, summary)
-    details = ops.kernel_details(events, linked)
-    drop_mapped_pages(events)
-    apis = ops.api_statistic(events)
-    drop_mapped_pages(events)
-    communication_table = profile_communication(ranks)
-    drop_mapped_pages(events)
-    worst = gap_report(gaps, events)
+    # kernel_details beside the other operator tables and the gap report, which do not read it
+    with beside(ops.kernel_details, events, linked) as detailing:
+        summary = ops.op_summary(events, linked)
+        # of the columns mapped (a rank task's): the next pass reads others
+        drop_mapped_pages(events)
+        statistic = ops.op_statistic(events, summary)
+        apis = ops.api_statistic(events)
+        drop_mapped_pages(events)
+        communication_table = profile_communication(ranks)
+        drop_mapped_pages(events)
+        worst = gap_report(gaps, events)
+        details = detailing.result()
     drop_mapped_pages(events)
     return ProfileAnalysis(
         ranks=ranks,
