@@ -6,6 +6,7 @@ an interrupted run never leaves a half-written file under its final name.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -226,18 +227,20 @@ _FILE_KINDS: Final = (
 )
 
 
-def open_regular(path: Path) -> Any:
+def open_regular(path: Path) -> io.BufferedReader:
     """``path`` opened for reading in binary mode when it is a regular file (or a link to
     one); else :class:`NotAFile`. A named pipe is not waited on (nothing may ever write to
     it) and a device is not read (``/dev/zero`` never ends): the kind is told from the open
     file itself, so a name replaced between a check and the open cannot slip through."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    nonblocking = getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_RDONLY | nonblocking | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
             raise NotAFile(kind)
-        os.set_blocking(fd, True)
+        if nonblocking:
+            os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
