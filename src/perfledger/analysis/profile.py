@@ -66,8 +66,9 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     plan = step_plan(trace.events, launches, where=where)
     events = assign_steps(trace.events, plan.windows, launches)
     drop_mapped_pages(events)
-    # the launch links (the largest pass) beside the split and the accounting, which do not
-    # read them (perfledger.analysis.beside: two cores where the kernels let go of the GIL)
+    # the launch links (the largest pass) beside the split, the accounting and the checks,
+    # which do not read them (perfledger.analysis.beside: two cores where the kernels let go
+    # of the GIL)
     with beside(ops.link_device_tasks, events) as linking:
         split = comm_split(
             events,
@@ -79,17 +80,18 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
         accounting = device_accounting(
             events, plan.windows, launches, split.wait_by_row(events.num_rows)
         )
+        drop_mapped_pages(events)
+        checks = rank_checks(events, plan.windows, accounting, where=where, launches=launches)
+        annotated = len(step_annotations(events))
         links = linking.result()
     drop_mapped_pages(events)
     quality = (
         *trace.quality,
         *repairs,
         *plan.checks,
-        *rank_checks(events, plan.windows, accounting, where=where, launches=launches),
+        *checks,
         *relinked_tasks(links, where=where),
     )
-    annotated = len(step_annotations(events))
-    drop_mapped_pages(events)
     return RankAnalysis(
         # its events with the steps assigned, as a profile's merged ranks have them: the
         # imported step column is not kept beside the assigned one
