@@ -1,7 +1,10 @@
 """Files written whole or not at all: a temporary name beside the target, renamed at the end.
 
 Every file perfledger writes goes through :func:`replacing` (or the helpers on top of it), so
-an interrupted run never leaves a half-written file under its final name.
+an interrupted run never leaves a half-written file under its final name. Also here: what
+tells perfledger's own folders from the user's (profiles, staging folders), and the opening of
+an input that must be a regular file (:func:`open_regular`: a named pipe or a device named
+like a trace is refused, never waited on nor read).
 """
 
 from __future__ import annotations
