@@ -32,6 +32,11 @@ TRACES = [
     "v100_rank1_test.json.gz",
     "sampled_2ranks/rank-0.json.gz",
     "sampled_2ranks/rank-1.json.gz",
+    "h200/train_cnn.json.gz",
+    "h200/train_cnn_full.json.gz",
+    "h200/infer_cnn.json.gz",
+    "h200/ddp/rank0.json.gz",
+    "h200/ddp/rank1.json.gz",
 ]
 
 

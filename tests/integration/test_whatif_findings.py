@@ -31,10 +31,11 @@ ONE_RANK = [
     "kineto/mtia_inference.json.gz",
     "kineto/resnet50_gpu_2021.json.gz",
     "kineto/mi250_rocm_minitoy.json.gz",
+    "kineto/h200/infer_cnn.json.gz",
 ]
 # Several ranks: each rank's fix is stored with rows of its own events, and both the advisor
 # and the CLI replay the ranks together (their matched collectives wait for each other).
-SEVERAL_RANKS = ["ascend/torch_npu_db/level0", "kineto/sampled_2ranks"]
+SEVERAL_RANKS = ["ascend/torch_npu_db/level0", "kineto/sampled_2ranks", "kineto/h200/ddp"]
 # whatif_ms and the figures here are rounded to 3 decimals of a ms each
 ROUNDING_MS = 0.0015
 

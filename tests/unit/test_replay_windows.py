@@ -41,6 +41,9 @@ TRACES = [
     "kineto/v100_rank1_ddp.json.gz",
     "kineto/v100_rank1_test.json.gz",
     "kineto/sampled_2ranks",
+    "kineto/h200/train_cnn.json.gz",
+    "kineto/h200/infer_cnn.json.gz",
+    "kineto/h200/ddp",
     "ascend/torch_npu_text/level1",
     "ascend/torch_npu_db/level1",
 ]

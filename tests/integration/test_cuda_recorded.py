@@ -1,0 +1,137 @@
+"""CUDA traces recorded by ``perfledger record`` on an NVIDIA H200 (tests/data/kineto/h200,
+recorded by tests/data/record_cuda.sh), analysed as users analyse them: the figures checked
+against the traces read with stdlib json.
+
+The recordings write the trace out after every profiled step (``--flush-steps 1``): between
+two profiled steps the main thread is stopped for tens of ms while the profiler writes, and
+nothing of it is in the trace. Data loading runs in the main process (``--workers 0``) in
+the inference and data-parallel runs, in two worker processes in the training run.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli import perfledger
+from tests.paths import data_file
+
+TRACES = {
+    "train": "kineto/h200/train_cnn.json.gz",
+    "train_full": "kineto/h200/train_cnn_full.json.gz",
+    "infer": "kineto/h200/infer_cnn.json.gz",
+    "ddp": "kineto/h200/ddp",
+}
+_OUT: list[Path] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _profiles_root(tmp_path_factory: pytest.TempPathFactory) -> None:
+    _OUT[:] = [tmp_path_factory.mktemp("h200")]
+
+
+@cache
+def _profile(name: str) -> Path:
+    out = _OUT[0] / name
+    done = perfledger("analyze", data_file(TRACES[name]), "-o", out, "--no-ledger")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _summary(name: str) -> dict[str, Any]:
+    summary: dict[str, Any] = json.loads((_profile(name) / "summary.json").read_text())
+    return summary
+
+
+@cache
+def _rank_traces(name: str) -> tuple[dict[str, Any], ...]:
+    path = data_file(TRACES[name])
+    files = sorted(path.glob("rank*.json.gz")) if path.is_dir() else [path]
+    docs = []
+    for file in files:
+        with gzip.open(file, "rt") as f:
+            docs.append(json.load(f, parse_float=Decimal))
+    return tuple(docs)
+
+
+def _x(doc: dict[str, Any], cat: str) -> list[dict[str, Any]]:
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat]
+
+
+def _ns(value: Any) -> int:
+    return int(Decimal(str(value)) * 1000)
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_every_kernel_is_in_kernel_details_with_its_time(name: str) -> None:
+    with (_profile(name) / "kernel_details.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    kernels = [e for doc in _rank_traces(name) for e in _x(doc, "kernel")]
+    assert kernels, "a CUDA recording has kernels"
+    assert len(rows) == len(kernels)
+    assert sum(int(r["dur_ns"]) for r in rows) == sum(_ns(e["dur"]) for e in kernels)
+    assert {r["name"] for r in rows} == {e["name"] for e in kernels}
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_the_profiled_steps_are_torchs_and_the_quality_is_high(name: str) -> None:
+    summary = _summary(name)
+    assert summary["quality"]["confidence"] == "high"
+    steps = {
+        int(e["name"].split("#")[1])
+        for doc in _rank_traces(name)
+        for e in _x(doc, "user_annotation")
+        if e["name"].startswith("ProfilerStep#")
+    }
+    with (_profile(name) / "step_trace.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["step"]) >= 0]
+    assert {int(r["step"]) for r in rows} == steps
+    for row in rows:  # the time account of each step sums to its wall time
+        parts = ("compute_ns", "communication_ns", "memcpy_ns", "memset_ns", "idle_ns")
+        assert sum(int(row[k]) for k in parts) == int(row["wall_ns"])
+
+
+def _loader_ms_per_step(name: str) -> float:
+    """The data loader's host time inside the profiled steps, per step, over every rank."""
+    total, steps = Decimal(0), 0
+    for doc in _rank_traces(name):
+        annotations = _x(doc, "user_annotation")
+        loads = [e for e in annotations if e["name"].startswith("enumerate(DataLoader)")]
+        for step in (e for e in annotations if e["name"].startswith("ProfilerStep#")):
+            begin, end = step["ts"], step["ts"] + step["dur"]
+            total += sum((e["dur"] for e in loads if begin <= e["ts"] < end), Decimal(0))
+            steps += 1
+    return float(total / steps / 1000)
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_the_data_loaders_fix_gives_back_most_of_its_time(name: str) -> None:
+    # the main thread's wait while the profiler writes (before each step's data loading) is
+    # no work of the data loader: the replay without it shortens each step by the loader's
+    # time, not by a share of the wait and the loading together
+    finding = next(f for f in _summary(name)["findings"] if f["id"] == "dataloader_bound")
+    loader_ms = _loader_ms_per_step(name)
+    assert loader_ms > 1.0
+    assert 0.75 * loader_ms <= finding["whatif_ms"] <= 1.05 * loader_ms
+
+
+def test_the_late_rank_is_the_one_that_arrives_last_on_the_shared_clock() -> None:
+    # both ranks ran on one host: their traces share its clock, so the raw starts of the
+    # matched collectives (k-th NCCL kernel of each rank) tell who arrived last
+    first, second = (
+        sorted(_x(doc, "kernel"), key=lambda e: e["ts"]) for doc in _rank_traces("ddp")
+    )
+    first = [e for e in first if e["name"].startswith("ncclDevKernel")]
+    second = [e for e in second if e["name"].startswith("ncclDevKernel")]
+    assert len(first) == len(second) == 15
+    rank0_last = sum(a["ts"] > b["ts"] for a, b in zip(first, second, strict=True))
+    assert rank0_last > len(first) / 2
+    slow = next(f for f in _summary("ddp")["findings"] if f["id"] == "slow_rank")
+    assert [s["rank"] for s in slow["evidence"]["suspects"]] == [0]
