@@ -10,7 +10,7 @@ import pytest
 
 from perfledger.analysis.critical_path import replay_rank
 from perfledger.analysis.graph import build_graph
-from perfledger.analysis.replay import replay
+from perfledger.analysis.replay import gap_offset, replay
 from perfledger.errors import PerfledgerError
 from perfledger.model.whatif import MAX_PATH_SPANS, Scale, WhatIf
 from tests.synth import EventsBuilder
@@ -269,3 +269,21 @@ def test_lanes_are_the_chains_themselves_where_no_stream_runs_both() -> None:
     assert alone.lane_pred is alone.chain_pred and alone.lane_delay is alone.chain_delay
     overlapped = replay(alone, WhatIf(overlap_comm=True))
     assert np.array_equal(overlapped.start, replay(alone).start)
+
+
+def test_a_threads_wait_in_a_gap_keeps_its_length_and_its_work_scales() -> None:
+    # a gap of 100: a wait of 80, then 20 of work; offsets 0, 50 (in the wait), 90 (half the
+    # work done), 100 (the end)
+    offset = np.array([0, 50, 90, 100])
+    old, wait = np.full(4, 100), np.full(4, 80)
+    # unchanged: every offset stays
+    assert gap_offset(offset, old, old, wait).tolist() == [0, 50, 90, 100]
+    # the work gone: the wait stays, the work's offsets collapse onto its end
+    assert gap_offset(offset, np.full(4, 80), old, wait).tolist() == [0, 50, 80, 80]
+    # twice the work
+    assert gap_offset(offset, np.full(4, 120), old, wait).tolist() == [0, 50, 100, 120]
+    # a replayed gap shorter than the wait (the thread woken earlier): in proportion
+    assert gap_offset(offset, np.full(4, 50), old, wait).tolist() == [0, 25, 45, 50]
+    # no wait: in proportion, as before
+    no_wait = np.zeros(4, dtype=np.int64)
+    assert gap_offset(offset, np.full(4, 50), old, no_wait).tolist() == [0, 25, 45, 50]

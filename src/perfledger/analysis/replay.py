@@ -708,7 +708,7 @@ def replayed_events(events: pa.Table, graph: StepGraph, schedule: Schedule) -> p
             rows = others[row_thread[others] == thread]
             if rows.size == 0 or mine.size == 0:
                 continue
-            mapping = _ThreadMap(graph.start[mine], graph.end[mine], schedule, mine)
+            mapping = _ThreadMap(graph, mine, schedule)
             new_start[rows] = mapping(start[rows])
             new_end[rows] = np.maximum(mapping(end[rows]), new_start[rows])
     tasks = np.flatnonzero(graph.kind == TASK)
@@ -742,15 +742,15 @@ def replayed_events(events: pa.Table, graph: StepGraph, schedule: Schedule) -> p
 
 class _ThreadMap:
     """Observed time on a host thread -> replayed time, piecewise between its nodes: inside a
-    node in proportion to its replayed length, between two in proportion to the replayed gap."""
+    node in proportion to its replayed length, between two as :func:`gap_offset` says."""
 
-    def __init__(
-        self, obs_start: Int64Array, obs_end: Int64Array, schedule: Schedule, nodes: Int64Array
-    ) -> None:
-        self.obs_start = obs_start
-        self.obs_end = obs_end
+    def __init__(self, graph: StepGraph, nodes: Int64Array, schedule: Schedule) -> None:
+        self.obs_start = graph.start[nodes]
+        self.obs_end = graph.end[nodes]
         self.rep_start = schedule.start[nodes]
         self.rep_end = schedule.end[nodes]
+        following = np.append(nodes[1:], nodes[-1:])
+        self.wait = thread_wait(graph, nodes, following)
 
     def __call__(self, times: Int64Array) -> Int64Array:
         i = np.searchsorted(self.obs_start, times, side="right") - 1
@@ -767,12 +767,37 @@ class _ThreadMap:
         has_next = (i < last) & (gap_obs > 0)
         after = self.rep_end[i] + np.where(
             has_next,
-            scaled_offset(times - self.obs_end[i], gap_rep, gap_obs),
+            gap_offset(times - self.obs_end[i], gap_rep, gap_obs, self.wait[i]),
             times - self.obs_end[i],
         )
         mapped = np.where(inside, within, after)
         first = self.rep_start[0] + (times - self.obs_start[0])
         return np.asarray(np.where(before, first, mapped), dtype=np.int64)
+
+
+def thread_wait(graph: StepGraph, node: Int64Array, following: Int64Array) -> Int64Array:
+    """Of the gap between host ``node`` and the ``following`` node of its thread, the time
+    the thread waited (its chain delay's part that is not the thread's work): 0 where the
+    following node is not the next of the node's chain or is the end of a synchronisation's
+    wait (a time of the device's, not of the thread's)."""
+    gap = graph.start[following] - graph.end[node]
+    chained = (graph.chain_pred[following] == node) & (graph.kind[following] != SYNC_WAIT)
+    return np.asarray(np.where(chained, np.clip(gap - graph.chain_busy[following], 0, None), 0))
+
+
+def gap_offset(
+    offset: Int64Array, new_len: Int64Array, old_len: Int64Array, wait: Int64Array
+) -> Int64Array:
+    """A time ``offset`` into a gap of a host thread between two of its nodes, replayed. The
+    thread's wait in the gap (``wait``: the profiler writing its trace between two recorded
+    steps, a wait for another thread) keeps its length and comes first; its work, after it,
+    takes the rest of the replayed gap, in proportion. Without a wait, or where the replayed
+    gap is shorter than the wait, the offset scales with the gap (:func:`scaled_offset`)."""
+    scaled = scaled_offset(offset, new_len, old_len)
+    work = old_len - wait
+    ratio = np.where(work > 0, (new_len - wait) / np.maximum(work, 1), 1.0)
+    kept = np.minimum(offset, wait) + np.rint(np.clip(offset - wait, 0, None) * ratio)
+    return np.asarray(np.where((wait > 0) & (new_len >= wait), kept, scaled), np.int64)
 
 
 def scaled_offset(offset: Int64Array, new_len: Int64Array, old_len: Int64Array) -> Int64Array:

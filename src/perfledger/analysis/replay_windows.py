@@ -24,7 +24,13 @@ from perfledger.analysis import columns
 from perfledger.analysis.graph import HOST_OP, LAUNCH, SYNC_CALL, SYNC_WAIT, TASK, StepGraph
 from perfledger.analysis.graph_waits import int64_at
 from perfledger.analysis.intervals import Int64Array
-from perfledger.analysis.replay import Schedule, host_threads, scaled_offset
+from perfledger.analysis.replay import (
+    Schedule,
+    gap_offset,
+    host_threads,
+    scaled_offset,
+    thread_wait,
+)
 from perfledger.analysis.steps import (
     annotations_at,
     comm_rows,
@@ -212,9 +218,9 @@ class RowTimes:
 
 class _ThreadTimes:
     """Observed times on host threads -> replayed times, as ``replay._ThreadMap`` maps them:
-    inside a node of the thread in proportion to its replayed length, between two in
-    proportion to the replayed gap, before the first moved as the first. Indices into the
-    nodes, found once; the schedule's times gathered on each call."""
+    inside a node of the thread in proportion to its replayed length, between two as
+    :func:`perfledger.analysis.replay.gap_offset` says, before the first moved as the first.
+    Indices into the nodes, found once; the schedule's times gathered on each call."""
 
     def __init__(self, graph: StepGraph, thread: Int64Array, times: Int64Array) -> None:
         size = times.size
@@ -264,9 +270,10 @@ class _ThreadTimes:
         times = self.times[rows]
         within = rep_start + scaled_offset(times - obs_start, rep_end - rep_start, obs_len)
         gap_rep = schedule.start[following] - rep_end
+        gap_obs = graph.start[following] - obs_end
         after = rep_end + np.where(
             self.has_next[rows],
-            scaled_offset(times - obs_end, gap_rep, graph.start[following] - obs_end),
+            gap_offset(times - obs_end, gap_rep, gap_obs, thread_wait(graph, node, following)),
             times - obs_end,
         )
         mapped = np.where(self.inside[rows], within, after)
