@@ -114,7 +114,14 @@ def test_step_times_hold_every_complete_step_of_every_rank(tmp_path: Path) -> No
     table = step_times_table(processes)
     assert table.schema == STEP_TIMES_SCHEMA
     assert table.to_pylist() == [
-        {"rank": r, "step": s, "start_ns": a * MS, "end_ns": b * MS, "profiled": p}
+        {
+            "rank": r,
+            "step": s,
+            "start_ns": a * MS,
+            "end_ns": b * MS,
+            "profiled": p,
+            "device_ns": None,
+        }  # fmt: skip
         for r in (0, 1)
         for s, a, b, p in ((0, 0, 10, False), (1, 10, 30, True))
     ]
@@ -140,6 +147,50 @@ def test_overhead_compares_recorded_steps_with_plain_ones() -> None:
     assert (estimate.profiled_steps, estimate.unprofiled_steps) == (3, 3)
     assert estimate.overhead_pct == pytest.approx(20.0)
     assert profiler_overhead(steps[:5]) is None  # no plain step after the window
+
+
+def test_device_times_of_the_steps_are_read_from_the_log(tmp_path: Path) -> None:
+    # the device's times come when its events have completed, after the steps' own records
+    records = [
+        {"event": "start", "pid": 7, "rank": 0},
+        step(0, 0, 1, "none"),
+        step(1, 1, 2, "none"),
+        {"event": "device_step", "step": 0, "device_ns": 12 * MS},
+        step(2, 2, 3, "none"),
+        {"event": "device_step", "step": 1, "device_ns": 11 * MS},
+    ]
+    process = read_step_log(write_log(tmp_path / "steps-7.jsonl", records))
+    assert [(s.step, s.wall_ns, s.device_ns) for s in process.steps] == [
+        (0, MS, 12 * MS),
+        (1, MS, 11 * MS),
+        (2, MS, None),
+    ]
+    table = step_times_table([process])
+    assert table.column("device_ns").to_pylist() == [12 * MS, 11 * MS, None]
+
+
+def test_asynchronous_steps_are_compared_on_the_device() -> None:
+    # A replayed CUDA graph: the host queues a step in 0.3 ms and runs ahead; the device
+    # takes 11.7 ms a step. While recording, the profiler's writing waits for the device,
+    # so the recorded steps' host times are longer (1.5 ms) although the device's barely are.
+    walls = [(0, 0.3, 30.0, "none"), (1, 0.3, 11.7, "warmup")]
+    walls += [(n, 1.5, 11.9, "record") for n in range(2, 6)] + [(6, 1.5, 11.9, "save")]
+    walls += [(n, 0.3, 11.7, "none") for n in range(7, 12)]
+    steps = [
+        StepRecord(n, 0, round(host * MS), action, round(device * MS))
+        for n, host, device, action in walls
+    ]
+    estimate = profiler_overhead(steps)
+    assert estimate is not None
+    assert estimate.timed == "device"
+    assert (estimate.profiled_ms, estimate.unprofiled_ms) == (11.9, 11.7)
+    assert estimate.overhead_pct == pytest.approx(100 * (11.9 / 11.7 - 1))
+    # one compared step without its device time: every step on the host's clock
+    steps[8] = StepRecord(8, 0, round(0.3 * MS), "none")
+    on_host = profiler_overhead(steps)
+    assert on_host is not None
+    assert on_host.timed == "host"
+    assert (on_host.profiled_ms, on_host.unprofiled_ms) == (1.5, 0.3)
 
 
 def test_overhead_compares_the_window_with_its_neighbouring_plain_steps() -> None:

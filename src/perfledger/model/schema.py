@@ -136,6 +136,8 @@ STEP_TIMES_SCHEMA: Final = pa.schema(
         pa.field("start_ns", pa.int64()),
         pa.field("end_ns", pa.int64()),
         pa.field("profiled", pa.bool_()),
+        # the step's time on the device, between CUDA events at its boundaries (null: unknown)
+        pa.field("device_ns", pa.int64()),
     ]
 )
 

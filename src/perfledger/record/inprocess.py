@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from perfledger.record import lifeline
+from perfledger.record.device_steps import DeviceSteps
 from perfledger.record.schedule import (
     ACTION_NONE,
     ACTION_RECORD,
@@ -209,6 +210,7 @@ class StepDriver:
         self._end_reason = "exit"
         self._previous_excepthook = sys.excepthook
         self._signals: list[tuple[int, Any]] = []
+        self._device = DeviceSteps()
         self.trace_files: list[Path] = []
 
     # -- step signals ---------------------------------------------------------------------------
@@ -323,6 +325,7 @@ class StepDriver:
         self._step = 0
         self._action = self._planned(0)
         self._step_start_ns = time.time_ns()
+        self._device.begin(0)
 
     def _planned(self, step: int) -> str:
         if self._profiler is None:
@@ -336,6 +339,7 @@ class StepDriver:
         # The step ends before the profiler's bookkeeping and the next begins after it, so a
         # step's logged time is the program's own, not the profiler's start or export.
         end_ns = time.time_ns()
+        self._device.end(self._step)
         assert self._log is not None
         self._log.append(
             {
@@ -360,6 +364,8 @@ class StepDriver:
         self._fetched.clear()
         self._backward_seen = False
         self._step_start_ns = time.time_ns()
+        self._device.begin(self._step)
+        self._log_device_steps()
 
     def _finish_locked(self, reason: str) -> None:
         if self._finished:
@@ -371,6 +377,7 @@ class StepDriver:
         if self._profiler is not None:
             self._call_profiler(self._profiler.stop)
             self._profiler = None
+        self._log_device_steps()
         assert self._log is not None
         self._log.append(
             {
@@ -389,6 +396,12 @@ class StepDriver:
         self._remove_exit_handlers()
         if reason == "exit" and _loaded_module("torch.distributed") is not None:
             _let_collective_threads_settle()
+
+    def _log_device_steps(self) -> None:
+        """Log the device times of the steps whose events have completed."""
+        assert self._log is not None
+        for step, device_ns in self._device.completed():
+            self._log.append({"event": "device_step", "step": step, "device_ns": device_ns})
 
     def _make_profiler(self) -> Any:
         return self._profiler_factory(self.options, self._export_trace)

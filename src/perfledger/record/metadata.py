@@ -144,6 +144,7 @@ def run_meta(
                     if overhead.paired
                     else "the unprofiled steps nearest the profiled window"
                 ),
+                "timed": overhead.timed,
             },
             "host_sampler": dict(sampler or {}),
         },

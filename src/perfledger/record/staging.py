@@ -42,12 +42,15 @@ INCOMPLETE_STEP_PREFIX: Final = "perfledger.incomplete_step#"
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One step of one process: wall time and what the profiler did during it."""
+    """One step of one process: wall time and what the profiler did during it; ``device_ns``
+    its time on the device (:mod:`perfledger.record.device_steps`), None where unknown (no
+    CUDA, or its events never completed)."""
 
     step: int
     start_ns: int
     end_ns: int
     action: str
+    device_ns: int | None = None
 
     @property
     def profiled(self) -> bool:
@@ -97,6 +100,18 @@ class ProcessRecord:
         return sum(s.profiled and s.step <= self.traced_through for s in self.steps)
 
 
+TIMED_ON_DEVICE: Final = "device"
+TIMED_ON_HOST: Final = "host"
+
+
+def _step_ms(steps: Sequence[StepRecord]) -> tuple[list[float], str]:
+    """The steps' times in ms, all on the device where every one has its device time (an
+    asynchronous step's host time is only how fast its work was queued), else on the host."""
+    if steps and all(s.device_ns is not None for s in steps):
+        return [(s.device_ns or 0) / 1e6 for s in steps], TIMED_ON_DEVICE
+    return [s.wall_ns / 1e6 for s in steps], TIMED_ON_HOST
+
+
 @dataclass(frozen=True)
 class OverheadEstimate:
     """Median step time with the profiler recording against without it (see
@@ -114,6 +129,8 @@ class OverheadEstimate:
     unprofiled_steps: int
     noise_pct: float | None = None
     paired: bool = False  # each recorded step against the unprofiled step right after it
+    # what timed the steps compared: "device" (every one has its device time) or "host"
+    timed: str = TIMED_ON_HOST
 
     @property
     def overhead_pct(self) -> float:
@@ -153,8 +170,17 @@ def read_step_log(path: Path) -> ProcessRecord:
     ends = [r for r in records if r.get("event") == "end"]
     end = ends[-1] if ends else None
     traces = [r for r in records if r.get("event") == "trace"]
+    device = {
+        int(r["step"]): int(r["device_ns"]) for r in records if r.get("event") == "device_step"
+    }
     steps = tuple(
-        StepRecord(int(r["step"]), int(r["start_ns"]), int(r["end_ns"]), str(r["action"]))
+        StepRecord(
+            int(r["step"]),
+            int(r["start_ns"]),
+            int(r["end_ns"]),
+            str(r["action"]),
+            device.get(int(r["step"])),
+        )
         for r in records
         if r.get("event") == "step"
     )
@@ -205,7 +231,8 @@ def read_staging(staging: Path) -> tuple[ProcessRecord, ...]:
 
 
 def step_times_table(processes: Iterable[ProcessRecord]) -> pa.Table:
-    """Every complete step of every process: rank, step, start_ns, end_ns, profiled.
+    """Every complete step of every process: rank, step, start_ns, end_ns, profiled,
+    device_ns.
 
     The step running when a process ended is left out: it was cut short.
     """
@@ -217,6 +244,7 @@ def step_times_table(processes: Iterable[ProcessRecord]) -> pa.Table:
             "start_ns": pa.array([s.start_ns for _, s in rows], pa.int64()),
             "end_ns": pa.array([s.end_ns for _, s in rows], pa.int64()),
             "profiled": pa.array([s.profiled for _, s in rows], pa.bool_()),
+            "device_ns": pa.array([s.device_ns for _, s in rows], pa.int64()),
         },
         schema=STEP_TIMES_SCHEMA,
     )
@@ -245,8 +273,8 @@ def profiler_overhead(
     # only an interleaved recording pairs its steps: in a window of consecutive recorded
     # steps, only each process's last one is followed by a plain step
     if interleaved and len(pairs) >= 2:
-        recorded = [first.wall_ns / 1e6 for first, _ in pairs]
-        plain = [second.wall_ns / 1e6 for _, second in pairs]
+        times, timed = _step_ms([step for pair in pairs for step in pair])
+        recorded, plain = times[0::2], times[1::2]
         ratios = [a / b for a, b in zip(recorded, plain, strict=True)]
         unprofiled_ms = statistics.median(plain)
         return OverheadEstimate(
@@ -256,6 +284,7 @@ def profiler_overhead(
             unprofiled_steps=len(plain),
             noise_pct=100.0 * _Z95 * _median_se(ratios),
             paired=True,
+            timed=timed,
         )
     return _neighbouring(steps)
 
@@ -280,8 +309,9 @@ def _neighbouring(steps: Sequence[StepRecord]) -> OverheadEstimate | None:
 
     wanted = max(MIN_NEIGHBOURS, len({s.step for s in profiled}))
     nearest = set(sorted({s.step for s in plain}, key=lambda n: (distance(n), n))[:wanted])
-    profiled_walls = [s.wall_ns / 1e6 for s in profiled]
-    plain_walls = [s.wall_ns / 1e6 for s in plain if s.step in nearest]
+    compared = [s for s in plain if s.step in nearest]
+    times, timed = _step_ms([*profiled, *compared])
+    profiled_walls, plain_walls = times[: len(profiled)], times[len(profiled) :]
     unprofiled_ms = statistics.median(plain_walls)
     return OverheadEstimate(
         profiled_ms=statistics.median(profiled_walls),
@@ -289,6 +319,7 @@ def _neighbouring(steps: Sequence[StepRecord]) -> OverheadEstimate | None:
         profiled_steps=len(profiled_walls),
         unprofiled_steps=len(plain_walls),
         noise_pct=_noise_pct(profiled_walls, plain_walls, unprofiled_ms),
+        timed=timed,
     )
 
 
