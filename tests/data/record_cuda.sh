@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Records the CUDA traces of tests/data/kineto/h200/ with `perfledger record` on a machine with one
-# NVIDIA GPU: the example CNN trained (default and full level), the example inference, and the
-# data-parallel example as two NCCL ranks. Run from the repository root with perfledger installed:
+# NVIDIA GPU: the example CNN trained (default and full level), the example inference, the
+# data-parallel example as two NCCL ranks, and a small transformer's training step
+# (tests/programs/llm_step.py) eager, replayed as one CUDA graph, and through torch.compile.
+# Run from the repository root with perfledger installed:
 #
-#     bash tests/data/record_cuda.sh OUTDIR
+#     bash tests/data/record_cuda.sh OUTDIR [NAME ...]
 #
+# NAMEs (train infer full ddp llm llm_graphs llm_compile) record those runs only.
 # Each run's terminal output goes to OUTDIR/record.log, the GPU and library versions to
 # OUTDIR/gpu.txt, each profile to OUTDIR/<name>/.
 #
@@ -14,7 +17,9 @@
 # as two hosts would over Ethernet. With several GPUs, run the example with torchrun instead:
 #     perfledger record -- torchrun --nproc-per-node 2 examples/train_ddp.py --epochs 1
 set -u
-out=${1:?usage: bash tests/data/record_cuda.sh OUTDIR}
+out=${1:?usage: bash tests/data/record_cuda.sh OUTDIR [NAME ...]}
+shift
+wanted=" ${*:-train infer full ddp llm llm_graphs llm_compile} "
 py=${PYTHON:-python3}
 mkdir -p "$out"
 log="$out/record.log"
@@ -22,6 +27,7 @@ log="$out/record.log"
 run() {
     local name=$1
     shift
+    [[ $wanted == *" $name "* ]] || return 0
     echo "=== $name: $*" >>"$log"
     local started=$SECONDS
     "$py" -m perfledger record -o "$out/$name" --force "$@" >>"$log" 2>&1
@@ -49,4 +55,9 @@ run ddp --label "train_ddp, 2 NCCL ranks on one GPU" -- bash -c '
     status=0
     for job in $(jobs -p); do wait "$job" || status=1; done
     exit $status'
+run llm --label "transformer step, eager" -- "$py" tests/programs/llm_step.py
+run llm_graphs --label "transformer step, one CUDA graph" -- \
+    "$py" tests/programs/llm_step.py --graphs
+run llm_compile --label "transformer step, torch.compile" -- \
+    "$py" tests/programs/llm_step.py --compile
 echo "done" >>"$log"

@@ -18,8 +18,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
+from perfledger.record.staging import StepRecord, profiler_overhead
 from tests.cli import perfledger
 from tests.paths import data_file
 
@@ -28,7 +30,11 @@ TRACES = {
     "train_full": "kineto/h200/train_cnn_full.json.gz",
     "infer": "kineto/h200/infer_cnn.json.gz",
     "ddp": "kineto/h200/ddp",
+    "llm_eager": "kineto/h200/llm_eager.json.gz",
+    "llm_graphs": "kineto/h200/llm_graphs.json.gz",
+    "llm_compile": "kineto/h200/llm_compile.json.gz",
 }
+LOADING = ["train", "train_full", "infer", "ddp"]  # the runs with a DataLoader
 _OUT: list[Path] = []
 
 
@@ -111,7 +117,7 @@ def _loader_ms_per_step(name: str) -> float:
     return float(total / steps / 1000)
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
+@pytest.mark.parametrize("name", LOADING)
 def test_the_data_loaders_fix_gives_back_most_of_its_time(name: str) -> None:
     # the main thread's wait while the profiler writes (before each step's data loading) is
     # no work of the data loader: the replay without it shortens each step by the loader's
@@ -135,3 +141,52 @@ def test_the_late_rank_is_the_one_that_arrives_last_on_the_shared_clock() -> Non
     assert rank0_last > len(first) / 2
     slow = next(f for f in _summary("ddp")["findings"] if f["id"] == "slow_rank")
     assert [s["rank"] for s in slow["evidence"]["suspects"]] == [0]
+
+
+def _recorded_steps(name: str) -> list[StepRecord]:
+    """The recorder's step times of a run (its profile's tables/step_times.parquet)."""
+    table = pq.read_table(data_file(f"kineto/h200/{name}.step_times.parquet"))
+    return [
+        StepRecord(
+            r["step"],
+            r["start_ns"],
+            r["end_ns"],
+            "record" if r["profiled"] else "none",
+            r["device_ns"],
+        )  # fmt: skip
+        for r in table.to_pylist()
+    ]
+
+
+def _kernel_ms_per_step(name: str) -> float:
+    """The device's kernel time per profiled step, from the trace (one stream: no overlap):
+    the kernels launched while the profiler recorded, not the tail of the work queued before
+    it began (a whole step ahead, for a replayed CUDA graph)."""
+    (doc,) = _rank_traces(name)
+    launched = {e["args"]["correlation"] for e in _x(doc, "cuda_runtime")}
+    kernels = sum(
+        (e["dur"] for e in _x(doc, "kernel") if e["args"]["correlation"] in launched),
+        Decimal(0),
+    )
+    steps = sum(e["name"].startswith("ProfilerStep#") for e in _x(doc, "user_annotation"))
+    return float(kernels / steps / 1000)
+
+
+@pytest.mark.parametrize("name", ["llm_graphs", "llm_eager"])
+def test_asynchronous_steps_are_timed_on_the_device(name: str) -> None:
+    # the host queues a replayed CUDA graph in half a ms and runs ahead of the device; a step
+    # cannot take less than its kernels, which the profiler does not make faster
+    kernel_ms = _kernel_ms_per_step(name)
+    estimate = profiler_overhead(_recorded_steps(name))
+    assert estimate is not None and estimate.timed == "device"
+    assert estimate.unprofiled_ms >= 0.95 * kernel_ms
+    assert estimate.profiled_ms >= 0.95 * kernel_ms
+    if name == "llm_graphs":
+        # timed on the host, the unprofiled steps took a twentieth of their kernels' time
+        on_host = profiler_overhead(
+            [StepRecord(s.step, s.start_ns, s.end_ns, s.action) for s in _recorded_steps(name)]
+        )
+        assert on_host is not None and on_host.timed == "host"
+        assert on_host.unprofiled_ms < 0.1 * kernel_ms
+        # one graph launch a step: the profiler adds little to what the device runs
+        assert 0 < estimate.overhead_pct < 25

@@ -37,6 +37,9 @@ TRACES = [
     "h200/infer_cnn.json.gz",
     "h200/ddp/rank0.json.gz",
     "h200/ddp/rank1.json.gz",
+    "h200/llm_eager.json.gz",
+    "h200/llm_graphs.json.gz",
+    "h200/llm_compile.json.gz",
 ]
 
 

@@ -38,6 +38,8 @@ MULTI_STEP = [
     "kineto/h200/train_cnn.json.gz",
     "kineto/h200/infer_cnn.json.gz",
     "kineto/h200/ddp/rank0.json.gz",
+    "kineto/h200/llm_graphs.json.gz",
+    "kineto/h200/llm_compile.json.gz",
     "kineto/sampled_2ranks",
     "ascend/torch_npu_text/level1",
     "ascend/torch_npu_db/level1",

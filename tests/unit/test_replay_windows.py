@@ -44,6 +44,7 @@ TRACES = [
     "kineto/h200/train_cnn.json.gz",
     "kineto/h200/infer_cnn.json.gz",
     "kineto/h200/ddp",
+    "kineto/h200/llm_graphs.json.gz",
     "ascend/torch_npu_text/level1",
     "ascend/torch_npu_db/level1",
 ]
