@@ -128,19 +128,32 @@ def test_the_data_loaders_fix_gives_back_most_of_its_time(name: str) -> None:
     assert 0.75 * loader_ms <= finding["whatif_ms"] <= 1.05 * loader_ms
 
 
-def test_the_late_rank_is_the_one_that_arrives_last_on_the_shared_clock() -> None:
-    # both ranks ran on one host: their traces share its clock, so the raw starts of the
-    # matched collectives (k-th NCCL kernel of each rank) tell who arrived last
+def test_ranks_of_one_machine_share_its_clock_and_wait_as_their_raw_starts_say() -> None:
+    # both ranks ran on one machine and their traces name its clock: no offset between them,
+    # so each matched collective's wait is the other rank's later start, capped by the task
+    docs = _rank_traces("ddp")
+    clocks = {json.dumps(doc["perfledger_clock"], sort_keys=True) for doc in docs}
+    assert len(clocks) == 1
+    cluster = json.loads((_profile("ddp") / "cluster_summary.json").read_text())
+    assert cluster["clock_offsets_ns"] == {"0": 0, "1": 0}
     first, second = (
-        sorted(_x(doc, "kernel"), key=lambda e: e["ts"]) for doc in _rank_traces("ddp")
+        sorted(
+            (e for e in _x(doc, "kernel") if e["name"].startswith("ncclDevKernel")),
+            key=lambda e: e["ts"],
+        )
+        for doc in docs
     )
-    first = [e for e in first if e["name"].startswith("ncclDevKernel")]
-    second = [e for e in second if e["name"].startswith("ncclDevKernel")]
     assert len(first) == len(second) == 15
-    rank0_last = sum(a["ts"] > b["ts"] for a, b in zip(first, second, strict=True))
-    assert rank0_last > len(first) / 2
-    slow = next(f for f in _summary("ddp")["findings"] if f["id"] == "slow_rank")
-    assert [s["rank"] for s in slow["evidence"]["suspects"]] == [0]
+    waits = [0, 0]
+    for a, b in zip(first, second, strict=True):
+        a_start, b_start = _ns(a["ts"]), _ns(b["ts"])
+        waits[0] += min(max(b_start - a_start, 0), _ns(a["dur"]))
+        waits[1] += min(max(a_start - b_start, 0), _ns(b["dur"]))
+    with (_profile("ddp") / "communication.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["split"] for r in rows} == {"aligned"}
+    for rank in (0, 1):
+        assert sum(int(r["wait_ns"]) for r in rows if int(r["rank"]) == rank) == waits[rank]
 
 
 def _recorded_steps(name: str) -> list[StepRecord]:

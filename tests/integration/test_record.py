@@ -258,9 +258,12 @@ def test_torchrun_ranks_each_write_a_trace_and_both_are_analysed(tmp_path: Path)
     # each rank's trace, and what the profiler library printed in both processes
     raw = sorted(p.name for p in (profile / "raw").iterdir())
     assert raw == ["profiler.log", "rank0.json.gz", "rank1.json.gz"]
+    # both ranks ran on this machine: their traces name its clock, this boot's
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     for rank in (0, 1):
         trace = raw_trace(profile, f"rank{rank}.json.gz")
         assert trace["distributedInfo"]["rank"] == rank
+        assert trace["perfledger_clock"]["boot_id"] == boot_id
         assert annotations(trace, "ProfilerStep#") == ["ProfilerStep#1", "ProfilerStep#2"]
         assert all_steps(profile, rank) == [0, 1, 2, 3, 4]
         assert profiled_steps(profile, rank) == [1, 2]

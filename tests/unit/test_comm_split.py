@@ -144,6 +144,27 @@ def test_arrivals_on_skewed_clocks() -> None:
     assert waits1.tolist() == [0, 0]
 
 
+def test_ranks_of_one_clock_are_not_set_apart_by_their_collectives_ends() -> None:
+    # three ranks on one machine, its clock: the broadcast's root (rank 0) leaves before its
+    # receivers, which end 175 us later, as two NCCL ranks over sockets do; the ends alone
+    # put the receivers' clocks 175 us ahead
+    rows = [
+        (0, "bc", 100, 110), (1, "bc", 90, 285), (2, "bc", 80, 285),
+        (0, "bc", 1100, 1110), (1, "bc", 1090, 1285), (2, "bc", 1080, 1285),
+    ]  # fmt: skip
+    estimated = align_arrivals(_tasks(rows), [0, 1, 2])
+    assert estimated.offsets_ns == {0: 0, 1: 175 * US, 2: 175 * US}
+    same = {0: "boot-a", 1: "boot-a", 2: "boot-a"}
+    shared = align_arrivals(_tasks(rows), [0, 1, 2], same)
+    assert shared.offsets_ns == {0: 0, 1: 0, 2: 0}
+    # the root arrived last on the one clock: the receivers waited for it
+    waits = {r: w.tolist() for r, (_, w) in shared.waits.items()}
+    assert waits == {0: [0, 0], 1: [10 * US, 10 * US], 2: [20 * US, 20 * US]}
+    # two machines: ranks 1 and 2 share one clock and take the median of their estimates
+    two = align_arrivals(_tasks(rows), [0, 1, 2], {1: "boot-b", 2: "boot-b"})
+    assert two.offsets_ns == {0: 0, 1: 175 * US, 2: 175 * US}
+
+
 def test_collectives_are_matched_per_process_group() -> None:
     # 4 ranks on one clock: an all-reduce of the whole group ("dp") ends at 100 everywhere, and
     # the same kernel in two tensor-parallel pairs: ranks 0-1 ("tp0") end at 200, rank 1 late

@@ -96,6 +96,7 @@ def replay_profile(
     change: WhatIf = NO_CHANGE,
     by_rank: Mapping[int, WhatIf] | None = None,
     comm_wait: Int64Array | None = None,
+    clocks: Mapping[int, str] | None = None,
 ) -> ReplayReport:
     """Every step of every rank of ``events`` (the canonical table of a profile), replayed
     unchanged and under ``change`` (``by_rank``: a change of its own for each rank it names,
@@ -111,7 +112,9 @@ def replay_profile(
     ``comm_wait``: per row of ``events``, how long a communication task waited for its peers
     at its start (:func:`perfledger.analysis.comm_split.comm_split`; None: the collective
     library's own split where the trace has it, else none), what splits the critical path's
-    ``communication`` in wait and transfer where no other rank's arrival is known."""
+    ``communication`` in wait and transfer where no other rank's arrival is known.
+    ``clocks``: the clock of each rank known to share one with others
+    (:func:`perfledger.analysis.cluster.arrivals.align_arrivals`)."""
     if events.num_rows == 0:
         return ReplayReport((), change)
     ranks = np.unique(columns.int64(events, "rank"))
@@ -131,7 +134,7 @@ def replay_profile(
         prepare_rank(t, comm_wait=w) for t, w in zip(tables, waits, strict=True) if t.num_rows
     ]
     changes = [mine.get(p.rank, change) for p in prepared]
-    arrivals = collective_arrivals(prepared)
+    arrivals = collective_arrivals(prepared, clocks)
     peers = arrivals.peers(None)
     # with a change on any rank every rank is replayed: the others' arrivals move its own
     predicted: Sequence[Schedule | None] = [None] * len(prepared)
@@ -174,10 +177,12 @@ def _rank_waits(events: pa.Table, given: Int64Array | None) -> Int64Array:
     return comm_split(events).wait_by_row(events.num_rows)
 
 
-def collective_arrivals(prepared: Sequence[RankReplay]) -> CollectiveArrivals:
+def collective_arrivals(
+    prepared: Sequence[RankReplay], clocks: Mapping[int, str] | None = None
+) -> CollectiveArrivals:
     """The collectives of the prepared ranks matched across them
-    (:func:`matched_collectives`)."""
-    return matched_collectives([rank_collectives(p) for p in prepared])
+    (:func:`matched_collectives`; ``clocks`` as there)."""
+    return matched_collectives([rank_collectives(p) for p in prepared], clocks)
 
 
 def combined_report(reports: Sequence[ReplayReport], change: WhatIf = NO_CHANGE) -> ReplayReport:

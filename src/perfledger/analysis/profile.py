@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from perfledger.analysis import ops
 from perfledger.analysis.accounting import device_accounting, split_communication
 from perfledger.analysis.beside import beside
-from perfledger.analysis.cluster.arrivals import Arrivals, align_arrivals
+from perfledger.analysis.cluster.arrivals import Arrivals, align_arrivals, clock_of
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT, cluster_report, step_kernels
 from perfledger.analysis.cluster.collectives import (
     collective_tasks,
@@ -232,6 +232,13 @@ def profile_communication(ranks: Sequence[RankAnalysis]) -> pa.Table:
     return pa.concat_tables(tables) if tables else communication(schema.empty_events())
 
 
+def rank_clocks(ranks: Sequence[RankAnalysis]) -> dict[int, str]:
+    """The clock each rank's trace was stamped with, where it says
+    (:func:`perfledger.analysis.cluster.arrivals.clock_of`)."""
+    clocks = {r.rank: clock_of(r.trace.meta) for r in ranks}
+    return {rank: clock for rank, clock in clocks.items() if clock}
+
+
 def align_ranks(
     ranks: Sequence[RankAnalysis], collectives: pa.Table | None = None
 ) -> tuple[tuple[RankAnalysis, ...], Arrivals]:
@@ -248,7 +255,7 @@ def align_ranks(
         return tuple(ranks), Arrivals()
     if collectives is None:
         collectives = pa.concat_tables([collective_tasks(r.events) for r in ranks])
-    arrivals = align_arrivals(collectives, [r.rank for r in ranks])
+    arrivals = align_arrivals(collectives, [r.rank for r in ranks], rank_clocks(ranks))
     aligned = []
     for rank in ranks:
         empty = np.zeros(0, np.int64)

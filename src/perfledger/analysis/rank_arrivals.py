@@ -9,7 +9,7 @@ ranks").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Final
@@ -167,20 +167,23 @@ def _last_two(times: list[int]) -> tuple[int, int]:
     return first, second
 
 
-def matched_collectives(parts: Sequence[RankCollectives]) -> CollectiveArrivals:
+def matched_collectives(
+    parts: Sequence[RankCollectives], clocks: Mapping[int, str] | None = None
+) -> CollectiveArrivals:
     """The collectives of the ranks matched as the cluster pass matches them (the k-th task
     of one name and process group on every rank that runs it the same number of times,
     :func:`perfledger.analysis.cluster.collectives.collective_tasks`), and the ranks' clock
     offsets from their ends. Where ranks ran one a different number of times, the ranks that
     ran it as often as most of them did (the most runs among ties) are matched, the others
-    left out (:attr:`CollectiveArrivals.unmatched`)."""
+    left out (:attr:`CollectiveArrivals.unmatched`). ``clocks``: the clock of each rank known
+    to share one (:func:`perfledger.analysis.cluster.arrivals.align_arrivals`)."""
     instances: list[tuple[tuple[int, int], ...]] = []
     observed: list[tuple[int, ...]] = []
     offsets = [0] * len(parts)
     contradicted = unmatched = 0
     if sum(p.tasks.num_rows for p in parts) and len(parts) > 1:
         aligned = align_arrivals(
-            pa.concat_tables([p.tasks for p in parts]), [p.rank for p in parts]
+            pa.concat_tables([p.tasks for p in parts]), [p.rank for p in parts], clocks
         )
         offsets = [aligned.offsets_ns.get(p.rank, 0) for p in parts]
         by_key: dict[tuple[str, str], list[list[int]]] = {}

@@ -38,6 +38,7 @@ from perfledger.analysis.critical_path import (
     with_peers,
 )
 from perfledger.analysis.intervals import Int64Array
+from perfledger.analysis.profile import rank_clocks
 from perfledger.analysis.rank_arrivals import matched_collectives, rank_collectives
 from perfledger.analysis.replay import Peers, replay
 from perfledger.analysis.replay_joint import replay_joint
@@ -77,7 +78,7 @@ class RanksTogether:
         # changes replayed in rounds because the ranks reach their collectives in different
         # orders (the joint pass deadlocked)
         self.in_rounds = 0
-        self.arrivals = matched_collectives(parts)
+        self.arrivals = matched_collectives(parts, rank_clocks(self._ranks))
         self.peers: tuple[Peers, ...] = tuple(self.arrivals.peers_at(None))
         self.matched = tuple(self.arrivals.matched(i) for i in range(len(parts)))
         # ranks with collectives none of which is matched: replayed alone, counted (a rank

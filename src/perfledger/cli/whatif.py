@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.analysis.cluster.arrivals import clock_of
 from perfledger.analysis.comm_split import stored_comm_waits
 from perfledger.analysis.critical_path import replay_profile
 from perfledger.analysis.whatif_changes import sync_calls_matching
@@ -150,8 +151,14 @@ def run(args: argparse.Namespace) -> int:
     events = schema.conform_events(replay_events(profile))
     by_rank = rank_changes(args.profile, events, change, args.drop_sync, fixes)
     ranks_meta = profile.meta.get("ranks")
-    waits = stored_comm_waits(events, ranks_meta if isinstance(ranks_meta, dict) else {})
-    report = replay_profile(events, change, by_rank, comm_wait=waits)
+    metas = ranks_meta if isinstance(ranks_meta, dict) else {}
+    waits = stored_comm_waits(events, metas)
+    clocks = {
+        int(rank): clock
+        for rank, meta in metas.items()
+        if isinstance(meta, dict) and str(rank).isdigit() and (clock := clock_of(meta))
+    }
+    report = replay_profile(events, change, by_rank, comm_wait=waits, clocks=clocks)
     if not report.steps:
         raise PerfledgerError(f"{args.profile}: the profile has no step to replay")
     if args.json:

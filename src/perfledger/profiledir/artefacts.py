@@ -17,7 +17,7 @@ from rich.console import Console
 
 from perfledger.analysis import figures
 from perfledger.analysis.critical_path import replay_profile
-from perfledger.analysis.profile import comm_waits, step_trace
+from perfledger.analysis.profile import comm_waits, rank_clocks, step_trace
 from perfledger.analysis.quality import (
     replay_error,
     replay_invariants,
@@ -240,7 +240,9 @@ def write_timeline_files(
     if replay is None:  # made by the rank tasks; else replayed here
         waits = comm_waits(analysis.ranks)
         replay = replay_profile(
-            analysis.events, comm_wait=waits if waits.size == analysis.events.num_rows else None
+            analysis.events,
+            comm_wait=waits if waits.size == analysis.events.num_rows else None,
+            clocks=rank_clocks(analysis.ranks),
         )
         analysis = replace(analysis, replay=replay)
     write_table(directory, CRITICAL_PATH_TABLE, path_spans_table(replay.steps))

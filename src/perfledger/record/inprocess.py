@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -46,6 +47,7 @@ from perfledger.record.schedule import (
     ACTION_RECORD,
     ACTION_SAVE,
     ACTION_WARMUP,
+    CLOCK_KEY,
     ENV_OPTIONS,
     LEVELS,
     RECORDED_ACTIONS,
@@ -164,6 +166,17 @@ def describe_exception(kind: type[BaseException], value: BaseException | None) -
     return (f"exception {kind.__name__}" + (f": {message}" if message else ""))[:500]
 
 
+def clock_identity() -> str | None:
+    """This machine's clock as the traces it records name it (:data:`CLOCK_KEY`): its Linux
+    boot id, the same for every process of one boot and different on every other machine or
+    boot, and the host's name; None where there is no boot id."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    return json.dumps({"boot_id": boot, "host": socket.gethostname()}) if boot else None
+
+
 def _loaded_module(name: str) -> Any:
     """The module if the program has imported it, else None (never imports it ourselves)."""
     return sys.modules.get(name)
@@ -211,6 +224,7 @@ class StepDriver:
         self._previous_excepthook = sys.excepthook
         self._signals: list[tuple[int, Any]] = []
         self._device = DeviceSteps()
+        self._clock = clock_identity()
         self.trace_files: list[Path] = []
 
     # -- step signals ---------------------------------------------------------------------------
@@ -322,6 +336,7 @@ class StepDriver:
         self._profiler = self._make_profiler()
         if self._profiler is not None:
             self._call_profiler(self._profiler.start)
+            self._stamp_clock()
         self._step = 0
         self._action = self._planned(0)
         self._step_start_ns = time.time_ns()
@@ -353,6 +368,7 @@ class StepDriver:
         profiler = self._profiler
         if profiler is not None:
             self._call_profiler(profiler.step)
+            self._stamp_clock()
             options = self.options
             if window_ends(self._step, options.skip, options.steps, interleave=options.interleave):
                 # The window is over and the trace written: close the step annotation torch
@@ -396,6 +412,16 @@ class StepDriver:
         self._remove_exit_handlers()
         if reason == "exit" and _loaded_module("torch.distributed") is not None:
             _let_collective_threads_settle()
+
+    def _stamp_clock(self) -> None:
+        """Name this machine's clock in the trace being recorded (torch keeps a trace's
+        metadata for one profiling cycle: stamped at every step)."""
+        if self._profiler is None or self._clock is None:
+            return
+        try:
+            self._profiler.add_metadata_json(CLOCK_KEY, self._clock)
+        except Exception:  # a torch without trace metadata: traces without the clock
+            self._clock = None
 
     def _log_device_steps(self) -> None:
         """Log the device times of the steps whose events have completed."""
