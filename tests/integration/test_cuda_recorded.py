@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 from decimal import Decimal
 from functools import cache
@@ -20,8 +21,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from rich.console import Console
 
+from perfledger.record.metadata import overhead_document
 from perfledger.record.staging import StepRecord, profiler_overhead
+from perfledger.run.pipeline import build_profile
 from tests.cli import perfledger
 from tests.paths import data_file
 
@@ -36,6 +40,7 @@ TRACES = {
 }
 LOADING = ["train", "train_full", "infer", "ddp"]  # the runs with a DataLoader
 _OUT: list[Path] = []
+_QUIET = Console(file=io.StringIO())
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -203,3 +208,31 @@ def test_asynchronous_steps_are_timed_on_the_device(name: str) -> None:
         assert on_host.unprofiled_ms < 0.1 * kernel_ms
         # one graph launch a step: the profiler adds little to what the device runs
         assert 0 < estimate.overhead_pct < 25
+
+
+@pytest.mark.parametrize("timed", ["device", "host"])
+def test_unprofiled_steps_that_ran_ahead_of_the_device_give_no_overhead(
+    timed: str, tmp_path: Path
+) -> None:
+    steps = _recorded_steps("llm_graphs")
+    if timed == "host":  # as a recorder without device times measured them
+        steps = [StepRecord(s.step, s.start_ns, s.end_ns, s.action) for s in steps]
+    estimate = profiler_overhead(steps)
+    assert estimate is not None and estimate.timed == timed
+    meta = {"record": {"profiler_overhead": overhead_document(estimate)}}
+    out = tmp_path / "profile"
+    build_profile([data_file(TRACES["llm_graphs"])], out, meta=meta, console=_QUIET)
+    summary = json.loads((out / "summary.json").read_text())
+    flagged = [c for c in summary["quality"]["checks"] if c["id"] == "unprofiled_steps"]
+    ids = [f["id"] for f in summary["findings"]]
+    if timed == "host":
+        # 0.5 ms a step against the device's 11.7: no overhead, and the report says why
+        assert summary["profiler_overhead_pct"] is None
+        assert summary["unprofiled_step_ms"] is None
+        assert len(flagged) == 1 and "ahead of the device" in flagged[0]["message"]
+        assert "profiler_overhead_high" not in ids
+    else:
+        assert not flagged
+        assert summary["unprofiled_step_ms"] == pytest.approx(estimate.unprofiled_ms, abs=1e-3)
+        expected = 100 * (summary["step_time_ms"] / estimate.unprofiled_ms - 1)
+        assert summary["profiler_overhead_pct"] == pytest.approx(expected, abs=0.01)

@@ -35,6 +35,21 @@ def is_host_only(step_trace: pa.Table) -> bool:
     return "compute_ns" not in step_trace.column_names
 
 
+def device_busy_ms(step_trace: pa.Table) -> float | None:
+    """The device's work in a step: the median over the accounted windows (every rank,
+    device and step) of their busy time, wall less idle (ms); None for a host-only profile
+    or no window."""
+    if is_host_only(step_trace):
+        return None
+    rows = window_rows(step_trace)
+    if rows.num_rows == 0:
+        return None
+    busy = np.asarray(rows.column("wall_ns"), np.float64) - np.asarray(
+        rows.column("idle_ns"), np.float64
+    )
+    return float(np.median(busy)) / 1e6
+
+
 def step_walls_ms(step_trace: pa.Table, step_count: int) -> FloatArray:
     """One wall time (ms) per rank and annotated step, in (rank, step) order; empty without
     step annotations (the one window is then not a step)."""

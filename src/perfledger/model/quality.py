@@ -21,6 +21,7 @@ OPERATORS: Final = "operators"
 COMMUNICATION: Final = "communication"
 TIMELINE: Final = "timeline"
 WHATIF: Final = "whatif"  # the replayed steps, critical paths and what-if predictions
+PROFILER_OVERHEAD: Final = "profiler_overhead"  # a recording's estimate of its own cost
 HEADLINE_FIGURES: Final = frozenset({STEP_TIME, UTILIZATION, TIME_ACCOUNT})
 
 # The checks (docs/accounting.md, "Trace quality", says what each finds and does).
@@ -47,6 +48,7 @@ REPLAYED_ALONE: Final = "replayed_alone"
 UNSETTLED_ARRIVALS: Final = "unsettled_arrivals"
 WHATIF_BOUNDS: Final = "whatif_bounds"
 UNMATCHED_COLLECTIVES: Final = "unmatched_collectives"
+UNPROFILED_STEPS: Final = "unprofiled_steps"
 
 HIGH: Final = "high"
 MEDIUM: Final = "medium"

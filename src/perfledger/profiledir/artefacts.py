@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from perfledger.model.accounts import StepWindow
     from perfledger.model.findings import AdvisorReport
     from perfledger.model.profile import ProfileAnalysis
+    from perfledger.model.quality import QualityCheck
 
 # The whole-profile timeline stops after this many events (about 150 MB of JSON, what
 # Perfetto opens comfortably); the per-step slices under timeline/ always hold their step.
@@ -262,6 +263,7 @@ def write_artefacts(
     overhead_pct: float | None,
     overhead_noise_pct: float | None = None,
     unprofiled_step_ms: float | None = None,
+    overhead_checks: Sequence[QualityCheck] = (),
     source_files: Sequence[str] | None = None,
     advice: AdvisorReport | None = None,
     title: str = "profile",
@@ -307,6 +309,7 @@ def write_artefacts(
             *replay_invariants(replay),
             *unmatched_collectives(replay),
             *whatif_bounds(advice),
+            *overhead_checks,
         ),
         profiler_overhead_pct=overhead_pct,
         profiler_overhead_noise_pct=overhead_noise_pct,

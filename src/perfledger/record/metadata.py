@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import psutil
 
-from perfledger.record.staging import ProcessRecord, profiler_overhead
+from perfledger.record.staging import OverheadEstimate, ProcessRecord, profiler_overhead
 from perfledger.vcs import git_revision
 from perfledger.version import __version__
 
@@ -76,6 +76,26 @@ def program_directory(command: Sequence[str], cwd: Path) -> Path:
     return cwd
 
 
+def overhead_document(overhead: OverheadEstimate | None) -> dict[str, Any] | None:
+    """meta.json's ``record.profiler_overhead``: the recorder's estimate of its cost."""
+    if overhead is None:
+        return None
+    return {
+        "profiled_step_ms": round(overhead.profiled_ms, 3),
+        "unprofiled_step_ms": round(overhead.unprofiled_ms, 3),
+        "profiled_steps": overhead.profiled_steps,
+        "unprofiled_steps": overhead.unprofiled_steps,
+        "overhead_pct": round(overhead.overhead_pct, 2),
+        "noise_pct": None if overhead.noise_pct is None else round(overhead.noise_pct, 2),
+        "compared": (
+            "each profiled step with the unprofiled step after it"
+            if overhead.paired
+            else "the unprofiled steps nearest the profiled window"
+        ),
+        "timed": overhead.timed,
+    }
+
+
 def run_meta(
     *,
     command: Sequence[str],
@@ -130,22 +150,7 @@ def run_meta(
                 for p in processes
             ],
             "step_count": len(all_steps),
-            "profiler_overhead": None
-            if overhead is None
-            else {
-                "profiled_step_ms": round(overhead.profiled_ms, 3),
-                "unprofiled_step_ms": round(overhead.unprofiled_ms, 3),
-                "profiled_steps": overhead.profiled_steps,
-                "unprofiled_steps": overhead.unprofiled_steps,
-                "overhead_pct": round(overhead.overhead_pct, 2),
-                "noise_pct": None if overhead.noise_pct is None else round(overhead.noise_pct, 2),
-                "compared": (
-                    "each profiled step with the unprofiled step after it"
-                    if overhead.paired
-                    else "the unprofiled steps nearest the profiled window"
-                ),
-                "timed": overhead.timed,
-            },
+            "profiler_overhead": overhead_document(overhead),
             "host_sampler": dict(sampler or {}),
         },
     }

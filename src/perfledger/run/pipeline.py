@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 from rich.console import Console
@@ -34,6 +34,7 @@ from perfledger.memory import (
 )
 from perfledger.model import schema
 from perfledger.model.profile import ProfileAnalysis
+from perfledger.model.quality import PROFILER_OVERHEAD, UNPROFILED_STEPS, QualityCheck
 from perfledger.model.schema import STEP_TIMES_SCHEMA
 from perfledger.model.trace import Trace
 from perfledger.profiledir import StoredProfile, artefacts
@@ -317,9 +318,13 @@ def _write_profile(
     """
     show = show or (lambda phase: None)
     traces = [r.trace for r in analysis.ranks]
+    accounts = step_trace(analysis)
     overhead = recorded_overhead(
-        meta, figures.step_time_ms(step_trace(analysis), analysis.step_count)
+        meta,
+        figures.step_time_ms(accounts, analysis.step_count),
+        figures.device_busy_ms(accounts),
     )
+    del accounts
     raw_files = [f"{RAW_DIR}/{name}" for name in raw_names(_sources(analysis, inputs)).values()]
     if not diagnosed:
         show(PHASE_ADVISOR)
@@ -363,6 +368,7 @@ def _write_profile(
         overhead_pct=overhead.pct,
         overhead_noise_pct=overhead.noise_pct,
         unprofiled_step_ms=overhead.unprofiled_step_ms,
+        overhead_checks=overhead.checks,
         source_files=raw_files,
         advice=advice,
         title=title,
@@ -531,15 +537,28 @@ class RecordedOverhead:
     pct: float | None = None
     noise_pct: float | None = None
     unprofiled_step_ms: float | None = None
+    checks: tuple[QualityCheck, ...] = ()
+
+
+# Unprofiled steps timed on the host shorter than this share of a profiled step's device work
+# did not wait for the device: they are no measure of the step.
+PLAUSIBLE_UNPROFILED_SHARE: Final = 0.9
 
 
 def recorded_overhead(
-    meta: Mapping[str, Any] | None, step_time_ms: float | None
+    meta: Mapping[str, Any] | None,
+    step_time_ms: float | None,
+    device_busy_ms: float | None = None,
 ) -> RecordedOverhead:
     """The recorder's overhead estimate (meta.json record.profiler_overhead) put on the
     profile's own step time, so that step_time_ms, unprofiled_step_ms and
     profiler_overhead_pct of summary.json agree; the recorder's own figure when the profile
-    has no step time."""
+    has no step time.
+
+    Unprofiled steps timed on the host (no device times: a CPU run, or a device without
+    timing events) that took less than :data:`PLAUSIBLE_UNPROFILED_SHARE` of the device's
+    work in a profiled step (``device_busy_ms``) ran ahead of the device: no overhead is
+    given, and the ``unprofiled_steps`` quality check says why."""
     record = (meta or {}).get("record")
     estimate = record.get("profiler_overhead") if isinstance(record, Mapping) else None
     if not isinstance(estimate, Mapping):
@@ -553,6 +572,23 @@ def recorded_overhead(
 
     unprofiled = number("unprofiled_step_ms")
     pct = number("overhead_pct")
+    if (
+        estimate.get("timed") != "device"
+        and unprofiled is not None
+        and device_busy_ms is not None
+        and unprofiled < PLAUSIBLE_UNPROFILED_SHARE * device_busy_ms
+    ):
+        check = QualityCheck(
+            UNPROFILED_STEPS,
+            int(number("unprofiled_steps") or 0),
+            f"the unprofiled steps, timed on the host, took {unprofiled:.3f} ms (median), less "
+            f"than the device's work in a profiled step ({device_busy_ms:.3f} ms): the host "
+            "queued them ahead of the device, and their time is not the step's; the "
+            "profiler's overhead is not given",
+            (PROFILER_OVERHEAD,),
+            repaired=False,
+        )
+        return RecordedOverhead(checks=(check,))
     if step_time_ms is not None and unprofiled is not None and unprofiled > 0:
         pct = 100.0 * (step_time_ms / unprofiled - 1.0)
     return RecordedOverhead(pct, number("noise_pct"), unprofiled)
