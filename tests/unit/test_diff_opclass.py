@@ -74,6 +74,90 @@ from perfledger.analysis import opclass
         ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "comm", None, "communication"),
         ("Memcpy HtoD (Pinned -> Device)", "memcpy", "aten::copy_", "memcpy"),
         ("Memset (Device)", "memset", None, "memset"),
+        # CUDA 13 on an H200 (tests/data/kineto/h200): PyTorch 2.11's kernels carry
+        # "std::array<char*, N>" (no "std" reduction), cuBLAS's Hopper GEMMs are "nvjet"
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,"
+            " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*,"
+            " 3ul>)",
+            "kernel",
+            "aten::add_",
+            "elementwise",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+            "kernel",
+            None,
+            "elementwise",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<8, at::native::"
+            "bfloat16_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}, "
+            "std::array<char*, 2ul> >(int, "
+            "at::native::bfloat16_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}, "
+            "std::array<char*, 2ul>)",
+            "kernel",
+            "aten::copy_",
+            "layout_copy",
+        ),
+        (
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"
+            "(anonymous namespace)::TensorListMetadata<1>, at::native::(anonymous namespace)::"
+            "BinaryOpScalarFunctor<float, 1, 1, 0>, std::multiplies<float>, float>",
+            "kernel",
+            None,
+            "elementwise",
+        ),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "kernel", None, "matmul"),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT", "kernel", None, "matmul"),
+        (
+            "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<float, "
+            "float, 32u, 32u, 256u, false, true, false>(long, long, float const*, float const*, "
+            "float const*, float const*, float*, float*)",
+            "kernel",
+            None,
+            "reduction",
+        ),
+        (
+            "void at::native::(anonymous namespace)::max_pool_forward_nchw<float, int>(int, "
+            "float const*, long, long, long, int, int, int, int, int, int, int, int, int, int, "
+            "float*, long*)",
+            "kernel",
+            None,
+            "reduction",
+        ),
+        (
+            "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true, "
+            "(cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nchw2nhwc_params_t<float>, "
+            "float const*, float*)",
+            "kernel",
+            None,
+            "layout_copy",
+        ),
+        (
+            "void wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(int, int, int, "
+            "float const*, int, float*, float const*, kernel_grad_params, unsigned long long, int,"
+            " float, int, int, int, int)",
+            "kernel",
+            None,
+            "conv",
+        ),
+        (
+            "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_s1688dgrad_optimized_tf32_256x64_16x4"
+            "_nhwc_unity_stride_align4>",
+            "kernel",
+            None,
+            "conv",
+        ),
+        # part of cuDNN's attention backward: "convert" is no convolution; the host op says
+        (
+            "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*, unsigned int)",
+            "kernel",
+            "aten::_cudnn_attention_backward",
+            "attention",
+        ),
+        ("aten::std", "cpu_op", None, "reduction"),
         # Ascend (torch_npu kernel_details names: <aclnn API>_<kernel>_<op type>)
         ("aclnnMm_MatMulCommon_MatMulV2", "kernel", "aclnnMm", "matmul"),
         ("aclnnMm_MatMulCommon_MemSet", "kernel", "aclnnMm", "memset"),

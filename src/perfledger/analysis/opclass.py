@@ -67,26 +67,28 @@ _NAME_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     ),
     (
         CONV,
-        r"conv|winograd|im2col|col2im|(^|_)(fprop|dgrad|wgrad)|depthwise|implicit_gemm",
+        r"conv(?!ert)|winograd|im2col|col2im|(^|[_ ]|\d{4})(fprop|dgrad|wgrad)|depthwise"
+        r"|implicit_gemm",
     ),
     (
         MATMUL,
-        r"(?<!fb)gemm|gemv|matmul|cublas|cutlass|\bmm\b|\bbmm\b|addmm|addbmm|addmv|aclnnmm\b"
+        r"(?<!fb)gemm|gemv|matmul|cublas|cutlass|nvjet|\bmm\b|\bbmm\b|addmm|addbmm|addmv"
+        r"|aclnnmm\b"
         r"|\blinear\b|einsum|\bdot\b|triton_tem_",
     ),
     (
         REDUCTION,
         r"reduce|reduction|\bsum\b|\bmean\b|norm\b|norm_|_norm|batchnorm|\bbn_|softmax"
         r"|logsumexp|argmax|argmin|\bamax|\bamin|\bmax\b|\bmin\b|\bvar\b|\bstd\b|welford"
-        r"|nll_?loss|cross_?entropy|maxpool|avgpool|max_?pool\d|avg_?pool\d|adaptive_?avg"
-        r"|adaptive_?max|pooling|triton_red_|triton_per_",
+        r"|nll_?loss|cross_?entropy|max_?pool|avg_?pool|adaptive_?avg|gamma[_ ]?beta"
+        r"|adaptive_?max|pooling|triton_red_|triton_per_|devicescan|cumsum|cumprod",
     ),
     (
         LAYOUT_COPY,
         r"copy|transpose|permute|contiguous|\bcat\b|catarray|concat|\bstack|split|slice"
         r"|index|gather|scatter|reshape|\bview\b|transdata|tensormove|\bpad\b|constant_pad"
         r"|clone|expand|flip|\broll\b|narrow|\bselect\b|unfold|repeat|\btile\b|embedding"
-        r"|\bchunk\b",
+        r"|\bchunk\b|nchw_?to_?nhwc|nhwc_?to_?nchw",
     ),
     (
         ELEMENTWISE,
@@ -99,6 +101,7 @@ _NAME_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     ),
 )
 _COMPILED: Final = tuple((name, re.compile(pattern)) for name, pattern in _NAME_PATTERNS)
+_STD: Final = re.compile(r"\bstd::(array\b)?")
 # Ascend kernel names are "<aclnn API>_<kernel>_<op type>"; the op type says most.
 _ASCEND_KERNEL: Final = re.compile(r"^aclnn[A-Za-z0-9]+_.+_([A-Za-z][A-Za-z0-9]*)$")
 
@@ -106,6 +109,9 @@ _ASCEND_KERNEL: Final = re.compile(r"^aclnn[A-Za-z0-9]+_.+_([A-Za-z][A-Za-z0-9]*
 @lru_cache(maxsize=65_536)
 def class_of_name(name: str) -> str:
     """The op class a name alone implies (``other`` when none fits)."""
+    # The C++ standard library's names in template arguments say nothing of the work: every
+    # PyTorch elementwise kernel carries a "std::array<char*, 3ul>" (not a "std" reduction).
+    name = _STD.sub("", name)
     text = name.lower()
     # Separate CamelCase words and strip instance numbers ("Conv2DBackpropFilter10",
     # "ReduceSum7") so that word boundaries in the patterns see "reduce sum", not "reducesum7".
