@@ -236,3 +236,18 @@ def test_unprofiled_steps_that_ran_ahead_of_the_device_give_no_overhead(
         assert summary["unprofiled_step_ms"] == pytest.approx(estimate.unprofiled_ms, abs=1e-3)
         expected = 100 * (summary["step_time_ms"] / estimate.unprofiled_ms - 1)
         assert summary["profiler_overhead_pct"] == pytest.approx(expected, abs=0.01)
+
+
+def test_the_cuda_graph_fix_is_diffed_as_the_same_workload(tmp_path: Path) -> None:
+    # the transformer step eager, then replayed as one CUDA graph: the same kernels, which the
+    # graph's launch runs without the operators that launched them eagerly
+    done = perfledger(
+        "diff", data_file(TRACES["llm_eager"]), data_file(TRACES["llm_graphs"]),
+        "-o", tmp_path, "--no-html",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "different workloads" not in done.stdout
+    document = json.loads((tmp_path / "diff.json").read_text())
+    assert document["workload_warning"] is None
+    step = document["step_time_ms"]
+    assert step["current"] < 0.6 * step["base"] and not step["within_noise"]

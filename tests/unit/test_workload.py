@@ -90,8 +90,28 @@ def test_a_script_as_typed_matches_its_resolved_path() -> None:
     assert not same_workload(nested, Workload(program="a/train.py"))
 
 
+def test_the_same_kernels_replayed_from_a_cuda_graph_are_the_same_workload() -> None:
+    # eager, every kernel has the operator that launched it; replayed from a CUDA graph, the
+    # same kernels have none (their op types are their own names): 80 % of kernels in common
+    eager = Workload(
+        program="llm.py", operators=ops("aten::mm", "aten::add_"), kernels=ops("k1", "k2", "k3")
+    )
+    graphs = Workload(
+        program="llm.py", operators=ops("k1", "k2", "k3", "k4"), kernels=ops("k1", "k2", "k3", "k4")
+    )
+    assert same_workload(eager, graphs)
+    # another model: few kernels in common either, and the warning counts kernels
+    other = Workload(program="llm.py", operators=ops("x", "y"), kernels=ops("k1", "x", "y", "z"))
+    assert workload_differences(eager, other) == ("17% of kernels in common",)
+    # a CPU run has no kernels: op types alone
+    cpu = Workload(program="llm.py", operators=ops("aten::mm", "aten::relu"))
+    assert workload_differences(eager, cpu) == ("33% of op types in common",)
+
+
 def test_workload_round_trips_through_its_json_form() -> None:
-    workload = Workload(program="t.py", vendor="cuda", device="A100", operators=ops("a", "b"))
+    workload = Workload(
+        program="t.py", vendor="cuda", device="A100", operators=ops("a", "b"), kernels=ops("k")
+    )
     assert Workload.from_dict(workload.as_dict()) == workload
     assert workload.describe() == "t.py · A100"
     assert Workload(vendor="ascend").describe() == "trace · ascend"

@@ -26,7 +26,12 @@ from perfledger.analysis.diff.workload import (
 from perfledger.ledger.locate import git_root
 from perfledger.ledger.store import RunRecord
 from perfledger.profiledir import StoredProfile, load_profile
-from perfledger.profiledir.layout import OP_STATISTIC_CSV, OP_SUMMARY_CSV, STEP_TRACE_CSV
+from perfledger.profiledir.layout import (
+    KERNEL_DETAILS_CSV,
+    OP_STATISTIC_CSV,
+    OP_SUMMARY_CSV,
+    STEP_TRACE_CSV,
+)
 from perfledger.vcs import git_revision
 
 DEVICE_SHARES: Final = (
@@ -153,10 +158,12 @@ def profile_workload(
     stored: StoredProfile,
     step_trace: pa.Table | None = None,
     operators: Sequence[str] | None = None,
+    kernels: Sequence[str] | None = None,
 ) -> Workload:
     """The workload of a profile: the recorded program (record runs), the devices, and the
     op types of op_statistic.csv (host operators that launched the device tasks, else the
-    tasks' names; the host operators of a CPU run) unless ``operators`` gives them."""
+    tasks' names; the host operators of a CPU run) unless ``operators`` gives them, and
+    the kernels' names of kernel_details.csv unless ``kernels`` gives them."""
     meta = stored.meta
     program = None
     command = meta.get("command")
@@ -178,7 +185,15 @@ def profile_workload(
         vendor=vendor_of(meta, host_only=host_only),
         device=device_of(meta, host_only=host_only),
         operators=operator_digests(_op_types(stored) if operators is None else operators),
+        kernels=operator_digests(_kernel_names(stored) if kernels is None else kernels),
     )
+
+
+def _kernel_names(stored: StoredProfile) -> list[str]:
+    if not (stored.path / KERNEL_DETAILS_CSV).is_file():
+        return []
+    table = stored.read_csv(KERNEL_DETAILS_CSV, pa.schema([("name", pa.string())]), ["name"])
+    return sorted({str(name) for name in table.column("name").to_pylist() if name})
 
 
 def _op_types(stored: StoredProfile) -> list[str | None]:

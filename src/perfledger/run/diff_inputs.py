@@ -19,6 +19,7 @@ from perfledger.analysis.diff import RunTables, Workload
 from perfledger.analysis.diff.workload import (
     batch_size,
     device_of,
+    kernel_names,
     op_types,
     operator_digests,
     vendor_of,
@@ -92,6 +93,7 @@ def run_tables(
         vendor=vendor_of(meta or {}, host_only=host_only),
         device=device_of(meta or {}, host_only=host_only),
         operators=operator_digests(op_types(analysis.op_summary)),
+        kernels=operator_digests(kernel_names(analysis.op_summary)),
     )
     return RunTables(
         label=label,
@@ -144,6 +146,6 @@ def read_profile_run(path: Path) -> RunTables:
         communication=profile.read_csv(COMMUNICATION_CSV, COMMUNICATION_SCHEMA),
         findings=tuple(profile.findings),
         confidence=profile.confidence,
-        workload=profile_workload(profile, steps, op_types(op_summary)),
+        workload=profile_workload(profile, steps, op_types(op_summary), kernel_names(op_summary)),
         batch=batch_size(op_summary),
     )

@@ -15,7 +15,10 @@ Two runs are the *same workload* when none of the parts known on both sides diff
 - **operators** — the distinct operator names (device tasks, or host operators of a CPU run):
   at least :data:`SAME_OPERATORS` of the names of both runs together in common (Jaccard). A
   data-loader fix, a fused optimizer or another batch size keep most names; another model keeps
-  few. Names are kept as short digests, so that the ledger stays small.
+  few. The distinct kernel names count too, where both runs have kernels: the same kernels
+  replayed from a CUDA graph have no operator that launched them (the graph's launch is no
+  operator), and the better of the two shares decides. Names are kept as short digests, so
+  that the ledger stays small.
 
 The batch size is the first dimension of the input of the loss of each step, else (a run
 without a loss) of the first model layer (convolution, linear, matrix product, embedding,
@@ -96,6 +99,7 @@ class Workload:
         vendor: the accelerator vendors the importers recognised (``cuda``, ``rocm``,
             ``ascend`` ...), comma-separated; ``cpu`` for a host-only run.
         operators: digests of the distinct operator names (:func:`operator_digests`).
+        kernels: digests of the distinct kernel names (:func:`kernel_names`).
         program_as_typed: the program is the script as the command typed it (not resolved
             against the working folder: a record kept before the ledger resolved it).
     """
@@ -105,6 +109,7 @@ class Workload:
     operators: frozenset[str] = frozenset()
     program_as_typed: bool = False
     vendor: str | None = None
+    kernels: frozenset[str] = frozenset()
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form the ledger keeps."""
@@ -113,6 +118,7 @@ class Workload:
             "vendor": self.vendor,
             "device": self.device,
             "operators": sorted(self.operators),
+            "kernels": sorted(self.kernels),
         }
 
     @staticmethod
@@ -122,11 +128,13 @@ class Workload:
         vendor = document.get("vendor")
         operators = document.get("operators")
         digests = frozenset(map(str, operators)) if isinstance(operators, list) else frozenset()
+        kernels = document.get("kernels")
         return Workload(
             program=str(program) if program is not None else None,
             device=str(device) if device is not None else None,
             operators=digests,
             vendor=str(vendor) if vendor is not None else None,
+            kernels=frozenset(map(str, kernels)) if isinstance(kernels, list) else frozenset(),
         )
 
     def describe(self) -> str:
@@ -234,11 +242,24 @@ def op_types(op_summary: pa.Table) -> list[str]:
     return [str(name) for name in pc.unique(names).to_pylist() if name]
 
 
+def kernel_names(op_summary: pa.Table) -> list[str]:
+    """The distinct names of the kernels among op_summary rows (none in a CPU run)."""
+    if op_summary.num_rows == 0 or not {"kind", "name"} <= set(op_summary.column_names):
+        return []
+    kernels = op_summary.filter(pc.equal(op_summary.column("kind"), "kernel"))
+    return [str(name) for name in pc.unique(kernels.column("name")).to_pylist() if name]
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float | None:
+    return len(a & b) / len(a | b) if a and b else None
+
+
 def operator_overlap(a: Workload, b: Workload) -> float | None:
-    """Operator names in common over the names of both (Jaccard); None when either is unknown."""
-    if not a.operators or not b.operators:
-        return None
-    return len(a.operators & b.operators) / len(a.operators | b.operators)
+    """Operator names in common over the names of both (Jaccard), or kernel names where that
+    is more; None when neither is known on both sides."""
+    shares = (_jaccard(a.operators, b.operators), _jaccard(a.kernels, b.kernels))
+    known = [s for s in shares if s is not None]
+    return max(known) if known else None
 
 
 def _same_program(a: Workload, b: Workload) -> bool:
@@ -266,7 +287,12 @@ def workload_differences(a: Workload, b: Workload) -> tuple[str, ...]:
         reasons.append(f"devices {a.device} vs {b.device}")
     overlap = operator_overlap(a, b)
     if overlap is not None and overlap < SAME_OPERATORS:
-        reasons.append(f"{100 * overlap:.0f}% of op types in common")
+        ops, kernels = _jaccard(a.operators, b.operators), _jaccard(a.kernels, b.kernels)
+        reasons.append(
+            f"{100 * ops:.0f}% of op types in common"
+            if ops is not None and (kernels is None or ops >= kernels)
+            else f"{100 * overlap:.0f}% of kernels in common"
+        )
     return tuple(reasons)
 
 
