@@ -10,7 +10,8 @@ import pytest
 
 from perfledger.analysis.critical_path import replay_rank
 from perfledger.analysis.graph import build_graph
-from perfledger.analysis.replay import gap_offset, replay
+from perfledger.analysis.replay import replay
+from perfledger.analysis.replay_gaps import gap_offset
 from perfledger.errors import PerfledgerError
 from perfledger.model.whatif import MAX_PATH_SPANS, Scale, WhatIf
 from tests.synth import EventsBuilder

@@ -4,9 +4,9 @@ Nodes (docs/whatif.md, "The graph"):
 
 - on each host thread that issued device work, its launch calls and synchronisation calls in
   order; the time between two of them is *host work*, a fixed delay on the thread's chain (the
-  data loader's when the loader covers most of the thread's work in it). A synchronisation
-  call is two nodes: the call (where the host arrives, and issues its copy if it is a blocking
-  copy) and the wait's end, which comes after the tasks it waited for;
+  data loader's when it covers most of the thread's work in it). A sync call is two nodes: the
+  call (where the host arrives, and issues a blocking copy) and the wait's end, after the tasks
+  it waited for;
 - on each device stream, its tasks in the order they ran; a task starts after its predecessor
   on the stream and after its launch call began plus the launch latency;
 - a host-only run (no device task): the outermost operators and data-loader slices of each
@@ -277,8 +277,6 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
     )
     # a woken node's wait is its wake-up's, not a delay of its own thread
     h_delay = np.where(h_wake >= 0, h_busy, h_delay)
-    # the data loader's when it covers at least half of the thread's work in the gap: a wait of
-    # the thread in it (the profiler writing its trace between two recorded steps) is no work
     loader_share = dataloader.covered(gap_start, h_start)
     gap_class = np.where(
         2 * loader_share >= np.maximum(h_busy, 1), CLASS_CODE[DATALOADER], CLASS_CODE[HOST]

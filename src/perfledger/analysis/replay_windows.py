@@ -24,13 +24,8 @@ from perfledger.analysis import columns
 from perfledger.analysis.graph import HOST_OP, LAUNCH, SYNC_CALL, SYNC_WAIT, TASK, StepGraph
 from perfledger.analysis.graph_waits import int64_at
 from perfledger.analysis.intervals import Int64Array
-from perfledger.analysis.replay import (
-    Schedule,
-    gap_offset,
-    host_threads,
-    scaled_offset,
-    thread_wait,
-)
+from perfledger.analysis.replay import Schedule, host_threads
+from perfledger.analysis.replay_gaps import gap_offset, scaled_offset, thread_wait
 from perfledger.analysis.steps import (
     annotations_at,
     comm_rows,
@@ -219,7 +214,7 @@ class RowTimes:
 class _ThreadTimes:
     """Observed times on host threads -> replayed times, as ``replay._ThreadMap`` maps them:
     inside a node of the thread in proportion to its replayed length, between two as
-    :func:`perfledger.analysis.replay.gap_offset` says, before the first moved as the first.
+    :func:`perfledger.analysis.replay_gaps.gap_offset` says, before the first moved as the first.
     Indices into the nodes, found once; the schedule's times gathered on each call."""
 
     def __init__(self, graph: StepGraph, thread: Int64Array, times: Int64Array) -> None:

@@ -40,6 +40,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
+from perfledger.model.clock import CLOCK_KEY
 from perfledger.record import lifeline
 from perfledger.record.device_steps import DeviceSteps
 from perfledger.record.schedule import (
@@ -47,7 +48,6 @@ from perfledger.record.schedule import (
     ACTION_RECORD,
     ACTION_SAVE,
     ACTION_WARMUP,
-    CLOCK_KEY,
     ENV_OPTIONS,
     LEVELS,
     RECORDED_ACTIONS,

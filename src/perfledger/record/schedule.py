@@ -10,9 +10,6 @@ from dataclasses import asdict, dataclass
 from typing import Final
 
 ENV_OPTIONS: Final = "PERFLEDGER_OPTIONS"
-# The top-level key of each recorded trace that names the clock it was stamped with
-# (:func:`perfledger.record.inprocess.clock_identity`): ranks of one clock are not aligned apart.
-CLOCK_KEY: Final = "perfledger_clock"
 
 LEVELS: Final = ("light", "default", "full")
 

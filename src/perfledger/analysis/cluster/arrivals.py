@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from perfledger.record.schedule import CLOCK_KEY
+from perfledger.model.clock import CLOCK_KEY
 
 IntArray = npt.NDArray[np.int64]
 
