@@ -251,3 +251,20 @@ def test_the_cuda_graph_fix_is_diffed_as_the_same_workload(tmp_path: Path) -> No
     assert document["workload_warning"] is None
     step = document["step_time_ms"]
     assert step["current"] < 0.6 * step["base"] and not step["within_noise"]
+
+
+def test_a_step_replayed_as_a_cuda_graph_is_not_told_to_capture_one() -> None:
+    (doc,) = _rank_traces("llm_graphs")
+    launches = sum(e["name"] == "cudaGraphLaunch" for e in _x(doc, "cuda_runtime"))
+    assert launches == 5  # one a profiled step
+    graphs = {f["id"]: f for f in _summary("llm_graphs")["findings"]}
+    assert (
+        f"already replays CUDA graphs ({launches} launches)"
+        in (graphs["host_dispatch_bound"]["suggestion"])
+    )
+    eager = {f["id"]: f for f in _summary("llm_eager")["findings"]}
+    assert "capture the step with CUDA Graphs" in eager["host_dispatch_bound"]["suggestion"]
+    # the chain of kernels is named by what a reader recognises, not by C++ signatures
+    title = graphs["fusion_candidates"]["title"]
+    assert "unrolled_elementwise_kernel<direct_copy_kernel_cuda>" in title
+    assert "void " not in title and "at::native::" not in title and len(title) < 500

@@ -145,6 +145,9 @@ def _workload_json(comparison: WorkloadComparison | None, per_sample: bool) -> d
         "op_types_in_common_pct": None
         if comparison.operator_overlap is None
         else _r(100.0 * comparison.operator_overlap, 1),
+        "kernels_in_common_pct": None
+        if comparison.kernel_overlap is None
+        else _r(100.0 * comparison.kernel_overlap, 1),
         "batch_sizes_differ": comparison.batches_differ,
         "batch_note": batch_note(comparison, per_sample),
         "base": _side_json(comparison.base, comparison.base_batch),

@@ -32,6 +32,9 @@ from perfledger.model.schema import SPAN_STEP
 from perfledger.model.whatif import NO_CHANGE, StepGains, WhatIf
 from perfledger.sources import kineto_scan
 
+# The runtime calls that launch a captured CUDA (or HIP) graph.
+GRAPH_LAUNCHES: Final = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch")
+
 if TYPE_CHECKING:
     from perfledger.model.profile import ProfileAnalysis
 
@@ -204,6 +207,17 @@ class AdvisorContext:
     @property
     def has_device_tasks(self) -> bool:
         return bool(self.tasks.num_rows > 0)
+
+    @cached_property
+    def graph_launches(self) -> int:
+        """How many CUDA (or HIP) graph launches the ranks' hosts made: their steps already
+        replay captured graphs."""
+        events = self.analysis.events
+        if events.num_rows == 0:
+            return 0
+        launches = int(columns.isin(events, "name", GRAPH_LAUNCHES).sum())
+        drop_mapped_pages(events)
+        return launches
 
     def severity(self, recoverable_ns: float) -> tuple[float, float]:
         """(ms per step, % of step) of a recoverable time summed over every step window."""

@@ -30,6 +30,7 @@ from perfledger.analysis.advisor.common import (
     spans_of,
 )
 from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.analysis.kernel_names import short_kernel_name
 from perfledger.analysis.roofline.estimates import estimate_table
 from perfledger.analysis.roofline.families import ATTENTION, CONV, MATMUL, op_family
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, us
@@ -222,7 +223,8 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         id=ID,
         title=(
             f"{len(found)} chain(s) of memory-bound kernels repeat; the largest, "
-            f"{' → '.join(best['ops'])}, runs {best['per_step']:g} times per step"
+            f"{' → '.join(map(short_kernel_name, best['ops']))}, runs {best['per_step']:g} "
+            "times per step"
         ),
         severity_ms=severity_ms,
         severity_pct=severity_pct,

@@ -109,10 +109,17 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         suggestion=(
             "Issue work faster than the device runs it: remove per-op synchronisations "
             "(.item(), .cpu(), printing tensors) from the step; batch small launches into "
-            "fewer, larger ops; capture the step with CUDA Graphs or torch.compile "
-            "(mode='reduce-overhead'); pin the dispatching thread to a free core away from "
-            "data-loader workers. On Ascend: enable the task queue (TASK_QUEUE_ENABLE=2) and "
-            "bind cores (CPU_AFFINITY_CONF)."
+            "fewer, larger ops; "
+            + (
+                f"the step already replays CUDA graphs ({ctx.graph_launches} launches): capture "
+                "what still runs between them (input copies, random numbers, the optimizer, "
+                "logging) into the graph, or move it onto the device; "
+                if ctx.graph_launches
+                else "capture the step with CUDA Graphs or torch.compile (mode='reduce-overhead'); "
+            )
+            + "pin the dispatching thread to a free core away from data-loader workers. On "
+            "Ascend: enable the task queue (TASK_QUEUE_ENABLE=2) and bind cores "
+            "(CPU_AFFINITY_CONF)."
         ),
         verify=(
             "Re-profile and compare (perfledger diff): idle_host_dispatch_ns and idle_sync_ns "

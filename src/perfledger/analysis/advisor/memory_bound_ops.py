@@ -22,6 +22,7 @@ from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
+from perfledger.analysis.kernel_names import short_kernel_name
 from perfledger.analysis.roofline.arguments import is_packed_layout
 from perfledger.analysis.roofline.estimates import estimate_table
 from perfledger.analysis.roofline.families import DATA_MOVEMENT_FAMILIES, op_family
@@ -342,7 +343,11 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         title=(
             f"Memory-bound operators take {step_share:.0f}% of the step ({share:.0f}% of "
             "kernel time)"
-            + (f" (largest: {top['op']}, {top['ms_per_step']:g} ms per step)" if top else "")
+            + (
+                f" (largest: {short_kernel_name(top['op'])}, {top['ms_per_step']:g} ms per step)"
+                if top
+                else ""
+            )
         ),
         severity_ms=severity_ms,
         severity_pct=severity_pct,

@@ -115,7 +115,12 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "Make fewer, larger tasks: use fused or multi-tensor implementations (fused=True / "
             "foreach=True optimizers, fused LayerNorm/GELU), replace per-parameter or per-sample "
             "Python loops with batched tensor ops, compile the hot region (torch.compile) or "
-            "capture it with CUDA Graphs so launches cost nothing per task."
+            + (
+                f"capture in the CUDA graphs the step already replays ({ctx.graph_launches} "
+                "launches) what still runs outside them, so launches cost nothing per task."
+                if ctx.graph_launches
+                else "capture it with CUDA Graphs so launches cost nothing per task."
+            )
         ),
         verify=(
             "Re-profile: tasks_per_step and short_task_share_pct must fall, and with them the "

@@ -27,6 +27,7 @@ from perfledger.analysis.diff.traffic import (
 from perfledger.analysis.diff.workload import (
     BatchSize,
     Workload,
+    kernel_overlap,
     operator_overlap,
     workload_differences,
 )
@@ -78,6 +79,7 @@ class WorkloadComparison:
         differences: why they are different workloads (programs, devices, operators); empty
             when nothing known of both tells them apart.
         operator_overlap: op types in common over those of both runs (None: unknown).
+        kernel_overlap: kernel names in common over those of both runs (None: unknown).
         base, current: each run's workload.
         base_batch, current_batch: samples per step (None: unknown).
     """
@@ -88,6 +90,7 @@ class WorkloadComparison:
     current: Workload
     base_batch: BatchSize | None
     current_batch: BatchSize | None
+    kernel_overlap: float | None = None
 
     @property
     def same(self) -> bool:
@@ -112,6 +115,7 @@ def compare_workloads(base: RunTables, current: RunTables) -> WorkloadComparison
         current=current.workload,
         base_batch=base.batch,
         current_batch=current.batch,
+        kernel_overlap=kernel_overlap(base.workload, current.workload),
     )
 
 

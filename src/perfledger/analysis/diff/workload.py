@@ -255,11 +255,13 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float | None:
 
 
 def operator_overlap(a: Workload, b: Workload) -> float | None:
-    """Operator names in common over the names of both (Jaccard), or kernel names where that
-    is more; None when neither is known on both sides."""
-    shares = (_jaccard(a.operators, b.operators), _jaccard(a.kernels, b.kernels))
-    known = [s for s in shares if s is not None]
-    return max(known) if known else None
+    """Operator names in common over the names of both (Jaccard); None when either is unknown."""
+    return _jaccard(a.operators, b.operators)
+
+
+def kernel_overlap(a: Workload, b: Workload) -> float | None:
+    """Kernel names in common over the names of both (Jaccard); None when either has none."""
+    return _jaccard(a.kernels, b.kernels)
 
 
 def _same_program(a: Workload, b: Workload) -> bool:
@@ -285,13 +287,15 @@ def workload_differences(a: Workload, b: Workload) -> tuple[str, ...]:
         reasons.append(f"vendors {a.vendor} vs {b.vendor}")
     elif a.device is not None and b.device is not None and a.device != b.device:
         reasons.append(f"devices {a.device} vs {b.device}")
-    overlap = operator_overlap(a, b)
-    if overlap is not None and overlap < SAME_OPERATORS:
-        ops, kernels = _jaccard(a.operators, b.operators), _jaccard(a.kernels, b.kernels)
+    # the better of the two shares decides (kernels replayed from a CUDA graph have no
+    # operator that launched them)
+    ops, kernels = operator_overlap(a, b), kernel_overlap(a, b)
+    known = [share for share in (ops, kernels) if share is not None]
+    if known and max(known) < SAME_OPERATORS:
         reasons.append(
             f"{100 * ops:.0f}% of op types in common"
             if ops is not None and (kernels is None or ops >= kernels)
-            else f"{100 * overlap:.0f}% of kernels in common"
+            else f"{100 * max(known):.0f}% of kernels in common"
         )
     return tuple(reasons)
 
