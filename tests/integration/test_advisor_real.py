@@ -78,7 +78,7 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
     "ascend_db_level0": (
         {
             "exposed_communication": 60.98,
-            "host_dispatch_bound": 27.26,
+            "host_dispatch_bound": 24.36,
             "low_utilization_windows": 20.46,
         },
         ["host_cpu_saturated", "memory_bound_ops", "precision_mix", "profiler_overhead_high"],
@@ -86,7 +86,7 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
     "ascend_db_level1": (
         {
             "slow_rank": 60.33,  # an unprofiled peer: 8 ranks per group, 1 profiled
-            "host_dispatch_bound": 24.82,
+            "host_dispatch_bound": 22.39,
             "low_utilization_windows": 18.91,
             "precision_mix": 0.96,
         },
@@ -95,7 +95,7 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
     "ascend_db_level2": (
         {
             "slow_rank": 59.01,  # an unprofiled peer
-            "host_dispatch_bound": 24.98,
+            "host_dispatch_bound": 22.53,
             "low_utilization_windows": 18.81,
             "precision_mix": 0.98,
             "load_imbalance": 2.13,
@@ -116,7 +116,7 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
     "ascend_text_level1": (
         {
             "slow_rank": 63.43,  # an unprofiled peer (8 ranks, 2 profiled), then rank 1
-            "host_dispatch_bound": 25.46,
+            "host_dispatch_bound": 23.22,
             "low_utilization_windows": 18.42,
             "precision_mix": 0.91,
             "load_imbalance": 1.81,
@@ -126,7 +126,7 @@ EXPECTED: dict[str, tuple[dict[str, float], list[str]]] = {
     "ascend_text_level2": (
         {
             "slow_rank": 60.18,  # an unprofiled peer
-            "host_dispatch_bound": 25.6,
+            "host_dispatch_bound": 23.16,
             "low_utilization_windows": 18.81,
             "precision_mix": 0.96,
         },

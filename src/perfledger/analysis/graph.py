@@ -2,10 +2,9 @@
 
 Nodes (docs/whatif.md, "The graph"):
 
-- on each host thread that issued device work, its launch calls and synchronisation calls in
-  order; the time between two of them is *host work*, a fixed delay on the thread's chain (the
-  data loader's when it covers most of the thread's work in it). A sync call is two nodes: the
-  call (where the host arrives, and issues a blocking copy) and the wait's end, after the tasks
+- on each host thread that issued device work, its launch and sync calls in order; between two
+  of them *host work*, a fixed delay on the thread's chain, part of it in the data loader. A
+  sync call is two nodes: the call (a blocking copy's issue) and the wait's end, after the tasks
   it waited for;
 - on each device stream, its tasks in the order they ran; a task starts after its predecessor
   on the stream and after its launch call began plus the launch latency;
@@ -13,11 +12,9 @@ Nodes (docs/whatif.md, "The graph"):
   thread.
 
 Every start of the trace is explained by one binding edge with its observed delay, so the
-graph replays the trace as measured; the edges that did not bind carry typical delays (the
-median launch latency, the median gap between queued tasks), which bind only once a change
-moves the binding edge away.
-
-Pure functions over the canonical events table; vectorised with numpy.
+graph replays the trace as measured; the edges that did not bind carry typical delays (median
+launch latency, median gap between queued tasks), binding only once a change moves the binding
+edge away. Pure functions over the canonical events table; vectorised with numpy.
 """
 
 from __future__ import annotations
@@ -101,6 +98,7 @@ class StepGraph:
             delay from that node's end (host work on a thread, the gap on a stream).
         chain_busy: of a host node's chain delay, the time its thread worked (what a faster
             host shortens); the rest is the thread waiting for another one.
+        chain_loader: of that work, the time in the data loader (what prefetching removes).
         chain_class: what the chain delay is spent on (code into :data:`CLASSES`).
         lane_pred, lane_delay: as chain_pred/delay, but communication tasks and the other
             tasks of a stream in two lanes of their own (``--overlap-comm``).
@@ -133,6 +131,7 @@ class StepGraph:
     chain_pred: Int64Array
     chain_delay: Int64Array
     chain_busy: Int64Array
+    chain_loader: Int64Array
     chain_class: _ClassArray
     lane_pred: Int64Array
     lane_delay: Int64Array
@@ -166,8 +165,7 @@ class StepGraph:
 
     @cached_property
     def plain(self) -> PlainColumns:
-        """The columns the replay's loop reads, as plain lists, made on first use and shared
-        by every replay of the graph."""
+        """The columns the replay's loop reads, as plain lists (made once, shared)."""
         return PlainColumns.of(self)
 
 
@@ -295,6 +293,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         chain_pred=h_pred,
         chain_delay=h_delay,
         chain_busy=h_busy,
+        chain_loader=np.minimum(loader_share, h_busy),
         chain_class=gap_class,
         lane_pred=h_pred,
         lane_delay=h_delay,
@@ -327,6 +326,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         chain_pred=np.where(task_block["chain_pred"] >= 0, task_block["chain_pred"] + n_host, -1),
         chain_delay=task_block["chain_delay"],
         chain_busy=np.zeros(task_rows.size, dtype=np.int64),
+        chain_loader=np.zeros(task_rows.size, dtype=np.int64),
         chain_class=np.full(task_rows.size, CLASS_CODE[LAUNCH_OVERHEAD]),
         lane_pred=np.where(task_block["lane_pred"] >= 0, task_block["lane_pred"] + n_host, -1),
         lane_delay=task_block["lane_delay"],
@@ -372,6 +372,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         chain_pred=col("chain_pred"),
         chain_delay=col("chain_delay"),
         chain_busy=col("chain_busy"),
+        chain_loader=col("chain_loader"),
         chain_class=np.asarray(nodes.column("chain_class"), np.int8)
         if size
         else np.zeros(0, np.int8),
@@ -400,8 +401,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
 
 
 class _RowIndex:
-    """Rows of the events (each once) -> a value each (their position when none is given),
-    -1 for any other row: a lookup without a column as long as the events."""
+    """Rows of the events (each once) -> a value each (their position by default), -1 else."""
 
     def __init__(self, rows: Int64Array, values: Int64Array | None = None) -> None:
         order = np.argsort(rows, kind="stable")

@@ -159,7 +159,10 @@ def node_changes(graph: StepGraph, change: WhatIf) -> NodeChanges:
             )
         factor[chosen] *= scale.factor
     if change.no_dataloader:
-        gap[host_gap & (graph.chain_class == CLASS_CODE[DATALOADER])] = 0.0
+        # each host gap loses its data-loading part, whatever the rest of its work
+        busy = graph.chain_busy
+        loading = np.minimum(graph.chain_loader, busy) / np.maximum(busy, 1)
+        gap[host_gap] *= 1.0 - loading[host_gap]
         factor[(graph.kind == HOST_OP) & (graph.node_class == CLASS_CODE[DATALOADER])] = 0.0
     fused = np.zeros(graph.size, dtype=bool)
     if change.tasks:  # the tasks by row, sorted only for a change of some tasks

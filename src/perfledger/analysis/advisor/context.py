@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from perfledger.analysis import columns
 from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
 from perfledger.analysis.graph_waits import codes_at, int64_at
+from perfledger.analysis.intervals import IntervalSet, union
 from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
 from perfledger.analysis.replay import effective_change
 from perfledger.memory import arrow_maps, drop_mapped_pages
@@ -207,6 +208,44 @@ class AdvisorContext:
     @property
     def has_device_tasks(self) -> bool:
         return bool(self.tasks.num_rows > 0)
+
+    @cached_property
+    def data_loading(self) -> dict[int, IntervalSet]:
+        """Per rank, the host's time inside the data loader (its ``enumerate(DataLoader)``
+        slices)."""
+        events = self.analysis.events
+        is_loader = columns.isin(events, "kind", [schema.DATALOADER])
+        rows = np.flatnonzero(is_loader & (columns.int64(events, "device") < 0))
+        if rows.size == 0:
+            return {}
+        start = int64_at(events, "start_ns", rows)
+        end = start + np.maximum(int64_at(events, "dur_ns", rows), 0)
+        rank = int64_at(events, "rank", rows)
+        drop_mapped_pages(events)
+        return {int(r): union(start[rank == r], end[rank == r]) for r in np.unique(rank)}
+
+    def idle_in_loader(self, causes: Sequence[str]) -> int:
+        """Of the device's idle gaps of ``causes`` in the step windows, the time the host was
+        in the data loader before the task that ends each gap was launched (to the gap's end
+        where its launch is unknown), ns. Whatever cause the accounting gives a gap (a sync
+        running as the device went idle wins, DESIGN's first match), this is the device's
+        wait for data within it."""
+        gaps = self.analysis.gaps
+        if not self.data_loading or gaps.num_rows == 0:
+            return 0
+        cause = np.asarray(gaps["cause"].to_numpy(zero_copy_only=False), dtype=object)
+        chosen = np.flatnonzero(np.isin(cause, list(causes)))
+        rank = np.asarray(gaps["rank"], dtype=np.int64)[chosen]
+        g0 = np.asarray(gaps["start_ns"], dtype=np.int64)[chosen]
+        g1 = np.asarray(gaps["end_ns"], dtype=np.int64)[chosen]
+        launch = np.asarray(gaps["launch_start_ns"], dtype=np.int64)[chosen]
+        stop = np.where(launch >= 0, np.clip(launch, g0, g1), g1)
+        total = 0
+        for r, loading in self.data_loading.items():  # a loop over ranks
+            mine = rank == r
+            if mine.any():
+                total += int(loading.covered(g0[mine], stop[mine]).sum())
+        return total
 
     @cached_property
     def graph_launches(self) -> int:

@@ -2,8 +2,12 @@
 
 Data loading on the step's critical path shows up twice: as host time inside the data loader
 (``enumerate(DataLoader)#...__next__``) and, when the device runs out of work meanwhile, as
-device idle time the accounting attributes to ``dataloader``. Either above its threshold flags
-the step.
+device idle time spent waiting for it: of the idle gaps the host caused (dispatch, sync, data
+loader), the time the host was in the data loader before it launched the next task
+(:meth:`AdvisorContext.idle_in_loader`; a ``.item()`` returning just as the device went idle
+makes the accounting's cause ``sync``, not the 100 ms of loading after it). The host's share,
+or the idle the accounting attributes to ``dataloader``, above its threshold flags the step;
+the device's wait for data is its severity.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from perfledger.analysis.advisor.common import offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.intervals import union
 from perfledger.model import schema
+from perfledger.model.accounts import IDLE_DATALOADER, IDLE_HOST_DISPATCH, IDLE_SYNC
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 from perfledger.model.whatif import WhatIf
 
@@ -36,6 +41,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     start = columns.int64(events, "start_ns")
     end = start + columns.int64(events, "dur_ns")
     rank = columns.int64(events, "rank")
+    loading = ctx.data_loading
 
     # One host window per (rank, step): the device windows of several devices share it.
     steps: dict[tuple[int, int], tuple[int, int]] = {}
@@ -47,7 +53,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     host_wall = 0
     for r in sorted({r for r, _ in steps}):
         mine = [(s, e) for (rr, _), (s, e) in steps.items() if rr == r]
-        loads = union(start[is_loader & (rank == r)], end[is_loader & (rank == r)])
+        loads = loading.get(r) or union(np.zeros(0, np.int64), np.zeros(0, np.int64))
         window_start = np.array([s for s, _ in mine], dtype=np.int64)
         window_end = np.array([e for _, e in mine], dtype=np.int64)
         host_loading += int(loads.covered(window_start, window_end).sum())
@@ -56,13 +62,17 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
 
     device_windows = ctx.step_windows
     if device_windows:
-        idle = sum(w.idle_dataloader_ns for w in device_windows)
-        idle_share = pct(idle, sum(w.wall_ns for w in device_windows))
+        device_wall = sum(w.wall_ns for w in device_windows)
+        # fires on the accounting's data-loader idle; measures the device's wait for data
+        # within every host-caused gap
+        accounted_share = pct(sum(w.idle_dataloader_ns for w in device_windows), device_wall)
+        idle = ctx.idle_in_loader((IDLE_HOST_DISPATCH, IDLE_SYNC, IDLE_DATALOADER))
+        idle_share = pct(idle, device_wall)
         recoverable = idle
     else:
-        idle, idle_share = 0, 0.0
+        idle, idle_share, accounted_share = 0, 0.0, 0.0
         recoverable = sum(w.dataloader_ns for w in ctx.host_windows)
-    if host_share <= p["host_pct"] and idle_share <= p["idle_pct"]:
+    if host_share <= p["host_pct"] and accounted_share <= p["idle_pct"]:
         return None
 
     rows = np.flatnonzero(is_loader)

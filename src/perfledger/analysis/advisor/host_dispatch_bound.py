@@ -4,7 +4,8 @@ The msprof guides' case 1: a 410 ms step whose device sits idle in 0.5-2.1 ms ga
 busy — the host cannot issue kernels as fast as the device runs them (Python and framework
 overhead per op, a synchronisation after each launch). The accounting attributes each idle
 gap to its cause; this rule reads the share of the step the device is idle and how much of
-that idle time is ``host_dispatch`` or ``sync``.
+that idle time is ``host_dispatch`` or ``sync``, less the time the host spent in the data
+loader within those gaps (dataloader_bound's).
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     idle = sum(w.idle_ns for w in windows)
     dispatch = sum(w.idle_host_dispatch_ns for w in windows)
     sync = sum(w.idle_sync_ns for w in windows)
-    host = dispatch + sync
+    # the host's time in the data loader within those gaps is the data loader's
+    # (dataloader_bound): issuing work faster does not fetch the batch sooner
+    in_loader = ctx.idle_in_loader(HOST_CAUSES)
+    host = max(dispatch + sync - in_loader, 0)
     if pct(idle, wall) <= p["idle_pct"] or pct(host, idle) <= p["host_share_pct"]:
         return None
 
@@ -53,6 +57,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         "host_caused_pct_of_idle": pct(host, idle),
         "idle_host_dispatch_ms_per_step": ms(dispatch / len(windows)),
         "idle_sync_ms_per_step": ms(sync / len(windows)),
+        "idle_in_data_loader_ms_per_step": ms(in_loader / len(windows)),
         "host_caused_gaps": {
             "count": int(durations.size),
             "per_step": round(durations.size / len(windows), 1),
