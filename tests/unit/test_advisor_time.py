@@ -191,13 +191,15 @@ def loader_steps(loader_us: int, launch_at_us: int) -> EventsBuilder:
 def test_dataloader_bound_fires() -> None:
     f = finding(analyse(loader_steps(300, 300)), "dataloader_bound")
     e = f.evidence
-    # the host loads [0, 300); the device idles [0, 310) waiting for it
+    # the host loads [0, 300); the device idles [0, 310): 300 µs for the batch, then 10 for
+    # the host to launch the kernel once it has it (the accounting's cause of the whole gap is
+    # dataloader, the wait for data is the loading's part)
     assert e["host_loading_ms_per_step"] == 0.3
     assert e["host_loading_pct_of_step"] == 30.0
-    assert e["device_idle_for_data_ms_per_step"] == 0.31
-    assert e["device_idle_for_data_pct_of_step"] == 31.0
+    assert e["device_idle_for_data_ms_per_step"] == 0.3
+    assert e["device_idle_for_data_pct_of_step"] == 30.0
     assert e["longest_loads"][0]["dur_us"] == 300.0
-    assert (f.severity_ms, f.severity_pct) == (0.31, 31.0)
+    assert (f.severity_ms, f.severity_pct) == (0.3, 30.0)
 
 
 def test_dataloader_bound_silent_and_skipped() -> None:
