@@ -113,12 +113,14 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "decoding/augmentation such as DALI); check worker processes are not starved of CPU."
         ),
         verify=(
-            "Re-profile: the data-loader time inside each step and idle_dataloader_ns in "
-            "step_trace.csv must fall to near zero; the step time drops by about as much."
+            "Re-profile: the data-loader time inside each step and the device's idle for data "
+            "(device_idle_for_data_ms_per_step) must fall to near zero; the step time drops by "
+            "about as much."
         ),
         estimate=(
-            "Device idle time attributed to the data loader, per step (host-only profiles: the "
-            "main thread's time inside the data loader): what prefetching would hide."
+            "Device idle time while the host was in the data loader before launching the next "
+            "work, per step (host-only profiles: the main thread's time inside the data "
+            "loader): what prefetching would hide."
         ),
         spans=spans_of(offenders),
         # the fix replayed: the next batch ready when the step asks for it

@@ -162,7 +162,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
         ),
         estimate=(
             "Device idle time attributed to sync (a synchronisation was running when the "
-            "device went idle), per step."
+            "device went idle), less the host's time in the data loader within it, per step."
         ),
         spans=spans_of(offenders),
         whatif_ms=whatif_ms,

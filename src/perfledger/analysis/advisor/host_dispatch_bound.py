@@ -132,8 +132,9 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
             "its 0.1-10 ms host-caused gaps."
         ),
         estimate=(
-            "Device idle time attributed to host_dispatch and sync, per step: the time the "
-            "device would gain if the host always kept work queued."
+            "Device idle time attributed to host_dispatch and sync, less the host's time in "
+            "the data loader within it, per step: the time the device would gain if the host "
+            "always kept work queued."
         ),
         spans=tuple(
             {"rank": g["rank"], "start_ns": g["start_ns"], "end_ns": g["end_ns"]} for g in worst
