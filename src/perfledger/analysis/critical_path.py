@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.analysis.beside import beside
 from perfledger.analysis.comm_split import comm_split
 from perfledger.analysis.graph import (
     CLASS_CODE,
@@ -243,9 +244,10 @@ def prepare_rank(
     # the pages of the mapped columns read (a rank task's events) let go after each part:
     # the next reads others (:func:`perfledger.memory.drop_mapped_pages`)
     drop_mapped_pages(events)
-    baseline = replay(graph)
-    windows = ReplayWindows(events, graph)
-    drop_mapped_pages(events)
+    with beside(replay, graph) as replayed:  # the graph alone, beside the rows' windows
+        windows = ReplayWindows(events, graph)
+        drop_mapped_pages(events)
+        baseline = replayed.result()
     node_wait = None
     if comm_wait is not None:
         node_wait = np.where(graph.kind == TASK, comm_wait[graph.row], 0).astype(np.int64)

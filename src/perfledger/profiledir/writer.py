@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -180,12 +181,17 @@ def _staging_of(target: Path) -> Path:
 
 
 @contextlib.contextmanager
-def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
+def staged_directory(
+    target: Path, *, force: bool, removals: list[threading.Thread] | None = None
+) -> Iterator[Path]:
     """A fresh staging directory that replaces ``target`` when the block ends without error.
 
     On error the staging directory is removed and ``target`` is left as it was. Staging
     folders of earlier runs into the same parent whose process died are removed first. An
     output that cannot be written (read-only, disk full, no rights) is a one-line error.
+    ``removals``: the profile replaced (``force``) is removed on a thread appended there, for
+    the caller to join (else before the block ends); it is renamed aside and marked as a
+    leftover first, so a run that dies meanwhile leaves nothing a later run keeps.
     """
     check_target(target, force=force)
     staging = _staging_of(target)
@@ -203,7 +209,7 @@ def staged_directory(target: Path, *, force: bool) -> Iterator[Path]:
         try:
             yield staging
             _readable_by_all(staging)
-            _replace(target, staging, force=force)
+            _replace(target, staging, force=force, removals=removals)
         except BaseException as error:
             shutil.rmtree(staging, ignore_errors=True)
             if isinstance(error, OSError) and _is_output_error(error, target, staging):
@@ -227,7 +233,9 @@ def _missing_folders(folder: Path) -> list[Path]:
     return missing
 
 
-def _replace(target: Path, staging: Path, *, force: bool) -> None:
+def _replace(
+    target: Path, staging: Path, *, force: bool, removals: list[threading.Thread] | None = None
+) -> None:
     """Rename ``staging`` to ``target``. What holds the target's name now is checked again as
     at the start: a folder the user made there during the run (or another run's profile,
     without ``--force``) is never replaced."""
@@ -259,7 +267,14 @@ def _replace(target: Path, staging: Path, *, force: bool) -> None:
         unmark_staging(retired)
         retired.rename(target)  # the old profile back in its place
         raise
-    shutil.rmtree(retired, ignore_errors=True)
+    if removals is None:
+        shutil.rmtree(retired, ignore_errors=True)
+        return
+    removal = threading.Thread(
+        target=shutil.rmtree, args=(retired,), kwargs={"ignore_errors": True}, name="retired"
+    )
+    removal.start()
+    removals.append(removal)
 
 
 def _is_output_error(error: OSError, target: Path, staging: Path) -> bool:

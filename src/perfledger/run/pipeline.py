@@ -169,66 +169,71 @@ def build_profile(
     if inline:
         execution = Execution(workers=0)
     outside = counters.cast(schema.COUNTERS_SCHEMA) if counters is not None else None
-    with (
-        # freed tables go back to the system between the passes, not kept by Arrow's pool
-        returning_pool(),
-        staged_directory(out_dir, force=force) as staging,
-        TaskReport(display, ", ".join(p.name for p in inputs)) as report,
-    ):
-        work = staging / _TASKS_DIR
-        tasks = [
-            replace(
-                t,
-                work_dir=work / t.work_dir.name,
-                advisor_config=advisor_config,
-                counters=outside,
-                # one trace read here: its decoding may use the cores the pool would have
-                import_workers=chunk_workers if len(planned) == 1 else 0,
-                spill=not inline,
-                step_mark=step_mark,
-                # the profile's only rank: its large CSVs are the profile's own
-                csvs=len(planned) == 1,
+    removals: list[threading.Thread] = []  # the replaced profile's removal, while printing
+    try:
+        with (
+            # freed tables go back to the system between the passes, not kept by Arrow's pool
+            returning_pool(),
+            staged_directory(out_dir, force=force, removals=removals) as staging,
+            TaskReport(display, ", ".join(p.name for p in inputs)) as report,
+        ):
+            work = staging / _TASKS_DIR
+            tasks = [
+                replace(
+                    t,
+                    work_dir=work / t.work_dir.name,
+                    advisor_config=advisor_config,
+                    counters=outside,
+                    # one trace read here: its decoding may use the cores the pool would have
+                    import_workers=chunk_workers if len(planned) == 1 else 0,
+                    spill=not inline,
+                    step_mark=step_mark,
+                    # the profile's only rank: its large CSVs are the profile's own
+                    csvs=len(planned) == 1,
+                )
+                for t in planned
+            ]
+            one = report if len(tasks) == 1 and inline else None
+            results, failures, executor = run_rank_tasks(tasks, execution, display, one)
+            release_freed_memory()
+            timings = _task_timings(results, time.perf_counter() - started)
+            if len(results) > 1:
+                report.phase(PHASE_MERGE)
+            merged = time.perf_counter()
+            excess = _slow_rank_excess_pct(advisor_config)
+            analysis = analysis_from_results(
+                results, counters, slow_rank_excess_pct=excess, failures=failures
             )
-            for t in planned
-        ]
-        one = report if len(tasks) == 1 and inline else None
-        results, failures, executor = run_rank_tasks(tasks, execution, display, one)
-        release_freed_memory()
-        timings = _task_timings(results, time.perf_counter() - started)
-        if len(results) > 1:
-            report.phase(PHASE_MERGE)
-        merged = time.perf_counter()
-        excess = _slow_rank_excess_pct(advisor_config)
-        analysis = analysis_from_results(
-            results, counters, slow_rank_excess_pct=excess, failures=failures
+            timings["merge_s"] = time.perf_counter() - merged
+            # of which the ranks replayed together (several ranks with matched collectives)
+            timings.update({k: v for k, v in analysis.timings.items() if k == "replay_together_s"})
+            _place_events(staging, results)
+            extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
+            summary, document = _write_profile(
+                staging,
+                analysis,
+                inputs,
+                out_dir.name,
+                meta=extra,
+                step_times=step_times,
+                advisor_config=advisor_config,
+                timings=timings,
+                started=started,
+                copies={s: c for r in results for s, c in r.raw_copies.items()},
+                csvs=results[0].csv_files if len(results) == 1 else None,
+                show=report.phase,
+                diagnosed=len(results) == 1,
+            )
+            # the mapped tables stay readable through open maps once their files are gone; a
+            # network filesystem may refuse to remove a file still mapped (NFS keeps it as a
+            # hidden .nfs file until the map closes): the task files are left then, not the profile
+            shutil.rmtree(work, ignore_errors=True)
+        artefacts.print_profile(
+            console, analysis, summary, out_dir, tuple(document.get(artefacts.OMITTED_KEY, ()))
         )
-        timings["merge_s"] = time.perf_counter() - merged
-        # of which the ranks replayed together (several ranks with matched collectives)
-        timings.update({k: v for k, v in analysis.timings.items() if k == "replay_together_s"})
-        _place_events(staging, results)
-        extra = {**(meta or {}), "tasks": _tasks_document(results, executor)}
-        summary, document = _write_profile(
-            staging,
-            analysis,
-            inputs,
-            out_dir.name,
-            meta=extra,
-            step_times=step_times,
-            advisor_config=advisor_config,
-            timings=timings,
-            started=started,
-            copies={s: c for r in results for s, c in r.raw_copies.items()},
-            csvs=results[0].csv_files if len(results) == 1 else None,
-            show=report.phase,
-            diagnosed=len(results) == 1,
-        )
-        # the mapped tables stay readable through open maps once their files are gone; a
-        # network filesystem may refuse to remove a file still mapped (NFS keeps it as a
-        # hidden .nfs file until the map closes): the task files are left then, not the profile
-        shutil.rmtree(work, ignore_errors=True)
-    artefacts.print_profile(
-        console, analysis, summary, out_dir, tuple(document.get(artefacts.OMITTED_KEY, ()))
-    )
+    finally:
+        for removal in removals:
+            removal.join()
     stored = StoredProfile(out_dir, document, summary, schema.FORMAT_VERSION)
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary, stored=stored)
 

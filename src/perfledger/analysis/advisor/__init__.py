@@ -10,6 +10,7 @@ fire; :func:`skipped_rules` says which and why.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
@@ -128,18 +129,13 @@ def diagnose(
         findings.extend(merged_findings)
         skipped.extend(merged_skips)
         rules = [r for r in rules if r.id in PROFILE_RULES]
-    for rule in rules:
-        if not config.runs(rule.id):
-            continue
-        outcome = rule.check(context, config.params(rule))
-        # what the rule derived and freed, and the pages of mapped tables it read (the
-        # events' args): given back before the next rule adds its own
-        release_freed_memory()
-        drop_mapped_pages(analysis.events)
+    enabled = [rule for rule in rules if config.runs(rule.id)]
+    for outcome in _outcomes(enabled, context, config, analysis):
         if isinstance(outcome, Finding):
             findings.append(outcome)
         elif isinstance(outcome, Skipped):
             skipped.append(outcome)
+    context.in_rule_order([rule.id for rule in enabled])
     order = {rule.id: position for position, rule in enumerate(RULES)}
     skipped.sort(key=lambda s: order.get(s.rule, len(order)))
     if advice:
@@ -155,6 +151,35 @@ def diagnose(
         baseline=context.baseline() if not advice and context.fixes else StepGains(),
         slower_replays=slower,
     )
+
+
+# The rules checked side by side: most of a rule's time on a large trace goes to numpy and
+# Arrow kernels and to the compiled replay, which let go of the GIL.
+RULE_THREADS: Final = 2
+
+
+def _outcomes(
+    rules: Sequence[Rule],
+    context: AdvisorContext,
+    config: AdvisorConfig,
+    analysis: ProfileAnalysis,
+) -> list[Finding | Skipped | None]:
+    """Each rule's outcome, in the rules' order, the rules checked on
+    :data:`RULE_THREADS` threads (the context computes each of its tables and replays once,
+    whichever rule asks first)."""
+
+    def check(rule: Rule) -> Finding | Skipped | None:
+        outcome = rule.check(context, config.params(rule))
+        # what the rule derived and freed, and the pages of mapped tables it read (the
+        # events' args): given back before the next rule adds its own
+        release_freed_memory()
+        drop_mapped_pages(analysis.events)
+        return outcome
+
+    if len(rules) < 2:
+        return [check(rule) for rule in rules]
+    with ThreadPoolExecutor(RULE_THREADS, thread_name_prefix="advisor") as pool:
+        return list(pool.map(check, rules))
 
 
 def diagnose_rank(

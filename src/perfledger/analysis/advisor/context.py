@@ -9,9 +9,11 @@ more for the rules that read the whole run); every derived table is computed on 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from functools import cached_property
-from typing import TYPE_CHECKING, Final
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
 import numpy as np
@@ -107,19 +109,43 @@ class AdvisorContext:
         self._replays: dict[int, RankReplay | None] = {r.rank: r for r in replays or ()}
         self.fixes: dict[str, WhatIf] = {}  # rule id -> the graph change of its fix
         self.gains: dict[str, StepGains] = {}  # rule id -> what that change gains
-        self._replayed: dict[tuple[int, WhatIf], StepGains] = {}  # (rank, change) -> gains
+        # (rank, change) -> gains; a rank -> its prepared replay: made once, by the first
+        # rule (of those checked side by side) that asks, the others waiting for it
+        self._replayed: dict[tuple[int, WhatIf], Future[StepGains]] = {}
+        self._prepared: dict[int, Future[RankReplay | None]] = {}
+        self._made = threading.Lock()
 
     # --- replay (docs/whatif.md) -----------------------------------------------------------
 
     def replay_of(self, rank: int) -> RankReplay | None:
         """The rank's step graph and baseline replay (prepared on first use when the rank task
         did not hand it over); None for a rank without events."""
-        if rank not in self._replays:
+        if rank in self._replays:
+            return self._replays[rank]
+
+        def prepared() -> RankReplay | None:
             found = next((r for r in self.analysis.ranks if r.rank == rank), None)
-            self._replays[rank] = (
+            return (
                 prepare_rank(found.events) if found is not None and found.events.num_rows else None
             )
-        return self._replays[rank]
+
+        made: RankReplay | None = self._once(self._prepared, rank, prepared)
+        return made
+
+    def _once(self, made: dict[Any, Future[Any]], key: Any, make: Callable[[], Any]) -> Any:
+        """``make()``, called once for ``key`` whatever the threads asking: the first makes
+        it, the others wait for its result (or its error)."""
+        with self._made:
+            future = made.get(key)
+            mine = future is None
+            if future is None:
+                future = made[key] = Future()
+        if mine:
+            try:
+                future.set_result(make())
+            except BaseException as error:
+                future.set_exception(error)
+        return future.result()
 
     def step_gains(self, change: WhatIf, ranks: Sequence[int] | None = None) -> StepGains:
         """What ``change`` gains on the replayed steps of ``ranks`` (default: every rank).
@@ -131,10 +157,9 @@ class AdvisorContext:
             prepared = self.replay_of(rank)
             if prepared is None:
                 continue
-            gains = self._replayed.get((rank, change))
-            if gains is None:
-                gains = predicted_gains(prepared, change)
-                self._replayed[(rank, change)] = gains
+            gains = self._once(
+                self._replayed, (rank, change), partial(predicted_gains, prepared, change)
+            )
             total = total + gains
         return total
 
@@ -159,6 +184,17 @@ class AdvisorContext:
         self.fixes[rule_id] = change
         self.gains[rule_id] = gains
         return gains.gain_ms
+
+    def in_rule_order(self, rule_ids: Sequence[str]) -> None:
+        """The fixes and gains the rules kept, in the rules' order (as when checked one after
+        the other), whatever order the rules checked side by side kept them in."""
+        position = {rule_id: i for i, rule_id in enumerate(rule_ids)}
+
+        def ordered(kept: dict[str, Any]) -> dict[str, Any]:
+            return dict(sorted(kept.items(), key=lambda item: position.get(item[0], len(position))))
+
+        self.fixes = ordered(self.fixes)
+        self.gains = ordered(self.gains)
 
     # --- windows ---------------------------------------------------------------------------
 
