@@ -226,6 +226,8 @@ class TimelinesWritten:
     timeline_s: float
     # the step slices a documented rule left out (step_slices_note), or None
     omitted: str | None = None
+    # deferred: writes the timelines chosen, their seconds from the choice (None: written)
+    write: Callable[[], float] | None = None
 
 
 def write_timeline_files(
@@ -233,10 +235,13 @@ def write_timeline_files(
     analysis: ProfileAnalysis,
     advice: AdvisorReport | None,
     on_phase: Callable[[str], None] | None = None,
+    *,
+    deferred: bool = False,
 ) -> TimelinesWritten:
     """The critical-path and what-if tables, the timelines (the steps replayed first where
     the rank tasks did not): all that needs the findings but not the CSVs, so that the CSVs
-    may still be written beside it."""
+    may still be written beside it. ``deferred``: the timelines chosen, not written: the
+    result's ``write`` writes them (summary.json and the report need them chosen only)."""
     replay = analysis.replay
     if replay is None:  # made by the rank tasks; else replayed here
         waits = comm_waits(analysis.ranks)
@@ -252,8 +257,14 @@ def write_timeline_files(
     (on_phase or (lambda phase: None))(PHASE_TIMELINES)
     started = time.perf_counter()
     windows, omitted = sliced_windows(analysis, findings)
-    write_timelines(directory, analysis, findings, windows)
-    return TimelinesWritten(analysis, findings, time.perf_counter() - started, omitted)
+
+    def write() -> float:
+        write_timelines(directory, analysis, findings, windows)
+        return time.perf_counter() - started
+
+    if deferred:
+        return TimelinesWritten(analysis, findings, 0.0, omitted, write)
+    return TimelinesWritten(analysis, findings, write(), omitted)
 
 
 def write_artefacts(

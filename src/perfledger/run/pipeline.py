@@ -23,6 +23,7 @@ from rich.console import Console
 
 from perfledger.analysis import figures
 from perfledger.analysis.advisor import AdvisorConfig, diagnose
+from perfledger.analysis.beside import beside
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
 from perfledger.analysis.profile import step_trace
 from perfledger.errors import PerfledgerError
@@ -348,45 +349,53 @@ def _write_profile(
             )
             advisor_s = time.perf_counter() - advised
             release_freed_memory()  # the rules' derived tables
-            # the timelines need the findings, not the CSVs: written while those are
-            timelines = artefacts.write_timeline_files(staging, analysis, advice, show)
+            # the timelines need the findings, not the CSVs: written while those are, and
+            # while summary.json and the report are, which need them chosen only
+            timelines = artefacts.write_timeline_files(
+                staging, analysis, advice, show, deferred=True
+            )
+            assert timelines.write is not None
+            with beside(timelines.write) as timelines_written:
+                show(PHASE_TABLES)
+                waited = time.perf_counter()
+                tables_timings = written.result()
+                # a large source that could not be linked is recorded in raw/ as
+                # <name>.source.json
+                raw_files = [
+                    name + SOURCE_RECORD_SUFFIX
+                    if (staging / (name + SOURCE_RECORD_SUFFIX)).exists()
+                    else name
+                    for name in raw_files
+                ]
+                # tables_s and csv_s ran beside the advisor and the timelines; this is what
+                # was left of them after those
+                wait_s = time.perf_counter() - waited
+                document = _meta_document(traces, inputs, meta, raw_files)
+                wrote = artefacts.write_artefacts(
+                    staging,
+                    analysis,
+                    overhead_pct=overhead.pct,
+                    overhead_noise_pct=overhead.noise_pct,
+                    unprofiled_step_ms=overhead.unprofiled_step_ms,
+                    overhead_checks=overhead.checks,
+                    source_files=raw_files,
+                    advice=advice,
+                    title=title,
+                    meta=document,
+                    on_phase=show,
+                    timelines=timelines,
+                )
+                timeline_s = timelines_written.result()
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
             raise
-        show(PHASE_TABLES)
-        waited = time.perf_counter()
-        tables_timings = written.result()
-        # a large source that could not be linked is recorded in raw/ as <name>.source.json
-        raw_files = [
-            name + SOURCE_RECORD_SUFFIX
-            if (staging / (name + SOURCE_RECORD_SUFFIX)).exists()
-            else name
-            for name in raw_files
-        ]
-        # tables_s and csv_s ran beside the advisor and the timelines; this is what was left
-        # of them after those
-        wait_s = time.perf_counter() - waited
-    document = _meta_document(traces, inputs, meta, raw_files)
-    wrote = artefacts.write_artefacts(
-        staging,
-        analysis,
-        overhead_pct=overhead.pct,
-        overhead_noise_pct=overhead.noise_pct,
-        unprofiled_step_ms=overhead.unprofiled_step_ms,
-        overhead_checks=overhead.checks,
-        source_files=raw_files,
-        advice=advice,
-        title=title,
-        meta=document,
-        on_phase=show,
-        timelines=timelines,
-    )
     phases = {
         **timings,
         "profile_advisor_s": advisor_s,
         **tables_timings,
         "tables_wait_s": wait_s,
         **wrote.timings,
+        "timeline_s": timeline_s,
     }
     if started is not None:
         phases["total_s"] = time.perf_counter() - started

@@ -402,18 +402,11 @@ def _mapped_plain(events: pa.Table, directory: Path) -> tuple[pa.Table, dict[Pat
         directory / f"{EVENTS}-text{ARROW_SUFFIX}": text,
     }
     files: dict[Path, list[str]] = {}
-    wanted = {path: names for path, names in groups.items() if names}
-    # the two files written side by side (Arrow writes outside the GIL): the heap holds both
-    # copies until the later one is mapped, as when written one after the other
-    with ThreadPoolExecutor(len(wanted) or 1, thread_name_prefix="events-map") as pool:
-        made = {
-            path: pool.submit(_mapped, events.select(names), path) for path, names in wanted.items()
-        }
-        for path, future in made.items():
-            mapped = future.result()
-            if mapped is not None:
-                events = _with_columns(events, mapped)
-                files[path] = wanted[path]
+    for path, names in groups.items():
+        mapped = _mapped(events.select(names), path) if names else None
+        if mapped is not None:
+            events = _with_columns(events, mapped)
+            files[path] = names
     return events, files
 
 
