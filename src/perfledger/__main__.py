@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Final
 
+from perfledger import import_pool
 from perfledger.errors import PerfledgerError
 from perfledger.render.shown import escaped
 from perfledger.version import __version__
@@ -38,8 +39,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # what the parser's --version prints, in a tenth of the time
         print(f"perfledger {__version__}")
         return 0
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
         with _terminate_as_interrupt():
+            # the import's workers of one large trace start loading their libraries now,
+            # beside this process's own (stopped below if the run does not take them)
+            import_pool.prestart_for(arguments, "perfledger.sources.kineto_parallel")
             # the subcommands' modules load here: an interrupt while they do is one line too
             parser = build_parser()
             args = parser.parse_args(argv)
@@ -67,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as error:  # a bug of ours: one line, the traceback on request
         return _internal_error(error)
+    finally:
+        import_pool.discard()
     return code
 
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
+from perfledger import import_pool
 from perfledger.model.trace import Trace
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
@@ -83,7 +84,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Seen]:
             return super().submit(*args, **kwargs)
 
     monkeypatch.setattr(kineto_parallel, "restart_at", read_again)
-    monkeypatch.setattr(kineto_parallel, "ProcessPoolExecutor", CountingPool)
+    monkeypatch.setattr(import_pool, "ProcessPoolExecutor", CountingPool)
     yield seen
 
 
@@ -452,3 +453,66 @@ def test_the_pipe_the_blocks_come_back_through_is_widened_as_far_as_allowed(
         pass
 
     assert kineto_parallel.widen_result_pipe(Elsewhere()) == 0  # type: ignore[arg-type]
+
+
+def test_workers_started_by_the_command_line_decode_the_trace_and_stop_with_the_import(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = gen.write_kineto(tmp_path / "a.json", _ops(2000))
+    monkeypatch.setattr(import_pool, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: WORKERS)
+    import_pool.prestart_for(
+        ["analyze", str(path), "-o", str(tmp_path / "p")], kineto_parallel.__name__
+    )
+    started = import_pool._started
+    assert started is not None and started[1] == WORKERS
+    processes = list(started[0]._processes.values())
+    assert len(processes) == WORKERS
+    sent = small_chunks.sent  # the warm-up calls that started the workers
+    parallel, alone = _load_both(path)
+    _assert_same(parallel, alone)
+    assert small_chunks.sent - sent > 10
+    # taken by the import, which shut it down: no worker left
+    assert import_pool._started is None
+    assert processes and not any(p.is_alive() for p in processes)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["analyze", "{trace}", "--workers", "2"],
+        ["analyze", "{trace}", "--dask", "local"],
+        ["analyze", "{trace}", "{trace}"],
+        ["analyze", "{trace}.gz"],
+        ["diff", "{trace}"],
+        ["analyze", "{small}"],
+    ],
+)
+def test_the_command_line_starts_no_workers_where_the_import_would_not_take_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_bytes(b" " * 2048)
+    (tmp_path / "t.json.gz").write_bytes(b" " * 2048)
+    small = tmp_path / "s.json"
+    small.write_bytes(b" " * 10)
+    monkeypatch.setattr(import_pool, "PARALLEL_MIN_BYTES", 1024)
+    started: list[int] = []
+    monkeypatch.setattr(import_pool, "prestart", lambda workers, preload: started.append(workers))
+    import_pool.prestart_for([a.format(trace=trace, small=small) for a in argv], "x")
+    assert started == []
+    import_pool.prestart_for(["analyze", str(trace), "-o", str(tmp_path / "p")], "x")
+    assert started == [os.cpu_count()] or (os.cpu_count() or 1) < 2
+
+
+def test_workers_started_for_nothing_are_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert import_pool.prestart(1, "json")
+    pool = import_pool._started[0] if import_pool._started else None
+    assert pool is not None
+    pool.submit(os.getpid).result()  # started, its module loaded
+    processes = list(pool._processes.values())
+    import_pool.discard()
+    assert import_pool._started is None
+    for process in processes:  # told to stop: they end on their own
+        process.join(timeout=60)
+    assert processes and not any(p.is_alive() for p in processes)

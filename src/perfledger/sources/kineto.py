@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.errors import TraceFormatError
+from perfledger.import_pool import PARALLEL_MIN_BYTES
 from perfledger.memory import release_freed_memory
 from perfledger.model import schema, vendors
 from perfledger.model.quality import (
@@ -98,11 +99,6 @@ def is_kineto(path: Path) -> bool:
     if start.startswith(b"["):
         return start[1:].lstrip().startswith(b"{") and b'"ph"' in start[:4096]
     return False
-
-
-# Below this much JSON, starting worker processes (a spawned interpreter imports numpy and
-# pyarrow: about half a second of CPU each) costs more than they save.
-PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 
 
 @contextmanager

@@ -23,11 +23,8 @@ read in this process.
 
 from __future__ import annotations
 
-import gc
 import logging
-import multiprocessing
 import os
-import signal
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -41,7 +38,8 @@ try:
 except ImportError:  # not a POSIX system: the pipe keeps its size
     fcntl = None  # type: ignore[assignment]
 
-from perfledger.orphans import exit_with_parent
+from perfledger import import_pool
+from perfledger.import_pool import MAX_WORKERS
 from perfledger.sources.kineto_columns import Block, Side, chunk_columns
 from perfledger.sources.kineto_scan import scanned_block
 from perfledger.sources.kineto_stream import (
@@ -69,10 +67,6 @@ _log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 ChunkResult = tuple[Block | None, Side, int]
 
-# This process reads, cuts and takes the blocks back at about a fifth of the workers' cost
-# (bench/import_workers.py measures both): beyond about five workers it sets the pace, and
-# more workers only cost memory.
-MAX_WORKERS = 6
 # The pipe the workers' blocks come back through, widened to this where the system allows
 # (Linux's default for a process without privileges: /proc/sys/fs/pipe-max-size): a worker then
 # writes its block (a few MB) in a few large writes rather than stopping at every 64 KB for
@@ -81,15 +75,6 @@ RESULT_PIPE_BYTES = 1 << 20
 # Chunks in flight per worker: enough to keep every worker busy while the next one is cut,
 # few enough that the bytes waiting stay small (each chunk is about 4 MB of JSON).
 _AHEAD_PER_WORKER = 2
-
-
-def _start_worker(parent_pid: int) -> None:
-    exit_with_parent(parent_pid)
-    # As in the one-process import: millions of small objects and no cycles among them.
-    gc.disable()
-    # Ctrl-C is the main process's to handle: it stops the pool (a worker killed by it would
-    # look like a worker that died, which the caller answers by reading in one process).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass(frozen=True)
@@ -235,11 +220,11 @@ def read_blocks(
 
 @contextmanager
 def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
-    context = multiprocessing.get_context("spawn")
+    # the workers the command line started while this process loaded its libraries, if any
+    pool = import_pool.take(workers)
     try:
-        pool = ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
-        )
+        if pool is None:
+            pool = import_pool.new_pool(workers, __name__)
     except OSError as exc:  # no semaphores here (no /dev/shm ...)
         raise WorkersUnavailable(str(exc)) from None
     widen_result_pipe(pool)

@@ -1,0 +1,127 @@
+"""The worker processes that decode one large Kineto trace, started early.
+
+A spawned worker spends its first half second loading its libraries (numpy, Arrow, the
+decoder). ``perfledger analyze`` of one large trace starts them before it loads its own
+(:func:`prestart`, from the command line), so that both load at once on a machine with a
+core to spare; the import then takes them (:func:`take`) instead of starting a pool of its
+own. A pool nobody takes is stopped by :func:`discard` (or at the interpreter's exit).
+
+Only the standard library is imported here: the command line reaches this module before
+anything heavy is loaded.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import multiprocessing
+import os
+import signal
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from perfledger.orphans import exit_with_parent
+
+# This process reads, cuts and takes the blocks back at about a fifth of the workers' cost
+# (bench/import_workers.py measures both): beyond about five workers it sets the pace, and
+# more workers only cost memory.
+MAX_WORKERS = 6
+# Below this much JSON, starting worker processes (a spawned interpreter imports numpy and
+# pyarrow: about half a second of CPU each) costs more than they save.
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+
+_lock = threading.Lock()
+_started: tuple[ProcessPoolExecutor, int] | None = None
+
+
+def start_worker(parent_pid: int, preload: str) -> None:
+    """A worker's start: it dies with its parent, ignores Ctrl-C (the parent stops the pool)
+    and loads the module ``preload`` (the decoder, its libraries with it) before it is given
+    a chunk."""
+    exit_with_parent(parent_pid)
+    # As in the one-process import: millions of small objects and no cycles among them.
+    gc.disable()
+    # Ctrl-C is the main process's to handle: it stops the pool (a worker killed by it would
+    # look like a worker that died, which the caller answers by reading in one process).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    importlib.import_module(preload)
+
+
+def new_pool(workers: int, preload: str) -> ProcessPoolExecutor:
+    """A pool of ``workers`` spawned workers (none started until a task is submitted), each
+    loading the module ``preload`` as it starts.
+
+    Raises:
+        OSError: no pool here (no semaphores: no /dev/shm ...).
+    """
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(
+        workers, mp_context=context, initializer=start_worker, initargs=(os.getpid(), preload)
+    )
+
+
+def prestart(workers: int, preload: str) -> bool:
+    """Start ``workers`` workers now (at most :data:`MAX_WORKERS`), each loading the module
+    ``preload``, for :func:`take`; False where no pool can start here (the import then reads
+    the way it would have)."""
+    global _started
+    workers = max(1, min(workers, MAX_WORKERS))
+    with _lock:
+        if _started is not None:
+            return True
+        try:
+            pool = new_pool(workers, preload)
+            for _ in range(workers):  # each submit starts one more worker
+                pool.submit(os.getpid)
+        except (OSError, RuntimeError):
+            return False
+        _started = (pool, workers)
+    return True
+
+
+def take(workers: int) -> ProcessPoolExecutor | None:
+    """The started pool when it has ``workers`` workers (at most :data:`MAX_WORKERS`), now
+    the caller's to shut down; None when there is none (one of another size is stopped)."""
+    global _started
+    with _lock:
+        started, _started = _started, None
+    if started is None:
+        return None
+    pool, count = started
+    if count != max(1, min(workers, MAX_WORKERS)):
+        pool.shutdown(wait=False, cancel_futures=True)
+        return None
+    return pool
+
+
+def discard() -> None:
+    """Stop the started pool, if any (the run took another road)."""
+    global _started
+    with _lock:
+        started, _started = _started, None
+    if started is not None:
+        started[0].shutdown(wait=False, cancel_futures=True)
+
+
+def prestart_for(argv: list[str], preload: str) -> None:
+    """Start the workers for ``perfledger analyze`` of one large trace (``argv``: the command
+    line's arguments): an uncompressed ``.json`` of at least :data:`PARALLEL_MIN_BYTES`, the
+    only file named, with the default workers (one per core; none with ``--workers`` or
+    ``--dask``, whose runs start their own, nor for help); ``preload``: the module they load
+    as they start (the decoder's)."""
+    if not argv or argv[0] != "analyze" or (os.cpu_count() or 1) < 2:
+        return
+    if any(a.startswith(("--workers", "--dask", "-h", "--help")) for a in argv[1:]):
+        return
+    named = [a for a in argv[1:] if not a.startswith("-") and os.path.isfile(a)]
+    if len(named) == 1 and _large_json(named[0]):
+        prestart(os.cpu_count() or 1, preload)
+
+
+def _large_json(path: str) -> bool:
+    candidate = Path(path)
+    try:
+        return candidate.suffix == ".json" and candidate.stat().st_size >= PARALLEL_MIN_BYTES
+    except (OSError, ValueError):
+        return False
