@@ -30,7 +30,10 @@ import pyarrow as pa
 from perfledger.analysis import columns, opclass
 from perfledger.analysis.graph_plain import PlainColumns
 from perfledger.analysis.graph_waits import (
+    codes_at,
     event_edges,
+    host_ops,
+    is_kind,
     strings_at,
     thread_work,
     unique_pairs,
@@ -587,17 +590,22 @@ def _task_nodes(
     stream = columns.int64(events, "stream")[task_rows]
     t_start = start[task_rows]
     t_dur = end[task_rows] - t_start
-    t_kind = strings_at(events, "kind", task_rows)
-    t_name = strings_at(events, "name", task_rows)
-    # a collective's kernel by its name: the pattern tried once per distinct task name
-    names_of_tasks = t_name.tolist()
-    comm_names = {
-        n for n in dict.fromkeys(names_of_tasks) if n is not None and vendors.COMM_KERNEL.search(n)
-    }
-    comm_named = np.fromiter(map(comm_names.__contains__, names_of_tasks), bool, size)
-    is_comm = (t_kind == schema.COMM) | comm_named
-    is_copy = np.isin(t_kind, [schema.MEMCPY, schema.MEMSET])
-    is_kernel = (t_kind == schema.KERNEL) & ~is_comm
+    # the tasks' kinds and names, and the names of the host operators that launched them, as
+    # codes into their distinct values: each test made once per distinct value
+    kind_code, kinds = codes_at(events, "kind", task_rows)
+    host_op = host_ops(events, task_rows)
+    launched = np.flatnonzero(host_op >= 0)
+    name_code, names = codes_at(events, "name", np.concatenate([task_rows, host_op[launched]]))
+    host_code = np.full(size, len(names), dtype=np.int64)  # len(names): no host operator
+    host_code[launched] = name_code[size:]
+    name_code = name_code[:size]
+    # a collective's kernel by its name: the pattern tried once per distinct name
+    comm_named = np.array(
+        [n is not None and vendors.COMM_KERNEL.search(n) is not None for n in names] or [False]
+    )[name_code]
+    is_comm = is_kind(kinds, kind_code, schema.COMM) | comm_named
+    is_copy = is_kind(kinds, kind_code, schema.MEMCPY, schema.MEMSET)
+    is_kernel = is_kind(kinds, kind_code, schema.KERNEL) & ~is_comm
     lane_key = unique_pairs(device[task_rows], stream)[1]
     order = np.lexsort((task_rows, t_start, lane_key))
     pred_sorted, _, _ = _chain(lane_key[order], t_start[order], t_dur[order], pin_first=False)
@@ -645,26 +653,23 @@ def _task_nodes(
     lane_pred[order2] = np.where(pred2_sorted >= 0, order2[np.maximum(pred2_sorted, 0)], -1)
     lane_delay = np.where(lane_pred == chain_pred, chain_delay, np.maximum(chain_delay, 0))
 
-    host_name = _host_names(events, task_rows)
+    named = np.asarray([*names, None], dtype=object)  # the last: no host operator
+    host_name = named[host_code]
     codes = np.full(size, CLASS_CODE[OTHER], dtype=np.int64)
     codes[is_copy] = CLASS_CODE[COPIES]
     codes[is_comm] = CLASS_CODE[COMMUNICATION]
     rest = np.flatnonzero(~is_copy & ~is_comm)
     if rest.size:
-        triples = list(
-            zip(t_name[rest].tolist(), t_kind[rest].tolist(), host_name[rest].tolist(), strict=True)
-        )
-        distinct: dict[tuple[object, object, object], int] = {}
-        for triple in dict.fromkeys(triples):
-            c = opclass.op_class(str(triple[0]), str(triple[1]), _text(triple[2]))
-            distinct[triple] = (
-                CLASS_CODE[COMMUNICATION]
-                if c == opclass.COMMUNICATION
-                else CLASS_CODE[COPIES]
-                if c in (opclass.MEMCPY, opclass.MEMSET)
-                else CLASS_CODE[f"compute:{c}"]
-            )
-        codes[rest] = [distinct[t] for t in triples]
+        # a class per distinct (name, kind, host operator), the triple as one integer
+        triple = (name_code[rest] * (len(kinds) + 1) + kind_code[rest]) * (len(names) + 1)
+        distinct, inverse = np.unique(triple + host_code[rest], return_inverse=True)
+        pair, host_of = np.divmod(distinct, len(names) + 1)
+        name_of, kind_of = np.divmod(pair, len(kinds) + 1)
+        classes = [
+            _class_code(opclass.op_class(str(named[n]), str(kinds[k]), _text(named[h])))
+            for n, k, h in zip(name_of.tolist(), kind_of.tolist(), host_of.tolist(), strict=True)
+        ]
+        codes[rest] = np.asarray(classes, dtype=np.int64)[inverse.reshape(-1)]
     launch_src = np.where(has_launch, host_node_of(np.maximum(launch_of_task, 0)), -1)
     return {
         "chain_pred": chain_pred,
@@ -689,19 +694,13 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _host_names(events: pa.Table, task_rows: Int64Array) -> npt.NDArray[np.object_]:
-    """The host operator each task's external id names (None when none does)."""
-    result = np.full(task_rows.size, None, dtype=object)
-    external = columns.int64(events, "external_id")
-    ops = np.flatnonzero(columns.isin(events, "kind", [schema.CPU_OP]) & (external >= 0))
-    if ops.size == 0 or task_rows.size == 0:
-        return result
-    keys, first = np.unique(external[ops], return_index=True)
-    wanted = external[task_rows]
-    pos = np.clip(np.searchsorted(keys, wanted), 0, keys.size - 1)
-    found = (keys[pos] == wanted) & (wanted >= 0)
-    result[found] = strings_at(events, "name", ops[first[pos[found]]])
-    return result
+def _class_code(op_class: str) -> int:
+    """The graph's class code of an operator class (:func:`opclass.op_class`)."""
+    if op_class == opclass.COMMUNICATION:
+        return CLASS_CODE[COMMUNICATION]
+    if op_class in (opclass.MEMCPY, opclass.MEMSET):
+        return CLASS_CODE[COPIES]
+    return CLASS_CODE[f"compute:{op_class}"]
 
 
 def _topological(graph: StepGraph) -> StepGraph:

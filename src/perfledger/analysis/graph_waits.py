@@ -289,3 +289,24 @@ def event_edges(
     contradicted = int((~possible & np.asarray(marked)).sum())
     pairs = columns.unique_rows([a[possible], b[possible]])[0]
     return pairs[:, 0].copy(), pairs[:, 1].copy(), contradicted
+
+
+def is_kind(kinds: list[str | None], code: Int64Array, *wanted: str) -> _BoolArray:
+    """Whether each task's kind (``code`` into ``kinds``) is one of ``wanted``."""
+    return np.asarray([k in wanted for k in kinds] or [False], dtype=bool)[code]
+
+
+def host_ops(events: pa.Table, task_rows: Int64Array) -> Int64Array:
+    """The row of the host operator each task's external id names (the first such operator
+    row; -1 when none does)."""
+    result = np.full(task_rows.size, -1, dtype=np.int64)
+    external = columns.int64(events, "external_id")
+    ops = np.flatnonzero(columns.isin(events, "kind", [schema.CPU_OP]) & (external >= 0))
+    if ops.size == 0 or task_rows.size == 0:
+        return result
+    keys, first = np.unique(external[ops], return_index=True)
+    wanted = external[task_rows]
+    pos = np.clip(np.searchsorted(keys, wanted), 0, keys.size - 1)
+    found = (keys[pos] == wanted) & (wanted >= 0)
+    result[found] = ops[first[pos[found]]]
+    return result
