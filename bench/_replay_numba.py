@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numba import njit  # type: ignore[import-not-found]
 
-from perfledger.analysis.graph import FREE
+from perfledger.analysis.graph_codes import FREE
 from perfledger.analysis.replay import AWAITED, CHAIN, LAUNCHED, RELEASE, WAITED, WOKEN
 
 Int64Array = np.ndarray

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfledger.analysis.graph import FREE, StepGraph
+from perfledger.analysis.graph import StepGraph
+from perfledger.analysis.graph_codes import FREE
 from perfledger.analysis.replay import (
     AWAITED,
     CHAIN,

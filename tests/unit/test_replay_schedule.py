@@ -14,7 +14,8 @@ import pytest
 
 from perfledger.analysis import replay as replay_module
 from perfledger.analysis.critical_path import collective_arrivals, prepare_rank
-from perfledger.analysis.graph import FREE, StepGraph
+from perfledger.analysis.graph import StepGraph
+from perfledger.analysis.graph_codes import FREE
 from perfledger.analysis.graph_plain import PlainColumns
 from perfledger.analysis.profile import analyze_rank
 from perfledger.analysis.replay import (

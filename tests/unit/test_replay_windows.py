@@ -14,7 +14,8 @@ import pytest
 
 from perfledger.analysis import columns, replay_windows
 from perfledger.analysis.critical_path import RankReplay, prepare_rank
-from perfledger.analysis.graph import TASK, StepGraph
+from perfledger.analysis.graph import StepGraph
+from perfledger.analysis.graph_codes import TASK
 from perfledger.analysis.profile import analyze_rank
 from perfledger.analysis.replay import Schedule, replay, replayed_events
 from perfledger.analysis.replay_windows import RankRows, RowTimes

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 from perfledger.analysis import columns
 from perfledger.analysis.beside import beside
 from perfledger.analysis.comm_split import comm_split
-from perfledger.analysis.graph import (
+from perfledger.analysis.graph import StepGraph, build_graph
+from perfledger.analysis.graph_codes import (
     CLASS_CODE,
     CLASSES,
     COMMUNICATION,
@@ -38,8 +39,6 @@ from perfledger.analysis.graph import (
     OTHER,
     SYNC,
     TASK,
-    StepGraph,
-    build_graph,
 )
 from perfledger.analysis.graph_waits import int64_at, unique_pairs
 from perfledger.analysis.intervals import Int64Array

@@ -19,6 +19,7 @@ edge away. Pure functions over the canonical events table; vectorised with numpy
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, Final
@@ -27,62 +28,33 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from perfledger.analysis import columns, opclass
+from perfledger.analysis import columns
+from perfledger.analysis.beside import beside
+from perfledger.analysis.graph_codes import (
+    CLASS_CODE,
+    DATALOADER,
+    FREE,
+    HOST,
+    HOST_OP,
+    LAUNCH,
+    LAUNCH_OVERHEAD,
+    SYNC,
+    SYNC_CALL,
+    SYNC_END_TOLERANCE_NS,
+    SYNC_WAIT,
+    TASK,
+)
 from perfledger.analysis.graph_plain import PlainColumns
+from perfledger.analysis.graph_tasks import RowIndex, running_max, task_part
+from perfledger.analysis.graph_tasks import chain as thread_chain
 from perfledger.analysis.graph_waits import (
-    codes_at,
-    event_edges,
-    host_ops,
-    is_kind,
     strings_at,
     thread_work,
     unique_pairs,
     wake_ups,
 )
 from perfledger.analysis.intervals import Int64Array, union
-from perfledger.model import schema, vendors
-
-# Node kinds.
-HOST_OP: Final = 0  # an outermost host slice of a host-only run
-LAUNCH: Final = 1  # a host call that issued a device task
-SYNC_CALL: Final = 2  # a synchronisation call where the host reaches it
-SYNC_WAIT: Final = 3  # the end of its wait, after the tasks it waited for
-TASK: Final = 4  # a device task
-
-# What a node's time, or the delay of the edge that started it, is spent on (``bound_by``).
-HOST: Final = "host"
-DATALOADER: Final = "dataloader"
-LAUNCH_OVERHEAD: Final = "launch"
-SYNC: Final = "sync"
-COMMUNICATION: Final = "communication"
-COPIES: Final = "copies"
-OTHER: Final = "other"
-COMPUTE_CLASSES: Final = tuple(
-    c
-    for c in opclass.OP_CLASSES
-    if c not in (opclass.COMMUNICATION, opclass.MEMCPY, opclass.MEMSET)
-)
-# COMMUNICATION's wait for peers and its transfer are parts of it, not classes of their own:
-# ``bound_by_parts`` beside ``bound_by`` (perfledger.model.whatif.communication_parts).
-CLASSES: Final = (
-    HOST,
-    DATALOADER,
-    LAUNCH_OVERHEAD,
-    SYNC,
-    COMMUNICATION,
-    COPIES,
-    OTHER,
-    *(f"compute:{c}" for c in COMPUTE_CLASSES),
-)
-CLASS_CODE: Final = {name: code for code, name in enumerate(CLASSES)}
-
-# A task that starts within this of its stream predecessor's end was queued behind it.
-QUEUED_GAP_NS: Final = 2_000
-# A synchronisation call waited for a task that ended at most this after the call returned
-# (clock jitter between the host and the device).
-SYNC_END_TOLERANCE_NS: Final = 1_000
-# No earliest start: the node starts when its predecessors let it.
-FREE: Final = np.iinfo(np.int64).min // 4
+from perfledger.model import schema
 
 _BoolArray = npt.NDArray[np.bool_]
 # Class codes (into CLASSES, a few dozen): one byte a node.
@@ -209,6 +181,43 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
     # masks of the kind column read on its dictionary: a test per distinct kind, not per row
     task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
     launch_of_task = _launch_rows(events, host, correlation, start, task_rows)
+    # the task nodes (which read no host node) built on a thread beside the host nodes; the
+    # row columns handed over, to be let go before the nodes' columns are joined
+    rows: dict[str, Any] = {
+        "host": host,
+        "device": device,
+        "start": start,
+        "end": end,
+        "corr": correlation,
+    }
+    del host, device, start, end, correlation
+    made = beside(
+        task_part,
+        events,
+        rows["host"],
+        rows["device"],
+        rows["start"],
+        rows["end"],
+        rows["corr"],
+        task_rows,
+        launch_of_task,
+    )
+    with made as tasks:
+        return _with_hosts(events, n, rows, task_rows, launch_of_task, tasks)
+
+
+def _with_hosts(
+    events: pa.Table,
+    n: int,
+    rows: dict[str, Any],
+    task_rows: Int64Array,
+    launch_of_task: Int64Array,
+    tasks: Future[tuple[dict[str, np.ndarray], int, RowIndex]],
+) -> StepGraph:
+    """The host nodes, then the graph of them and the task nodes (``tasks``); ``rows``:
+    the columns per row (emptied here)."""
+    host, device, start = rows.pop("host"), rows.pop("device"), rows.pop("start")
+    end, correlation = rows.pop("end"), rows.pop("corr")
     if task_rows.size:
         is_sync = host & columns.isin(events, "kind", [schema.SYNC])
         chosen = is_sync.copy()  # the launches' and synchronisations' rows: a mask, no sort
@@ -237,7 +246,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
     sync_here = is_sync[host_rows]
     del is_sync
     sync_rows = host_rows[sync_here]
-    sync_of = _RowIndex(sync_rows)
+    sync_of = RowIndex(sync_rows)
     # the wait of a synchronisation call ends `ret` after the last task it waited for
     waited_end = np.full(sync_rows.size, FREE, dtype=np.int64)
     np.maximum.at(waited_end, sync_of(waits_sync_row), end[waits_task_row])
@@ -264,7 +273,7 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
     h_dur = np.where(
         second, ret_of_node, np.where(first_of_sync, 0, end[host_row_of] - start[host_row_of])
     )
-    h_pred, h_delay, h_release = _chain(thread_node, h_start, h_dur, pin_first=True)
+    h_pred, h_delay, h_release = thread_chain(thread_node, h_start, h_dur, pin_first=True)
     # the wait of a synchronisation call starts when its tasks end, not after host work
     h_delay[second] = 0
     loader = host & columns.isin(events, "kind", [schema.DATALOADER])
@@ -303,23 +312,14 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
         release=h_release,
         thread=thread_node,
     )
-    host_node_of = _RowIndex(host_row_of[~second], np.flatnonzero(~second))
-    wait_node_of = _RowIndex(host_row_of[second], np.flatnonzero(second))
+    host_node_of = RowIndex(host_row_of[~second], np.flatnonzero(~second))
+    wait_node_of = RowIndex(host_row_of[second], np.flatnonzero(second))
 
-    ev_src_row, ev_dst_row, ev_contradicted = event_edges(
-        events, host, device, start, end, correlation, task_rows, launch_of_task
-    )
-    task_index_of = _RowIndex(task_rows)
-    task_block = _task_nodes(
-        events,
-        device,
-        start,
-        end,
-        task_rows,
-        launch_of_task,
-        host_node_of,
-        task_index_of(ev_src_row),
-        task_index_of(ev_dst_row),
+    task_block, ev_contradicted, task_index_of = tasks.result()
+    has_launch = launch_of_task >= 0
+    task_block["launch_src"] = np.where(has_launch, host_node_of(np.maximum(launch_of_task, 0)), -1)
+    task_block["launch_delay"] = np.where(
+        task_block["launch_src"] >= 0, task_block["launch_delay"], 0
     )
     nodes.add(
         kind=np.full(task_rows.size, TASK, dtype=np.int8),
@@ -403,21 +403,6 @@ def _unordered_graph(events: pa.Table) -> StepGraph:
     )
 
 
-class _RowIndex:
-    """Rows of the events (each once) -> a value each (their position by default), -1 else."""
-
-    def __init__(self, rows: Int64Array, values: Int64Array | None = None) -> None:
-        order = np.argsort(rows, kind="stable")
-        self.rows = rows[order]
-        self.values = order if values is None else values[order]
-
-    def __call__(self, rows: Int64Array) -> Int64Array:
-        if self.rows.size == 0:
-            return np.full(rows.size, -1, dtype=np.int64)
-        at = np.clip(np.searchsorted(self.rows, rows), 0, self.rows.size - 1)
-        return np.where(self.rows[at] == rows, self.values[at], -1).astype(np.int64)
-
-
 def _launch_rows(
     events: pa.Table,
     host: _BoolArray,
@@ -474,42 +459,10 @@ def _outermost_slices(
     rows, pid, thread = rows[order], pid[order], thread[order]
     same = np.zeros(rows.size, dtype=bool)
     same[1:] = (pid[1:] == pid[:-1]) & (thread[1:] == thread[:-1])
-    reach = _running_max(end[rows], same)
+    reach = running_max(end[rows], same)
     outer = np.ones(rows.size, dtype=bool)
     outer[1:] = ~same[1:] | (start[rows][1:] >= reach[:-1])
     return np.sort(rows[outer])
-
-
-def _running_max(values: Int64Array, same_as_previous: _BoolArray) -> Int64Array:
-    """The running maximum of ``values``, restarted where a row starts a new group."""
-    if values.size == 0:
-        return values
-    group = np.cumsum(~same_as_previous)
-    low = int(values.min())
-    span = int(values.max()) - low + 1
-    shifted = (values - low) + group * span
-    return np.asarray(np.maximum.accumulate(shifted) - group * span + low, dtype=np.int64)
-
-
-def _chain(
-    chain: Int64Array, start: Int64Array, dur: Int64Array, *, pin_first: bool
-) -> tuple[Int64Array, Int64Array, Int64Array]:
-    """For nodes sorted by (chain, start): each one's predecessor, the delay from its end, and
-    the release (the observed start for the first node of a chain when ``pin_first``)."""
-    size = chain.size
-    pred = np.full(size, -1, dtype=np.int64)
-    delay = np.zeros(size, dtype=np.int64)
-    release = np.full(size, FREE, dtype=np.int64)
-    if size == 0:
-        return pred, delay, release
-    same = np.zeros(size, dtype=bool)
-    same[1:] = chain[1:] == chain[:-1]
-    index = np.arange(size)
-    pred[same] = index[same] - 1
-    delay[same] = start[same] - (start + dur)[index[same] - 1]
-    if pin_first:
-        release[~same] = start[~same]
-    return pred, delay, release
 
 
 def _sync_waits(
@@ -573,136 +526,6 @@ def _sync_waits(
     return np.concatenate(src), np.concatenate(dst)
 
 
-def _task_nodes(
-    events: pa.Table,
-    device: Int64Array,
-    start: Int64Array,
-    end: Int64Array,
-    task_rows: Int64Array,
-    launch_of_task: Int64Array,
-    host_node_of: _RowIndex,
-    event_src: Int64Array,
-    event_dst: Int64Array,
-) -> dict[str, np.ndarray]:
-    """The task nodes (in ``task_rows`` order): stream chains, launch edges, event edges
-    (``event_src`` -> ``event_dst``, indices into ``task_rows``), classes."""
-    size = task_rows.size
-    stream = columns.int64(events, "stream")[task_rows]
-    t_start = start[task_rows]
-    t_dur = end[task_rows] - t_start
-    # the tasks' kinds and names, and the names of the host operators that launched them, as
-    # codes into their distinct values: each test made once per distinct value
-    kind_code, kinds = codes_at(events, "kind", task_rows)
-    host_op = host_ops(events, task_rows)
-    launched = np.flatnonzero(host_op >= 0)
-    name_code, names = codes_at(events, "name", np.concatenate([task_rows, host_op[launched]]))
-    host_code = np.full(size, len(names), dtype=np.int64)  # len(names): no host operator
-    host_code[launched] = name_code[size:]
-    name_code = name_code[:size]
-    # a collective's kernel by its name: the pattern tried once per distinct name
-    comm_named = np.array(
-        [n is not None and vendors.COMM_KERNEL.search(n) is not None for n in names] or [False]
-    )[name_code]
-    is_comm = is_kind(kinds, kind_code, schema.COMM) | comm_named
-    is_copy = is_kind(kinds, kind_code, schema.MEMCPY, schema.MEMSET)
-    is_kernel = is_kind(kinds, kind_code, schema.KERNEL) & ~is_comm
-    lane_key = unique_pairs(device[task_rows], stream)[1]
-    order = np.lexsort((task_rows, t_start, lane_key))
-    pred_sorted, _, _ = _chain(lane_key[order], t_start[order], t_dur[order], pin_first=False)
-    chain_pred = np.full(size, -1, dtype=np.int64)
-    chain_pred[order] = np.where(pred_sorted >= 0, order[np.maximum(pred_sorted, 0)], -1)
-    has_pred = chain_pred >= 0
-    pred_end = np.where(has_pred, (t_start + t_dur)[np.maximum(chain_pred, 0)], FREE)
-    stream_gap = np.where(has_pred, t_start - pred_end, 0)
-    has_launch = launch_of_task >= 0
-    launch_latency = np.where(has_launch, t_start - start[np.maximum(launch_of_task, 0)], 0)
-    queued = has_pred & (stream_gap <= QUEUED_GAP_NS)
-    t_end = t_start + t_dur
-    waits_event = np.zeros(size, dtype=bool)
-    waits_event[event_dst] = True
-    bound = has_launch & ~queued
-    plain = bound & ~waits_event
-    typical_latency = (
-        int(np.median(launch_latency[plain]))
-        if plain.any()
-        else int(np.median(launch_latency[bound]))
-        if bound.any()
-        else (int(np.median(launch_latency[has_launch])) if has_launch.any() else 0)
-    )
-    # a task that did not queue and whose awaited event came after its launch would have let
-    # it start: the event's edge binds it (the latest awaited task when it waited for several)
-    awaited_end = np.full(size, FREE, dtype=np.int64)
-    np.maximum.at(awaited_end, event_dst, t_end[event_src])
-    launch_ready = np.where(has_launch, t_start - launch_latency + typical_latency, FREE)
-    event_bound = waits_event & ~queued & (awaited_end >= launch_ready)
-    event_gap = t_start[event_dst] - t_end[event_src]
-    binding_edge = event_bound[event_dst] & (t_end[event_src] == awaited_end[event_dst])
-    typical_event_gap = int(np.median(event_gap[binding_edge])) if binding_edge.any() else 0
-    event_delay = np.where(binding_edge, event_gap, np.minimum(event_gap, typical_event_gap))
-    typical_gap = int(np.median(np.maximum(stream_gap[queued], 0))) if queued.any() else 0
-    slack = queued | event_bound
-    launch_delay = np.where(slack, np.minimum(launch_latency, typical_latency), launch_latency)
-    chain_delay = np.where(queued, stream_gap, np.minimum(stream_gap, typical_gap))
-    release = np.where(~has_launch & ~slack, t_start, FREE)
-
-    # lanes for --overlap-comm: communication beside the rest of its stream
-    split_key = lane_key * 2 + is_comm
-    order2 = np.lexsort((task_rows, t_start, split_key))
-    pred2_sorted, _, _ = _chain(split_key[order2], t_start[order2], t_dur[order2], pin_first=False)
-    lane_pred = np.full(size, -1, dtype=np.int64)
-    lane_pred[order2] = np.where(pred2_sorted >= 0, order2[np.maximum(pred2_sorted, 0)], -1)
-    lane_delay = np.where(lane_pred == chain_pred, chain_delay, np.maximum(chain_delay, 0))
-
-    named = np.asarray([*names, None], dtype=object)  # the last: no host operator
-    host_name = named[host_code]
-    codes = np.full(size, CLASS_CODE[OTHER], dtype=np.int64)
-    codes[is_copy] = CLASS_CODE[COPIES]
-    codes[is_comm] = CLASS_CODE[COMMUNICATION]
-    rest = np.flatnonzero(~is_copy & ~is_comm)
-    if rest.size:
-        # a class per distinct (name, kind, host operator), the triple as one integer
-        triple = (name_code[rest] * (len(kinds) + 1) + kind_code[rest]) * (len(names) + 1)
-        distinct, inverse = np.unique(triple + host_code[rest], return_inverse=True)
-        pair, host_of = np.divmod(distinct, len(names) + 1)
-        name_of, kind_of = np.divmod(pair, len(kinds) + 1)
-        classes = [
-            _class_code(opclass.op_class(str(named[n]), str(kinds[k]), _text(named[h])))
-            for n, k, h in zip(name_of.tolist(), kind_of.tolist(), host_of.tolist(), strict=True)
-        ]
-        codes[rest] = np.asarray(classes, dtype=np.int64)[inverse.reshape(-1)]
-    launch_src = np.where(has_launch, host_node_of(np.maximum(launch_of_task, 0)), -1)
-    return {
-        "chain_pred": chain_pred,
-        "chain_delay": chain_delay,
-        "lane_pred": lane_pred,
-        "lane_delay": lane_delay,
-        "release": release,
-        "launch_src": launch_src,
-        "launch_delay": np.where(launch_src >= 0, launch_delay, 0),
-        "node_class": codes,
-        "is_kernel": is_kernel,
-        "is_comm": is_comm,
-        "is_copy": is_copy,
-        "host_name": host_name,
-        "event_src": event_src,
-        "event_dst": event_dst,
-        "event_delay": np.asarray(event_delay, dtype=np.int64),
-    }
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _class_code(op_class: str) -> int:
-    """The graph's class code of an operator class (:func:`opclass.op_class`)."""
-    if op_class == opclass.COMMUNICATION:
-        return CLASS_CODE[COMMUNICATION]
-    if op_class in (opclass.MEMCPY, opclass.MEMSET):
-        return CLASS_CODE[COPIES]
-    return CLASS_CODE[f"compute:{op_class}"]
-
-
 def _topological(graph: StepGraph) -> StepGraph:
     """The graph with its nodes sorted so that every edge points forward; the few
     dependencies the trace's times contradict (a cycle through clock skew) are dropped."""
@@ -726,7 +549,7 @@ def _topological(graph: StepGraph) -> StepGraph:
         np.maximum.at(key, graph.event_dst, key[graph.event_src] + 1)
         # strictly increasing along each chain
         ordered = key[chain_order] - position
-        key[chain_order] = _running_max(ordered, same) + position
+        key[chain_order] = running_max(ordered, same) + position
         if np.array_equal(before, key):
             break
     order = np.lexsort((graph.kind, key))

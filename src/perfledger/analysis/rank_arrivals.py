@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from perfledger.analysis.cluster.arrivals import align_arrivals
 from perfledger.analysis.cluster.collectives import collective_tasks
-from perfledger.analysis.graph import TASK
+from perfledger.analysis.graph_codes import TASK
 from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.replay import Peers, Schedule
 

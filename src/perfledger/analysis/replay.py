@@ -25,7 +25,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph import (
+from perfledger.analysis.graph import StepGraph
+from perfledger.analysis.graph_codes import (
     CLASS_CODE,
     DATALOADER,
     FREE,
@@ -35,7 +36,6 @@ from perfledger.analysis.graph import (
     SYNC_CALL,
     SYNC_WAIT,
     TASK,
-    StepGraph,
 )
 from perfledger.analysis.graph_plain import (
     IntColumn,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfledger.analysis.graph import SYNC_WAIT, StepGraph
+from perfledger.analysis.graph import StepGraph
+from perfledger.analysis.graph_codes import SYNC_WAIT
 from perfledger.analysis.intervals import Int64Array
 
 
