@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import busy
+from perfledger.analysis.beside import beside
 from perfledger.analysis.columns import dictionary_codes, factorize, take, unique_rows
 from perfledger.errors import PerfledgerError
 from perfledger.memory import arrow_maps, drop_mapped_pages, release_freed_memory
@@ -455,7 +456,12 @@ def place_timeline(
     origin = profile_origin_ns(events, counters) if origin_ns is None else origin_ns
     layout = TrackLayout(process_names)
     kinds = event_kinds(events)
-    row_thread, thread_keys, overlapping = event_tracks(events, layout, kinds)
+    # the flows and the device busy % (which read no track) beside the tracks: their passes
+    # spend most of their time in numpy and Arrow kernels, outside the GIL
+    with beside(_flows_and_busy, events, kinds, origin, device_busy) as beside_tracks:
+        row_thread, thread_keys, overlapping = event_tracks(events, layout, kinds)
+        (flow_from, flow_to, out_ts, in_ts, placeable), busy_counters = beside_tracks.result()
+    del kinds
     # the pages of the events' mapped files read so far (each pass reads a few columns),
     # and the blocks the tracks' passes freed (the next passes allocate elsewhere)
     drop_mapped_pages(events)
@@ -464,12 +470,8 @@ def place_timeline(
     finding_build = finding_spans(findings or (), layout)
     path_build = critical_path_slices(critical_path, layout)
     all_counters = [c for c in (counters,) if c is not None and c.num_rows]
-    if device_busy:
-        tasks = _device_tasks(events, kinds)
-        busy_counters = device_busy_counters(busy.device_busy(tasks, origin_ns=origin))
-        del tasks
-        if busy_counters.num_rows:
-            all_counters.append(busy_counters)
+    if busy_counters is not None and busy_counters.num_rows:
+        all_counters.append(busy_counters)
     counter_table = (
         pa.concat_tables(
             [
@@ -485,17 +487,6 @@ def place_timeline(
     release_freed_memory()  # the counters' temporaries, before the flows' pass
     pids, tids, metadata = layout.assign(first_pid, first_tid)
     analysis = [b(pids, tids) for b in (gap_build, finding_build, path_build) if b is not None]
-    flow_from, flow_to = flows(events, kinds)
-    del kinds
-    ends = np.concatenate([flow_from, flow_to])
-    out_ts, in_ts, placeable = flow_points(
-        ColumnValues(events, "start_ns").at(ends),
-        ColumnValues(events, "dur_ns").at(ends),
-        np.arange(flow_from.size, dtype=np.int64),
-        np.arange(flow_from.size, flow_from.size * 2, dtype=np.int64),
-    )
-    del ends
-    drop_mapped_pages(events)
     kept = (row_thread[flow_from] >= 0) & (row_thread[flow_to] >= 0) & placeable
     return Placement(
         origin=origin,
@@ -514,6 +505,27 @@ def place_timeline(
         overlapping=overlapping,
         dropped=int((row_thread < 0).sum()),
     )
+
+
+def _flows_and_busy(
+    events: pa.Table, kinds: KindCodes, origin: int, device_busy: bool
+) -> tuple[tuple[Int64Array, Int64Array, Int64Array, Int64Array, BoolArray], pa.Table | None]:
+    """The flows' ends and their points (:func:`flows`, :func:`flow_points`), and (with
+    ``device_busy``) the device busy % counters."""
+    flow_from, flow_to = flows(events, kinds)
+    ends = np.concatenate([flow_from, flow_to])
+    out_ts, in_ts, placeable = flow_points(
+        ColumnValues(events, "start_ns").at(ends),
+        ColumnValues(events, "dur_ns").at(ends),
+        np.arange(flow_from.size, dtype=np.int64),
+        np.arange(flow_from.size, flow_from.size * 2, dtype=np.int64),
+    )
+    del ends
+    busy_counters = None
+    if device_busy:
+        tasks = _device_tasks(events, kinds)
+        busy_counters = device_busy_counters(busy.device_busy(tasks, origin_ns=origin))
+    return (flow_from, flow_to, out_ts, in_ts, placeable), busy_counters
 
 
 # The columns the device busy % is computed from (busy.device_busy).
