@@ -10,7 +10,7 @@ interrupted run never leaves a half file that looks whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -32,42 +32,20 @@ def write_csv(table: pa.Table, path: Path) -> None:
     """Write ``table`` as CSV to ``path`` atomically (temporary name, then rename)."""
     with replacing(path) as temporary, temporary.open("wb") as out:
         out.write(_csv_line([_quote_text(name) for name in table.column_names]))
-        for text in _batches_text(table):
-            out.write(memoryview(text))
+        for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
+            if batch.num_rows:
+                out.write(memoryview(_format_batch(batch)))
 
 
 def csv_bytes(table: pa.Table) -> bytes:
     """The exact bytes :func:`write_csv` writes for ``table``."""
     parts = [_csv_line([_quote_text(name) for name in table.column_names])]
-    parts.extend(text.to_pybytes() for text in _batches_text(table))
+    parts.extend(
+        _format_batch(batch).to_pybytes()
+        for batch in table.to_batches(max_chunksize=_BATCH_ROWS)
+        if batch.num_rows
+    )
     return b"".join(parts)
-
-
-def _batches_text(table: pa.Table) -> Iterator[pa.Buffer]:
-    """The CSV text of the table's rows, a batch at a time. Its string columns are
-    dictionary-encoded once, one dictionary a column (names repeat: a kernel name per
-    launch), and each distinct value is made a cell once for the whole table."""
-    table = _encoded(table)
-    cells: dict[int, pa.Array] = {}  # column -> its dictionary as cells
-    for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
-        if batch.num_rows:
-            yield _format_batch(batch, cells)
-
-
-def _encoded(table: pa.Table) -> pa.Table:
-    """``table`` with its string columns dictionary-encoded, each with one dictionary."""
-    for i, field in enumerate(table.schema):
-        kind = field.type
-        if pa.types.is_dictionary(kind):
-            kind = kind.value_type
-        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-            continue
-        column = table.column(i)
-        if not pa.types.is_dictionary(column.type):
-            column = pc.dictionary_encode(column)
-        column = column.unify_dictionaries() if column.num_chunks > 1 else column
-        table = table.set_column(i, pa.field(field.name, column.type), column)
-    return table
 
 
 def _csv_line(cells: Sequence[str]) -> bytes:
@@ -89,12 +67,9 @@ _EMPTY: Final = _text("")
 _QUOTE: Final = _text('"')
 
 
-def _format_column(column: pa.Array, cells: pa.Array | None = None) -> pa.Array:
-    """Every cell of a column as its CSV text (never null); ``cells``: a dictionary
-    column's dictionary as cells (:func:`_quoted`), when made already."""
+def _format_column(column: pa.Array) -> pa.Array:
+    """Every cell of a column as its CSV text (never null)."""
     kind = column.type
-    if pa.types.is_dictionary(kind) and cells is not None:
-        return pc.fill_null(cells.take(column.indices), _EMPTY)
     if pa.types.is_dictionary(kind):
         column = pc.cast(column, kind.value_type)
         kind = column.type
@@ -118,10 +93,6 @@ def _format_column(column: pa.Array, cells: pa.Array | None = None) -> pa.Array:
     return pc.fill_null(text, _EMPTY)
 
 
-def _is_text(kind: pa.DataType) -> bool:
-    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
-
-
 def _quoted(text: pa.Array) -> pa.Array:
     """Strings as CSV cells: quoted (quotes doubled) when they hold a comma, quote or line break."""
     needs_quotes = pc.match_substring_regex(text, r'[,"\n\r]')
@@ -131,19 +102,9 @@ def _quoted(text: pa.Array) -> pa.Array:
     return pc.if_else(needs_quotes, quoted, text)
 
 
-def _format_batch(batch: pa.RecordBatch, made: dict[int, pa.Array] | None = None) -> pa.Buffer:
-    """The CSV text of a batch's rows: one buffer, lines back to back. ``made``: the cells of
-    the dictionaries of string columns, by column, kept from batch to batch (each batch's
-    string columns sharing one dictionary a column, as :func:`_encoded` makes them)."""
-    cells = []
-    for i, column in enumerate(batch.columns):
-        kind = column.type
-        if made is not None and pa.types.is_dictionary(kind) and _is_text(kind.value_type):
-            if i not in made:
-                made[i] = _quoted(pc.cast(column.dictionary, pa.string()))
-            cells.append(_format_column(column, made[i]))
-        else:
-            cells.append(_format_column(column))
+def _format_batch(batch: pa.RecordBatch) -> pa.Buffer:
+    """The CSV text of a batch's rows: one buffer, lines back to back."""
+    cells = [_format_column(column) for column in batch.columns]
     # the line's end joined to its last cell (cell + "\n" + ""), not to the whole line
     cells[-1] = pc.binary_join_element_wise(cells[-1], _EMPTY, _text("\n"))
     lines = pc.binary_join_element_wise(*cells, _text(","))
