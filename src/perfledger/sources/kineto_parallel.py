@@ -40,6 +40,7 @@ except ImportError:  # not a POSIX system: the pipe keeps its size
 
 from perfledger import import_pool
 from perfledger.import_pool import MAX_WORKERS
+from perfledger.sources.block_files import BlockFile, loaded, spill_folder, to_file
 from perfledger.sources.kineto_columns import Block, Side, chunk_columns
 from perfledger.sources.kineto_scan import scanned_block
 from perfledger.sources.kineto_stream import (
@@ -116,8 +117,11 @@ def shared_file(fd: int) -> OpenFile | None:
     return OpenFile(path, mine.st_dev, mine.st_ino)
 
 
-def chunk_result_at(source: OpenFile, first: int, stop: int) -> ChunkResult | None:
-    """:func:`chunk_result` of the elements in bytes ``first:stop`` of ``source``, read here."""
+def chunk_result_at(
+    source: OpenFile, first: int, stop: int, folder: str | None = None
+) -> ChunkResult | BlockFile | None:
+    """:func:`chunk_result` of the elements in bytes ``first:stop`` of ``source``, read here;
+    with ``folder``, its arrays handed back in a file there (:mod:`.block_files`)."""
     try:
         fd = _descriptor(source)
     except OSError as exc:
@@ -128,7 +132,9 @@ def chunk_result_at(source: OpenFile, first: int, stop: int) -> ChunkResult | No
     if os.preadv(fd, [memoryview(payload)[1:-1]], first) != stop - first:
         return None  # read again in the main process, which reads the file as it is
     payload[0], payload[-1] = ord("["), ord("]")
-    return chunk_result(payload)
+    result = chunk_result(payload)
+    del payload
+    return to_file(result, folder) if folder is not None and result is not None else result
 
 
 def chunk_result(payload: bytes | bytearray) -> ChunkResult | None:
@@ -185,10 +191,12 @@ def read_blocks(
 
     shared = True  # the workers read their chunks from the file while they can open it
     try:
-        with _pool(workers) as pool:
+        with _pool(workers) as pool, spill_folder(path.stat().st_size) as folder:
             while True:
                 try:
-                    failed_at = _read_in_workers(pool, splitter, workers, blocks, side, shared)
+                    failed_at = _read_in_workers(
+                        pool, splitter, workers, blocks, side, shared, folder
+                    )
                 except _ThroughPipes as switch:
                     _log.info(
                         "%s: the workers cannot open the file (%s); its chunks go to them "
@@ -281,20 +289,22 @@ def _read_in_workers(
     blocks: list[Block],
     side: Side,
     shared: bool = True,
+    folder: str | None = None,
 ) -> int:
     """Send the splitter's payloads to the workers and take their outcomes in file order into
     ``blocks`` and ``side``, up to the first chunk that does not decode: its offset (-1 when
     the data ran out first). With ``shared``, an uncompressed file's chunks are read by the
-    workers from the file itself; :class:`_ThroughPipes` where a worker cannot open it."""
-    pending: deque[tuple[int, Future[ChunkResult | None]]] = deque()
+    workers from the file itself; :class:`_ThroughPipes` where a worker cannot open it. With
+    ``folder``, the workers hand their blocks back in files there (:mod:`.block_files`)."""
+    pending: deque[tuple[int, Future[ChunkResult | BlockFile | None]]] = deque()
     source = (
         shared_file(splitter.source.fileno()) if shared and not splitter.source.compressed else None
     )
-    chunks: Generator[tuple[int, Future[ChunkResult | None]], None, None] = (
+    chunks: Generator[tuple[int, Future[ChunkResult | BlockFile | None]], None, None] = (
         ((start, pool.submit(chunk_result, payload)) for start, payload in splitter.payloads())
         if source is None
         else (
-            (start, pool.submit(chunk_result_at, source, first, stop))
+            (start, pool.submit(chunk_result_at, source, first, stop, folder))
             for start, first, stop in splitter.spans()
         )
     )
@@ -303,7 +313,7 @@ def _read_in_workers(
         """Take the oldest chunk's outcome; its offset if it did not decode, else -1."""
         start, future = pending.popleft()
         try:
-            outcome = future.result()
+            outcome = loaded(future.result())
         except SharedFileUnreadable as exc:
             raise _ThroughPipes(start, str(exc)) from None
         if outcome is None:
