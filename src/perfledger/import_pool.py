@@ -90,7 +90,7 @@ def take(workers: int) -> ProcessPoolExecutor | None:
         return None
     pool, count = started
     if count != max(1, min(workers, MAX_WORKERS)):
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop(pool)
         return None
     return pool
 
@@ -101,7 +101,16 @@ def discard() -> None:
     with _lock:
         started, _started = _started, None
     if started is not None:
-        started[0].shutdown(wait=False, cancel_futures=True)
+        _stop(started[0])
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool nobody took: its workers hold no work (at most their start), so they are
+    ended at once rather than told to finish, which waits for them to be ready first."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
 
 
 def prestart_for(argv: list[str], preload: str) -> None:
