@@ -1,0 +1,105 @@
+"""When each step of one ``perfledger analyze`` ran, on which thread, and for how much CPU.
+
+``python bench/phase_timeline.py TRACE [-o OUT]`` runs the analyze in this process with the
+functions below wrapped: each call prints its start and end (seconds from this script's
+start), its wall and its thread's CPU seconds, and the thread it ran on, in order of start.
+What runs beside what (``analysis.beside``, the writer threads) shows as overlapping lines of
+other threads; a step whose wall time is well above its CPU waited (for a thread beside it,
+for the GIL, or for the other core).
+
+The wrappers replace the names where the calling module looks them up; a name a module no
+longer has is listed as skipped. The figures are one run's: rerun it for the spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+_START = time.perf_counter()
+_CALLS: list[tuple[str, str, float, float, float]] = []
+
+# (module whose name is wrapped, function name): the analyze's steps, as its callers see them
+STEPS = (
+    ("perfledger.sources.kineto_parallel", "read_blocks"),
+    ("perfledger.sources.kineto", "_events_table"),
+    ("perfledger.sources.kineto", "_strings_in_order"),
+    ("perfledger.sources.kineto", "_other_columns"),
+    ("perfledger.run.tasks", "_mapped_plain"),
+    ("perfledger.analysis.profile", "repair_trace"),
+    ("perfledger.analysis.profile", "launch_starts"),
+    ("perfledger.analysis.profile", "step_plan"),
+    ("perfledger.analysis.profile", "assign_steps"),
+    ("perfledger.analysis.profile", "comm_split"),
+    ("perfledger.analysis.profile", "device_accounting"),
+    ("perfledger.analysis.profile", "rank_checks"),
+    ("perfledger.analysis.ops", "link_device_tasks"),
+    ("perfledger.run.tasks", "analyze_rank"),
+    ("perfledger.run.tasks", "profile_of_rank"),
+    ("perfledger.run.tasks", "_mapped_tables"),
+    ("perfledger.run.tasks", "_write_mapped"),
+    ("perfledger.analysis.critical_path", "build_graph"),
+    ("perfledger.run.tasks", "prepare_rank"),
+    ("perfledger.run.tasks", "rank_report"),
+    ("perfledger.run.tasks", "diagnose_rank"),
+    ("perfledger.run.pipeline", "analysis_from_results"),
+    ("perfledger.run.pipeline", "_write_profile"),
+    ("perfledger.profiledir.artefacts", "write_timelines"),
+    ("perfledger.profiledir.artefacts", "write_artefacts"),
+    ("perfledger.profiledir.artefacts", "print_profile"),
+    ("perfledger.render.timeline.writer", "place_timeline"),
+    ("perfledger.render.timeline.writer", "prepare_rows"),
+)
+
+
+def _wrapped(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        began, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _CALLS.append(
+                (
+                    name,
+                    threading.current_thread().name,
+                    began - _START,
+                    time.perf_counter() - _START,
+                    time.thread_time() - cpu,
+                )
+            )
+
+    return call
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace")
+    parser.add_argument("-o", "--out", default="bench/out/phase_timeline")
+    args = parser.parse_args()
+    for module_name, name in STEPS:
+        module = importlib.import_module(module_name)
+        if hasattr(module, name):
+            setattr(module, name, _wrapped(name, getattr(module, name)))
+        else:
+            print(f"skipped: {module_name}.{name}", file=sys.stderr)
+    from perfledger.__main__ import main as perfledger_main
+
+    cpu = time.process_time()
+    code = perfledger_main(["analyze", args.trace, "-o", args.out, "--force", "--no-ledger"])
+    end = time.perf_counter() - _START
+    print(f"{'start':>7} {'end':>7} {'wall':>6} {'cpu':>6}  thread          step")
+    for name, thread, began, ended, used in sorted(_CALLS, key=lambda c: c[2]):
+        wall = ended - began
+        print(f"{began:7.2f} {ended:7.2f} {wall:6.2f} {used:6.2f}  {thread[:15]:15} {name}")
+    print(f"end {end:.2f} s, the process's CPU {time.process_time() - cpu:.2f} s, exit {code}")
+
+
+if __name__ == "__main__":
+    main()
