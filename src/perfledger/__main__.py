@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import gc
 import importlib.util
 import os
 import signal
@@ -49,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             import_pool.prestart_for(arguments, "perfledger.sources.kineto_parallel")
             # the subcommands' modules load here: an interrupt while they do is one line too
             parser = build_parser()
+            # what the imports made lives as long as the process: kept out of the collector's
+            # full passes, which would walk it every time (and hold every thread meanwhile)
+            gc.freeze()
             args = parser.parse_args(argv)
             if args.command is None:
                 parser.print_help()

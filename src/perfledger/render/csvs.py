@@ -33,8 +33,8 @@ FLOAT_DECIMALS: Final = 6
 # while it is written; 16k rows of long kernel names keep that to about 25 MB (65k rows: 95
 # MB) for the same CPU.
 _BATCH_ROWS: Final = 16_384
-# Rows whose columns the compiled path prepares at once (a few MB of values and codes a column).
-_PREPARED_ROWS: Final = 262_144
+# Rows whose columns the compiled path prepares at once (half a MB of values or codes a column).
+_PREPARED_ROWS: Final = 65_536
 # Floats from this magnitude on are written unrounded (see _format_column).
 _ROUNDED: Final = 1e300
 

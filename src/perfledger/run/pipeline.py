@@ -189,8 +189,12 @@ def build_profile(
                     import_workers=chunk_workers if len(planned) == 1 else 0,
                     spill=not inline,
                     step_mark=step_mark,
-                    # the profile's only rank: its large CSVs are the profile's own
-                    csvs=len(planned) == 1,
+                    # the profile's only rank, in another process: its large CSVs are the
+                    # profile's own, written there beside its replay and advisor. In this
+                    # process the profile's writer writes them, beside the timelines and
+                    # the report (a core is idle there), not beside the replay and the advisor
+                    # (both cores busy: bench/README.md, "Growth")
+                    csvs=len(planned) == 1 and not inline,
                 )
                 for t in planned
             ]
@@ -335,9 +339,18 @@ def _write_profile(
     if not diagnosed:
         show(PHASE_ADVISOR)
     stop = threading.Event()
+    raw_placed = threading.Event()  # set by the writer once raw/ is complete (or it failed)
     with ThreadPoolExecutor(1, thread_name_prefix="profile-writer") as writer:
         written = writer.submit(
-            _write_independent, staging, analysis, inputs, step_times, copies, csvs, stop
+            _write_independent,
+            staging,
+            analysis,
+            inputs,
+            step_times,
+            copies,
+            csvs,
+            stop,
+            raw_placed,
         )
         try:
             advised = time.perf_counter()
@@ -357,8 +370,11 @@ def _write_profile(
             assert timelines.write is not None
             with beside(timelines.write) as timelines_written:
                 show(PHASE_TABLES)
-                waited = time.perf_counter()
-                tables_timings = written.result()
+                # the report names raw/'s files: written once they are in place, while the
+                # writer goes on with the tables and the CSVs
+                raw_placed.wait()
+                if written.done():
+                    written.result()  # the writer's error, if it failed
                 # a large source that could not be linked is recorded in raw/ as
                 # <name>.source.json
                 raw_files = [
@@ -367,9 +383,6 @@ def _write_profile(
                     else name
                     for name in raw_files
                 ]
-                # tables_s and csv_s ran beside the advisor and the timelines; this is what
-                # was left of them after those
-                wait_s = time.perf_counter() - waited
                 document = _meta_document(traces, inputs, meta, raw_files)
                 wrote = artefacts.write_artefacts(
                     staging,
@@ -385,6 +398,11 @@ def _write_profile(
                     on_phase=show,
                     timelines=timelines,
                 )
+                waited = time.perf_counter()
+                tables_timings = written.result()
+                # tables_s and csv_s ran beside the advisor, the timelines and the report;
+                # this is what was left of them after those
+                wait_s = time.perf_counter() - waited
                 timeline_s = timelines_written.result()
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
@@ -414,20 +432,33 @@ def _write_independent(
     copies: Mapping[Path, Path] | None,
     csvs: Mapping[str, Path] | None,
     stop: threading.Event,
+    raw_placed: threading.Event | None = None,
 ) -> dict[str, float]:
     """The raw copies, the Parquet tables and the CSVs (none of them needs the findings;
     those in ``csvs``, written by the rank task, moved in place); the seconds each took.
-    Ends early, between two files, once ``stop`` is set."""
+    Ends early, between two files, once ``stop`` is set. ``raw_placed``: set once raw/ is
+    complete, or when this fails before."""
+    try:
+        started = time.perf_counter()
+        _place_raw(staging, analysis, inputs, copies, stop)
+    finally:
+        if raw_placed is not None:
+            raw_placed.set()
+    return _write_tables(staging, analysis, step_times, csvs, stop, started)
 
-    def check() -> None:
-        if stop.is_set():
-            raise PerfledgerError("the profile was abandoned")
 
-    started = time.perf_counter()
+def _place_raw(
+    staging: Path,
+    analysis: ProfileAnalysis,
+    inputs: Sequence[Path],
+    copies: Mapping[Path, Path] | None,
+    stop: threading.Event,
+) -> None:
+    """raw/: the sources, moved from the rank tasks' copies or copied here."""
     raw = staging / RAW_DIR
     raw.mkdir()
     for source, name in raw_names(_sources(analysis, inputs)).items():
-        check()
+        _check(stop)
         copied = (copies or {}).get(source)
         if copied is not None and copied.exists():
             # kept by its rank task (a copy, a link, or the record of a large source)
@@ -435,16 +466,27 @@ def _write_independent(
             os.replace(copied, raw / (name + SOURCE_RECORD_SUFFIX if recorded else name))
         else:
             copy_source(source, raw / name)
+
+
+def _write_tables(
+    staging: Path,
+    analysis: ProfileAnalysis,
+    step_times: pa.Table | None,
+    csvs: Mapping[str, Path] | None,
+    stop: threading.Event,
+    started: float,
+) -> dict[str, float]:
+    """The Parquet tables and the CSVs; the seconds each took (the tables' from ``started``)."""
     tables = {"counters": analysis.counters, "steps": analysis.steps, "gaps": analysis.gaps}
     if step_times is not None:
         tables["step_times"] = step_times.cast(STEP_TIMES_SCHEMA)
     for name, table in tables.items():
-        check()
+        _check(stop)
         write_table(staging, name, table)
         drop_mapped_pages(table)  # of a mapped table: read whole for the file
     csv_started = time.perf_counter()
     for name, table in artefacts.csv_tables(analysis).items():
-        check()
+        _check(stop)
         written = (csvs or {}).get(name)
         if written is not None and written.exists():
             os.replace(written, staging / name)
@@ -452,6 +494,12 @@ def _write_independent(
         write_csv(table, staging / name)
         drop_mapped_pages(table)
     return {"tables_s": csv_started - started, "csv_s": time.perf_counter() - csv_started}
+
+
+def _check(stop: threading.Event) -> None:
+    """Raise once the profile is abandoned (``stop`` set): the writer ends between files."""
+    if stop.is_set():
+        raise PerfledgerError("the profile was abandoned")
 
 
 def run_rank_tasks(
