@@ -69,7 +69,9 @@ typedef struct {
 } Cursor;
 
 static inline void skip_ws(Cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+    /* every whitespace byte is at most ' ', and most tokens follow none */
+    while (c->p < c->end && *c->p <= ' ' &&
+           (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
         c->p++;
 }
 
@@ -112,7 +114,7 @@ static inline uint64_t special_bytes(uint64_t w) {
 #endif
 
 /* At an opening quote: past the closing one; 0 on invalid text. */
-static int scan_string(Cursor *c) {
+static inline int scan_string(Cursor *c) {
     c->escaped = 0;
     c->p++;
     for (;;) {
@@ -172,23 +174,26 @@ static int scan_string(Cursor *c) {
 
 /* At a number's first byte: past it; 0 on invalid text. *is_int: a plain integer of at
  * most 18 digits, its value in *value. */
-static int scan_number(Cursor *c, int *is_int, int64_t *value) {
-    const unsigned char *start = c->p;
+static inline int scan_number(Cursor *c, int *is_int, int64_t *value) {
+    const unsigned char *p = c->p, *end = c->end;
     int negative = 0;
-    if (c->p < c->end && *c->p == '-') {
+    if (p < end && *p == '-') {
         negative = 1;
-        c->p++;
+        p++;
     }
-    if (c->p >= c->end) return 0;
-    const unsigned char *digits = c->p;
-    if (*c->p == '0') {
-        c->p++;
-    } else if (*c->p >= '1' && *c->p <= '9') {
-        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+    if (p >= end) return 0;
+    const unsigned char *digits = p;
+    /* the integer part's value as it is read (it wraps past 19 digits: then not used) */
+    uint64_t v = 0;
+    if (*p == '0') {
+        p++;
+    } else if ((unsigned)(*p - '1') < 9u) {
+        while (p < end && (unsigned)(*p - '0') < 10u) v = v * 10 + (uint64_t)(*p++ - '0');
     } else {
         return 0;
     }
-    size_t n_digits = (size_t)(c->p - digits);
+    size_t n_digits = (size_t)(p - digits);
+    c->p = p;
     int plain = 1;
     if (c->p < c->end && *c->p == '.') {
         plain = 0;
@@ -204,12 +209,7 @@ static int scan_number(Cursor *c, int *is_int, int64_t *value) {
         while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
     }
     *is_int = plain && n_digits <= 18;
-    if (*is_int) {
-        int64_t v = 0;
-        for (const unsigned char *q = digits; q < digits + n_digits; q++) v = v * 10 + (*q - '0');
-        *value = negative ? -v : v;
-    }
-    (void)start;
+    if (*is_int) *value = negative ? -(int64_t)v : (int64_t)v;
     return 1;
 }
 
@@ -240,8 +240,31 @@ static void note_string(uint32_t *found, const unsigned char *quote, const Curso
 /* At a value's first byte: past the value; 0 on invalid or unsupported text. *kind: what
  * it is; *value: a plain integer's value. Nested values are walked without recursion.
  * found (NULL: not looked for): each string of the value, a key or a value at any depth,
- * noted (note_string). */
-static int scan_value(Cursor *c, int *kind, int64_t *value, uint32_t *found) {
+ * noted (note_string). scan_value reads a string or a non-negative number where it is
+ * called (what most fields hold), anything else through scan_any_value. */
+static int scan_any_value(Cursor *c, int *kind, int64_t *value, uint32_t *found);
+
+static inline int scan_value(Cursor *c, int *kind, int64_t *value, uint32_t *found) {
+    if (c->p < c->end) {
+        unsigned char ch = *c->p;
+        if (ch == '"') {
+            *kind = K_STRING;
+            const unsigned char *quote = c->p;
+            if (!scan_string(c)) return 0;
+            if (found != NULL) note_string(found, quote, c);
+            return 1;
+        }
+        if ((unsigned)(ch - '0') < 10u) {
+            int is_int = 0;
+            if (!scan_number(c, &is_int, value)) return 0;
+            *kind = is_int ? K_INT : K_NUMBER;
+            return 1;
+        }
+    }
+    return scan_any_value(c, kind, value, found);
+}
+
+static int scan_any_value(Cursor *c, int *kind, int64_t *value, uint32_t *found) {
     if (c->p >= c->end) return 0;
     unsigned char ch = *c->p;
     if (ch == '"') {
@@ -395,7 +418,7 @@ static int init_keys(KeyTable *table) {
 
 /* Which key of the table ``key`` (its text between the quotes, within a text ending at
  * ``end``) is, or -1. */
-static int key_of(const KeyTable *table, const unsigned char *key, size_t len,
+static inline int key_of(const KeyTable *table, const unsigned char *key, size_t len,
                   const unsigned char *end) {
     if (len >= 16) return -1;
     uint32_t bits = table->of_length[len];
@@ -412,10 +435,18 @@ static int key_of(const KeyTable *table, const unsigned char *key, size_t len,
     return -1;
 }
 
-static int scalar_slot(int field) {
+/* Each field's slot among the scalars, or -1: SCALAR_FIELD read the other way (checked
+ * against it at import, scalar_slots_agree). */
+static const int SCALAR_SLOT[N_FIELDS] = {-1, -1, -1, 0, 1, 2, 3, 4, -1};
+
+static inline int scalar_slot(int field) { return SCALAR_SLOT[field]; }
+
+static int scalar_slots_agree(void) {
+    int slots = 0;
+    for (int f = 0; f < N_FIELDS; f++) slots += SCALAR_SLOT[f] >= 0;
     for (int i = 0; i < N_SCALARS; i++)
-        if (SCALAR_FIELD[i] == field) return i;
-    return -1;
+        if (SCALAR_SLOT[SCALAR_FIELD[i]] != i) return 0;
+    return slots == N_SCALARS;
 }
 
 /* The args keys whose values are read (as kineto_columns._ARG_FIELDS names them). */
@@ -506,21 +537,18 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
         int64_t *span = spans + n * N_SPANS;
         int64_t *value = values + n * N_SCALARS;
         uint8_t *kind = kinds + n * N_SCALARS;
-        for (int i = 0; i < N_SPANS; i++) span[i] = -1;
-        for (int i = 0; i < N_SCALARS; i++) {
-            value[i] = 0;
-            kind[i] = K_ABSENT;
-        }
+        /* spans -1 (every byte 0xff), values 0, kinds K_ABSENT (0) */
+        memset(span, 0xff, sizeof(int64_t) * N_SPANS);
+        memset(value, 0, sizeof(int64_t) * N_SCALARS);
+        memset(kind, K_ABSENT, N_SCALARS);
         int64_t *arg_span = arg_spans + n * 2 * N_ARGS;
         int64_t *arg_value = arg_values + n * N_ARGS;
         uint8_t *arg_kind = arg_kinds + n * N_ARGS;
         uint32_t *found = arg_found + n;
         *found = 0;
-        for (int i = 0; i < N_ARGS; i++) {
-            arg_span[2 * i] = arg_span[2 * i + 1] = -1;
-            arg_value[i] = 0;
-            arg_kind[i] = K_ABSENT;
-        }
+        memset(arg_span, 0xff, sizeof(int64_t) * 2 * N_ARGS);
+        memset(arg_value, 0, sizeof(int64_t) * N_ARGS);
+        memset(arg_kind, K_ABSENT, N_ARGS);
         span[0] = c.p - data;
         c.p++;
         skip_ws(&c);
@@ -1069,6 +1097,10 @@ PyMODINIT_FUNC PyInit__kscan(void) {
     init_special();
     if (!init_keys(&FIELDS) || !init_keys(&ARGS) || N_ARGS > 31) {
         PyErr_SetString(PyExc_ImportError, "_kscan: a key table holds a key of 16 bytes or more, or too many keys");
+        return NULL;
+    }
+    if (!scalar_slots_agree()) {
+        PyErr_SetString(PyExc_ImportError, "_kscan: SCALAR_SLOT disagrees with SCALAR_FIELD");
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
