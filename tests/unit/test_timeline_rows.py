@@ -127,6 +127,20 @@ def test_a_code_beyond_its_table_and_a_record_placed_twice_are_refused() -> None
         joined_bytes([(rows, np.array([0, 1]))], 3)
 
 
+@pytest.mark.parametrize("texts", [2, 40])  # no more texts than rows (one pass), and more
+def test_a_code_beyond_its_table_is_refused_whether_rows_are_measured_or_not(texts: int) -> None:
+    data = b"".join(b"t%d" % i for i in range(texts))
+    offsets = np.array([len(b"".join(b"t%d" % i for i in range(k))) for k in range(texts + 1)])
+    codes = np.array([texts - 1, 1, texts], dtype=np.int64)  # the last one beyond
+    table = (1, data, offsets.astype(np.int32), codes, None)
+    with pytest.raises(ValueError, match="beyond its table"):
+        text._records.format(3, (table,))
+    shown = np.array([True, True, False])  # hidden: never read, the others written
+    written, at = text._records.format(3, ((1, data, offsets.astype(np.int32), codes, shown),))
+    assert written == b"t%dt1" % (texts - 1)
+    assert np.frombuffer(at, np.int64).tolist() == [0, len(written) - 2, len(written), len(written)]
+
+
 def test_a_text_whose_offsets_leave_the_data_is_refused_where_a_row_reads_it() -> None:
     data, offsets = b"ab", np.array([0, 1, 9], dtype=np.int32)  # text 1 ends past the data
     table = (1, data, offsets, np.array([0, 0], dtype=np.int64), None)

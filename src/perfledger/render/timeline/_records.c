@@ -203,6 +203,46 @@ static char *put_piece(char *dst, const Op *op, Py_ssize_t i) {
     }
 }
 
+/* Rows whose text may take more than this (by one_pass_bound) are measured first. */
+#define ONE_PASS_MOST ((Py_ssize_t)1 << 26)
+
+/* The most bytes n rows of ops can take, found without reading the rows, where every table
+ * of the ops holds at most n texts (its offsets then checked whole, for less than a read of
+ * the rows would cost), all of them within the table's data, and the bound is at most
+ * ONE_PASS_MOST: the rows are then written into a buffer that large, each code checked as
+ * it is read. -1 where the rows must be measured one by one (most_bytes, which checks the
+ * texts the rows read, and only those). */
+static Py_ssize_t one_pass_bound(const Op *ops, Py_ssize_t count, Py_ssize_t n) {
+    Py_ssize_t per_row = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        const Op *op = &ops[k];
+        switch (op->kind) {
+        case LITERAL:
+            per_row += op->text_len;
+            break;
+        case TABLE: {
+            if (op->texts > n) return -1;
+            int32_t longest = 0;
+            for (Py_ssize_t t = 0; t < op->texts; t++) {
+                int32_t a = op->offsets[t], b = op->offsets[t + 1];
+                if (a < 0 || b < a || b > op->text_len) return -1;
+                if (b - a > longest) longest = b - a;
+            }
+            per_row += longest;
+            break;
+        }
+        case INTEGER:
+            per_row += op->before_len + 20 + op->after_len;
+            break;
+        default:
+            per_row += 21 + 5 + op->after_len;
+        }
+        if (per_row > ONE_PASS_MOST) return -1;
+    }
+    if (n > 0 && per_row > ONE_PASS_MOST / n) return -1;
+    return n * per_row;
+}
+
 static PyObject *format_rows(PyObject *self, PyObject *args) {
     (void)self;
     Py_ssize_t n;
@@ -220,14 +260,18 @@ static PyObject *format_rows(PyObject *self, PyObject *args) {
         if (parse_op(PyTuple_GET_ITEM(items, parsed), &ops[parsed], n) < 0) goto out;
     Py_ssize_t total = 0, bad = 0;
     Py_BEGIN_ALLOW_THREADS;
-    for (Py_ssize_t i = 0; i < n && !bad; i++) {
-        for (Py_ssize_t k = 0; k < count; k++) {
-            Py_ssize_t most = most_bytes(&ops[k], i);
-            if (most < 0) {
-                bad = most;
-                break;
+    total = one_pass_bound(ops, count, n);
+    if (total < 0) { /* each row measured */
+        total = 0;
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            for (Py_ssize_t k = 0; k < count; k++) {
+                Py_ssize_t most = most_bytes(&ops[k], i);
+                if (most < 0) {
+                    bad = most;
+                    break;
+                }
+                total += most;
             }
-            total += most;
         }
     }
     Py_END_ALLOW_THREADS;
@@ -242,12 +286,25 @@ static PyObject *format_rows(PyObject *self, PyObject *args) {
     char *begin = PyBytes_AS_STRING(data), *dst = begin;
     int64_t *o = (int64_t *)PyBytes_AS_STRING(offsets);
     Py_BEGIN_ALLOW_THREADS;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < n && !bad; i++) {
         o[i] = (int64_t)(dst - begin);
-        for (Py_ssize_t k = 0; k < count; k++) dst = put_piece(dst, &ops[k], i);
+        for (Py_ssize_t k = 0; k < count; k++) {
+            const Op *op = &ops[k];
+            if (op->kind == TABLE && op->codes != NULL &&
+                (op->codes[i] < 0 || op->codes[i] >= op->texts) &&
+                (op->shown == NULL || op->shown[i])) {
+                bad = -1; /* read unmeasured (one_pass_bound): checked here */
+                break;
+            }
+            dst = put_piece(dst, op, i);
+        }
     }
     o[n] = (int64_t)(dst - begin);
     Py_END_ALLOW_THREADS;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "a code lies beyond its table");
+        goto out;
+    }
     if (_PyBytes_Resize(&data, dst - begin) < 0) goto out; /* data is NULL then */
     result = PyTuple_Pack(2, data, offsets);
 out:
