@@ -172,7 +172,7 @@ def test_a_task_not_told_writes_no_csv(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_profile_of_one_rank_has_the_csvs_its_task_wrote(tmp_path: Path, workers: int) -> None:
+def test_a_profile_of_one_rank_has_its_large_csvs(tmp_path: Path, workers: int) -> None:
     import io
     import json
 
@@ -195,7 +195,9 @@ def test_a_profile_of_one_rank_has_the_csvs_its_task_wrote(tmp_path: Path, worke
     assert (out / "kernel_details.csv").read_bytes() == csv_bytes(whole.kernel_details)
     assert whole.op_summary.num_rows > 0 and whole.kernel_details.num_rows > 0
     timings = json.loads((out / "meta.json").read_text())["timings"]
-    assert timings["rank_csv_s"] >= 0  # written by the task, moved in place
+    # one trace is analysed in this process: the profile's writer writes its large CSVs
+    # with the others, beside the timelines and the report, not its task
+    assert "rank_csv_s" not in timings and timings["csv_s"] > 0
     assert not list(out.rglob(".ranks"))
 
 

@@ -18,11 +18,13 @@ from hypothesis import strategies as st
 
 from perfledger.errors import PerfledgerError, TraceFormatError
 from perfledger.model import schema
+from perfledger.run.mapped_files import same_buffers
 from perfledger.sources import kineto, kineto_stream
 from perfledger.sources.kineto import is_kineto, load_kineto
 from perfledger.sources.kineto_text import float_us_ns, text_us_ns
 from tests import kineto_gen as gen
 from tests.kineto_gen import Num
+from tests.synth import assert_same_events
 
 HOST = 100
 GPU = 0
@@ -975,3 +977,34 @@ def test_a_row_of_no_kind_is_of_none_of_the_kinds(kinds: tuple[str, ...]) -> Non
     codes = np.array([-1, *range(len(schema.KINDS)), -1], dtype=np.int8)
     expected = [code >= 0 and schema.KINDS[code] in kinds for code in codes.tolist()]
     assert kineto._of_kinds(codes, kinds).tolist() == expected
+
+
+def test_the_text_columns_go_through_place_text_as_the_layout_makes_them(tmp_path: Path) -> None:
+    trace = gen.write_kineto(
+        tmp_path / "t.json",
+        [
+            gen.cpu_op("b", 20, 5, external_id=2, **{"Input Dims": [[2, 3]]}),
+            gen.cpu_op("a", 10, 5, external_id=1, note="x"),
+        ],
+    )
+    plain = load_kineto(trace)
+    seen: list[pa.Table] = []
+    given: list[pa.Table] = []
+
+    def place(text: pa.Table) -> pa.Table:
+        seen.append(text)
+        # the same values in other memory, as a file's map would hold them
+        other = pa.table({n: pa.array(text[n].to_pylist(), pa.string()) for n in text.column_names})
+        given.append(other)
+        return other
+
+    placed = load_kineto(trace, place_text=place)
+    assert len(seen) == 1 and seen[0].column_names == list(kineto.TEXT_COLUMNS)
+    assert seen[0].num_rows == plain.events.num_rows
+    assert_same_events(placed.events, plain.events)
+    for name in kineto.TEXT_COLUMNS:  # the events hold the columns place_text gave
+        assert same_buffers(placed.events[name], given[0][name]), name
+    # in row order (by start): the operator at 10 µs first
+    assert json.loads(plain.events["args"].to_pylist()[0]) == {"External id": 1, "note": "x"}
+    kept = load_kineto(trace, place_text=lambda text: None)
+    assert_same_events(kept.events, plain.events)

@@ -60,6 +60,14 @@ from perfledger.model.trace import Trace
 from perfledger.model.whatif import ReplayReport
 from perfledger.profiledir.writer import copy_source
 from perfledger.render.csvs import write_csv
+from perfledger.run.mapped_files import (
+    TextFile,
+    mapped_copy,
+    read_ipc,
+    same_buffers,
+    with_columns,
+    write_ipc,
+)
 from perfledger.run.progress import PHASE_ADVISOR, PHASE_ANALYSIS
 from perfledger.sources import discover
 
@@ -241,8 +249,9 @@ def loaded(result: RankResult) -> RankResult:
 
 def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFailure:
     started = time.perf_counter()
+    text = TextFile(task.work_dir / f"{EVENTS}-text{ARROW_SUFFIX}")
     try:
-        trace = _load(task, progress)
+        trace = _load(task, progress, text)
         if task.step_mark is not None:
             events = mark_steps(trace.events, task.step_mark, str(task.path))
             trace = replace(trace, events=events)
@@ -256,7 +265,8 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     # which the system gives again at a fraction of the cost of pages it has to find
     # (bench/README.md, "Growth")
     release_freed_memory()
-    plain, plain_files = _mapped_plain(trace.events, task.work_dir)
+    plain, plain_files = _mapped_plain(trace.events, task.work_dir, text)
+    del text
     trace = replace(trace, events=plain)
     release_freed_memory()  # the imported columns in the heap
     imported = time.perf_counter()
@@ -382,11 +392,14 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     )
 
 
-def _mapped_plain(events: pa.Table, directory: Path) -> tuple[pa.Table, dict[Path, list[str]]]:
+def _mapped_plain(
+    events: pa.Table, directory: Path, placed: TextFile | None = None
+) -> tuple[pa.Table, dict[Path, list[str]]]:
     """``events`` with its plain columns (all but the dictionary ones: the args text, times,
     ids) read through memory maps of Arrow IPC files written in ``directory``, and the
     columns each file holds (a file that could not be written or mapped: none, its columns
-    stay in the heap).
+    stay in the heap). The text columns ``placed`` already (by the import) are kept where
+    they lie.
 
     The numbers and the text go to a file each: the import lays the text out in pieces and
     the numbers in one piece, and a file's record batches cut every column where any is cut.
@@ -402,10 +415,12 @@ def _mapped_plain(events: pa.Table, directory: Path) -> tuple[pa.Table, dict[Pat
         directory / f"{EVENTS}-text{ARROW_SUFFIX}": text,
     }
     files: dict[Path, list[str]] = {}
+    if placed is not None and placed.holds(events, groups.get(placed.path, [])):
+        files[placed.path] = groups.pop(placed.path)
     for path, names in groups.items():
-        mapped = _mapped(events.select(names), path) if names else None
+        mapped = mapped_copy(events.select(names), path) if names else None
         if mapped is not None:
-            events = _with_columns(events, mapped)
+            events = with_columns(events, mapped)
             files[path] = names
     return events, files
 
@@ -428,7 +443,7 @@ def _mapped_tables(
 
     def mapped(table: pa.Table, name: str) -> pa.Table:
         path = task.work_dir / f"{name}{ARROW_SUFFIX}"
-        done = _mapped(table, path)
+        done = mapped_copy(table, path)
         if done is None:
             return table
         files[name] = path
@@ -443,7 +458,7 @@ def _mapped_tables(
         and mapped_links is not None
         and mapped_links is not links
         and all(
-            name in links.column_names and _same_buffers(summary[name], links[name])
+            name in links.column_names and same_buffers(summary[name], links[name])
             for name in summary.column_names
         )
     ):
@@ -468,17 +483,6 @@ def _mapped_tables(
     return rank, profile, files
 
 
-def _mapped(table: pa.Table, path: Path) -> pa.Table | None:
-    """``table`` read back through a memory map of an Arrow IPC file written at ``path``, or
-    None where the file cannot be written or mapped (a full disk, a filesystem without memory
-    maps): the map only saves memory, and the task goes on with the table in the heap."""
-    try:
-        return read_ipc(write_ipc(table, path))
-    except OSError:
-        path.unlink(missing_ok=True)
-        return None
-
-
 def _mapped_rest(
     task: RankTask, events: pa.Table, plain: pa.Table, plain_files: dict[Path, list[str]]
 ) -> tuple[pa.Table, dict[str, Path], tuple[Path, ...]]:
@@ -491,7 +495,7 @@ def _mapped_rest(
         path: [
             name
             for name in names
-            if name in events.column_names and _same_buffers(events[name], plain[name])
+            if name in events.column_names and same_buffers(events[name], plain[name])
         ]
         for path, names in plain_files.items()
     }
@@ -500,37 +504,15 @@ def _mapped_rest(
     rest_plain = [n for n in rest if not pa.types.is_dictionary(events.schema.field(n).type)]
     if not task.spill:
         made = (
-            _mapped(events.select(rest_plain), task.work_dir / f"{EVENTS}-made{ARROW_SUFFIX}")
+            mapped_copy(events.select(rest_plain), task.work_dir / f"{EVENTS}-made{ARROW_SUFFIX}")
             if rest_plain
             else None
         )
-        return (events if made is None else _with_columns(events, made)), {}, ()
+        return (events if made is None else with_columns(events, made)), {}, ()
     # the file the parent maps with the plain ones, written now
     path = write_ipc(events.select(rest), task.work_dir / f"{EVENTS}{ARROW_SUFFIX}")
-    events = _with_columns(events, read_ipc(path).select(rest_plain))
+    events = with_columns(events, read_ipc(path).select(rest_plain))
     return events, {"events": path}, tuple(p for p, names in holding.items() if names)
-
-
-def _with_columns(table: pa.Table, columns: pa.Table) -> pa.Table:
-    """``table`` with its columns named in ``columns`` replaced by those."""
-    for name in columns.column_names:
-        index = table.schema.get_field_index(name)
-        table = table.set_column(index, table.schema.field(index), columns[name])
-    return table
-
-
-def _same_buffers(one: pa.ChunkedArray, other: pa.ChunkedArray) -> bool:
-    """Whether two columns are the very same memory (chunk for chunk: buffers and offsets)."""
-    if one.num_chunks != other.num_chunks:
-        return False
-    for a, b in zip(one.chunks, other.chunks, strict=True):
-        if len(a) != len(b) or a.offset != b.offset:
-            return False
-        if [x.address if x is not None else None for x in a.buffers()] != [
-            x.address if x is not None else None for x in b.buffers()
-        ]:
-            return False
-    return True
 
 
 def _rank_tables(
@@ -665,19 +647,26 @@ def flag_copies(results: Sequence[RankResult]) -> list[RankResult]:
     return flagged
 
 
-def _load(task: RankTask, progress: TaskProgress | None) -> Trace:
-    """One rank's trace, its names and args within the limits (:mod:`perfledger.sources.names`)."""
+def _load(task: RankTask, progress: TaskProgress | None, text: TextFile | None = None) -> Trace:
+    """One rank's trace, its names and args within the limits (:mod:`perfledger.sources.names`);
+    ``text``: where a Kineto import places its text columns."""
     from perfledger.sources.names import bounded
 
-    return bounded(_import(task, progress))
+    return bounded(_import(task, progress, text))
 
 
-def _import(task: RankTask, progress: TaskProgress | None) -> Trace:
+def _import(task: RankTask, progress: TaskProgress | None, text: TextFile | None) -> Trace:
     report = progress.imported if progress is not None else None
     if task.fmt == KINETO:
         from perfledger.sources.kineto import load_kineto
 
-        return load_kineto(task.path, rank=task.rank, progress=report, workers=task.import_workers)
+        return load_kineto(
+            task.path,
+            rank=task.rank,
+            progress=report,
+            workers=task.import_workers,
+            place_text=text,
+        )
     from perfledger.sources.ascend import load_ascend
 
     traces = load_ascend(task.path, progress=report)
@@ -716,25 +705,6 @@ def _ranked(table: pa.Table | None, rank: int) -> pa.Table | None:
     return table.set_column(
         index, table.schema.field("rank"), pa.array([rank] * table.num_rows, pa.int32())
     )
-
-
-def write_ipc(table: pa.Table, path: Path) -> Path:
-    """Write an uncompressed Arrow IPC file (what :func:`read_ipc` maps without copying)."""
-    # The IPC file format holds one dictionary per column: chunks must share it.
-    table = table.unify_dictionaries()
-    with (
-        replacing(path) as temporary,
-        pa.OSFile(str(temporary), "wb") as sink,
-        pa.ipc.new_file(sink, table.schema) as writer,
-    ):
-        writer.write_table(table)
-    return path
-
-
-def read_ipc(path: Path) -> pa.Table:
-    """Memory-map an Arrow IPC file written by :func:`write_ipc` (no copy into the heap)."""
-    with pa.memory_map(str(path), "r") as source:
-        return pa.ipc.open_file(source).read_all()
 
 
 def resolve_ranks(results: Sequence[RankResult]) -> list[int]:

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -73,7 +73,13 @@ _UNKNOWN = -1
 KindArray = npt.NDArray[np.int8]  # codes into schema.KINDS
 _DEVICE_SIDE_KINDS = (*schema.DEVICE_TASK_KINDS, schema.DEVICE_ANNOTATION)
 
-__all__ = ["SOURCE_KIND", "is_kineto", "load_kineto"]
+__all__ = ["SOURCE_KIND", "TEXT_COLUMNS", "TextPlacer", "is_kineto", "load_kineto"]
+
+# The events' text columns, laid out on a thread of their own (and placed: load_kineto).
+TEXT_COLUMNS: Final = ("args", "shapes", "dtypes")
+# What load_kineto's ``place_text`` is: the text columns in, the columns to hold out (None:
+# those given).
+TextPlacer = Callable[[pa.Table], pa.Table | None]
 
 
 def is_kineto(path: Path) -> bool:
@@ -120,6 +126,7 @@ def load_kineto(
     rank: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     workers: int = 0,
+    place_text: TextPlacer | None = None,
 ) -> Trace:
     """Read one rank's Kineto trace into canonical tables.
 
@@ -131,6 +138,10 @@ def load_kineto(
         workers: worker processes that decode a large trace (at least
             :data:`PARALLEL_MIN_BYTES` of JSON) chunk by chunk; 0 or 1: this process alone.
             The tables are the same either way.
+        place_text: given the text columns (:data:`TEXT_COLUMNS`) as soon as the layout has
+            made them, while it goes on with the others, returns them as the events will
+            hold them (for instance read back through a memory map of a file they were
+            written to, the heap's copy then let go), or None to keep them as they are.
 
     Raises:
         TraceFormatError: the file is missing, not JSON, not a trace, or holds no events.
@@ -160,7 +171,7 @@ def load_kineto(
         losses.append("baseTimeNanoseconds is not a time in ns: ignored")
         meta["time_base"] = "epoch ns: ts"
         base_ns = 0
-    events = _events_table(blocks, side, trace_rank, base_ns, meta)
+    events = _events_table(blocks, side, trace_rank, base_ns, meta, place_text)
     # None tells a caller holding several traces that this one does not know its rank.
     meta["rank"] = rank if rank is not None else found_rank
     meta["rank_source"] = (
@@ -572,7 +583,12 @@ def _start_order(start: Int64Array, dur: Int64Array) -> Int64Array:
 
 
 def _events_table(
-    blocks: list[Block], side: Side, rank: int, base_ns: int, meta: dict[str, Any]
+    blocks: list[Block],
+    side: Side,
+    rank: int,
+    base_ns: int,
+    meta: dict[str, Any],
+    place_text: TextPlacer | None = None,
 ) -> pa.Table:
     """Classify the rows and lay them out sorted by (start_ns, -dur_ns).
 
@@ -591,7 +607,7 @@ def _events_table(
     position[order] = np.arange(order.size)
     plan = _gather_plan(sizes, order)
     with ThreadPoolExecutor(1, thread_name_prefix="kineto-text") as pool:
-        laid_out = pool.submit(_strings_in_order, blocks, sizes, plan)
+        laid_out = pool.submit(_strings_in_order, blocks, sizes, plan, place_text)
         del plan
         other = _other_columns(blocks, sizes, order, position, start - base_ns, side, meta)
         del order, position
@@ -621,12 +637,16 @@ def _events_table(
     return schema.conform_events(pa.table(columns))
 
 
-def _strings_in_order(blocks: list[Block], sizes: list[int], plan: _GatherPlan) -> dict[str, Any]:
-    """The text columns in sorted row order (:func:`_sorted_strings`)."""
-    strings = {
-        column: _sorted_strings(blocks, sizes, column, plan)
-        for column in ("args", "shapes", "dtypes")
-    }
+def _strings_in_order(
+    blocks: list[Block], sizes: list[int], plan: _GatherPlan, place_text: TextPlacer | None
+) -> dict[str, Any]:
+    """The text columns in sorted row order (:func:`_sorted_strings`), as ``place_text``
+    places them."""
+    strings = {column: _sorted_strings(blocks, sizes, column, plan) for column in TEXT_COLUMNS}
+    if place_text is not None:
+        placed = place_text(pa.table(strings))
+        if placed is not None:
+            strings = {column: placed[column] for column in TEXT_COLUMNS}
     release_freed_memory()
     return strings
 

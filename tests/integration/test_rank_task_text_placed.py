@@ -1,0 +1,80 @@
+"""The import writes the events' text columns to their mapped file as soon as the layout has
+made them (beside the other columns' layout); the rank task then keeps them where they lie,
+unless something replaced them since (args over the limit cut): then they are written again."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from perfledger.memory import in_mapped_files
+from perfledger.run import mapped_files
+from perfledger.run.tasks import EVENTS, RankResult, RankTask, run_rank_task
+from perfledger.sources.kineto import TEXT_COLUMNS
+from perfledger.sources.names import ARGS_LIMIT
+from tests import kineto_gen as gen
+
+TRACE = Path(__file__).resolve().parents[1] / "data" / "kineto" / "v100_rank1_ddp.json.gz"
+TEXT_FILE = f"{EVENTS}-text.arrow"
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps"
+)
+
+
+def _counted_writes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    written: Counter[str] = Counter()
+    write = mapped_files.write_ipc
+
+    def counting(table: object, path: Path) -> Path:
+        written[path.name] += 1
+        return write(table, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mapped_files, "write_ipc", counting)
+    return written
+
+
+def test_the_text_file_is_written_once_and_the_events_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written = _counted_writes(monkeypatch)
+    result = run_rank_task(RankTask(0, "kineto", TRACE, tmp_path / "task", spill=False))
+    assert isinstance(result, RankResult)
+    assert written[TEXT_FILE] == 1
+    events = result.tables["events"]
+    assert in_mapped_files(events.select(list(TEXT_COLUMNS)))
+    # the same text as a task whose files cannot be written keeps in the heap
+    monkeypatch.setattr(mapped_files, "write_ipc", _refused)
+    heap = run_rank_task(RankTask(0, "kineto", TRACE, tmp_path / "heap", spill=False))
+    assert isinstance(heap, RankResult)
+    held = heap.tables["events"]
+    assert not in_mapped_files(held.select(list(TEXT_COLUMNS)))
+    for name in TEXT_COLUMNS:
+        assert held[name].equals(events[name]), name
+
+
+def _refused(table: object, path: Path) -> Path:
+    raise OSError(28, "No space left on device", str(path))
+
+
+def test_text_replaced_after_the_import_is_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blob = "x" * (ARGS_LIMIT + 100)
+    events = [
+        gen.cpu_op("aten::mm", 10, 50, external_id=1, blob=blob),
+        gen.cpu_op("aten::add", 70, 20, external_id=2),
+    ]
+    trace = gen.write_kineto(tmp_path / "cut.json", events)
+    written = _counted_writes(monkeypatch)
+    result = run_rank_task(RankTask(0, "kineto", trace, tmp_path / "task", spill=False))
+    assert isinstance(result, RankResult)
+    # the import's text, then the text with the long args cut (names.bounded)
+    assert written[TEXT_FILE] == 2
+    table = result.tables["events"]
+    assert in_mapped_files(table.select(list(TEXT_COLUMNS)))
+    args = [a for a in table["args"].to_pylist() if a is not None]
+    assert any("perfledger_cut_args_bytes" in a for a in args)
+    assert not any(blob in a for a in args)
