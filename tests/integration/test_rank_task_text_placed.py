@@ -1,6 +1,7 @@
-"""The import writes the events' text columns to their mapped file as soon as the layout has
-made them (beside the other columns' layout); the rank task then keeps them where they lie,
-unless something replaced them since (args over the limit cut): then they are written again."""
+"""The import writes the events' text and number columns to their mapped files as soon as the
+layout has made them (each beside the other's layout); the rank task then keeps them where
+they lie, unless something replaced them since (args over the limit cut): then those are
+written again."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests import kineto_gen as gen
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "kineto" / "v100_rank1_ddp.json.gz"
 TEXT_FILE = f"{EVENTS}-text.arrow"
+NUMBERS_FILE = f"{EVENTS}-plain.arrow"
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps"
@@ -36,15 +38,16 @@ def _counted_writes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return written
 
 
-def test_the_text_file_is_written_once_and_the_events_read_it(
+def test_the_files_are_written_once_and_the_events_read_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     written = _counted_writes(monkeypatch)
     result = run_rank_task(RankTask(0, "kineto", TRACE, tmp_path / "task", spill=False))
     assert isinstance(result, RankResult)
-    assert written[TEXT_FILE] == 1
+    assert written[TEXT_FILE] == written[NUMBERS_FILE] == 1
     events = result.tables["events"]
     assert in_mapped_files(events.select(list(TEXT_COLUMNS)))
+    assert in_mapped_files(events.select(["start_ns", "dur_ns", "correlation"]))
     # the same text as a task whose files cannot be written keeps in the heap
     monkeypatch.setattr(mapped_files, "write_ipc", _refused)
     heap = run_rank_task(RankTask(0, "kineto", TRACE, tmp_path / "heap", spill=False))
@@ -71,8 +74,8 @@ def test_text_replaced_after_the_import_is_written_again(
     written = _counted_writes(monkeypatch)
     result = run_rank_task(RankTask(0, "kineto", trace, tmp_path / "task", spill=False))
     assert isinstance(result, RankResult)
-    # the import's text, then the text with the long args cut (names.bounded)
-    assert written[TEXT_FILE] == 2
+    # the import's text, then the text with the long args cut (names.bounded); the numbers once
+    assert written[TEXT_FILE] == 2 and written[NUMBERS_FILE] == 1
     table = result.tables["events"]
     assert in_mapped_files(table.select(list(TEXT_COLUMNS)))
     args = [a for a in table["args"].to_pylist() if a is not None]

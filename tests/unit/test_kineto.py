@@ -979,7 +979,7 @@ def test_a_row_of_no_kind_is_of_none_of_the_kinds(kinds: tuple[str, ...]) -> Non
     assert kineto._of_kinds(codes, kinds).tolist() == expected
 
 
-def test_the_text_columns_go_through_place_text_as_the_layout_makes_them(tmp_path: Path) -> None:
+def test_the_columns_go_through_place_columns_as_the_layout_makes_them(tmp_path: Path) -> None:
     trace = gen.write_kineto(
         tmp_path / "t.json",
         [
@@ -988,23 +988,31 @@ def test_the_text_columns_go_through_place_text_as_the_layout_makes_them(tmp_pat
         ],
     )
     plain = load_kineto(trace)
-    seen: list[pa.Table] = []
-    given: list[pa.Table] = []
+    seen: dict[str, pa.Table] = {}
+    given: dict[str, pa.Table] = {}
 
-    def place(text: pa.Table) -> pa.Table:
-        seen.append(text)
+    def place(group: str, columns: pa.Table) -> pa.Table:
+        seen[group] = columns
         # the same values in other memory, as a file's map would hold them
-        other = pa.table({n: pa.array(text[n].to_pylist(), pa.string()) for n in text.column_names})
-        given.append(other)
-        return other
+        given[group] = pa.Table.from_pylist(columns.to_pylist(), schema=columns.schema)
+        return given[group]
 
-    placed = load_kineto(trace, place_text=place)
-    assert len(seen) == 1 and seen[0].column_names == list(kineto.TEXT_COLUMNS)
-    assert seen[0].num_rows == plain.events.num_rows
+    placed = load_kineto(trace, place_columns=place)
+    assert seen[kineto.TEXT].column_names == list(kineto.TEXT_COLUMNS)
+    assert seen[kineto.NUMBERS].column_names == list(kineto.NUMBER_COLUMNS)
+    # every column but the dictionary ones (kind, name), in its canonical type
+    assert set(kineto.TEXT_COLUMNS) | set(kineto.NUMBER_COLUMNS) == {
+        f.name for f in schema.EVENTS_SCHEMA if not pa.types.is_dictionary(f.type)
+    }
+    for columns in seen.values():
+        assert columns.num_rows == plain.events.num_rows
+        for field in columns.schema:
+            assert field.type == schema.EVENTS_SCHEMA.field(field.name).type, field.name
     assert_same_events(placed.events, plain.events)
-    for name in kineto.TEXT_COLUMNS:  # the events hold the columns place_text gave
-        assert same_buffers(placed.events[name], given[0][name]), name
+    for group, columns in given.items():  # the events hold the columns place_columns gave
+        for name in columns.column_names:
+            assert same_buffers(placed.events[name], columns[name]), (group, name)
     # in row order (by start): the operator at 10 µs first
     assert json.loads(plain.events["args"].to_pylist()[0]) == {"External id": 1, "note": "x"}
-    kept = load_kineto(trace, place_text=lambda text: None)
+    kept = load_kineto(trace, place_columns=lambda group, columns: None)
     assert_same_events(kept.events, plain.events)

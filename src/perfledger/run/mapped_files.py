@@ -8,38 +8,43 @@ disk, a filesystem without memory maps) leaves its table in the heap, with the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
 from perfledger.files import replacing
 
-__all__ = ["TextFile", "mapped_copy", "read_ipc", "same_buffers", "with_columns", "write_ipc"]
+__all__ = ["PlacedColumns", "mapped_copy", "read_ipc", "same_buffers", "with_columns", "write_ipc"]
 
 
-class TextFile:
-    """The import's text columns written to an Arrow IPC file and read back through a map of
-    it, as the layout makes them (``load_kineto``'s ``place_text``): beside the layout of the
-    other columns, the heap's copy let go at once. ``placed``: the mapped columns, once
-    written (None: not written, or not writable there)."""
+class PlacedColumns:
+    """Groups of the import's columns written to Arrow IPC files and read back through maps of
+    them, as the layout makes them (``load_kineto``'s ``place_columns``): beside the layout
+    of the others, the heap's copy let go at once. ``files``: each group's file (a group not
+    named there is left as it is); ``placed``: the mapped columns of each file written."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.placed: pa.Table | None = None
+    def __init__(self, files: Mapping[str, Path]) -> None:
+        self.files = dict(files)
+        self.placed: dict[Path, pa.Table] = {}
 
-    def __call__(self, text: pa.Table) -> pa.Table | None:
+    def __call__(self, group: str, columns: pa.Table) -> pa.Table | None:
+        path = self.files.get(group)
+        if path is None:
+            return None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
             return None
-        self.placed = mapped_copy(text, self.path)
-        return self.placed
+        mapped = mapped_copy(columns, path)
+        if mapped is not None:
+            self.placed[path] = mapped
+        return mapped
 
-    def holds(self, events: pa.Table, names: Sequence[str]) -> bool:
-        """Whether the columns ``names`` of ``events`` are those read from the file (not
-        replaced since: names cut to their limits, steps marked)."""
-        placed = self.placed
+    def holds(self, events: pa.Table, path: Path, names: Sequence[str]) -> bool:
+        """Whether the columns ``names`` of ``events`` are those read from the file ``path``
+        (not replaced since: names cut to their limits, steps marked)."""
+        placed = self.placed.get(path)
         return (
             placed is not None
             and bool(names)

@@ -61,7 +61,7 @@ from perfledger.model.whatif import ReplayReport
 from perfledger.profiledir.writer import copy_source
 from perfledger.render.csvs import write_csv
 from perfledger.run.mapped_files import (
-    TextFile,
+    PlacedColumns,
     mapped_copy,
     read_ipc,
     same_buffers,
@@ -70,6 +70,7 @@ from perfledger.run.mapped_files import (
 )
 from perfledger.run.progress import PHASE_ADVISOR, PHASE_ANALYSIS
 from perfledger.sources import discover
+from perfledger.sources.kineto import NUMBERS, TEXT
 
 KINETO: Final = "kineto"
 ASCEND: Final = "ascend"
@@ -249,9 +250,9 @@ def loaded(result: RankResult) -> RankResult:
 
 def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFailure:
     started = time.perf_counter()
-    text = TextFile(task.work_dir / f"{EVENTS}-text{ARROW_SUFFIX}")
+    placed = PlacedColumns({group: task.work_dir / name for group, name in _PLACED_FILES.items()})
     try:
-        trace = _load(task, progress, text)
+        trace = _load(task, progress, placed)
         if task.step_mark is not None:
             events = mark_steps(trace.events, task.step_mark, str(task.path))
             trace = replace(trace, events=events)
@@ -265,8 +266,8 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     # which the system gives again at a fraction of the cost of pages it has to find
     # (bench/README.md, "Growth")
     release_freed_memory()
-    plain, plain_files = _mapped_plain(trace.events, task.work_dir, text)
-    del text
+    plain, plain_files = _mapped_plain(trace.events, task.work_dir, placed)
+    del placed
     trace = replace(trace, events=plain)
     release_freed_memory()  # the imported columns in the heap
     imported = time.perf_counter()
@@ -392,14 +393,22 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     )
 
 
+# The files of the events' plain columns, by the import's group of them (load_kineto's
+# place_columns), each written as soon as the import has laid its group out.
+_PLACED_FILES: Final = {
+    TEXT: f"{EVENTS}-text{ARROW_SUFFIX}",
+    NUMBERS: f"{EVENTS}-plain{ARROW_SUFFIX}",
+}
+
+
 def _mapped_plain(
-    events: pa.Table, directory: Path, placed: TextFile | None = None
+    events: pa.Table, directory: Path, placed: PlacedColumns | None = None
 ) -> tuple[pa.Table, dict[Path, list[str]]]:
     """``events`` with its plain columns (all but the dictionary ones: the args text, times,
     ids) read through memory maps of Arrow IPC files written in ``directory``, and the
     columns each file holds (a file that could not be written or mapped: none, its columns
-    stay in the heap). The text columns ``placed`` already (by the import) are kept where
-    they lie.
+    stay in the heap). The columns ``placed`` already (by the import) are kept where they
+    lie.
 
     The numbers and the text go to a file each: the import lays the text out in pieces and
     the numbers in one piece, and a file's record batches cut every column where any is cut.
@@ -415,8 +424,9 @@ def _mapped_plain(
         directory / f"{EVENTS}-text{ARROW_SUFFIX}": text,
     }
     files: dict[Path, list[str]] = {}
-    if placed is not None and placed.holds(events, groups.get(placed.path, [])):
-        files[placed.path] = groups.pop(placed.path)
+    for path, names in list(groups.items()):
+        if placed is not None and placed.holds(events, path, names):
+            files[path] = groups.pop(path)
     for path, names in groups.items():
         mapped = mapped_copy(events.select(names), path) if names else None
         if mapped is not None:
@@ -647,15 +657,17 @@ def flag_copies(results: Sequence[RankResult]) -> list[RankResult]:
     return flagged
 
 
-def _load(task: RankTask, progress: TaskProgress | None, text: TextFile | None = None) -> Trace:
+def _load(
+    task: RankTask, progress: TaskProgress | None, placed: PlacedColumns | None = None
+) -> Trace:
     """One rank's trace, its names and args within the limits (:mod:`perfledger.sources.names`);
-    ``text``: where a Kineto import places its text columns."""
+    ``placed``: where a Kineto import places its columns."""
     from perfledger.sources.names import bounded
 
-    return bounded(_import(task, progress, text))
+    return bounded(_import(task, progress, placed))
 
 
-def _import(task: RankTask, progress: TaskProgress | None, text: TextFile | None) -> Trace:
+def _import(task: RankTask, progress: TaskProgress | None, placed: PlacedColumns | None) -> Trace:
     report = progress.imported if progress is not None else None
     if task.fmt == KINETO:
         from perfledger.sources.kineto import load_kineto
@@ -665,7 +677,7 @@ def _import(task: RankTask, progress: TaskProgress | None, text: TextFile | None
             rank=task.rank,
             progress=report,
             workers=task.import_workers,
-            place_text=text,
+            place_columns=placed,
         )
     from perfledger.sources.ascend import load_ascend
 

@@ -73,13 +73,30 @@ _UNKNOWN = -1
 KindArray = npt.NDArray[np.int8]  # codes into schema.KINDS
 _DEVICE_SIDE_KINDS = (*schema.DEVICE_TASK_KINDS, schema.DEVICE_ANNOTATION)
 
-__all__ = ["SOURCE_KIND", "TEXT_COLUMNS", "TextPlacer", "is_kineto", "load_kineto"]
+__all__ = [
+    "NUMBERS",
+    "NUMBER_COLUMNS",
+    "SOURCE_KIND",
+    "TEXT",
+    "TEXT_COLUMNS",
+    "ColumnPlacer",
+    "is_kineto",
+    "load_kineto",
+]
 
-# The events' text columns, laid out on a thread of their own (and placed: load_kineto).
+# The events' columns load_kineto's ``place_columns`` is given, by group: the text (laid out
+# on a thread of its own) and the numbers (all the others but the dictionary ones).
+TEXT: Final = "text"
+NUMBERS: Final = "numbers"
 TEXT_COLUMNS: Final = ("args", "shapes", "dtypes")
-# What load_kineto's ``place_text`` is: the text columns in, the columns to hold out (None:
-# those given).
-TextPlacer = Callable[[pa.Table], pa.Table | None]
+NUMBER_COLUMNS: Final = tuple(
+    f.name
+    for f in schema.EVENTS_SCHEMA
+    if not pa.types.is_dictionary(f.type) and f.name not in TEXT_COLUMNS
+)
+# What load_kineto's ``place_columns`` is: a group's name and its columns in, the columns to
+# hold instead out (None: those given).
+ColumnPlacer = Callable[[str, pa.Table], pa.Table | None]
 
 
 def is_kineto(path: Path) -> bool:
@@ -126,7 +143,7 @@ def load_kineto(
     rank: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     workers: int = 0,
-    place_text: TextPlacer | None = None,
+    place_columns: ColumnPlacer | None = None,
 ) -> Trace:
     """Read one rank's Kineto trace into canonical tables.
 
@@ -138,10 +155,12 @@ def load_kineto(
         workers: worker processes that decode a large trace (at least
             :data:`PARALLEL_MIN_BYTES` of JSON) chunk by chunk; 0 or 1: this process alone.
             The tables are the same either way.
-        place_text: given the text columns (:data:`TEXT_COLUMNS`) as soon as the layout has
-            made them, while it goes on with the others, returns them as the events will
-            hold them (for instance read back through a memory map of a file they were
-            written to, the heap's copy then let go), or None to keep them as they are.
+        place_columns: given a group of the events' columns as soon as the layout has made
+            them (``"text"``: :data:`TEXT_COLUMNS`, on the thread that lays them out, while
+            this one goes on with the others; ``"numbers"``: :data:`NUMBER_COLUMNS`, in their
+            canonical types, while that thread goes on), returns them as the events will hold
+            them (for instance read back through a memory map of a file they were written to,
+            the heap's copy then let go), or None to keep them as they are.
 
     Raises:
         TraceFormatError: the file is missing, not JSON, not a trace, or holds no events.
@@ -171,7 +190,7 @@ def load_kineto(
         losses.append("baseTimeNanoseconds is not a time in ns: ignored")
         meta["time_base"] = "epoch ns: ts"
         base_ns = 0
-    events = _events_table(blocks, side, trace_rank, base_ns, meta, place_text)
+    events = _events_table(blocks, side, trace_rank, base_ns, meta, place_columns)
     # None tells a caller holding several traces that this one does not know its rank.
     meta["rank"] = rank if rank is not None else found_rank
     meta["rank_source"] = (
@@ -588,7 +607,7 @@ def _events_table(
     rank: int,
     base_ns: int,
     meta: dict[str, Any],
-    place_text: TextPlacer | None = None,
+    place_columns: ColumnPlacer | None = None,
 ) -> pa.Table:
     """Classify the rows and lay them out sorted by (start_ns, -dur_ns).
 
@@ -607,44 +626,57 @@ def _events_table(
     position[order] = np.arange(order.size)
     plan = _gather_plan(sizes, order)
     with ThreadPoolExecutor(1, thread_name_prefix="kineto-text") as pool:
-        laid_out = pool.submit(_strings_in_order, blocks, sizes, plan, place_text)
+        laid_out = pool.submit(_strings_in_order, blocks, sizes, plan, place_columns)
         del plan
         other = _other_columns(blocks, sizes, order, position, start - base_ns, side, meta)
         del order, position
-        strings = laid_out.result()
-    kind = other.pop("kind")
-    columns: dict[str, Any] = {
-        "rank": np.full(kind.size, rank, np.int32),
-        "kind": pa.DictionaryArray.from_arrays(
-            pa.array(kind.astype(np.int32)), pa.array(list(schema.KINDS), pa.string())
-        ),
-        "name": other["name"],
-        "device": other["device"],
-        "stream": other["stream"],
-        "pid": other["pid"],
-        "start_ns": start,
-        "dur_ns": dur,
-        "correlation": other["correlation"],
-        "external_id": other["external_id"],
-        "step": np.full(kind.size, schema.NO_STEP, np.int32),
-        "bytes": other["bytes"],
-        "flops": other["flops"],
-        **strings,
-    }
-    del kind, other, strings, start, dur
+        kind = other.pop("kind")
+        columns: dict[str, Any] = {
+            "rank": np.full(kind.size, rank, np.int32),
+            "kind": pa.DictionaryArray.from_arrays(
+                pa.array(kind.astype(np.int32)), pa.array(list(schema.KINDS), pa.string())
+            ),
+            "name": other["name"],
+            "device": other["device"],
+            "stream": other["stream"],
+            "pid": other["pid"],
+            "start_ns": start,
+            "dur_ns": dur,
+            "correlation": other["correlation"],
+            "external_id": other["external_id"],
+            "step": np.full(kind.size, schema.NO_STEP, np.int32),
+            "bytes": other["bytes"],
+            "flops": other["flops"],
+        }
+        del kind, other, start, dur
+        if place_columns is not None:  # while the text is laid out (and placed) there
+            columns.update(_placed_numbers(columns, place_columns))
+        columns.update(laid_out.result())
     blocks.clear()
     release_freed_memory()
     return schema.conform_events(pa.table(columns))
 
 
+def _placed_numbers(columns: dict[str, Any], place_columns: ColumnPlacer) -> dict[str, Any]:
+    """The number columns as ``place_columns`` places them, in their canonical types."""
+    numbers = pa.table(
+        {name: columns[name] for name in NUMBER_COLUMNS},
+        schema=pa.schema([schema.EVENTS_SCHEMA.field(name) for name in NUMBER_COLUMNS]),
+    )
+    placed = place_columns(NUMBERS, numbers)
+    if placed is None:
+        return {}
+    return {name: placed[name] for name in NUMBER_COLUMNS}
+
+
 def _strings_in_order(
-    blocks: list[Block], sizes: list[int], plan: _GatherPlan, place_text: TextPlacer | None
+    blocks: list[Block], sizes: list[int], plan: _GatherPlan, place_columns: ColumnPlacer | None
 ) -> dict[str, Any]:
-    """The text columns in sorted row order (:func:`_sorted_strings`), as ``place_text``
+    """The text columns in sorted row order (:func:`_sorted_strings`), as ``place_columns``
     places them."""
     strings = {column: _sorted_strings(blocks, sizes, column, plan) for column in TEXT_COLUMNS}
-    if place_text is not None:
-        placed = place_text(pa.table(strings))
+    if place_columns is not None:
+        placed = place_columns(TEXT, pa.table(strings))
         if placed is not None:
             strings = {column: placed[column] for column in TEXT_COLUMNS}
     release_freed_memory()
