@@ -2,7 +2,10 @@
 
 ``python bench/phase_timeline.py TRACE [-o OUT]`` runs the analyze in this process with the
 functions below wrapped: each call prints its start and end (seconds from this script's
-start), its wall and its thread's CPU seconds, and the thread it ran on, in order of start.
+start), its wall and its thread's CPU seconds, of those the system's (page faults, file
+writes), the whole process's CPU seconds meanwhile (all its threads: ``proc`` / ``wall`` is
+how many cores it kept busy; the import's worker processes are not counted), its thread's
+minor page faults, and the thread it ran on, in order of start.
 What runs beside what (``analysis.beside``, the writer threads) shows as overlapping lines of
 other threads; a step whose wall time is well above its CPU waited (for a thread beside it,
 for the GIL, or for the other core).
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import resource
 import sys
 import threading
 import time
@@ -23,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 _START = time.perf_counter()
-_CALLS: list[tuple[str, str, float, float, float]] = []
+# name, thread, start, end, thread CPU s, of which system s, process CPU s, minor faults
+_CALLS: list[tuple[str, str, float, float, float, float, float, int]] = []
 
 # (module whose name is wrapped, function name): the analyze's steps, as its callers see them
 STEPS = (
@@ -62,9 +67,11 @@ def _wrapped(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
         began, cpu = time.perf_counter(), time.thread_time()
+        usage, process = resource.getrusage(resource.RUSAGE_THREAD), time.process_time()
         try:
             return function(*args, **kwargs)
         finally:
+            after = resource.getrusage(resource.RUSAGE_THREAD)
             _CALLS.append(
                 (
                     name,
@@ -72,6 +79,9 @@ def _wrapped(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
                     began - _START,
                     time.perf_counter() - _START,
                     time.thread_time() - cpu,
+                    after.ru_stime - usage.ru_stime,
+                    time.process_time() - process,
+                    after.ru_minflt - usage.ru_minflt,
                 )
             )
 
@@ -94,10 +104,17 @@ def main() -> None:
     cpu = time.process_time()
     code = perfledger_main(["analyze", args.trace, "-o", args.out, "--force", "--no-ledger"])
     end = time.perf_counter() - _START
-    print(f"{'start':>7} {'end':>7} {'wall':>6} {'cpu':>6}  thread          step")
-    for name, thread, began, ended, used in sorted(_CALLS, key=lambda c: c[2]):
-        wall = ended - began
-        print(f"{began:7.2f} {ended:7.2f} {wall:6.2f} {used:6.2f}  {thread[:15]:15} {name}")
+    print(
+        f"{'start':>7} {'end':>7} {'wall':>6} {'cpu':>6} {'sys':>5} {'proc':>6} {'faults':>8}"
+        "  thread          step"
+    )
+    for name, thread, began, ended, used, system, process, faults in sorted(
+        _CALLS, key=lambda c: c[2]
+    ):
+        print(
+            f"{began:7.2f} {ended:7.2f} {ended - began:6.2f} {used:6.2f} {system:5.2f} "
+            f"{process:6.2f} {faults:8d}  {thread[:15]:15} {name}"
+        )
     print(f"end {end:.2f} s, the process's CPU {time.process_time() - cpu:.2f} s, exit {code}")
 
 
