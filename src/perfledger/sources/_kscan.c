@@ -264,17 +264,11 @@ static inline int scan_value(Cursor *c, int *kind, int64_t *value, uint32_t *fou
     return scan_any_value(c, kind, value, found);
 }
 
+/* Called by scan_value only: strings and non-negative numbers are read there. */
 static int scan_any_value(Cursor *c, int *kind, int64_t *value, uint32_t *found) {
     if (c->p >= c->end) return 0;
     unsigned char ch = *c->p;
-    if (ch == '"') {
-        *kind = K_STRING;
-        const unsigned char *quote = c->p;
-        if (!scan_string(c)) return 0;
-        if (found != NULL) note_string(found, quote, c);
-        return 1;
-    }
-    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+    if (ch == '-') {
         int is_int = 0;
         if (!scan_number(c, &is_int, value)) return 0;
         *kind = is_int ? K_INT : K_NUMBER;
