@@ -216,7 +216,8 @@ def _codes(indices: pa.Array) -> Any:
 
 
 def _joined_batch(batch: pa.RecordBatch) -> pa.Buffer:
-    """:func:`_format_batch` by Arrow's kernels: each column's cells as texts, joined."""
+    """A batch's lines (as :func:`_row_texts` gives them) by Arrow's kernels: each column's
+    cells as texts, joined; one buffer, lines back to back."""
     cells = [_format_column(column) for column in batch.columns]
     # the line's end joined to its last cell (cell + "\n" + ""), not to the whole line
     cells[-1] = pc.binary_join_element_wise(cells[-1], _EMPTY, _text("\n"))
