@@ -420,8 +420,8 @@ def _mapped_plain(
     plain = [f.name for f in events.schema if not pa.types.is_dictionary(f.type)]
     text = [n for n in plain if _variable_width(events.schema.field(n).type)]
     groups = {
-        directory / f"{EVENTS}-plain{ARROW_SUFFIX}": [n for n in plain if n not in text],
-        directory / f"{EVENTS}-text{ARROW_SUFFIX}": text,
+        directory / _PLACED_FILES[NUMBERS]: [n for n in plain if n not in text],
+        directory / _PLACED_FILES[TEXT]: text,
     }
     files: dict[Path, list[str]] = {}
     for path, names in list(groups.items()):
