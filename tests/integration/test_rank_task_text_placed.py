@@ -6,7 +6,9 @@ written again."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,15 +29,19 @@ pytestmark = pytest.mark.skipif(
 
 
 def _counted_writes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The files written (a table at once or batch by batch), by name."""
     written: Counter[str] = Counter()
-    write = mapped_files.write_ipc
-
-    def counting(table: object, path: Path) -> Path:
-        written[path.name] += 1
-        return write(table, path)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(mapped_files, "write_ipc", counting)
+    for name in ("write_ipc", "mapped_batches"):
+        monkeypatch.setattr(mapped_files, name, _counting(getattr(mapped_files, name), written))
     return written
+
+
+def _counting(write: Callable[[Any, Path], Any], written: Counter[str]) -> Callable[..., Any]:
+    def counting(columns: object, path: Path) -> Any:
+        written[path.name] += 1
+        return write(columns, path)
+
+    return counting
 
 
 def test_the_files_are_written_once_and_the_events_read_them(
@@ -49,7 +55,7 @@ def test_the_files_are_written_once_and_the_events_read_them(
     assert in_mapped_files(events.select(list(TEXT_COLUMNS)))
     assert in_mapped_files(events.select(["start_ns", "dur_ns", "correlation"]))
     # the same text as a task whose files cannot be written keeps in the heap
-    monkeypatch.setattr(mapped_files, "write_ipc", _refused)
+    monkeypatch.setattr(mapped_files, "_sink", _refused)
     heap = run_rank_task(RankTask(0, "kineto", TRACE, tmp_path / "heap", spill=False))
     assert isinstance(heap, RankResult)
     held = heap.tables["events"]
@@ -58,7 +64,7 @@ def test_the_files_are_written_once_and_the_events_read_them(
         assert held[name].equals(events[name]), name
 
 
-def _refused(table: object, path: Path) -> Path:
+def _refused(path: Path) -> Any:
     raise OSError(28, "No space left on device", str(path))
 
 

@@ -757,6 +757,51 @@ def test_rows_far_apart_in_the_file_are_laid_out_in_time_order_with_their_texts(
     ]
 
 
+def test_the_text_reaches_place_columns_a_piece_at_a_time_as_it_is_laid_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 600 rows of two threads interleaved in time, laid out in pieces of 50 rows: the text
+    # comes as 12 batches of 50 rows (the three text columns each), each piece made only
+    # when its batch is read (the whole text is never held at once)
+    events = [
+        gen.cpu_op(
+            f"{t}{i}",
+            1000 + 2 * i + t,
+            1,
+            external_id=1000 * t + i,
+            tid=t + 1,
+            **{"Input Dims": [[t, i]]},
+        )
+        for t in range(2)
+        for i in range(300)
+    ]
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(kineto, "LAYOUT_PIECE_ROWS", 50)
+    made = [0]
+    piece = kineto._piece
+
+    def counted(*args: Any) -> pa.Array:
+        made[0] += 1
+        return piece(*args)
+
+    monkeypatch.setattr(kineto, "_piece", counted)
+    trace = write(tmp_path, events, name="t.json")
+    batches: list[tuple[int, int]] = []  # (rows, pieces made when it was read)
+
+    def place(group: str, columns: pa.RecordBatchReader) -> pa.Table:
+        read = []
+        for batch in columns:
+            if group == kineto.TEXT:
+                batches.append((batch.num_rows, made[0]))
+            read.append(batch)
+        return pa.Table.from_batches(read, columns.schema)
+
+    placed = load_kineto(trace, place_columns=place)
+    # pieces of the args and the shapes (the dtypes, all null, made as null arrays)
+    assert batches == [(50, 2 * (k + 1)) for k in range(12)]
+    assert_same_events(placed.events, load_kineto(trace).events)
+
+
 def test_threads_written_side_by_side_are_laid_out_by_thread_in_time_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -991,8 +1036,8 @@ def test_the_columns_go_through_place_columns_as_the_layout_makes_them(tmp_path:
     seen: dict[str, pa.Table] = {}
     given: dict[str, pa.Table] = {}
 
-    def place(group: str, columns: pa.Table) -> pa.Table:
-        seen[group] = columns
+    def place(group: str, batches: pa.RecordBatchReader) -> pa.Table:
+        seen[group] = columns = batches.read_all()
         # the same values in other memory, as a file's map would hold them
         given[group] = pa.Table.from_pylist(columns.to_pylist(), schema=columns.schema)
         return given[group]
@@ -1014,5 +1059,5 @@ def test_the_columns_go_through_place_columns_as_the_layout_makes_them(tmp_path:
             assert same_buffers(placed.events[name], columns[name]), (group, name)
     # in row order (by start): the operator at 10 µs first
     assert json.loads(plain.events["args"].to_pylist()[0]) == {"External id": 1, "note": "x"}
-    kept = load_kineto(trace, place_columns=lambda group, columns: None)
+    kept = load_kineto(trace, place_columns=lambda group, batches: batches.read_all())
     assert_same_events(kept.events, plain.events)

@@ -8,14 +8,26 @@ disk, a filesystem without memory maps) leaves its table in the heap, with the s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
-from perfledger.files import replacing
+from perfledger.files import replacing, temporary_name
 
-__all__ = ["PlacedColumns", "mapped_copy", "read_ipc", "same_buffers", "with_columns", "write_ipc"]
+__all__ = [
+    "PlacedColumns",
+    "mapped_batches",
+    "mapped_copy",
+    "read_ipc",
+    "same_buffers",
+    "with_columns",
+    "write_ipc",
+]
+
+# The IPC file format's opening (magic and padding); the stream format follows it.
+_FILE_MAGIC_BYTES = 8
 
 
 class PlacedColumns:
@@ -28,18 +40,19 @@ class PlacedColumns:
         self.files = dict(files)
         self.placed: dict[Path, pa.Table] = {}
 
-    def __call__(self, group: str, columns: pa.Table) -> pa.Table | None:
+    def __call__(self, group: str, columns: pa.RecordBatchReader) -> pa.Table:
         path = self.files.get(group)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                path = None
         if path is None:
-            return None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            return None
-        mapped = mapped_copy(columns, path)
-        if mapped is not None:
-            self.placed[path] = mapped
-        return mapped
+            return columns.read_all()
+        table, mapped = mapped_batches(columns, path)
+        if mapped:
+            self.placed[path] = table
+        return table
 
     def holds(self, events: pa.Table, path: Path, names: Sequence[str]) -> bool:
         """Whether the columns ``names`` of ``events`` are those read from the file ``path``
@@ -64,6 +77,72 @@ def mapped_copy(table: pa.Table, path: Path) -> pa.Table | None:
     except OSError:
         path.unlink(missing_ok=True)
         return None
+
+
+def mapped_batches(batches: pa.RecordBatchReader, path: Path) -> tuple[pa.Table, bool]:
+    """The record batches of ``batches`` written to an uncompressed Arrow IPC file at ``path``
+    one at a time (each let go once written: the table is never whole in the heap), then read
+    back through a memory map of it; True with them. Where the file cannot be written or
+    mapped (a full disk, a filesystem without memory maps) the same table in the heap, and
+    False: the batches written before the failure read back from the file, the rest taken
+    as they come. An error of ``batches`` itself is raised as it is."""
+    temporary = temporary_name(path)
+    written = 0
+    held: pa.RecordBatch | None = None  # the batch being written
+    reading = False  # an error now is the batches' own
+    try:
+        with _sink(temporary) as sink, pa.ipc.new_file(sink, batches.schema) as writer:
+            while True:
+                reading = True
+                try:
+                    held = batches.read_next_batch()
+                except StopIteration:
+                    held = None
+                reading = False
+                if held is None:
+                    break
+                writer.write_batch(held)
+                held = None
+                written += 1
+        os.replace(temporary, path)
+    except OSError:
+        if not reading:
+            return _in_heap(batches, temporary, written, held), False
+        temporary.unlink(missing_ok=True)
+        raise
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    try:
+        return read_ipc(path), True
+    except OSError:
+        return _in_heap(batches, path, written, None), False
+
+
+def _in_heap(
+    batches: pa.RecordBatchReader, source: Path, written: int, held: pa.RecordBatch | None
+) -> pa.Table:
+    """The table of :func:`mapped_batches` where its file failed: the ``written`` batches
+    read back from ``source`` (removed then), ``held`` and the rest of ``batches``."""
+    try:
+        if written:
+            with pa.OSFile(str(source), "rb") as file:
+                data = file.read_buffer()
+            stream = pa.ipc.open_stream(data.slice(_FILE_MAGIC_BYTES))
+            kept = [stream.read_next_batch() for _ in range(written)]
+        else:
+            kept = []
+    finally:
+        source.unlink(missing_ok=True)
+    if held is not None:
+        kept.append(held)
+    kept.extend(batches)
+    return pa.Table.from_batches(kept, batches.schema)
+
+
+def _sink(path: Path) -> pa.NativeFile:
+    """The file an IPC writer writes at ``path``."""
+    return pa.OSFile(str(path), "wb")
 
 
 def with_columns(table: pa.Table, columns: pa.Table) -> pa.Table:
@@ -94,7 +173,7 @@ def write_ipc(table: pa.Table, path: Path) -> Path:
     table = table.unify_dictionaries()
     with (
         replacing(path) as temporary,
-        pa.OSFile(str(temporary), "wb") as sink,
+        _sink(temporary) as sink,
         pa.ipc.new_file(sink, table.schema) as writer,
     ):
         writer.write_table(table)

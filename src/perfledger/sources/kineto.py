@@ -94,9 +94,10 @@ NUMBER_COLUMNS: Final = tuple(
     for f in schema.EVENTS_SCHEMA
     if not pa.types.is_dictionary(f.type) and f.name not in TEXT_COLUMNS
 )
-# What load_kineto's ``place_columns`` is: a group's name and its columns in, the columns to
-# hold instead out (None: those given).
-ColumnPlacer = Callable[[str, pa.Table], pa.Table | None]
+# What load_kineto's ``place_columns`` is: a group's name and its columns in, as record batches
+# to read one after the other (the text: each made as the last is read), the columns to hold
+# out (the same values: the batches are read once).
+ColumnPlacer = Callable[[str, pa.RecordBatchReader], pa.Table]
 
 
 def is_kineto(path: Path) -> bool:
@@ -158,9 +159,11 @@ def load_kineto(
         place_columns: given a group of the events' columns as soon as the layout has made
             them (``"text"``: :data:`TEXT_COLUMNS`, on the thread that lays them out, while
             this one goes on with the others; ``"numbers"``: :data:`NUMBER_COLUMNS`, in their
-            canonical types, while that thread goes on), returns them as the events will hold
-            them (for instance read back through a memory map of a file they were written to,
-            the heap's copy then let go), or None to keep them as they are.
+            canonical types, while that thread goes on) as record batches read once, one
+            after the other (the text's made as they are read), returns them as the events
+            will hold them (for instance read back through a memory map of a file the batches
+            were written to as they came, never whole in the heap; ``reader.read_all()`` to
+            keep them as they are).
 
     Raises:
         TraceFormatError: the file is missing, not JSON, not a trace, or holds no events.
@@ -322,11 +325,25 @@ LAYOUT_PIECE_ROWS = 1 << 16
 # Freed text is handed back to the system once this much has been let go, not after every
 # block: each hand-back costs the next pieces fresh pages (page faults). On the 486 MB bench
 # trace this takes a fifth off the text's layout at the same peak (bench/import_trees.py).
+# A layout whose pieces are let go as they are made (placed a batch at a time) hands nothing
+# back: the pieces reuse the freed text's pages instead of faulting in fresh ones.
 LAYOUT_RELEASE_BYTES = 16 << 20
 
 
 def _sorted_strings(blocks: list[Block], sizes: list[int], column: str, plan: _GatherPlan) -> Any:
-    """A string column of all blocks in sorted row order, built piece by piece.
+    """A string column of all blocks in sorted row order, built piece by piece
+    (:func:`_string_pieces`)."""
+    pieces = _string_pieces(blocks, sizes, column, plan, LAYOUT_RELEASE_BYTES)
+    return pa.chunked_array(list(pieces), pa.string())
+
+
+def _string_pieces(
+    blocks: list[Block], sizes: list[int], column: str, plan: _GatherPlan, release: int | None
+) -> Iterator[pa.Array]:
+    """A string column of all blocks in sorted row order, a piece at a time (at least
+    :data:`LAYOUT_PIECE_ROWS` rows, at most 32 pieces; all-null pieces where no block has the
+    column). The blocks let go of the column at once, the generator holds it. ``release``:
+    the bytes of text let go after which freed memory is handed back (None: never).
 
     A block's strings are released as soon as the sorted output has read its last row.
     Kineto writes long time-ordered runs (host threads, then device streams), so the output
@@ -335,28 +352,31 @@ def _sorted_strings(blocks: list[Block], sizes: list[int], column: str, plan: _G
     parts: list[pa.Array | None] = [getattr(b, column) for b in blocks]
     for block in blocks:
         setattr(block, column, None)
+    n = plan.block.size
+    step = max(LAYOUT_PIECE_ROWS, n // 32 + 1)
     if all(p is None or p.null_count == len(p) for p in parts):
-        return pa.nulls(plan.block.size, pa.string())
+        del parts
+        for begin in range(0, n, step):
+            yield pa.nulls(min(n, begin + step) - begin, pa.string())
+        return
     for j, part in enumerate(parts):
         if part is None:
             parts[j] = pa.nulls(sizes[j], pa.string())
-    n = plan.block.size
-    step = max(LAYOUT_PIECE_ROWS, n // 32 + 1)
-    pieces = []
     freed = 0  # bytes of text let go since the pool last handed memory back
     for begin in range(0, n, step):
         end = min(n, begin + step)
-        pieces.append(_piece(parts, plan.block[begin:end], plan.local[begin:end]))
+        piece = _piece(parts, plan.block[begin:end], plan.local[begin:end])
         done = np.flatnonzero((plan.last >= begin) & (plan.last < end)).tolist()
         for j in done:
             part = parts[j]
             freed += part.get_total_buffer_size() if part is not None else 0
             parts[j] = None
-        if freed >= LAYOUT_RELEASE_BYTES:
+        if release is not None and freed >= release:
             # hand the freed text back, or the pool keeps it beside the growing output
             pa.default_memory_pool().release_unused()
             freed = 0
-    return pa.chunked_array(pieces, pa.string())
+        yield piece
+        del piece
 
 
 def _piece(
@@ -663,22 +683,29 @@ def _placed_numbers(columns: dict[str, Any], place_columns: ColumnPlacer) -> dic
         {name: columns[name] for name in NUMBER_COLUMNS},
         schema=pa.schema([schema.EVENTS_SCHEMA.field(name) for name in NUMBER_COLUMNS]),
     )
-    placed = place_columns(NUMBERS, numbers)
-    if placed is None:
-        return {}
+    placed = place_columns(
+        NUMBERS, pa.RecordBatchReader.from_batches(numbers.schema, numbers.to_batches())
+    )
     return {name: placed[name] for name in NUMBER_COLUMNS}
 
 
 def _strings_in_order(
     blocks: list[Block], sizes: list[int], plan: _GatherPlan, place_columns: ColumnPlacer | None
 ) -> dict[str, Any]:
-    """The text columns in sorted row order (:func:`_sorted_strings`), as ``place_columns``
-    places them."""
-    strings = {column: _sorted_strings(blocks, sizes, column, plan) for column in TEXT_COLUMNS}
-    if place_columns is not None:
-        placed = place_columns(TEXT, pa.table(strings))
-        if placed is not None:
-            strings = {column: placed[column] for column in TEXT_COLUMNS}
+    """The text columns in sorted row order (:func:`_string_pieces`); given ``place_columns``,
+    as it places them, a batch of pieces at a time (the pieces let go once it has read them:
+    the layout never holds the whole text)."""
+    if place_columns is None:
+        strings = {column: _sorted_strings(blocks, sizes, column, plan) for column in TEXT_COLUMNS}
+    else:
+        fields = pa.schema([(column, pa.string()) for column in TEXT_COLUMNS])
+        pieces = [_string_pieces(blocks, sizes, column, plan, None) for column in TEXT_COLUMNS]
+        batches = (
+            pa.record_batch(list(columns), schema=fields) for columns in zip(*pieces, strict=True)
+        )
+        placed = place_columns(TEXT, pa.RecordBatchReader.from_batches(fields, batches))
+        del pieces, batches
+        strings = {column: placed[column] for column in TEXT_COLUMNS}
     release_freed_memory()
     return strings
 
