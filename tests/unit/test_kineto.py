@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from perfledger.errors import PerfledgerError, TraceFormatError
 from perfledger.model import schema
 from perfledger.run.mapped_files import same_buffers
-from perfledger.sources import kineto, kineto_stream
+from perfledger.sources import kineto, kineto_layout, kineto_stream
 from perfledger.sources.kineto import is_kineto, load_kineto
 from perfledger.sources.kineto_text import float_us_ns, text_us_ns
 from tests import kineto_gen as gen
@@ -744,7 +744,7 @@ def test_rows_far_apart_in_the_file_are_laid_out_in_time_order_with_their_texts(
         for i in range(300)
     ]
     monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 2048)
-    monkeypatch.setattr(kineto, "LAYOUT_PIECE_ROWS", 50)  # and texts laid out in 12 pieces
+    monkeypatch.setattr(kineto_layout, "LAYOUT_PIECE_ROWS", 50)  # and texts laid out in 12 pieces
     events = load_kineto(write(tmp_path, first + second, name="t.json")).events
     # by hand: a0 (ts 1000), b0 (1001), a1 (1002), b1 (1003) ...
     ids = [x for i in range(300) for x in (i, 1000 + i)]
@@ -776,15 +776,15 @@ def test_the_text_reaches_place_columns_a_piece_at_a_time_as_it_is_laid_out(
         for i in range(300)
     ]
     monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 2048)
-    monkeypatch.setattr(kineto, "LAYOUT_PIECE_ROWS", 50)
+    monkeypatch.setattr(kineto_layout, "LAYOUT_PIECE_ROWS", 50)
     made = [0]
-    piece = kineto._piece
+    piece = kineto_layout.piece
 
     def counted(*args: Any) -> pa.Array:
         made[0] += 1
         return piece(*args)
 
-    monkeypatch.setattr(kineto, "_piece", counted)
+    monkeypatch.setattr(kineto_layout, "piece", counted)
     trace = write(tmp_path, events, name="t.json")
     batches: list[tuple[int, int]] = []  # (rows, pieces made when it was read)
 
@@ -813,7 +813,7 @@ def test_threads_written_side_by_side_are_laid_out_by_thread_in_time_order(
         for t in range(6)
     ]
     monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 16384)
-    monkeypatch.setattr(kineto, "LAYOUT_PIECE_ROWS", 50)
+    monkeypatch.setattr(kineto_layout, "LAYOUT_PIECE_ROWS", 50)
     table = load_kineto(write(tmp_path, events, name="t.json")).events
     ids = [t * 1000 + i for t in range(6) for i in range(200)]  # by hand: thread by thread
     assert table["external_id"].to_pylist() == ids

@@ -31,7 +31,6 @@ import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -59,6 +58,12 @@ from perfledger.sources.kineto_columns import (
     PHASE_INSTANT,
     Block,
     Side,
+)
+from perfledger.sources.kineto_layout import (
+    GatherPlan,
+    gather_plan,
+    sorted_strings,
+    string_pieces,
 )
 from perfledger.sources.kineto_meta import base_time_ns, distributed_rank, trace_meta
 from perfledger.sources.kineto_stream import ReadResult, read_events
@@ -300,124 +305,6 @@ def _sorted_column(
     return out
 
 
-@dataclass(frozen=True)
-class _GatherPlan:
-    """Where each row of the sorted table comes from: block and row inside the block."""
-
-    block: npt.NDArray[np.int32]  # per sorted row
-    local: npt.NDArray[np.int32]  # per sorted row
-    last: Int64Array  # per block: the last sorted position that reads it
-
-
-def _gather_plan(sizes: list[int], order: Int64Array) -> _GatherPlan:
-    starts = np.zeros(len(sizes), np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    block = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)[order]
-    local = (order - starts[block]).astype(np.int32)
-    last = np.full(len(sizes), -1, np.int64)
-    np.maximum.at(last, block, np.arange(order.size))
-    return _GatherPlan(block, local, last)
-
-
-# The string columns are laid out in pieces of at least this many rows (and at most 32 pieces):
-# a block's text is let go once the pieces have read its last row.
-LAYOUT_PIECE_ROWS = 1 << 16
-# Freed text is handed back to the system once this much has been let go, not after every
-# block: each hand-back costs the next pieces fresh pages (page faults). On the 486 MB bench
-# trace this takes a fifth off the text's layout at the same peak (bench/import_trees.py).
-# A layout whose pieces are let go as they are made (placed a batch at a time) hands nothing
-# back: the pieces reuse the freed text's pages instead of faulting in fresh ones.
-LAYOUT_RELEASE_BYTES = 16 << 20
-
-
-def _sorted_strings(blocks: list[Block], sizes: list[int], column: str, plan: _GatherPlan) -> Any:
-    """A string column of all blocks in sorted row order, built piece by piece
-    (:func:`_string_pieces`)."""
-    pieces = _string_pieces(blocks, sizes, column, plan, LAYOUT_RELEASE_BYTES)
-    return pa.chunked_array(list(pieces), pa.string())
-
-
-def _string_pieces(
-    blocks: list[Block], sizes: list[int], column: str, plan: _GatherPlan, release: int | None
-) -> Iterator[pa.Array]:
-    """A string column of all blocks in sorted row order, a piece at a time (at least
-    :data:`LAYOUT_PIECE_ROWS` rows, at most 32 pieces; all-null pieces where no block has the
-    column). The blocks let go of the column at once, the generator holds it. ``release``:
-    the bytes of text let go after which freed memory is handed back (None: never).
-
-    A block's strings are released as soon as the sorted output has read its last row.
-    Kineto writes long time-ordered runs (host threads, then device streams), so the output
-    mostly grows as the sources shrink: peak memory stays near one copy instead of two.
-    """
-    parts: list[pa.Array | None] = [getattr(b, column) for b in blocks]
-    for block in blocks:
-        setattr(block, column, None)
-    n = plan.block.size
-    step = max(LAYOUT_PIECE_ROWS, n // 32 + 1)
-    if all(p is None or p.null_count == len(p) for p in parts):
-        del parts
-        for begin in range(0, n, step):
-            yield pa.nulls(min(n, begin + step) - begin, pa.string())
-        return
-    for j, part in enumerate(parts):
-        if part is None:
-            parts[j] = pa.nulls(sizes[j], pa.string())
-    freed = 0  # bytes of text let go since the pool last handed memory back
-    for begin in range(0, n, step):
-        end = min(n, begin + step)
-        piece = _piece(parts, plan.block[begin:end], plan.local[begin:end])
-        done = np.flatnonzero((plan.last >= begin) & (plan.last < end)).tolist()
-        for j in done:
-            part = parts[j]
-            freed += part.get_total_buffer_size() if part is not None else 0
-            parts[j] = None
-        if release is not None and freed >= release:
-            # hand the freed text back, or the pool keeps it beside the growing output
-            pa.default_memory_pool().release_unused()
-            freed = 0
-        yield piece
-        del piece
-
-
-def _piece(
-    parts: list[pa.Array | None], block: npt.NDArray[np.int32], local: npt.NDArray[np.int32]
-) -> pa.Array:
-    """The strings of rows (``block``, ``local``) in this order, in one take.
-
-    The rows a piece reads from one block mostly lie close together (the sorted order
-    follows time, and so does a block): the stretch of such a block from its first to its
-    last row read is joined to the others' (a bulk copy), and the piece taken from that. A
-    block read sparsely (rows of threads far apart in time written side by side) gives only
-    the rows read, so the join never holds more than about twice the piece.
-    """
-    keys = (block.astype(np.int64) << 32) | local
-    ordered = np.sort(keys)  # runs of one block each, its rows in file order
-    heads = np.flatnonzero(np.diff(ordered >> 32, prepend=-1))
-    tails = np.append(heads[1:] - 1, ordered.size - 1)
-    read = ordered[heads] >> 32  # the blocks read, ascending
-    first = ordered[heads] & 0xFFFFFFFF
-    last = ordered[tails] & 0xFFFFFFFF
-    dense = last - first <= 2 * (tails - heads + 1) + 16
-    sizes = np.where(dense, last - first + 1, tails - heads + 1)
-    stretches = []
-    for i, j in enumerate(read.tolist()):
-        part = parts[j]
-        assert part is not None
-        if dense[i]:
-            stretches.append(part.slice(first[i], sizes[i]))
-        else:
-            stretches.append(part.take(pa.array(ordered[heads[i] : tails[i] + 1] & 0xFFFFFFFF)))
-    start = np.concatenate(([0], np.cumsum(sizes)[:-1]))  # of each stretch in the join
-    run = np.searchsorted(read, block)
-    index = start[run] + local - first[run]
-    sparse = ~dense[run]
-    if sparse.any():  # a row's place among the rows read of its block
-        index[sparse] = (
-            start[run[sparse]] + np.searchsorted(ordered, keys[sparse]) - heads[run[sparse]]
-        )
-    return pa.concat_arrays(stretches).take(pa.array(index))
-
-
 def _dictionary(blocks: list[Block], column: str) -> pa.DictionaryArray:
     chunked = pa.chunked_array([getattr(b, column) for b in blocks])
     for block in blocks:
@@ -644,7 +531,7 @@ def _events_table(
     dur = dur[order]
     position = np.empty_like(order)
     position[order] = np.arange(order.size)
-    plan = _gather_plan(sizes, order)
+    plan = gather_plan(sizes, order)
     with ThreadPoolExecutor(1, thread_name_prefix="kineto-text") as pool:
         laid_out = pool.submit(_strings_in_order, blocks, sizes, plan, place_columns)
         del plan
@@ -690,16 +577,16 @@ def _placed_numbers(columns: dict[str, Any], place_columns: ColumnPlacer) -> dic
 
 
 def _strings_in_order(
-    blocks: list[Block], sizes: list[int], plan: _GatherPlan, place_columns: ColumnPlacer | None
+    blocks: list[Block], sizes: list[int], plan: GatherPlan, place_columns: ColumnPlacer | None
 ) -> dict[str, Any]:
-    """The text columns in sorted row order (:func:`_string_pieces`); given ``place_columns``,
-    as it places them, a batch of pieces at a time (the pieces let go once it has read them:
-    the layout never holds the whole text)."""
+    """The text columns in sorted row order (``kineto_layout.string_pieces``); given
+    ``place_columns``, as it places them, a batch of pieces at a time (the pieces let go once
+    it has read them: the layout never holds the whole text)."""
     if place_columns is None:
-        strings = {column: _sorted_strings(blocks, sizes, column, plan) for column in TEXT_COLUMNS}
+        strings = {column: sorted_strings(blocks, sizes, column, plan) for column in TEXT_COLUMNS}
     else:
         fields = pa.schema([(column, pa.string()) for column in TEXT_COLUMNS])
-        pieces = [_string_pieces(blocks, sizes, column, plan, None) for column in TEXT_COLUMNS]
+        pieces = [string_pieces(blocks, sizes, column, plan, None) for column in TEXT_COLUMNS]
         batches = (
             pa.record_batch(list(columns), schema=fields) for columns in zip(*pieces, strict=True)
         )
