@@ -21,6 +21,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from perfledger.heap import keep_freed_heap
 from perfledger.orphans import exit_with_parent
 
 # This process reads, cuts and takes the blocks back at about a fifth of the workers' cost
@@ -40,6 +41,7 @@ def start_worker(parent_pid: int, preload: str) -> None:
     and loads the module ``preload`` (the decoder, its libraries with it) before it is given
     a chunk."""
     exit_with_parent(parent_pid)
+    keep_freed_heap()
     # As in the one-process import: millions of small objects and no cycles among them.
     gc.disable()
     # Ctrl-C is the main process's to handle: it stops the pool (a worker killed by it would
