@@ -31,6 +31,8 @@ def test_the_task_tables_are_mapped_and_the_same_in_the_heap(
     for name in MAPPED:
         assert mapped.tables[name].num_rows > 0, name
         assert in_mapped_files(mapped.tables[name]), name
+    # the profile's gaps are its only rank's: one file holds them
+    assert [p.name for p in (tmp_path / "mapped").rglob("*gaps*")] == ["rank-gaps.arrow"]
 
     def refused(*args: object, **kwargs: object) -> None:
         # what a filesystem without memory maps (some FUSE and network mounts) answers

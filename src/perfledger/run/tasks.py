@@ -475,22 +475,42 @@ def _mapped_tables(
         summary = mapped_links.select(summary.column_names)  # a part of the links
     else:
         summary = mapped(summary, "op_summary")
+    rank_gaps = mapped(rank.accounting.gaps, "rank-gaps")
+    if rank_gaps is not rank.accounting.gaps and _same_gaps(profile.gaps, rank.accounting.gaps):
+        gaps = rank_gaps  # the profile's gaps are its only rank's: one file holds both
+        files["gaps"] = files["rank-gaps"]
+    else:
+        gaps = mapped(profile.gaps, "gaps")
     rank = replace(
         rank,
         trace=replace(rank.trace, counters=counters),
-        accounting=replace(rank.accounting, gaps=mapped(rank.accounting.gaps, "rank-gaps")),
+        accounting=replace(rank.accounting, gaps=rank_gaps),
         device_links=mapped_links,
     )
     profile = replace(
         profile,
         ranks=(rank,),
         counters=counters if own_counters else mapped(profile.counters, "profile-counters"),
-        gaps=mapped(profile.gaps, "gaps"),
+        gaps=gaps,
         op_summary=summary,
         kernel_details=mapped(profile.kernel_details, "kernel_details"),
         device_links=mapped_links,
     )
     return rank, profile, files
+
+
+def _same_gaps(profile_gaps: pa.Table, rank_gaps: pa.Table) -> bool:
+    """Whether the profile's gaps hold the rank's (the same memory but ``next_task``, which
+    :func:`~perfledger.analysis.profile.profile_gaps` makes again: the same values)."""
+    return (
+        profile_gaps.schema.equals(rank_gaps.schema)
+        and all(
+            same_buffers(profile_gaps[name], rank_gaps[name])
+            for name in profile_gaps.column_names
+            if name != "next_task"
+        )
+        and profile_gaps["next_task"].equals(rank_gaps["next_task"])
+    )
 
 
 def _mapped_rest(
