@@ -15,7 +15,6 @@ from typing import Final
 
 from perfledger import import_pool
 from perfledger.errors import PerfledgerError
-from perfledger.heap import keep_freed_heap
 from perfledger.render.shown import escaped
 from perfledger.version import __version__
 
@@ -44,7 +43,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     arguments = list(sys.argv[1:] if argv is None else argv)
     _remember_missing_modules()
-    keep_freed_heap()
     try:
         with _terminate_as_interrupt():
             # the import's workers of one large trace start loading their libraries now,

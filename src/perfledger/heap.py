@@ -1,5 +1,5 @@
-"""glibc's heap set to keep freed blocks for reuse (the standard library only: the command
-line and the import's workers set it before anything heavy is loaded)."""
+"""glibc's heap set to keep freed blocks for reuse, by ``perfledger analyze`` and the import's
+workers (the standard library only: a worker sets it before it loads anything heavy)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def keep_freed_heap() -> None:
     own and unmaps it when freed, and gives the top of the heap back as soon as it is free: a
     pass that makes and frees such columns one after the other faults in fresh pages for each
     (each zeroed by the system first). From the heap the next column reuses the pages the last
-    one freed. Set for a whole process (the command line's, the import's workers): the
+    one freed. Set for a whole process (``perfledger analyze``'s, the import's workers'): the
     hand-backs where the phases of an analysis meet keep its memory where it was.
     """
     try:

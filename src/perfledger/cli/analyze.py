@@ -9,6 +9,7 @@ from typing import Any
 from perfledger.cli import count_argument, terminal_console
 from perfledger.cli.advisor_options import add_advisor_arguments, config_from_args
 from perfledger.cli.ledger_options import add_ledger_arguments, register_from_args
+from perfledger.heap import keep_freed_heap
 from perfledger.profiledir.layout import default_profile_name
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
@@ -76,6 +77,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyse the traces; the exit code is 0 on success."""
+    keep_freed_heap()  # the analysis hands freed memory back where its phases meet
     out = args.output or Path(default_profile_name())
     config = config_from_args(args)
     result = build_profile(
