@@ -62,8 +62,10 @@ def test_report_of_the_500mb_bench_trace(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     timings = json.loads((profile / "meta.json").read_text())["timings"]
     report_s = timings["report_s"]
-    # the report costs under a tenth of the analysis (measured: 0.35 s of 41 s)
-    assert report_s < 0.10 * analyze_s, (report_s, analyze_s)
+    # the report costs a small share of the analysis: 0.35 s of 41 s once, 0.5-0.65 s of
+    # 5.3-6 s since the analysis got quicker (the report's own work does not grow with the
+    # trace, and it runs beside the timelines and the CSVs)
+    assert report_s < 0.20 * analyze_s, (report_s, analyze_s)
     assert report_s < 0.10 * sum(timings.values()), timings
     report = profile / "report.html"
     size = report.stat().st_size
