@@ -557,6 +557,7 @@ def _events_table(
         }
         del kind, other, start, dur
         if place_columns is not None:  # while the text is laid out (and placed) there
+            release_freed_memory()  # the file's pages those the columns' making freed
             columns.update(_placed_numbers(columns, place_columns))
         columns.update(laid_out.result())
     blocks.clear()
