@@ -36,6 +36,8 @@ STEPS = (
     ("perfledger.sources.kineto", "_events_table"),
     ("perfledger.sources.kineto", "_strings_in_order"),
     ("perfledger.sources.kineto", "_other_columns"),
+    ("perfledger.sources.kineto", "_start_order"),
+    ("perfledger.sources.kineto", "_placed_numbers"),
     ("perfledger.run.tasks", "_mapped_plain"),
     ("perfledger.analysis.profile", "repair_trace"),
     ("perfledger.analysis.profile", "launch_starts"),
