@@ -188,6 +188,46 @@ def test_correlations_are_matched_within_a_rank() -> None:
     ]
 
 
+def test_names_are_codes_into_the_names_taken_across_ranks() -> None:
+    # each rank's events a table of its own (its own dictionaries), joined as a profile does
+    tables = []
+    for rank, (op, kernel) in enumerate((("aten::add", "k_add"), ("aten::mul", "k_mul"))):
+        b = EventsBuilder()
+        b.cpu_op(0, 10_000, op, external_id=3, rank=rank)
+        b.cpu_op(20_000, 1_000, f"unlaunched_{rank}", rank=rank)
+        b.runtime(1_000, 1_000, correlation=4, external_id=3, rank=rank)
+        b.kernel(5_000, 1_000, kernel, correlation=4, rank=rank)
+        b.kernel(7_000, 1_000, kernel, correlation=9, rank=rank)  # no launch: no host op
+        tables.append(b.table())
+    events = pa.concat_tables(tables)
+    assert events["name"].num_chunks == 2
+    summary = op_summary(events)
+    details = kernel_details(events)
+    expected = [(0, "k_add", "aten::add"), (0, "k_add", None)]
+    expected += [(1, "k_mul", "aten::mul"), (1, "k_mul", None)]
+    for table in (summary, details):
+        assert [(r["rank"], r["name"], r["host_op"]) for r in table.to_pylist()] == expected
+        for column in ("kind", "name", "host_op"):
+            assert table.schema.field(column).type == pa.dictionary(pa.int32(), pa.string())
+        # the names of the tasks and their ops only, not every name of the trace
+        assert table["name"].num_chunks == 1
+        assert sorted(table["name"].chunk(0).dictionary.to_pylist()) == ["k_add", "k_mul"]
+        assert sorted(table["host_op"].chunk(0).dictionary.to_pylist()) == [
+            "aten::add",
+            "aten::mul",
+        ]
+    # the CSV holds the same text as plain strings would give
+    plain = summary.cast(
+        pa.schema(
+            [
+                f.with_type(pa.string()) if pa.types.is_dictionary(f.type) else f
+                for f in summary.schema
+            ]
+        )
+    )
+    assert csv_bytes(summary) == csv_bytes(plain)
+
+
 def host_only_trace() -> EventsBuilder:
     """Two threads of a CPU run.
 

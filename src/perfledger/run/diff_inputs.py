@@ -128,9 +128,12 @@ def read_profile_run(path: Path) -> RunTables:
     op_schema = HOST_OP_SUMMARY_SCHEMA if "self_ns" in header else OP_SUMMARY_SCHEMA
     op_columns = [c for c in _OP_SUMMARY_COLUMNS if c in op_schema.names]
     read_columns = [*op_columns, *(c for c in _SHAPE_COLUMNS if c in header)]
-    op_summary = profile.read_csv(
-        OP_SUMMARY_CSV, pa.schema([op_schema.field(c) for c in read_columns]), read_columns
-    )
+    # the names read as text (the analysis holds them as codes: one dictionary per table)
+    fields = [op_schema.field(c) for c in read_columns]
+    fields = [
+        f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in fields
+    ]
+    op_summary = profile.read_csv(OP_SUMMARY_CSV, pa.schema(fields), read_columns)
     gaps = profile.read_table(GAPS_TABLE, columns=["dur_ns", "cause", "step"])
     assert gaps is not None
     steps = profile.read_csv(STEP_TRACE_CSV)
