@@ -1,10 +1,12 @@
-"""Taking rows from a column of many chunks, chunk by chunk."""
+"""Taking rows from a column of many chunks, chunk by chunk, as text or as codes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
+from perfledger.analysis.columns import codes_taken
 from perfledger.analysis.ops import take_rows
 
 
@@ -36,3 +38,28 @@ def test_take_rows_decodes_one_dictionary_chunk_with_null_values_and_missing_row
     taken = take_rows(column, rows)
     assert taken.type == pa.string()
     assert taken.to_pylist() == [values[r] if r >= 0 else None for r in rows]
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.chunked_array([["k1", None, "k2"], ["k3", "k1"]], pa.string()),
+        pa.chunked_array(
+            [
+                pa.array(["k1", None, "k2"]).dictionary_encode(),
+                pa.array(["k3", "k1"]).dictionary_encode(),
+            ]
+        ),
+        pa.chunked_array([pa.array(["k1", None, "k2", "k3", "k1"]).dictionary_encode()]),
+    ],
+)
+def test_codes_taken_are_the_values_at_the_rows_with_only_those_values_kept(
+    column: pa.ChunkedArray,
+) -> None:
+    values = column.to_pylist()
+    rows = np.array([4, -1, 1, 3, 0, 3], dtype=np.int64)
+    taken = codes_taken(column, rows)
+    assert taken.to_pylist() == [values[r] if r >= 0 else None for r in rows]
+    # k2 (row 2) is not taken: not a value of the result's dictionary
+    assert taken.dictionary.to_pylist() == ["k1", "k3"]
+    assert codes_taken(column, np.zeros(0, dtype=np.int64)).to_pylist() == []

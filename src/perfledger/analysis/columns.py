@@ -142,6 +142,43 @@ def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str
     return codes, dictionary.to_pylist()
 
 
+def codes_taken(column: pa.ChunkedArray, rows: Int64Array) -> pa.DictionaryArray:
+    """A string or dictionary ``column``'s values at ``rows`` (null where a row is -1) as
+    codes into the distinct values taken, in the order of the column's (unified) dictionary:
+    the long kernel names of a million tasks are a few MB of codes, not hundreds of MB of text
+    (copied again by each table and file that holds them)."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    if column.num_chunks != 1:  # the chunks' codes made codes into one dictionary
+        column = column.unify_dictionaries()
+    chunks = [
+        c.indices if c.null_count == 0 else pc.fill_null(c.indices, -1) for c in column.chunks
+    ]
+    # one chunk's codes read in place (int32), not copied whole: a few rows of them are taken
+    codes = (
+        np.asarray(chunks[0])
+        if len(chunks) == 1
+        else np.concatenate(
+            [np.asarray(c, dtype=np.int64) for c in chunks] or [np.zeros(0, dtype=np.int64)]
+        )
+    )
+    dictionary = column.chunk(0).dictionary if chunks else pa.array([], pa.string())
+    rows = np.asarray(rows, dtype=np.int64)
+    picked = np.full(rows.size, -1, dtype=np.int64)
+    asked = rows >= 0
+    picked[asked] = codes[rows[asked]]
+    del codes
+    # only the values taken kept, in their dictionary's order
+    valid = picked >= 0
+    used = np.zeros(len(dictionary), dtype=bool)
+    used[picked[valid]] = True
+    renumbered = np.cumsum(used, dtype=np.int64) - 1
+    picked[valid] = renumbered[picked[valid]]
+    values = pc.cast(dictionary.filter(pa.array(used)), pa.string())
+    indices = pa.array(picked.astype(np.int32), pa.int32(), mask=~valid)
+    return pa.DictionaryArray.from_arrays(indices, values)
+
+
 def pair_order(keys: Int64Array, names: Int64Array) -> Int64Array:
     """``np.lexsort((names, keys))``: rows by key, then name, then row, for keys (ids counted
     up as calls are made) that come almost in order and rarely repeat: one stable sort of

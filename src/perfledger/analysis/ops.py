@@ -65,7 +65,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.columns import strings_at
+from perfledger.analysis.columns import codes_taken, strings_at
 from perfledger.analysis.nesting import innermost_enclosing, operator_nesting, self_time
 from perfledger.memory import drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
@@ -429,42 +429,6 @@ def _string_take(events: pa.Table, column: str, rows: IntArray) -> pa.Array:
     return pc.cast(take_rows(events.column(column), rows), pa.string())
 
 
-def _names_take(events: pa.Table, column: str, rows: IntArray) -> pa.DictionaryArray:
-    """A column's values at ``rows`` (null where a row is -1) as codes into the distinct
-    values taken, in the order of the column's dictionary: the long kernel names of a million
-    tasks are a few MB of codes, not hundreds of MB of text (copied again by each table and
-    file that holds them)."""
-    source = events.column(column)
-    if not pa.types.is_dictionary(source.type):
-        source = pc.dictionary_encode(source)
-    if source.num_chunks != 1:
-        source = source.unify_dictionaries()
-    dictionary = (
-        source.chunk(0).dictionary if source.num_chunks else pa.array([], source.type.value_type)
-    )
-    codes = (
-        np.concatenate(
-            [np.asarray(pc.fill_null(c.indices, -1), dtype=np.int64) for c in source.chunks]
-        )
-        if source.num_chunks
-        else np.zeros(0, dtype=np.int64)
-    )
-    rows = np.asarray(rows, dtype=np.int64)
-    picked = np.full(rows.size, -1, dtype=np.int64)
-    asked = rows >= 0
-    picked[asked] = codes[rows[asked]]
-    del codes
-    # only the values taken kept, in their dictionary's order
-    valid = picked >= 0
-    used = np.zeros(len(dictionary), dtype=bool)
-    used[picked[valid]] = True
-    renumbered = np.cumsum(used, dtype=np.int64) - 1
-    picked[valid] = renumbered[picked[valid]]
-    values = pc.cast(dictionary.filter(pa.array(used)), pa.string())
-    indices = pa.array(picked.astype(np.int32), pa.int32(), mask=~valid)
-    return pa.DictionaryArray.from_arrays(indices, values)
-
-
 def take_rows(column: pa.ChunkedArray, rows: IntArray) -> pa.Array:
     """``column[rows]`` (null where a row is -1), taking from each chunk in turn.
 
@@ -581,12 +545,12 @@ def _linked_table(events: pa.Table) -> pa.Table:
             "device": own["device"],
             "stream": own["stream"],
             "step": own["step"],
-            "kind": _names_take(events, "kind", rows_np),
-            "name": _names_take(events, "name", rows_np),
+            "kind": codes_taken(events.column("kind"), rows_np),
+            "name": codes_taken(events.column("name"), rows_np),
             "start_ns": own["start_ns"],
             "dur_ns": own["dur_ns"],
             "wait_ns": pa.array(link.wait_ns, pa.int64()),
-            "host_op": _names_take(events, "name", op_row),
+            "host_op": codes_taken(events.column("name"), op_row),
             "launch_ns": pa.array(link.launch_ns, pa.int64()),
             "bytes": own["bytes"],
             "shapes": _string_take(events, "shapes", op_row),
