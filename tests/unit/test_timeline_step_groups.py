@@ -196,6 +196,38 @@ def test_groups_of_several_steps_equal_groups_of_one(
     assert [p.read_bytes() for p in one] == [p.read_bytes() for p in everything]
 
 
+def test_a_group_of_scattered_steps_prepares_the_rows_of_its_windows_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # analyze of a large trace writes a few chosen steps: one group of steps 2, 5 and 8
+    # prepares the rows that overlap those three windows, not those of the steps between
+    chosen = [2, 5, 8]
+    seen: list[int] = []
+    prepare_rows = writer.prepare_rows
+
+    def counted(placement: Any, events: pa.Table, rows: Any, **options: Any) -> Any:
+        seen.append(int(rows.size))
+        return prepare_rows(placement, events, rows, **options)
+
+    monkeypatch.setattr(writer, "prepare_rows", counted)
+    monkeypatch.setattr(writer, "GROUP_ROWS", 10**9)
+    _, grouped = timeline.write_profile_timelines(
+        None,
+        tmp_path / "grouped",
+        _parts([0]),
+        [w for w in _windows([0]) if w.step in chosen],
+        counters=_counters([0]),
+        findings=_findings([0]),
+    )
+    monkeypatch.undo()
+    # the annotation over the run once; per step its mark, op, runtime call, kernel and
+    # instant, and the kernel of the step before
+    assert seen == [1 + len(chosen) * (5 + 1)]
+    alone = {p.name: p for p in _one_file_each(tmp_path / "alone", [0], None)}
+    assert [p.name for p in grouped] == [f"step_{s}.json.gz" for s in chosen]
+    assert [p.read_bytes() for p in grouped] == [alone[p.name].read_bytes() for p in grouped]
+
+
 def test_a_preparation_of_rows_holds_no_row_left_out() -> None:
     events = _rank_events(0)
     placement = timeline.place_timeline(events)

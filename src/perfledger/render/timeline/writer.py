@@ -442,9 +442,12 @@ def _file_groups(
     placement: Placement, events: pa.Table, files: Sequence[TimelineFile]
 ) -> list[tuple[list[TimelineFile], npt.NDArray[np.signedinteger]]]:
     """The files (all with a window) in groups of neighbouring windows, each with the event
-    rows that overlap the hull of its windows: every record of a group's files is among
-    them. A group holds at most :data:`GROUP_ROWS` rows, and at least as many files as
-    are written side by side (:data:`STEP_WRITERS`) when there are that many.
+    rows that overlap one of its windows: every record of a group's files is among them
+    (a file takes the rows that overlap its window, and the flows between those). A group
+    holds at most :data:`GROUP_ROWS` rows, and at least as many files as are written side
+    by side (:data:`STEP_WRITERS`) when there are that many. The windows of a group need
+    not be contiguous (analyze of a large trace writes a few chosen steps): the rows between
+    them are not prepared.
 
     The rows are read a block at a time (:func:`blocks`), and a group's rows kept in 32-bit
     integers where they fit."""
@@ -475,10 +478,7 @@ def _file_groups(
         else:
             groups.append([f])
             held = rows
-    hulls = [
-        (min(_window_of(f)[0] for f in group), max(_window_of(f)[1] for f in group))
-        for group in groups
-    ]
+    spans = [_joined_windows([_window_of(f) for f in group]) for group in groups]
     index_type = row_type(events.num_rows)
     pieces: list[list[npt.NDArray[np.signedinteger]]] = [[] for _ in groups]
     for low, block in blocks(events):
@@ -486,13 +486,27 @@ def _file_groups(
         dur = int64(block, "dur_ns")
         end = start + dur
         placed = placement.row_thread[low : low + block.num_rows] >= 0
-        for (lo, hi), rows in zip(hulls, pieces, strict=True):
-            at = np.flatnonzero(overlaps(start, dur, lo, hi, end) & placed) + low
+        for windows, rows in zip(spans, pieces, strict=True):
+            near = np.zeros(block.num_rows, dtype=bool)
+            for lo, hi in windows:
+                near |= overlaps(start, dur, lo, hi, end)
+            at = np.flatnonzero(near & placed) + low
             rows.append(at.astype(index_type))
     return [
         (group, np.concatenate(rows) if rows else np.zeros(0, dtype=index_type))
         for group, rows in zip(groups, pieces, strict=True)
     ]
+
+
+def _joined_windows(windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``windows`` in time order, those that overlap or touch joined into one."""
+    joined: list[tuple[int, int]] = []
+    for lo, hi in sorted(windows):
+        if joined and lo <= joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], hi))
+        else:
+            joined.append((lo, hi))
+    return joined
 
 
 def _window_of(f: TimelineFile) -> tuple[int, int]:
