@@ -150,11 +150,8 @@ def _doc(path: Path) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("ranks", [[0], [0, 3]])
-@pytest.mark.parametrize("cap", [None, 9])
-def test_step_files_prepared_a_step_at_a_time_equal_those_of_every_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ranks: list[int], cap: int | None
-) -> None:
+def _counted_preparations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of rows of each preparation the writer makes from here on (in order)."""
     seen: list[int] = []
     prepare_rows = writer.prepare_rows
 
@@ -163,6 +160,15 @@ def test_step_files_prepared_a_step_at_a_time_equal_those_of_every_row(
         return prepare_rows(placement, events, rows, **options)
 
     monkeypatch.setattr(writer, "prepare_rows", counted)
+    return seen
+
+
+@pytest.mark.parametrize("ranks", [[0], [0, 3]])
+@pytest.mark.parametrize("cap", [None, 9])
+def test_step_files_prepared_a_step_at_a_time_equal_those_of_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ranks: list[int], cap: int | None
+) -> None:
+    seen = _counted_preparations(monkeypatch)
     grouped = _grouped(tmp_path / "grouped", ranks, monkeypatch, group_rows=1, cap=cap)
     monkeypatch.undo()
     alone = _one_file_each(tmp_path / "alone", ranks, cap)
@@ -202,14 +208,7 @@ def test_a_group_of_scattered_steps_prepares_the_rows_of_its_windows_only(
     # analyze of a large trace writes a few chosen steps: one group of steps 2, 5 and 8
     # prepares the rows that overlap those three windows, not those of the steps between
     chosen = [2, 5, 8]
-    seen: list[int] = []
-    prepare_rows = writer.prepare_rows
-
-    def counted(placement: Any, events: pa.Table, rows: Any, **options: Any) -> Any:
-        seen.append(int(rows.size))
-        return prepare_rows(placement, events, rows, **options)
-
-    monkeypatch.setattr(writer, "prepare_rows", counted)
+    seen = _counted_preparations(monkeypatch)
     monkeypatch.setattr(writer, "GROUP_ROWS", 10**9)
     _, grouped = timeline.write_profile_timelines(
         None,
