@@ -11,14 +11,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfledger.model.accounts import StepWindow
 from perfledger.render import timeline
 from perfledger.render.timeline import writer
-from perfledger.render.timeline.file import TimelineFile
+from perfledger.render.timeline.file import TimelineFile, overlaps
 from perfledger.render.timeline.layout import MAX_LANES
 from tests.synth import EventsBuilder, gaps_table
 
@@ -356,3 +359,27 @@ def test_a_group_is_written_while_the_next_is_prepared_one_group_in_flight(
     assert overlapped == [*[True] * (STEPS - 1), False] * 2
     one = _grouped(tmp_path / "one", [0, 3], monkeypatch, group_rows=1, cap=None)
     assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in one]
+
+
+slices = st.lists(
+    st.tuples(st.integers(0, 60), st.integers(0, 25)), min_size=1, max_size=40
+)  # (start, dur)
+windows = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 15)), min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(slices, windows)
+def test_the_rows_near_a_group_are_those_overlapping_one_of_its_windows(
+    rows: list[tuple[int, int]], spans: list[tuple[int, int]]
+) -> None:
+    # windows that overlap, touch or lie apart; slices of every length, instants among them
+    start = np.array([s for s, _ in rows], dtype=np.int64)
+    dur = np.array([d for _, d in rows], dtype=np.int64)
+    group = [(lo, lo + width) for lo, width in spans]
+    lo, hi = writer._joined_windows(group)
+    assert np.all(lo[1:] > hi[:-1])  # disjoint, apart, ascending
+    near = writer._overlapping_one(start, dur, start + dur, lo, hi)
+    each = np.zeros(start.size, dtype=bool)
+    for a, b in group:
+        each |= overlaps(start, dur, a, b)
+    assert near.tolist() == each.tolist()

@@ -28,7 +28,7 @@ from perfledger.memory import (
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
 from perfledger.render.timeline.file import TimelineFile, TimelineStats, overlaps
-from perfledger.render.timeline.grouping import blocks, int64, row_type
+from perfledger.render.timeline.grouping import Int64Array, blocks, int64, row_type
 from perfledger.render.timeline.records import (
     Placement,
     PreparedTimeline,
@@ -486,27 +486,45 @@ def _file_groups(
         dur = int64(block, "dur_ns")
         end = start + dur
         placed = placement.row_thread[low : low + block.num_rows] >= 0
-        for windows, rows in zip(spans, pieces, strict=True):
-            near = np.zeros(block.num_rows, dtype=bool)
-            for lo, hi in windows:
-                near |= overlaps(start, dur, lo, hi, end)
-            at = np.flatnonzero(near & placed) + low
-            rows.append(at.astype(index_type))
+        for (lo, hi), rows in zip(spans, pieces, strict=True):
+            # the rows in the hull of the group's windows first (one test of each row), of
+            # those the rows in one of its windows
+            at = np.flatnonzero(overlaps(start, dur, int(lo[0]), int(hi[-1]), end) & placed)
+            if lo.size > 1:
+                at = at[_overlapping_one(start[at], dur[at], end[at], lo, hi)]
+            rows.append((at + low).astype(index_type))
     return [
         (group, np.concatenate(rows) if rows else np.zeros(0, dtype=index_type))
         for group, rows in zip(groups, pieces, strict=True)
     ]
 
 
-def _joined_windows(windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``windows`` in time order, those that overlap or touch joined into one."""
-    joined: list[tuple[int, int]] = []
+def _joined_windows(windows: Sequence[tuple[int, int]]) -> tuple[Int64Array, Int64Array]:
+    """``windows`` in time order, those that overlap or touch joined into one: the starts
+    and ends of disjoint windows, both ascending."""
+    joined: list[list[int]] = []
     for lo, hi in sorted(windows):
         if joined and lo <= joined[-1][1]:
-            joined[-1] = (joined[-1][0], max(joined[-1][1], hi))
+            joined[-1][1] = max(joined[-1][1], hi)
         else:
-            joined.append((lo, hi))
-    return joined
+            joined.append([lo, hi])
+    return (
+        np.array([w[0] for w in joined], dtype=np.int64),
+        np.array([w[1] for w in joined], dtype=np.int64),
+    )
+
+
+def _overlapping_one(
+    start: Int64Array, dur: Int64Array, end: Int64Array, lo: Int64Array, hi: Int64Array
+) -> npt.NDArray[np.bool_]:
+    """The slices that overlap one of the disjoint windows [lo, hi) (ascending), as
+    :func:`overlaps` tests each: a slice that overlaps a later window than the first one
+    ending after its start overlaps that first one too, which alone is tested."""
+    first = np.searchsorted(hi, start, side="right")  # the first window ending after it
+    some = first < hi.size
+    opens = lo[np.minimum(first, hi.size - 1)]
+    near: npt.NDArray[np.bool_] = some & ((end > opens) | ((dur == 0) & (start >= opens)))
+    return near
 
 
 def _window_of(f: TimelineFile) -> tuple[int, int]:
