@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import sqlite3
 from collections import Counter
 from decimal import Decimal
@@ -358,6 +359,44 @@ def test_db_pmu_counters_are_named_and_scaled_like_the_csv(ascend_dir: Path) -> 
     assert got == [
         (pmu["aic_mac_ratio"], pmu["aic_total_time"] / 1000, pmu["aic_mte2_time"] / 1000)
     ]
+
+
+def _pmu_rows_rewritten(tmp_path: Path, name: str, order: str) -> dict[int, list[str]]:
+    """Each task's args keys (by global task id) of a copy of the level 2 database whose
+    TASK_PMU_INFO rows are stored again in ``order`` (an ORDER BY: "rowid DESC" reverses
+    them; "rowid LIMIT 0" leaves none)."""
+    source = DATA / "ascend" / "torch_npu_db" / "level2" / "rank0_ascend_pt"
+    copy = tmp_path / name / "rank0_ascend_pt"
+    shutil.copytree(source, copy)
+    con = sqlite3.connect(copy / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")
+    rows = con.execute(f"SELECT * FROM TASK_PMU_INFO ORDER BY {order}").fetchall()
+    con.execute("DELETE FROM TASK_PMU_INFO")
+    if rows:
+        marks = ",".join("?" * len(rows[0]))
+        con.executemany(f"INSERT INTO TASK_PMU_INFO VALUES ({marks})", rows)
+    con.commit()
+    con.close()
+    keys: dict[int, list[str]] = {}
+    for text in load(tmp_path / name)[0].events.column("args").to_pylist():
+        args = json.loads(text) if text else {}
+        if "global_task_id" in args:
+            keys[args["global_task_id"]] = list(args)
+    return keys
+
+
+def test_db_pmu_counters_keep_the_databases_order_in_the_args(tmp_path: Path) -> None:
+    # the args name a task's metrics in the order the database holds their rows, whatever
+    # order the join hands them over in: stored reversed, they come reversed
+    kept = _pmu_rows_rewritten(tmp_path, "kept", "rowid")
+    reversed_ = _pmu_rows_rewritten(tmp_path, "reversed", "rowid DESC")
+    bare = _pmu_rows_rewritten(tmp_path, "bare", "rowid LIMIT 0")
+    assert kept.keys() == reversed_.keys() == bare.keys()
+    with_metrics = 0
+    for task, keys in kept.items():
+        metrics = [k for k in keys if k not in bare[task]]
+        assert [k for k in reversed_[task] if k not in bare[task]] == metrics[::-1]
+        with_metrics += len(metrics) > 1
+    assert with_metrics > 1
 
 
 # --- msprof command line ----------

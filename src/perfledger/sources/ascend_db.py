@@ -26,6 +26,8 @@ from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
 
 _MASK32 = 0xFFFFFFFF
+# Rows of a table read from SQLite at a time (each value a Python object until made a column).
+FETCH_ROWS: Final = 65_536
 
 
 @contextmanager
@@ -138,7 +140,12 @@ _RAW: dict[str, list[tuple[str, pa.DataType]]] = {
         ("count", pa.float64()),
         ("opType", pa.int64()),
     ],
-    "TASK_PMU_INFO": [("globalTaskId", pa.int64()), ("name", pa.int64()), ("value", pa.float64())],
+    "TASK_PMU_INFO": [
+        ("rowid", pa.int64()),
+        ("globalTaskId", pa.int64()),
+        ("name", pa.int64()),
+        ("value", pa.float64()),
+    ],
     "MSTX_EVENTS": [
         ("rowid", pa.int64()),
         ("startNs", pa.int64()),
@@ -180,20 +187,26 @@ def _fetch(
         else "NULL"
         for name, kind in wanted
     ]
+    # a batch of rows at a time: SQLite hands over a Python object per value, which a whole
+    # table of a large export would hold at once (1.3 GB of them for 1.3M tasks)
+    batches: list[pa.RecordBatch] = []
     try:
-        rows = con.execute(f'SELECT {", ".join(selects)} FROM "{table}"').fetchall()
+        cursor = con.execute(f'SELECT {", ".join(selects)} FROM "{table}"')
+        while rows := cursor.fetchmany(FETCH_ROWS):
+            columns = zip(*rows, strict=True)
+            del rows
+            arrays = [
+                pa.array(column, type=kind)
+                for column, (_, kind) in zip(columns, wanted, strict=True)
+            ]
+            batches.append(pa.record_batch(arrays, schema=schema))
     except sqlite3.Error as exc:
         raise TraceFormatError(f"{path}: unexpected content in {table} ({exc})") from exc
-    if not rows:
-        return schema.empty_table()
-    columns = zip(*rows, strict=True)
-    try:
-        arrays = [
-            pa.array(column, type=kind) for column, (_, kind) in zip(columns, wanted, strict=True)
-        ]
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
         raise TraceFormatError(f"{path}: unexpected values in {table} ({exc})") from exc
-    return pa.table(arrays, schema=schema)
+    if not batches:
+        return schema.empty_table()
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 _HOST_CATEGORY = " ".join(
@@ -281,15 +294,24 @@ LEFT JOIN enum_api_type e ON e.id = c.type
 _TASKS_SQL = f"""
 WITH
 pmu AS (
-    SELECT p.globalTaskId, coalesce({_PMU_ALIASES}[s.value], s.value) AS metric, p.value
+    SELECT p.rowid AS seq, p.globalTaskId,
+        coalesce({_PMU_ALIASES}[s.value], s.value) AS metric, p.value
     FROM task_pmu_info p LEFT JOIN string_ids s ON s.id = p.name
 ),
--- the database keeps times in ns; the CSVs (and our args) in us
+-- the database keeps times in ns; the CSVs (and our args) in us. A task's metrics as one
+-- JSON object (what json_group_object makes), in the database's order whatever order the
+-- join's threads hand its rows over in (json_group_object takes no ORDER BY)
+metrics AS (
+    SELECT seq, globalTaskId,
+        CASE WHEN ends_with(metric, '_time') THEN metric || '_us' ELSE metric END AS name,
+        CASE WHEN ends_with(metric, '_time') THEN value / 1000 ELSE value END AS value
+    FROM pmu WHERE metric IS NOT NULL
+),
 counters AS (
-    SELECT globalTaskId, json_group_object(
-        CASE WHEN ends_with(metric, '_time') THEN metric || '_us' ELSE metric END,
-        CASE WHEN ends_with(metric, '_time') THEN value / 1000 ELSE value END) AS counters
-    FROM pmu WHERE metric IS NOT NULL GROUP BY globalTaskId
+    SELECT globalTaskId, CAST('{{' || string_agg(
+        to_json(name) || ':' || CASE WHEN value IS NULL THEN 'null'::JSON ELSE to_json(value) END,
+        ',' ORDER BY seq) || '}}' AS JSON) AS counters
+    FROM metrics GROUP BY globalTaskId
 ),
 compute AS (
     SELECT c.globalTaskId, n.value AS name, nullif(tt.value, 'N/A') AS core_type,
