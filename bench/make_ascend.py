@@ -40,7 +40,7 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DEFAULT_WORKDIR, TEST_TRACES  # noqa: E402
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: the call chains of each copy its own (PYTORCH_CALLCHAINS.id moved)
 SOURCES = {
     "text": TEST_TRACES / "ascend" / "torch_npu_text" / "level1" / "rank0_ascend_pt",
     "db": TEST_TRACES / "ascend" / "torch_npu_db" / "level1" / "rank0_ascend_pt",
@@ -55,6 +55,8 @@ _TEXT_PATTERN = re.compile(
 # Database columns that hold times, and those that link rows across tables.
 _TIME_COLUMN = re.compile(r"(Ns|^timestamp|^timestampNs|^allocationTime|^releaseTime)$")
 _LINK_COLUMNS = ("connectionId", "globalTaskId", "opId", "callchainId")
+# the tables keyed by a link (their own id column): moved with the links that name them
+_LINK_KEYS = {("CONNECTION_IDS", "id"), ("PYTORCH_CALLCHAINS", "id")}
 # Tables written once: lookups and run metadata.
 _ONCE = re.compile(
     r"^(ENUM_.*|STRING_IDS|META_DATA|NPU_INFO|HOST_INFO|SESSION_TIME_INFO|RANK_DEVICE_MAP|"
@@ -216,7 +218,7 @@ def _write_db(source: Path, target: Path, copies: int) -> tuple[int, int]:
                     quoted = f'"{column}"'
                     if _TIME_COLUMN.search(column):
                         picks.append(f"CAST({quoted} AS INTEGER) + {k * shift_ns}")
-                    elif column in _LINK_COLUMNS or (table == "CONNECTION_IDS" and column == "id"):
+                    elif column in _LINK_COLUMNS or (table, column) in _LINK_KEYS:
                         picks.append(f"{quoted} + {k * id_offset}")
                     elif table == "STEP_TIME" and column == "id":
                         picks.append(f"{quoted} + {k * step_count}")

@@ -4,6 +4,7 @@ source, one after the other in time, each with its own steps."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -35,6 +36,12 @@ def _steps(events: pa.Table) -> list[int]:
     return sorted(int(m.group(1)) for n in names if (m := re.fullmatch(r"ProfilerStep#(\d+)", n)))
 
 
+def _stacks(events: pa.Table) -> list[str]:
+    """The call stacks the events' args hold (torch_npu's ``Call stack``)."""
+    texts = [json.loads(a) for a in events.column("args").to_pylist() if a and "Call stack" in a]
+    return [str(t["Call stack"]) for t in texts if t.get("Call stack")]
+
+
 @pytest.mark.parametrize("kind", ["text", "db"])
 def test_three_copies_read_back_as_three_runs_in_a_row(kind: str, tmp_path: Path) -> None:
     source = make_ascend.SOURCES[kind]
@@ -59,6 +66,10 @@ def test_three_copies_read_back_as_three_runs_in_a_row(kind: str, tmp_path: Path
     assert pc.max(repeated.events.column("start_ns")).as_py() == (
         pc.max(original.events.column("start_ns")).as_py() + 2 * shift_ns
     )
+    # each copy's host ops with the source's call stacks, not the first copy's three times
+    stacks = _stacks(original.events)
+    assert stacks
+    assert sorted(_stacks(repeated.events)) == sorted(stacks * 3)
     # a second call reuses the export
     again = make_ascend.make_ascend_export(tmp_path, kind=kind, size_mb=size_mb)
     assert again == export
