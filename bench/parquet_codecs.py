@@ -13,7 +13,6 @@ figure says: the system seconds of the write are printed beside.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import tempfile
 import time
@@ -61,7 +60,6 @@ def main() -> None:
                 f"{codec:7s} CPU {whole[0]:.2f} s (system {whole[1]:.2f}), "
                 f"{whole[2] / 1e6:.0f} MB; args alone CPU {text[0]:.2f} s, {text[2] / 1e6:.0f} MB"
             )
-    os.sync()
 
 
 if __name__ == "__main__":
