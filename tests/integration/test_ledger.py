@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from perfledger import ledger
 from perfledger.errors import PerfledgerError
 from perfledger.model.accounts import STEP_TRACE_COLUMNS
 from perfledger.profiledir import load_profile
+from perfledger.run.pipeline import build_profile
 from tests.cli import perfledger as _perfledger
 from tests.paths import data_file
 
@@ -133,6 +135,22 @@ def test_register_reads_the_profile(tmp_path: Path) -> None:
     assert (run.top_finding, run.top_finding_ms) == ("host_dispatch_bound", 2.5)
     assert run.profile_path == str(profile.resolve())
     assert ledger.register_profile(profile, ledger_path=path, label="again") == 2
+
+
+def test_the_profile_just_written_gives_the_workload_its_files_give(tmp_path: Path) -> None:
+    # the ledger takes the kernels' names of a profile just written from the analysis, not
+    # from its kernel_details.csv: the same names as the file read back
+    console = Console(file=io.StringIO())
+    result = build_profile(
+        [data_file("kineto/a100_alexnet.json.gz")], tmp_path / "p", console=console
+    )
+    assert result.stored.kernel_names is not None
+    from_memory = ledger.run_record(result.stored, registered_ns=1).workload
+    from_files = ledger.run_record(result.path, registered_ns=1).workload
+    assert from_memory == from_files
+    names = {row["name"] for row in csv.DictReader((result.path / "kernel_details.csv").open())}
+    assert list(result.stored.kernel_names) == sorted(names - {""})
+    assert len(result.stored.kernel_names) > 10
 
 
 def test_runs_table_delta_is_exact(tmp_path: Path) -> None:

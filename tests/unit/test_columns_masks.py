@@ -58,3 +58,25 @@ def test_pair_order_is_the_order_by_key_then_name_then_row(pairs) -> None:
     names = np.array([n for _, n in pairs], dtype=np.int64)
     expected = sorted(range(len(pairs)), key=lambda i: (pairs[i][0], pairs[i][1], i))
     assert columns.pair_order(keys, names).tolist() == expected
+
+
+@given(
+    st.lists(st.lists(st.sampled_from([*ALPHABET, "", None]), max_size=12), min_size=1, max_size=4),
+    st.lists(st.sampled_from(ALPHABET), max_size=4),
+    st.booleans(),
+)
+def test_distinct_strings_are_the_non_empty_values_rows_hold(chunks, unused, dictionary) -> None:
+    arrays = [pa.array(c, pa.string()) for c in chunks]
+    if dictionary:
+        # each chunk's dictionary with values no row of it uses (as a take of rows leaves it)
+        kind = pa.dictionary(pa.int32(), pa.string())
+        encoded = []
+        for values in chunks:
+            words = sorted({v for v in values if v is not None} | set(unused))
+            codes = pa.array([None if v is None else words.index(v) for v in values], pa.int32())
+            encoded.append(pa.DictionaryArray.from_arrays(codes, pa.array(words, pa.string())))
+        column = pa.chunked_array(encoded, kind)
+    else:
+        column = pa.chunked_array(arrays, pa.string())
+    expected = sorted({v for c in chunks for v in c if v})
+    assert columns.distinct_strings(column) == expected

@@ -142,6 +142,17 @@ def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str
     return codes, dictionary.to_pylist()
 
 
+def distinct_strings(column: pa.ChunkedArray) -> list[str]:
+    """The distinct non-empty values of a string column (dictionary or plain), sorted; a
+    dictionary's values no row uses are not among them."""
+    found: set[str] = set()
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary.take(pc.unique(chunk.indices).drop_null())
+        found.update(value for value in pc.unique(chunk).to_pylist() if value)
+    return sorted(found)
+
+
 def codes_taken(column: pa.ChunkedArray, rows: Int64Array) -> pa.DictionaryArray:
     """A string or dictionary ``column``'s values at ``rows`` (null where a row is -1) as
     codes into the distinct values taken, in the order of the column's (unified) dictionary:

@@ -190,6 +190,8 @@ def profile_workload(
 
 
 def _kernel_names(stored: StoredProfile) -> list[str]:
+    if stored.kernel_names is not None:
+        return list(stored.kernel_names)
     if not (stored.path / KERNEL_DETAILS_CSV).is_file():
         return []
     table = stored.read_csv(KERNEL_DETAILS_CSV, pa.schema([("name", pa.string())]), ["name"])

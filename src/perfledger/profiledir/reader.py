@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -61,12 +61,16 @@ class StoredProfile:
         meta: meta.json (run metadata, timings).
         summary: summary.json (every headline figure and finding).
         format_version: the version the profile was written with (before migration).
+        kernel_names: the distinct names of kernel_details.csv where the profile was just
+            written (the ledger then need not read that CSV of millions of rows again);
+            None: read from the file when asked.
     """
 
     path: Path
     meta: Document
     summary: Document
     format_version: int
+    kernel_names: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     # --- figures the profile holds ----------------------------------------------------------
 

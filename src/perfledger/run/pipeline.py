@@ -25,6 +25,7 @@ from perfledger.analysis import figures
 from perfledger.analysis.advisor import AdvisorConfig, diagnose
 from perfledger.analysis.beside import beside
 from perfledger.analysis.cluster.balance import DEFAULT_EXCESS_PCT
+from perfledger.analysis.columns import distinct_strings
 from perfledger.analysis.profile import step_trace
 from perfledger.errors import PerfledgerError
 from perfledger.files import write_json
@@ -239,7 +240,8 @@ def build_profile(
     finally:
         for removal in removals:
             removal.join()
-    stored = StoredProfile(out_dir, document, summary, schema.FORMAT_VERSION)
+    names = tuple(distinct_strings(analysis.kernel_details.column("name")))
+    stored = StoredProfile(out_dir, document, summary, schema.FORMAT_VERSION, kernel_names=names)
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary, stored=stored)
 
 
