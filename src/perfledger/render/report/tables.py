@@ -6,9 +6,11 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis.columns import unique_rows
 from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
 from perfledger.model.gaps import GapReport
 from perfledger.render.report.budgets import (
@@ -80,6 +82,47 @@ def payload_table(
 _TASKS_NAMED: Final = 3
 
 
+def _task_counts(op_summary: pa.Table) -> pa.Table:
+    """The rows of op_summary counted by (op, kind, task): ``op`` the host operator, else the
+    task's own name, ``task_count`` the rows of a task that has a name. Counted on the
+    columns' dictionary codes: only the distinct triples are turned into text."""
+    host, host_values = _codes(op_summary.column("host_op"))
+    name, name_values = _codes(op_summary.column("name"))
+    kind, kind_values = _codes(op_summary.column("kind"))
+    # a task's own name as an operator: the host operators' code where one bears that name
+    in_host = np.asarray(pc.index_in(name_values, value_set=host_values).fill_null(-1))
+    as_op = np.where(in_host >= 0, in_host, np.arange(len(name_values)) + len(host_values))
+    op = np.where(host >= 0, host, np.where(name >= 0, as_op[np.maximum(name, 0)], -1))
+    triples, inverse = unique_rows([op, kind, name])
+    counts = np.bincount(inverse, minlength=len(triples))
+    op_values = pa.concat_arrays([host_values, name_values])
+    return pa.table(
+        {
+            "op": _decoded(triples[:, 0], op_values),
+            "kind": _decoded(triples[:, 1], kind_values),
+            "task": _decoded(triples[:, 2], name_values),
+            "task_count": np.where(triples[:, 2] >= 0, counts, 0),
+        }
+    )
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.int64], pa.Array]:
+    """A string column's rows as codes into its distinct values (-1: null) and those values."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    if column.num_chunks == 0:
+        return np.zeros(0, dtype=np.int64), pa.array([], pa.string())
+    column = column.unify_dictionaries()
+    values = pc.cast(column.chunk(0).dictionary, pa.string())
+    codes = [np.asarray(c.indices.fill_null(-1), dtype=np.int64) for c in column.chunks]
+    return (codes[0] if len(codes) == 1 else np.concatenate(codes)), values
+
+
+def _decoded(codes: npt.NDArray[np.int64], values: pa.Array) -> pa.Array:
+    """The values at ``codes`` (null at -1)."""
+    return values.take(pa.array(codes, mask=codes < 0))
+
+
 def op_statistic_tasks(op_statistic: pa.Table, op_summary: pa.Table | None, chars: int) -> pa.Table:
     """The op statistic with ``device_tasks``: the distinct device tasks each row's operator
     ran, most frequent first (``a · b · c · +N more``), so that the table's filter finds an
@@ -96,25 +139,13 @@ def op_statistic_tasks(op_statistic: pa.Table, op_summary: pa.Table | None, char
         or not {"host_op", "name", "kind"} <= set(op_summary.column_names)
     ):
         return op_statistic
-    as_text = [
-        pc.cast(op_summary.column(c), pa.string())
-        if pa.types.is_dictionary(op_summary.schema.field(c).type)
-        else op_summary.column(c)
-        for c in ("host_op", "name", "kind")
-    ]
-    key = pc.coalesce(as_text[0], as_text[1])
-    counted = (
-        pa.table({"op": key, "task": as_text[1], "kind": as_text[2]})
-        .group_by(["op", "kind", "task"])
-        .aggregate([("task", "count")])
-        .sort_by(
-            [
-                ("op", "ascending"),
-                ("kind", "ascending"),
-                ("task_count", "descending"),
-                ("task", "ascending"),
-            ]
-        )
+    counted = _task_counts(op_summary).sort_by(
+        [
+            ("op", "ascending"),
+            ("kind", "ascending"),
+            ("task_count", "descending"),
+            ("task", "ascending"),
+        ]
     )
     tasks: dict[tuple[str | None, str | None], list[str]] = {}
     for op, kind, task in zip(  # a loop over distinct (operator, kind, task) names
