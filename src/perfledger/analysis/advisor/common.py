@@ -118,8 +118,7 @@ def group_ids(parts: Sequence[IntArray], size: int) -> IntArray:
 
 def _dense(codes: IntArray) -> IntArray:
     """The rank of each code among the distinct ones (their order kept)."""
-    dense: IntArray = np.unique(codes, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    return dense
+    return columns.factorize(np.asarray(codes, dtype=np.int64).reshape(-1))[1]
 
 
 def distinct_rows(rows: IntArray, num_rows: int) -> IntArray:

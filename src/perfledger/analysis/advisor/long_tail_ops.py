@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.analysis import columns
 from perfledger.analysis.advisor.base import Outcome, Params, Rule
 from perfledger.analysis.advisor.common import encode, group_ids, offender, spans_of
 from perfledger.analysis.advisor.context import AdvisorContext
@@ -149,7 +150,7 @@ def _groups(tasks: pa.Table, rows: np.ndarray, grid: pa.Array, block: pa.Array) 
         encode(pc.coalesce(tasks["dtypes"], tasks["op_dtypes"]))[0][rows],
         encode(grid)[0][rows],
         encode(block)[0][rows],
-        np.unique(np.asarray(tasks["bytes"], dtype=np.int64)[rows], return_inverse=True)[1],
+        columns.factorize(np.asarray(tasks["bytes"], dtype=np.int64)[rows])[1],
     )
     return group_ids(parts, rows.size)
 
