@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.columns import unique_rows
+from perfledger.analysis.columns import dictionary_codes, unique_rows
 from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
 from perfledger.model.gaps import GapReport
 from perfledger.render.report.budgets import (
@@ -20,7 +20,7 @@ from perfledger.render.report.budgets import (
     PayloadLimits,
 )
 from perfledger.render.report.data import Headline
-from perfledger.render.report.rows import PreparedRows, int64, take
+from perfledger.render.report.rows import Int64Array, PreparedRows, int64, take, take_ascending
 
 # Table columns holding instants (absolute ns), shown from the profile start.
 _INSTANT_COLUMNS: Final = frozenset({"start_ns", "end_ns", "launch_ns", "ts_ns", "launch_start_ns"})
@@ -204,7 +204,8 @@ def counter_series(counters: pa.Table | None, p: PreparedRows, points: int) -> l
     """Each counter series, evenly sampled to at most ``points`` points, time in s;
     ``constant`` when every sample has the same value (then only the first and last are kept).
 
-    Series by series: the counters of many ranks are never read into whole columns.
+    The series' rows are found in one pass over the key columns, batch by batch, and only
+    their times and values taken: the counters of many ranks are never read into whole columns.
     """
     if counters is None or counters.num_rows == 0:
         return []
@@ -214,12 +215,10 @@ def counter_series(counters: pa.Table | None, p: PreparedRows, points: int) -> l
     keys = counters.select(["rank", "track", "name"]).group_by(["rank", "track", "name"])
     series = sorted(
         (int(r), t, n) for r, t, n in zip(*keys.aggregate([]).to_pydict().values(), strict=True)
-    )
+    )[:COUNTER_SERIES]
     out = []
-    for r, t, n in series[:COUNTER_SERIES]:
-        mine = counters.filter(
-            (pc.field("rank") == r) & (pc.field("track") == t) & (pc.field("name") == n)
-        )
+    for (r, t, n), at in zip(series, _series_rows(counters, series), strict=True):
+        mine = take_ascending(counters.select(["ts_ns", "value"]), at)
         ts = int64(mine, "ts_ns")
         value = np.asarray(mine.column("value").to_numpy(), dtype=np.float64)
         rows = np.flatnonzero(np.isfinite(value))
@@ -242,6 +241,27 @@ def counter_series(counters: pa.Table | None, p: PreparedRows, points: int) -> l
             }
         )
     return out
+
+
+def _series_rows(counters: pa.Table, series: Sequence[tuple[int, str, str]]) -> list[Int64Array]:
+    """The rows of each of ``series`` (rank, track, name) in ``counters``, ascending: batch by
+    batch, each row's key numbered on the batch's codes (a pass over the keys, not one per
+    series; no key column of many ranks held whole)."""
+    wanted = {key: i for i, key in enumerate(series)}
+    found: list[list[Int64Array]] = [[] for _ in series]
+    offset = 0
+    for batch in counters.select(["rank", "track", "name"]).to_batches():
+        table = pa.Table.from_batches([batch])
+        rank = np.asarray(batch.column(0), dtype=np.int64)
+        track, tracks = dictionary_codes(table, "track")
+        name, names = dictionary_codes(table, "name")
+        keys, inverse = unique_rows([rank, track, name])
+        for code, (r, t, n) in enumerate(keys.tolist()):
+            at = wanted.get((r, tracks[t], names[n]))
+            if at is not None:
+                found[at].append(np.flatnonzero(inverse == code) + offset)
+        offset += batch.num_rows
+    return [np.concatenate(rows) if rows else np.zeros(0, np.int64) for rows in found]
 
 
 def headline_figures(h: Headline) -> dict[str, Any]:
