@@ -80,3 +80,16 @@ def test_distinct_strings_are_the_non_empty_values_rows_hold(chunks, unused, dic
         column = pa.chunked_array(arrays, pa.string())
     expected = sorted({v for c in chunks for v in c if v})
     assert columns.distinct_strings(column) == expected
+
+
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(-(2**62), 2**62)), max_size=60))
+def test_first_seen_ids_number_rows_in_their_first_appearance_order(rows) -> None:
+    numbered = columns.first_seen_ids(
+        [np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int64)]
+    )
+    if columns._compiled is None:  # no compiler where the project was installed
+        assert numbered is None
+        return
+    first: dict[tuple[int, int], int] = {}
+    assert numbered is not None
+    assert numbered.tolist() == [first.setdefault(r, len(first)) for r in rows]

@@ -350,6 +350,18 @@ def unique_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]:
     return keys, inverse
 
 
+def first_seen_ids(columns: Sequence[Int64Array]) -> Int64Array | None:
+    """Each row's number among the distinct rows of equal-length integer columns, in the order
+    they first appear (0, 1, ...): the compiled pass's one hash table. None where it was not
+    built, or for more columns than it reads."""
+    if _compiled is None or not 1 <= len(columns) <= _COMPILED_COLUMNS:
+        return None
+    values = tuple(np.ascontiguousarray(c, dtype=np.int64) for c in columns)
+    codes = np.empty(values[0].size, dtype=np.int64)
+    _compiled.first_seen(values, codes)
+    return codes
+
+
 def _hashed_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]:
     """:func:`unique_rows` by the compiled pass: the rows numbered as they first appear (one
     hash table of the distinct rows), then the distinct rows sorted."""

@@ -65,7 +65,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.columns import codes_taken, strings_at
+from perfledger.analysis.columns import codes_taken, first_seen_ids, strings_at
 from perfledger.analysis.nesting import innermost_enclosing, operator_nesting, self_time
 from perfledger.memory import drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
@@ -409,6 +409,9 @@ def _thread_group(events: pa.Table) -> IntArray:
 
 def _thread_ids(rank: IntArray, pid: IntArray, stream: IntArray) -> IntArray:
     """:func:`_thread_group` of the columns' values."""
+    numbered = first_seen_ids((rank, pid, stream))
+    if numbered is not None:
+        return numbered
     group = np.zeros(rank.size, dtype=np.int64)
     for column in (rank, pid, stream):
         # column by column: the ids so far times the column's distinct count plus its own id
