@@ -2,6 +2,7 @@
 (``tables/events.parquet``: the same dictionary columns), under each Parquet codec.
 
 ``python bench/parquet_codecs.py PROFILE [--codecs zstd lz4 snappy none] [--rounds 3]``
+(a codec as ``NAME:LEVEL``, e.g. ``zstd:-1``, at that compression level; else the default)
 
 The table is read once from the profile; each codec then writes it ``--rounds`` times into a
 temporary folder (the smallest CPU of the rounds is kept: this machine is shared), and the
@@ -30,7 +31,14 @@ def _write(table: pa.Table, path: Path, codec: str) -> tuple[float, float, int]:
     coded = [c for c in DICTIONARY_COLUMNS if c in table.column_names]
     before = resource.getrusage(resource.RUSAGE_SELF)
     cpu = time.process_time()
-    pq.write_table(table, path, compression=codec, use_dictionary=coded or False)
+    name, _, level = codec.partition(":")
+    pq.write_table(
+        table,
+        path,
+        compression=name,
+        compression_level=int(level) if level else None,
+        use_dictionary=coded or False,
+    )
     cpu = time.process_time() - cpu
     system = resource.getrusage(resource.RUSAGE_SELF).ru_stime - before.ru_stime
     size = path.stat().st_size
