@@ -120,8 +120,11 @@ def take_rows(table: pa.Table, rows: Int64Array, names: Iterable[str]) -> pa.Tab
     return pa.table({name: take(table.column(name), rows) for name in names})
 
 
-def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str | None]]:
-    """A string column as (codes, distinct values); works on dictionary and plain strings."""
+def dictionary_codes(
+    table: pa.Table, column: str, null: int = 0
+) -> tuple[Int64Array, list[str | None]]:
+    """A string column as (codes, distinct values); works on dictionary and plain strings.
+    A null row gets the code ``null`` (by default 0, the first value's)."""
     col = table.column(column)
     if not pa.types.is_dictionary(col.type):
         col = pc.dictionary_encode(col)
@@ -130,10 +133,10 @@ def dictionary_codes(table: pa.Table, column: str) -> tuple[Int64Array, list[str
         return np.zeros(0, dtype=np.int64), []
     combined = col.unify_dictionaries() if hasattr(col, "unify_dictionaries") else col
     dictionary = combined.chunk(0).dictionary
-    # a copy of each chunk's codes (writable), nulls as 0
+    # a copy of each chunk's codes (writable), nulls as ``null``
     parts = [
         np.array(
-            (c.indices.fill_null(0) if c.indices.null_count else c.indices).to_numpy(),
+            (c.indices.fill_null(null) if c.indices.null_count else c.indices).to_numpy(),
             dtype=np.int64,
         )
         for c in combined.chunks

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -86,13 +85,15 @@ def _task_counts(op_summary: pa.Table) -> pa.Table:
     """The rows of op_summary counted by (op, kind, task): ``op`` the host operator, else the
     task's own name, ``task_count`` the rows of a task that has a name. Counted on the
     columns' dictionary codes: only the distinct triples are turned into text."""
-    host, host_values = _codes(op_summary.column("host_op"))
-    name, name_values = _codes(op_summary.column("name"))
-    kind, kind_values = _codes(op_summary.column("kind"))
+    host, host_values = _codes(op_summary, "host_op")
+    name, name_values = _codes(op_summary, "name")
+    kind, kind_values = _codes(op_summary, "kind")
     # a task's own name as an operator: the host operators' code where one bears that name
     in_host = np.asarray(pc.index_in(name_values, value_set=host_values).fill_null(-1))
     as_op = np.where(in_host >= 0, in_host, np.arange(len(name_values)) + len(host_values))
-    op = np.where(host >= 0, host, np.where(name >= 0, as_op[np.maximum(name, 0)], -1))
+    op = host.copy()  # -1 where both are null
+    named = (host < 0) & (name >= 0)
+    op[named] = as_op[name[named]]
     triples, inverse = unique_rows([op, kind, name])
     counts = np.bincount(inverse, minlength=len(triples))
     op_values = pa.concat_arrays([host_values, name_values])
@@ -106,19 +107,13 @@ def _task_counts(op_summary: pa.Table) -> pa.Table:
     )
 
 
-def _codes(column: pa.ChunkedArray) -> tuple[npt.NDArray[np.int64], pa.Array]:
-    """A string column's rows as codes into its distinct values (-1: null) and those values."""
-    if not pa.types.is_dictionary(column.type):
-        column = pc.dictionary_encode(column)
-    if column.num_chunks == 0:
-        return np.zeros(0, dtype=np.int64), pa.array([], pa.string())
-    column = column.unify_dictionaries()
-    values = pc.cast(column.chunk(0).dictionary, pa.string())
-    codes = [np.asarray(c.indices.fill_null(-1), dtype=np.int64) for c in column.chunks]
-    return (codes[0] if len(codes) == 1 else np.concatenate(codes)), values
+def _codes(table: pa.Table, column: str) -> tuple[Int64Array, pa.Array]:
+    """:func:`dictionary_codes` with -1 for a null, the values as text."""
+    codes, values = dictionary_codes(table, column, null=-1)
+    return codes, pa.array(values, pa.string())
 
 
-def _decoded(codes: npt.NDArray[np.int64], values: pa.Array) -> pa.Array:
+def _decoded(codes: Int64Array, values: pa.Array) -> pa.Array:
     """The values at ``codes`` (null at -1)."""
     return values.take(pa.array(codes, mask=codes < 0))
 
