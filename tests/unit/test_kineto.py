@@ -1061,3 +1061,64 @@ def test_the_columns_go_through_place_columns_as_the_layout_makes_them(tmp_path:
     assert json.loads(plain.events["args"].to_pylist()[0]) == {"External id": 1, "note": "x"}
     kept = load_kineto(trace, place_columns=lambda group, batches: batches.read_all())
     assert_same_events(kept.events, plain.events)
+
+
+class _Filler:
+    """A place for the numbers in the heap, as load_kineto's ``fill_columns`` gives one: what
+    was written into its targets, and whether it was given up."""
+
+    def __init__(self, schema_: pa.Schema, length: int) -> None:
+        self.schema = schema_
+        self.targets = {f.name: np.full(length, 7, f.type.to_pandas_dtype()) for f in schema_}
+        self.abandoned = False
+
+    def target(self, name: str) -> Any:
+        return self.targets[name]
+
+    def finish(self) -> pa.Table:
+        return pa.table({n: pa.array(a) for n, a in self.targets.items()}, schema=self.schema)
+
+    def abandon(self) -> None:
+        self.abandoned = True
+
+
+def test_the_numbers_are_made_where_fill_columns_places_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = gen.write_kineto(
+        tmp_path / "t.json",
+        [
+            gen.cpu_op("b", 20, 5, external_id=2, **{"Input Dims": [[2, 3]]}),
+            gen.cpu_op("a", 10, 5, external_id=1, note="x"),
+            gen.runtime("cudaLaunchKernel", 11, 1, correlation=4, external_id=1),
+            gen.device_task("kernel", "k", 12, 3, correlation=4, device=1, stream=7),
+        ],
+    )
+    plain = load_kineto(trace)
+    made: list[_Filler] = []
+
+    def fill(group: str, schema_: pa.Schema, length: int) -> _Filler:
+        assert group == kineto.NUMBERS and schema_.names == list(kineto.NUMBER_COLUMNS)
+        made.append(_Filler(schema_, length))
+        return made[0]
+
+    def place(group: str, batches: pa.RecordBatchReader) -> pa.Table:
+        assert group == kineto.TEXT  # the numbers went to the filler
+        return batches.read_all()
+
+    filled = load_kineto(trace, place_columns=place, fill_columns=fill)
+    assert len(made) == 1 and not made[0].abandoned
+    assert_same_events(filled.events, plain.events)
+    # every number column written through its target (none left at the filler's 7s)
+    for name, target in made[0].targets.items():
+        assert np.array_equal(target, plain.events[name].to_numpy(), equal_nan=True), name
+    # a layout that fails gives its place up, and fails as it would have
+    made.clear()
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(kineto, "_flow_correlation", broken)
+    with pytest.raises(RuntimeError, match="broken"):
+        load_kineto(trace, place_columns=place, fill_columns=fill)
+    assert made[0].abandoned

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from perfledger.files import replacing, temporary_name
+from perfledger.run.filled_columns import FilledColumns, filled_columns
 
 __all__ = [
     "PlacedColumns",
@@ -53,6 +54,19 @@ class PlacedColumns:
         if mapped:
             self.placed[path] = table
         return table
+
+    def in_place(self, group: str, schema: pa.Schema, length: int) -> FilledColumns | None:
+        """The group's file laid out for ``length`` rows of ``schema``'s columns, to be filled
+        in place (:mod:`.filled_columns`; its columns then count as placed); None where the
+        group has no file or it cannot be made so (the group is placed as usual)."""
+        path = self.files.get(group)
+        if path is None:
+            return None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return filled_columns(path, schema, length, self.placed.__setitem__)
 
     def holds(self, events: pa.Table, path: Path, names: Sequence[str]) -> bool:
         """Whether the columns ``names`` of ``events`` are those read from the file ``path``

@@ -698,6 +698,7 @@ def _import(task: RankTask, progress: TaskProgress | None, placed: PlacedColumns
             progress=report,
             workers=task.import_workers,
             place_columns=placed,
+            fill_columns=placed.in_place if placed is not None else None,
         )
     from perfledger.sources.ascend import load_ascend
 

@@ -60,7 +60,10 @@ from perfledger.sources.kineto_columns import (
     Side,
 )
 from perfledger.sources.kineto_layout import (
+    ColumnFiller,
+    ColumnFilling,
     GatherPlan,
+    NumbersInto,
     gather_plan,
     sorted_strings,
     string_pieces,
@@ -84,6 +87,8 @@ __all__ = [
     "SOURCE_KIND",
     "TEXT",
     "TEXT_COLUMNS",
+    "ColumnFiller",
+    "ColumnFilling",
     "ColumnPlacer",
     "is_kineto",
     "load_kineto",
@@ -103,6 +108,7 @@ NUMBER_COLUMNS: Final = tuple(
 # to read one after the other (the text: each made as the last is read), the columns to hold
 # out (the same values: the batches are read once).
 ColumnPlacer = Callable[[str, pa.RecordBatchReader], pa.Table]
+_NUMBERS_SCHEMA: Final = pa.schema([schema.EVENTS_SCHEMA.field(name) for name in NUMBER_COLUMNS])
 
 
 def is_kineto(path: Path) -> bool:
@@ -150,6 +156,7 @@ def load_kineto(
     progress: Callable[[int, int], None] | None = None,
     workers: int = 0,
     place_columns: ColumnPlacer | None = None,
+    fill_columns: ColumnFilling | None = None,
 ) -> Trace:
     """Read one rank's Kineto trace into canonical tables.
 
@@ -169,6 +176,10 @@ def load_kineto(
             will hold them (for instance read back through a memory map of a file the batches
             were written to as they came, never whole in the heap; ``reader.read_all()`` to
             keep them as they are).
+        fill_columns: given the numbers' group (:data:`NUMBER_COLUMNS`) with their schema
+            and the table's length, a place to make them in as the layout computes them (for
+            instance the memory map of the file they will be read from), instead of making
+            them in the heap and giving them to ``place_columns``; None there: they are.
 
     Raises:
         TraceFormatError: the file is missing, not JSON, not a trace, or holds no events.
@@ -202,7 +213,7 @@ def load_kineto(
     # trace) made beside the events' layout, which leaves part of a core free
     with ThreadPoolExecutor(1, thread_name_prefix="kineto-counters") as pool:
         counted = pool.submit(_counters_table, side, trace_rank, base_ns)
-        events = _events_table(blocks, side, trace_rank, base_ns, meta, place_columns)
+        events = _events_table(blocks, side, trace_rank, base_ns, meta, place_columns, fill_columns)
         counters = counted.result()
     # None tells a caller holding several traces that this one does not know its rank.
     meta["rank"] = rank if rank is not None else found_rank
@@ -291,14 +302,16 @@ def _sorted_column(
     position: Int64Array,
     dtype: Any,
     fill: Any = None,
+    out: Any = None,
 ) -> Any:
-    """One column of all blocks, written straight into sorted row order.
+    """One column of all blocks, written straight into sorted row order (into ``out`` if
+    given: an array of ``dtype``, as long as the table).
 
     ``position`` is each file-order row's place in the sorted table. Blocks let go of their
     part as it is copied, so the column never exists twice; blocks without the column
     (None) get ``fill``.
     """
-    out = np.empty(position.size, dtype)
+    out = np.empty(position.size, dtype) if out is None else out
     begin = 0
     for block, size in zip(blocks, sizes, strict=True):
         part = getattr(block, column)
@@ -519,6 +532,7 @@ def _events_table(
     base_ns: int,
     meta: dict[str, Any],
     place_columns: ColumnPlacer | None = None,
+    fill_columns: ColumnFilling | None = None,
 ) -> pa.Table:
     """Classify the rows and lay them out sorted by (start_ns, -dur_ns).
 
@@ -531,39 +545,51 @@ def _events_table(
     start = _take_column(blocks, "ts") + base_ns
     dur = _take_column(blocks, "dur")
     order = _start_order(start, dur)
-    start = start[order]
-    dur = dur[order]
-    position = np.empty_like(order)
-    position[order] = np.arange(order.size)
-    plan = gather_plan(sizes, order)
-    with ThreadPoolExecutor(1, thread_name_prefix="kineto-text") as pool:
-        laid_out = pool.submit(_strings_in_order, blocks, sizes, plan, place_columns)
-        del plan
-        other = _other_columns(blocks, sizes, order, position, start - base_ns, side, meta)
-        del order, position
-        kind = other.pop("kind")
-        columns: dict[str, Any] = {
-            "rank": np.full(kind.size, rank, np.int32),
-            "kind": pa.DictionaryArray.from_arrays(
-                pa.array(kind.astype(np.int32)), pa.array(list(schema.KINDS), pa.string())
-            ),
-            "name": other["name"],
-            "device": other["device"],
-            "stream": other["stream"],
-            "pid": other["pid"],
-            "start_ns": start,
-            "dur_ns": dur,
-            "correlation": other["correlation"],
-            "external_id": other["external_id"],
-            "step": np.full(kind.size, schema.NO_STEP, np.int32),
-            "bytes": other["bytes"],
-            "flops": other["flops"],
-        }
-        del kind, other, start, dur
-        if place_columns is not None:  # while the text is laid out (and placed) there
-            release_freed_memory()  # the file's pages those the columns' making freed
-            columns.update(_placed_numbers(columns, place_columns))
-        columns.update(laid_out.result())
+    into = NumbersInto(
+        fill_columns(NUMBERS, _NUMBERS_SCHEMA, order.size) if fill_columns else None,
+        NUMBER_COLUMNS,
+    )
+    try:
+        start = into.take("start_ns", start, order)
+        dur = into.take("dur_ns", dur, order)
+        position = np.empty_like(order)
+        position[order] = np.arange(order.size)
+        plan = gather_plan(sizes, order)
+        with ThreadPoolExecutor(1, thread_name_prefix="kineto-text") as pool:
+            laid_out = pool.submit(_strings_in_order, blocks, sizes, plan, place_columns)
+            del plan
+            other = _other_columns(
+                blocks, sizes, order, position, start - base_ns, side, meta, into
+            )
+            del order, position
+            kind = other.pop("kind")
+            columns: dict[str, Any] = {
+                "rank": into.full("rank", kind.size, rank, np.int32),
+                "kind": pa.DictionaryArray.from_arrays(
+                    pa.array(kind.astype(np.int32)), pa.array(list(schema.KINDS), pa.string())
+                ),
+                "name": other["name"],
+                "device": other["device"],
+                "stream": other["stream"],
+                "pid": other["pid"],
+                "start_ns": start,
+                "dur_ns": dur,
+                "correlation": other["correlation"],
+                "external_id": other["external_id"],
+                "step": into.full("step", kind.size, schema.NO_STEP, np.int32),
+                "bytes": other["bytes"],
+                "flops": other["flops"],
+            }
+            del kind, other, start, dur
+            if into.filler is not None:  # made in place: read back as the file holds them
+                columns.update(into.finish(columns))
+            elif place_columns is not None:  # while the text is laid out (and placed) there
+                release_freed_memory()  # the file's pages those the columns' making freed
+                columns.update(_placed_numbers(columns, place_columns))
+            columns.update(laid_out.result())
+    except BaseException:
+        into.abandon()
+        raise
     blocks.clear()
     release_freed_memory()
     return schema.conform_events(pa.table(columns))
@@ -610,16 +636,21 @@ def _other_columns(
     start_in_file: Int64Array,
     side: Side,
     meta: dict[str, Any],
+    into: NumbersInto,
 ) -> dict[str, Any]:
     """The columns but the text, the times and the constant ones, in sorted row order: the
-    kinds (codes), names, pids, devices, streams, correlations, external ids, bytes, flops.
-    ``start_in_file``: the sorted starts in the file's own time."""
+    kinds (codes), names, pids, devices, streams, correlations, external ids, bytes, flops
+    (the number columns made where ``into`` makes them). ``start_in_file``: the sorted starts
+    in the file's own time."""
+    n = position.size
     take = pa.array(order)
     del order
     cat = _dictionary(blocks, "cat").take(take)
     name = _dictionary(blocks, "name").take(take)
     del take
-    pid = _sorted_column(blocks, sizes, "pid", position, np.int64)
+    pid = _sorted_column(
+        blocks, sizes, "pid", position, np.int64, out=into.array("pid", n, np.int64)
+    )
     kind, unmapped = _classify(
         cat, name, _sorted_column(blocks, sizes, "phase", position, np.int8), pid
     )
@@ -635,19 +666,39 @@ def _other_columns(
         pid,
         tid,
         start_in_file,
-        _sorted_column(blocks, sizes, "correlation", position, np.int64),
+        _sorted_column(
+            blocks,
+            sizes,
+            "correlation",
+            position,
+            np.int64,
+            out=into.array("correlation", n, np.int64),
+        ),
     )
+    correlation = into.put("correlation", correlation, np.int64)
     del start_in_file
     on_host = ~_of_kinds(kind, _DEVICE_SIDE_KINDS)
     device = _sorted_column(blocks, sizes, "device", position, np.int64)
     device[on_host] = 0
     device = _device_index(device)
     device[on_host] = schema.HOST_DEVICE
-    stream = _sorted_column(blocks, sizes, "stream", position, np.int64)
+    stream = _sorted_column(
+        blocks, sizes, "stream", position, np.int64, out=into.array("stream", n, np.int64)
+    )
     np.copyto(stream, tid, where=on_host)
     del tid, on_host
     nbytes = _copy_sizes(
-        kind, correlation, _sorted_column(blocks, sizes, "nbytes", position, np.int64, schema.NO_ID)
+        kind,
+        correlation,
+        _sorted_column(
+            blocks,
+            sizes,
+            "nbytes",
+            position,
+            np.int64,
+            schema.NO_ID,
+            out=into.array("bytes", n, np.int64),
+        ),
     )
     moves_bytes = _of_kinds(
         kind, (schema.MEMCPY, schema.MEMSET, schema.COMM, schema.RUNTIME, schema.SYNC)
@@ -657,13 +708,28 @@ def _other_columns(
     return {
         "kind": kind,
         "name": name,
-        "device": device.astype(np.int16),
+        "device": into.put("device", device, np.int16),
         "stream": stream,
         "pid": pid,
         "correlation": correlation,
-        "external_id": _sorted_column(blocks, sizes, "external_id", position, np.int64),
-        "bytes": nbytes,
-        "flops": _sorted_column(blocks, sizes, "flops", position, np.float64, np.nan),
+        "external_id": _sorted_column(
+            blocks,
+            sizes,
+            "external_id",
+            position,
+            np.int64,
+            out=into.array("external_id", n, np.int64),
+        ),
+        "bytes": into.put("bytes", nbytes, np.int64),
+        "flops": _sorted_column(
+            blocks,
+            sizes,
+            "flops",
+            position,
+            np.float64,
+            np.nan,
+            out=into.array("flops", n, np.float64),
+        ),
     }
 
 

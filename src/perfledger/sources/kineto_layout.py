@@ -3,13 +3,17 @@
 A piece of the sorted table reads rows of a few blocks (the sorted order follows time, and so
 mostly does the file): each block's stretch read is joined to the others' and the piece taken
 from the join. A block's text is let go as soon as the pieces have read its last row.
+
+The number columns are made where :class:`NumbersInto` says: in the place load_kineto's
+``fill_columns`` gives (a map of the file they will be read from: :class:`ColumnFiller`), or
+else in the heap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +23,9 @@ from perfledger.sources.kineto_columns import Block
 from perfledger.sources.kineto_text import Int64Array
 
 __all__ = [
+    "ColumnFiller",
+    "ColumnFilling",
+    "NumbersInto",
     "LAYOUT_PIECE_ROWS",
     "LAYOUT_RELEASE_BYTES",
     "GatherPlan",
@@ -145,3 +152,70 @@ def piece(
             start[run[sparse]] + np.searchsorted(ordered, keys[sparse]) - heads[run[sparse]]
         )
     return pa.concat_arrays(stretches).take(pa.array(index))
+
+
+class ColumnFiller(Protocol):
+    """Where a group of number columns is made in place (load_kineto's ``fill_columns``)."""
+
+    def target(self, name: str) -> npt.NDArray[Any]:
+        """Column ``name``'s place: an array of the table's length and the column's type."""
+
+    def finish(self) -> pa.Table:
+        """The columns as written (every target let go before)."""
+
+    def abandon(self) -> None:
+        """Give the place up (the columns are then made in the heap)."""
+
+
+# load_kineto's ``fill_columns``: a group's name, its schema and its length in, a place to make
+# its columns in (None: none here)
+ColumnFilling = Callable[[str, pa.Schema, int], ColumnFiller | None]
+
+
+class NumbersInto:
+    """Where the layout makes the number columns: each in its place in ``filler``'s file
+    (load_kineto's ``fill_columns``), else a new array in the heap."""
+
+    def __init__(self, filler: ColumnFiller | None, names: tuple[str, ...]) -> None:
+        self.filler = filler
+        self.names = names  # the columns the filler holds
+
+    def array(self, name: str, length: int, dtype: Any) -> Any:
+        """An array to make column ``name`` in."""
+        return np.empty(length, dtype) if self.filler is None else self.filler.target(name)
+
+    def take(self, name: str, values: Any, order: Int64Array) -> Any:
+        """``values[order]`` as column ``name``."""
+        if self.filler is None:
+            return values[order]
+        return np.take(values, order, out=self.filler.target(name))
+
+    def full(self, name: str, length: int, value: Any, dtype: Any) -> Any:
+        """Column ``name`` of ``length`` rows, all ``value``."""
+        out = self.array(name, length, dtype)
+        out.fill(value)
+        return out
+
+    def put(self, name: str, values: Any, dtype: Any) -> Any:
+        """``values`` cast to ``dtype`` (as ``astype`` casts) as column ``name``."""
+        if self.filler is None:
+            return values.astype(dtype, copy=False)
+        target = self.filler.target(name)
+        if values is not target:
+            np.copyto(target, values, casting="unsafe")
+        return target
+
+    def finish(self, columns: dict[str, Any]) -> dict[str, Any]:
+        """The number columns read back from the filler's file; ``columns`` lets go of the
+        targets first (they must be the last references to them)."""
+        assert self.filler is not None
+        for name in self.names:
+            columns[name] = None
+        filler, self.filler = self.filler, None
+        table = filler.finish()
+        return {name: table[name] for name in self.names}
+
+    def abandon(self) -> None:
+        if self.filler is not None:
+            self.filler.abandon()
+            self.filler = None

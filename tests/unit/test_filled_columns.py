@@ -1,0 +1,114 @@
+"""Number columns made in place in the memory map of their Arrow IPC file: the file read back
+holds what was written, a file that cannot be made gives None (the caller uses the heap), and
+nothing is left behind of a file given up."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from perfledger.memory import in_mapped_files
+from perfledger.run import filled_columns
+from perfledger.run.filled_columns import filled_columns as filled
+
+SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("device", pa.int16(), nullable=False),
+        pa.field("start_ns", pa.int64(), nullable=False),
+        pa.field("flops", pa.float64(), nullable=False),
+    ]
+)
+
+
+def _values(length: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    flops = rng.normal(size=length)
+    flops[:: max(1, length // 5)] = np.nan
+    return {
+        "rank": rng.integers(-(2**31), 2**31, length, dtype=np.int32),
+        "device": rng.integers(-(2**15), 2**15, length, dtype=np.int16),
+        "start_ns": rng.integers(-(2**63), 2**63 - 1, length, dtype=np.int64),
+        "flops": flops,
+    }
+
+
+@pytest.mark.parametrize("length", [1, 7, 1000, 100_003])
+def test_the_file_holds_what_was_written_through_its_targets(tmp_path: Path, length: int) -> None:
+    # odd lengths: the int16 and int32 bodies end between the IPC writer's 8-byte paddings
+    path = tmp_path / "numbers.arrow"
+    given: list[tuple[Path, pa.Table]] = []
+    place = filled(path, SCHEMA, length, lambda p, t: given.append((p, t)))
+    assert place is not None
+    values = _values(length, length)
+    for name, column in values.items():
+        target = place.target(name)
+        assert target.shape == (length,) and target.dtype == column.dtype
+        target[:] = column
+    del target
+    table = place.finish()
+    assert table.schema == SCHEMA and table.num_rows == length
+    for name, column in values.items():
+        np.testing.assert_array_equal(table[name].to_numpy(), column)
+    # read through a map of the file, which any IPC reader reads the same
+    assert in_mapped_files(table)
+    with pa.OSFile(str(path), "rb") as source:
+        read = pa.ipc.open_file(source).read_all()
+    assert read.schema == SCHEMA
+    for name, column in values.items():
+        np.testing.assert_array_equal(read[name].to_numpy(), column)
+    assert given == [(path, table)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["numbers.arrow"]
+
+
+def test_only_fixed_width_columns_of_some_rows_are_made_in_place(tmp_path: Path) -> None:
+    text = pa.schema([pa.field("args", pa.string())])
+    assert filled(tmp_path / "a.arrow", text, 10) is None
+    assert filled(tmp_path / "b.arrow", SCHEMA, 0) is None
+    assert not list(tmp_path.iterdir())
+
+
+def test_no_room_on_disk_gives_none_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(filled_columns.os, "posix_fallocate", full)
+    assert filled(tmp_path / "numbers.arrow", SCHEMA, 1000) is None
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_file_given_up_is_removed(tmp_path: Path) -> None:
+    place = filled(tmp_path / "numbers.arrow", SCHEMA, 1000)
+    assert place is not None
+    place.target("rank")[:] = 1
+    place.abandon()
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_file_that_cannot_be_mapped_back_gives_its_columns_in_the_heap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "numbers.arrow"
+    given: list[object] = []
+    place = filled(path, SCHEMA, 5000, lambda p, t: given.append(p))
+    assert place is not None
+    values = _values(5000, 3)
+    for name, column in values.items():
+        place.target(name)[:] = column
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENODEV, "no maps here")
+
+    monkeypatch.setattr(pa, "memory_map", refused)
+    table = place.finish()
+    for name, column in values.items():
+        np.testing.assert_array_equal(table[name].to_numpy(), column)
+    assert not in_mapped_files(table)
+    assert not given and not list(tmp_path.iterdir())
