@@ -3,6 +3,7 @@ of few distinct values."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -127,7 +128,16 @@ def test_a_spilled_task_whose_text_file_cannot_be_written_hands_on_the_text_with
             raise OSError(28, "No space left on device", str(path))
         return original(path, *args, **kwargs)
 
+    reserve = filled_columns.os.posix_fallocate
+
+    def no_room_for_text(fd: int, offset: int, length: int) -> None:
+        # the text's file, made to be filled in place: no room to reserve for it
+        if "events-text" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(28, "No space left on device")
+        reserve(fd, offset, length)
+
     monkeypatch.setattr(pa, "OSFile", refusing_text)
+    monkeypatch.setattr(filled_columns.os, "posix_fallocate", no_room_for_text)
     task = RankTask(0, "kineto", trace, tmp_path / "task", spill=True)
     result = run_rank_task(task)
     assert isinstance(result, RankResult)

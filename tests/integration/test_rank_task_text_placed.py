@@ -34,20 +34,16 @@ def _counted_writes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     written: Counter[str] = Counter()
     for name in ("write_ipc", "mapped_batches"):
         monkeypatch.setattr(mapped_files, name, _counting(getattr(mapped_files, name), written))
-    fill = mapped_files.filled_columns
-
-    def filled(path: Path, *args: Any) -> Any:
-        written[path.name] += 1
-        return fill(path, *args)
-
-    monkeypatch.setattr(mapped_files, "filled_columns", filled)
+    for name in ("filled_columns", "filled_text"):
+        monkeypatch.setattr(mapped_files, name, _counting(getattr(mapped_files, name), written))
     return written
 
 
-def _counting(write: Callable[[Any, Path], Any], written: Counter[str]) -> Callable[..., Any]:
-    def counting(columns: object, path: Path) -> Any:
+def _counting(write: Callable[..., Any], written: Counter[str]) -> Callable[..., Any]:
+    def counting(*args: Any) -> Any:
+        path = next(a for a in args if isinstance(a, Path))
         written[path.name] += 1
-        return write(columns, path)
+        return write(*args)
 
     return counting
 

@@ -15,6 +15,8 @@ import pytest
 from perfledger.memory import in_mapped_files
 from perfledger.run import filled_columns
 from perfledger.run.filled_columns import filled_columns as filled
+from perfledger.run.filled_columns import filled_text
+from perfledger.sources.kineto_layout import TextPiece
 
 SCHEMA = pa.schema(
     [
@@ -112,3 +114,60 @@ def test_a_file_that_cannot_be_mapped_back_gives_its_columns_in_the_heap(
         np.testing.assert_array_equal(table[name].to_numpy(), column)
     assert not in_mapped_files(table)
     assert not given and not list(tmp_path.iterdir())
+
+
+def _text_batches(rng: np.random.Generator, rows: list[int]) -> list[list[pa.Array]]:
+    """Record batches of two string columns: texts of 0-40 bytes (some not ASCII), some null;
+    the second column all null in some batches."""
+    batches = []
+    for n in rows:
+        texts = [
+            None
+            if rng.random() < 0.2
+            else "é" * int(rng.integers(0, 20)) + "x" * int(rng.integers(0, 5))
+            for _ in range(n)
+        ]
+        other = [None] * n if rng.random() < 0.5 else [str(i) for i in range(n)]
+        batches.append([pa.array(texts, pa.string()), pa.array(other, pa.string())])
+    return batches
+
+
+def test_text_is_filled_into_the_holes_its_offsets_leave(tmp_path: Path) -> None:
+    schema = pa.schema([("args", pa.string()), ("shapes", pa.string())])
+    batches = _text_batches(np.random.default_rng(5), [1, 9, 300, 0, 2000])
+    pieces = []
+    for columns in batches:
+        laid = []
+        for column in columns:
+            if column.null_count == len(column) and len(column):
+                laid.append(TextPiece(whole=pa.nulls(len(column), pa.string())))
+                continue
+            validity, offsets, _ = column.buffers()
+            laid.append(
+                TextPiece(
+                    np.frombuffer(offsets, np.int32, len(column) + 1).copy(),
+                    None if column.null_count == 0 else validity.to_pybytes(),
+                    column.null_count,
+                )
+            )
+        pieces.append(laid)
+    path = tmp_path / "text.arrow"
+    place = filled_text(path, schema, pieces)
+    assert place is not None
+    for index, columns in enumerate(batches):
+        for name, column, piece in zip(schema.names, columns, pieces[index], strict=True):
+            if piece.whole is not None:
+                continue
+            data = column.buffers()[2]
+            target = place.target(name, index)
+            expected = b"" if data is None else data.to_pybytes()[: int(piece.offsets[-1])]
+            assert target.nbytes == len(expected)
+            target[:] = np.frombuffer(expected, np.uint8)
+    del target
+    table = place.finish()
+    assert in_mapped_files(table)
+    for name in schema.names:
+        assert table[name].num_chunks == len(batches)
+        assert table[name].to_pylist() == [
+            v for b in batches for v in b[schema.names.index(name)].to_pylist()
+        ]

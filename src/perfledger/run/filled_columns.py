@@ -1,19 +1,20 @@
-"""Number columns made straight into the memory map of the Arrow IPC file that will hold them.
+"""Columns made straight into the memory map of the Arrow IPC file that will hold them.
 
-A table written to an IPC file (``mapped_files.mapped_batches``) is first made whole in the
-heap, then copied into the file: its pages are taken twice, once fresh for the heap and once
-for the system's file cache, and the heap's go back to the system right after. Here the file
-is laid out first with its columns' bodies left as holes (only the schema, the batch's
-metadata and the footer are written: the IPC writer is given placeholder buffers, and the
-sink it writes through skips them), the holes are reserved on disk (``posix_fallocate``: a
-full disk shows now, as an error, and never later as a fault in a write through the map),
-and the caller writes each column through a shared writable map of the file, as it computes
-it. Read back through a read-only map, the columns are then the file's pages, as
-``mapped_batches`` gives them (``bench/page_cost.py``: pages of a file written through a map
-cost a third of the heap's and the file write's together).
+A table written to an IPC file (``mapped_files.mapped_batches``) is first made in the heap,
+then copied into the file: its pages are taken twice, once for the heap and once for the
+system's file cache. Here the file is laid out first with the columns' bodies left as holes
+(only the schema, the batches' metadata, what the caller gives whole and the footer are
+written: the IPC writer is given placeholder buffers for the rest, and the sink it writes
+through skips them), the holes are reserved on disk (``posix_fallocate``: a full disk shows
+now, as an error, and never later as a fault in a write through the map), and the caller
+writes each body through a shared writable map of the file as it computes it. Read back
+through a read-only map, the columns are then the file's pages, as ``mapped_batches`` gives
+them.
 
-Only fixed-width columns without nulls (integers, floats) are laid out so; a file that cannot
-be made, reserved or mapped gives None, and the caller makes its columns in the heap.
+Two layouts: :func:`filled_columns`, fixed-width columns without nulls (integers, floats) in
+one batch, each column's values a hole; :func:`filled_text`, string columns in batches whose
+offsets and validity are known before their text (given whole), each text a hole. A file that
+cannot be made, reserved or mapped gives None: the caller makes its columns in the heap.
 """
 
 from __future__ import annotations
@@ -21,23 +22,27 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.files import temporary_name
+from perfledger.sources.kineto_layout import TextPiece
 
-__all__ = ["FilledColumns", "filled_columns"]
+__all__ = ["FilledColumns", "filled_columns", "filled_text"]
+
+Done = Callable[[Path, pa.Table], None]
 
 
 class FilledColumns:
-    """The columns of one IPC file being filled through a writable map (:func:`filled_columns`).
+    """The columns of one IPC file being filled through a writable map (:func:`filled_columns`,
+    :func:`filled_text`).
 
-    :meth:`target` gives a column's place in the map, as a numpy array to write into;
+    :meth:`target` gives a body's place in the map, as a numpy array to write into;
     :meth:`finish` ends the writing (every target let go by then) and gives the columns read
     back through a read-only map of the file."""
 
@@ -45,27 +50,28 @@ class FilledColumns:
         self,
         path: Path,
         temporary: Path,
-        schema: pa.Schema,
-        targets: dict[str, npt.NDArray[Any]],
+        targets: dict[tuple[int, str], npt.NDArray[Any]],
         writable: mmap.mmap,
-        done: Callable[[Path, pa.Table], None] | None,
+        done: Done | None,
     ) -> None:
         self.path = path
-        self.schema = schema
         self._temporary = temporary
         self._targets = targets
         self._writable: mmap.mmap | None = writable
         self._done = done
 
-    def target(self, name: str) -> npt.NDArray[Any]:
-        """Column ``name``'s place in the file: an array of its length and type to fill."""
-        return self._targets[name]
+    def target(self, name: str, batch: int = 0) -> npt.NDArray[Any]:
+        """Column ``name``'s body in record batch ``batch``: its values (an array of the
+        column's type and the batch's length), or its text (bytes, as many as the batch's
+        offsets say)."""
+        return self._targets[batch, name]
 
     def finish(self) -> pa.Table:
         """The columns as written, read through a read-only map of the file (renamed to its
-        path now); where the file cannot be renamed or mapped, copies of them in the heap
-        (the file removed). The targets must be let go first: the writable map closes here."""
-        targets, self._targets = self._targets, {}
+        path now); where the file cannot be renamed or mapped, the same columns read from a
+        copy of it in the heap (the file removed). The targets must be let go first: the
+        writable map closes here."""
+        self._targets.clear()
         writable, self._writable = self._writable, None
         assert writable is not None, "finished twice"
         try:
@@ -73,16 +79,12 @@ class FilledColumns:
             with pa.memory_map(str(self.path), "r") as source:
                 table = pa.ipc.open_file(source).read_all()
         except OSError:
-            # the values are in the writable map: copied out before it closes
-            table = pa.table(
-                {name: np.array(column) for name, column in targets.items()}, schema=self.schema
-            )
-            targets.clear()
+            with pa.BufferReader(pa.py_buffer(bytes(writable))) as copy:
+                table = pa.ipc.open_file(copy).read_all()
             writable.close()
             self._temporary.unlink(missing_ok=True)
             self.path.unlink(missing_ok=True)
             return table
-        targets.clear()
         writable.close()  # BufferError where a caller still holds a target: a bug
         if self._done is not None:
             self._done(self.path, table)
@@ -133,43 +135,49 @@ class _HoleSink:
         return False
 
 
-def _fixed_width(schema: pa.Schema) -> bool:
-    return all(pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in schema)
+# what a column of a batch becomes in the file: an array written whole, or (its type, its
+# length, the placeholder's bytes it takes, the numpy type of its target, the buffers before
+# its body (validity, offsets), its null count)
+_Laid: TypeAlias = pa.Array | tuple[pa.DataType, int, int, Any, list[pa.Buffer | None], int]
 
 
-def filled_columns(
-    path: Path,
-    schema: pa.Schema,
-    length: int,
-    done: Callable[[Path, pa.Table], None] | None = None,
+def _laid_out(
+    path: Path, schema: pa.Schema, batches: Sequence[Sequence[_Laid]], done: Done | None
 ) -> FilledColumns | None:
-    """An IPC file at ``path`` for ``length`` rows of ``schema``'s columns (fixed-width, no
-    nulls), to fill through :meth:`FilledColumns.target`; ``done`` is given the path and the
-    table read back when :meth:`FilledColumns.finish` ends. None where ``schema`` has another
-    type or ``length`` is 0, or where the file cannot be written, reserved on disk or mapped
-    (the caller makes its columns in the heap)."""
-    if length <= 0 or not _fixed_width(schema):
-        return None
-    widths = [f.type.byte_width for f in schema]
-    # the placeholder's pages are never read: the sink skips its buffers
-    space = mmap.mmap(-1, max(widths) * length)
+    """The IPC file of ``batches`` with each placeholder body a hole (:class:`_HoleSink`)."""
+    bodies = [
+        (b, field.name, column[2], column[3])
+        for b, columns in enumerate(batches)
+        for field, column in zip(schema, columns, strict=True)
+        if isinstance(column, tuple)
+    ]
+    space = mmap.mmap(-1, max([1, *(size for _, _, size, _ in bodies)]))
     placeholder = pa.py_buffer(space)
     temporary = temporary_name(path)
     try:
         with open(temporary, "w+b") as file:
             sink = _HoleSink(file, placeholder)
-            columns = [
-                pa.Array.from_buffers(f.type, length, [None, placeholder.slice(0, w * length)], 0)
-                for f, w in zip(schema, widths, strict=True)
-            ]
             with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), schema) as writer:
-                writer.write_batch(pa.record_batch(columns, schema=schema))
-            del columns
+                for columns in batches:
+                    arrays = [
+                        column
+                        if isinstance(column, pa.Array)
+                        else pa.Array.from_buffers(
+                            column[0],
+                            column[1],
+                            [*column[4], placeholder.slice(0, column[2])],
+                            column[5],
+                        )
+                        for column in columns
+                    ]
+                    writer.write_batch(pa.record_batch(arrays, schema=schema))
+                    del arrays
             file.flush()
             size = file.seek(0, os.SEEK_END)
             holes = sink.holes
-            sizes = [n for _, n in holes]
-            if sizes != [w * length for w in widths] or sum(holes[-1]) > size:
+            if [n for _, n in holes] != [n for _, _, n, _ in bodies if n] or (
+                holes and sum(holes[-1]) > size
+            ):
                 raise OSError("the IPC writer laid the columns out otherwise")
             os.posix_fallocate(file.fileno(), 0, size)
             writable = mmap.mmap(file.fileno(), size)
@@ -181,8 +189,57 @@ def filled_columns(
         # a column of the placeholder still held (an error mid-write): it goes with it
         with contextlib.suppress(BufferError):
             space.close()
-    targets = {
-        f.name: np.frombuffer(writable, f.type.to_pandas_dtype(), length, offset)
-        for f, (offset, _) in zip(schema, holes, strict=True)
-    }
-    return FilledColumns(path, temporary, schema, targets, writable, done)
+    targets: dict[tuple[int, str], npt.NDArray[Any]] = {}
+    found = iter(holes)
+    for batch, name, nbytes, dtype in bodies:
+        offset = next(found)[0] if nbytes else 0
+        count = nbytes // np.dtype(dtype).itemsize
+        targets[batch, name] = (
+            np.frombuffer(writable, dtype, count, offset) if nbytes else np.empty(0, dtype)
+        )
+    return FilledColumns(path, temporary, targets, writable, done)
+
+
+def filled_columns(
+    path: Path, schema: pa.Schema, length: int, done: Done | None = None
+) -> FilledColumns | None:
+    """An IPC file at ``path`` for ``length`` rows of ``schema``'s columns (fixed-width, no
+    nulls) in one batch, to fill through :meth:`FilledColumns.target`; ``done`` is given the
+    path and the table read back when :meth:`FilledColumns.finish` ends. None where
+    ``schema`` has another type or ``length`` is 0, or where the file cannot be written,
+    reserved on disk or mapped (the caller makes its columns in the heap)."""
+    if length <= 0 or not all(
+        pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in schema
+    ):
+        return None
+    columns: list[_Laid] = [
+        (f.type, length, f.type.byte_width * length, f.type.to_pandas_dtype(), [None], 0)
+        for f in schema
+    ]
+    return _laid_out(path, schema, [columns], done)
+
+
+def filled_text(
+    path: Path, schema: pa.Schema, batches: Sequence[Sequence[TextPiece]], done: Done | None = None
+) -> FilledColumns | None:
+    """An IPC file at ``path`` of ``schema``'s string columns in ``batches`` (each a
+    :class:`TextPiece` per column), every text a hole to fill through
+    :meth:`FilledColumns.target` (``batch``: the batch's index; bytes, as many as its
+    offsets say). None where the file cannot be written, reserved on disk or mapped."""
+    if not all(pa.types.is_string(f.type) for f in schema):
+        return None
+    laid: list[list[_Laid]] = []
+    for pieces in batches:
+        columns: list[_Laid] = []
+        for field, piece in zip(schema, pieces, strict=True):
+            if piece.whole is not None:
+                columns.append(piece.whole)
+                continue
+            assert piece.offsets is not None
+            rows = piece.offsets.size - 1
+            validity = None if piece.validity is None else pa.py_buffer(piece.validity)
+            buffers = [validity, pa.py_buffer(piece.offsets)]
+            nbytes = int(piece.offsets[-1])
+            columns.append((field.type, rows, nbytes, np.uint8, buffers, piece.null_count))
+        laid.append(columns)
+    return _laid_out(path, schema, laid, done)

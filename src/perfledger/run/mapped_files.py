@@ -15,7 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from perfledger.files import replacing, temporary_name
-from perfledger.run.filled_columns import FilledColumns, filled_columns
+from perfledger.run.filled_columns import FilledColumns, filled_columns, filled_text
+from perfledger.sources.kineto_layout import TextPiece
 
 __all__ = [
     "PlacedColumns",
@@ -55,10 +56,13 @@ class PlacedColumns:
             self.placed[path] = table
         return table
 
-    def in_place(self, group: str, schema: pa.Schema, length: int) -> FilledColumns | None:
-        """The group's file laid out for ``length`` rows of ``schema``'s columns, to be filled
-        in place (:mod:`.filled_columns`; its columns then count as placed); None where the
-        group has no file or it cannot be made so (the group is placed as usual)."""
+    def in_place(
+        self, group: str, schema: pa.Schema, layout: int | list[list[TextPiece]]
+    ) -> FilledColumns | None:
+        """The group's file laid out for ``schema``'s columns, to be filled in place
+        (:mod:`.filled_columns`; its columns then count as placed): ``layout`` rows of
+        numbers, or the text of record batches of :class:`TextPiece`. None where the group has
+        no file or it cannot be made so (the group is placed as usual)."""
         path = self.files.get(group)
         if path is None:
             return None
@@ -66,7 +70,9 @@ class PlacedColumns:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
             return None
-        return filled_columns(path, schema, length, self.placed.__setitem__)
+        if isinstance(layout, int):
+            return filled_columns(path, schema, layout, self.placed.__setitem__)
+        return filled_text(path, schema, layout, self.placed.__setitem__)
 
     def holds(self, events: pa.Table, path: Path, names: Sequence[str]) -> bool:
         """Whether the columns ``names`` of ``events`` are those read from the file ``path``

@@ -862,6 +862,85 @@ out:
     return result;
 }
 
+/* copy_spans(sources, source, starts, lengths, out): span i (source[i], an index into the
+ * sequence sources of buffers; starts[i] and lengths[i], int64) copied into the writable
+ * buffer out, back to back from its start; a span of length 0 reads nothing. ValueError
+ * where a span lies outside its source or the spans need more than out holds. */
+static PyObject *copy_spans(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *sources_obj, *source_obj, *starts_obj, *lengths_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOOOO", &sources_obj, &source_obj, &starts_obj, &lengths_obj,
+                          &out_obj))
+        return NULL;
+    PyObject *sources = PySequence_Fast(sources_obj, "sources must be a sequence of buffers");
+    if (sources == NULL) return NULL;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(sources);
+    Py_buffer *views = PyMem_Calloc((size_t)(m > 0 ? m : 1), sizeof(Py_buffer));
+    Py_ssize_t got = 0;
+    PyObject *result = NULL;
+    Py_buffer arrays[3], out;
+    int have_arrays = 0, have_out = 0;
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < m; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(sources, got), &views[got],
+                               PyBUF_C_CONTIGUOUS) < 0)
+            goto done;
+    }
+    {
+        PyObject *const objects[3] = {source_obj, starts_obj, lengths_obj};
+        if (get_buffers(objects, arrays, 3) < 0) goto done;
+        have_arrays = 1;
+    }
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) goto done;
+    have_out = 1;
+    Py_ssize_t n = arrays[1].len / (Py_ssize_t)sizeof(int64_t);
+    if (arrays[1].len % (Py_ssize_t)sizeof(int64_t) != 0 ||
+        arrays[2].len != arrays[1].len ||
+        arrays[0].len != n * (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "source must be int32, starts and lengths int64, all of one length");
+        goto done;
+    }
+    const int32_t *src = (const int32_t *)arrays[0].buf;
+    const int64_t *start = (const int64_t *)arrays[1].buf;
+    const int64_t *length = (const int64_t *)arrays[2].buf;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (length[i] == 0) continue;
+        if (src[i] < 0 || src[i] >= m || start[i] < 0 || length[i] < 0 ||
+            start[i] > views[src[i]].len - length[i]) {
+            PyErr_SetString(PyExc_ValueError, "a span lies outside its source");
+            goto done;
+        }
+        total += (Py_ssize_t)length[i];
+    }
+    if (total > out.len) {
+        PyErr_SetString(PyExc_ValueError, "the spans need more bytes than out holds");
+        goto done;
+    }
+    {
+        char *dst = (char *)out.buf;
+        Py_BEGIN_ALLOW_THREADS;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (length[i] == 0) continue;
+            memcpy(dst, (const char *)views[src[i]].buf + start[i], (size_t)length[i]);
+            dst += length[i];
+        }
+        Py_END_ALLOW_THREADS;
+    }
+    result = PyLong_FromSsize_t(total);
+done:
+    if (have_out) PyBuffer_Release(&out);
+    if (have_arrays) release_buffers(arrays, 3);
+    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    Py_DECREF(sources);
+    return result;
+}
+
 static PyObject *digits(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *values_obj;
@@ -1071,6 +1150,10 @@ static PyMethodDef methods[] = {
     {"join", join, METH_VARARGS,
      "join(data, offsets, codes) -> the texts offsets[c]:offsets[c + 1] of data for each code c "
      "of codes in order, those below 0 left out (int32 offsets and codes)."},
+    {"copy_spans", copy_spans, METH_VARARGS,
+     "copy_spans(sources, source, starts, lengths, out) -> bytes copied: span i of the buffer "
+     "sources[source[i]] (int32 source, int64 starts and lengths) into the writable buffer out, "
+     "back to back."},
     {"digits", digits, METH_VARARGS,
      "digits(values, prefix, suffix) -> (the int64 values in decimal, each between prefix and "
      "suffix, back to back; their int32 offsets)."},

@@ -67,6 +67,7 @@ from perfledger.sources.kineto_layout import (
     gather_plan,
     sorted_strings,
     string_pieces,
+    text_in_place,
 )
 from perfledger.sources.kineto_meta import base_time_ns, distributed_rank, trace_meta
 from perfledger.sources.kineto_stream import ReadResult, read_events
@@ -556,7 +557,9 @@ def _events_table(
         position[order] = np.arange(order.size)
         plan = gather_plan(sizes, order)
         with ThreadPoolExecutor(1, thread_name_prefix="kineto-text") as pool:
-            laid_out = pool.submit(_strings_in_order, blocks, sizes, plan, place_columns)
+            laid_out = pool.submit(
+                _strings_in_order, blocks, sizes, plan, place_columns, fill_columns
+            )
             del plan
             other = _other_columns(
                 blocks, sizes, order, position, start - base_ns, side, meta, into
@@ -608,12 +611,24 @@ def _placed_numbers(columns: dict[str, Any], place_columns: ColumnPlacer) -> dic
 
 
 def _strings_in_order(
-    blocks: list[Block], sizes: list[int], plan: GatherPlan, place_columns: ColumnPlacer | None
+    blocks: list[Block],
+    sizes: list[int],
+    plan: GatherPlan,
+    place_columns: ColumnPlacer | None,
+    fill_columns: ColumnFilling | None = None,
 ) -> dict[str, Any]:
     """The text columns in sorted row order (``kineto_layout.string_pieces``); given
     ``place_columns``, as it places them, a batch of pieces at a time (the pieces let go once
-    it has read them: the layout never holds the whole text)."""
-    if place_columns is None:
+    it has read them: the layout never holds the whole text); given ``fill_columns``, made
+    in the place it gives them where it gives one (``kineto_layout.text_in_place``)."""
+    filled = (
+        text_in_place(blocks, TEXT_COLUMNS, plan, fill_columns, TEXT)
+        if fill_columns is not None
+        else None
+    )
+    if filled is not None:
+        strings = {column: filled[column] for column in TEXT_COLUMNS}
+    elif place_columns is None:
         strings = {column: sorted_strings(blocks, sizes, column, plan) for column in TEXT_COLUMNS}
     else:
         fields = pa.schema([(column, pa.string()) for column in TEXT_COLUMNS])

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from perfledger.sources import kineto_scan
 from perfledger.sources.kineto_columns import Block
 from perfledger.sources.kineto_text import Int64Array
 
@@ -26,6 +27,8 @@ __all__ = [
     "ColumnFiller",
     "ColumnFilling",
     "NumbersInto",
+    "TextPiece",
+    "text_in_place",
     "LAYOUT_PIECE_ROWS",
     "LAYOUT_RELEASE_BYTES",
     "GatherPlan",
@@ -155,10 +158,12 @@ def piece(
 
 
 class ColumnFiller(Protocol):
-    """Where a group of number columns is made in place (load_kineto's ``fill_columns``)."""
+    """Where a group of columns is made in place (load_kineto's ``fill_columns``)."""
 
-    def target(self, name: str) -> npt.NDArray[Any]:
-        """Column ``name``'s place: an array of the table's length and the column's type."""
+    def target(self, name: str, batch: int = 0) -> npt.NDArray[Any]:
+        """Column ``name``'s body in record batch ``batch``: a number column's values (an
+        array of the table's length and the column's type), a text column's text (bytes,
+        as many as the batch's offsets say)."""
 
     def finish(self) -> pa.Table:
         """The columns as written (every target let go before)."""
@@ -167,9 +172,22 @@ class ColumnFiller(Protocol):
         """Give the place up (the columns are then made in the heap)."""
 
 
-# load_kineto's ``fill_columns``: a group's name, its schema and its length in, a place to make
+@dataclass(frozen=True)
+class TextPiece:
+    """One text column of one record batch, before its text: its int32 offsets (from 0; as
+    many as its rows and one), its validity bitmap (None: no null) and null count; or, as
+    ``whole``, the column as it is (all null)."""
+
+    offsets: npt.NDArray[np.int32] | None = None
+    validity: bytes | None = None
+    null_count: int = 0
+    whole: pa.Array | None = None
+
+
+# load_kineto's ``fill_columns``: a group's name, its schema and its layout in (the numbers:
+# the table's length; the text: a TextPiece per column of each record batch), a place to make
 # its columns in (None: none here)
-ColumnFilling = Callable[[str, pa.Schema, int], ColumnFiller | None]
+ColumnFilling = Callable[[str, pa.Schema, "int | list[list[TextPiece]]"], ColumnFiller | None]
 
 
 class NumbersInto:
@@ -219,3 +237,131 @@ class NumbersInto:
         if self.filler is not None:
             self.filler.abandon()
             self.filler = None
+
+
+class _TextParts:
+    """One text column of every block, as the in-place layout reads it: each block's offsets
+    (int32, from its first row), validity (None: no null; a block without the column: all
+    null) and text buffer."""
+
+    def __init__(self, parts: list[pa.Array | None]) -> None:
+        self.offsets: list[npt.NDArray[np.int32] | None] = []
+        self.valid: list[npt.NDArray[np.bool_] | None] = []
+        self.data: list[Any] = []
+        for part in parts:
+            if part is None or part.null_count == len(part):
+                self.offsets.append(None)
+                self.valid.append(None)
+                self.data.append(b"")
+                continue
+            validity, offsets, data = part.buffers()
+            self.offsets.append(np.frombuffer(offsets, np.int32, len(part) + 1, part.offset * 4))
+            self.valid.append(
+                None
+                if part.null_count == 0
+                else np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[
+                    part.offset : part.offset + len(part)
+                ].astype(np.bool_)
+            )
+            self.data.append(data if data is not None else b"")
+
+    def let_go(self, block: int) -> None:
+        self.offsets[block] = self.valid[block] = None
+        self.data[block] = b""
+
+    def spans(
+        self, block: npt.NDArray[np.int32], local: npt.NDArray[np.int32]
+    ) -> tuple[Int64Array, Int64Array, npt.NDArray[np.bool_]]:
+        """The rows' texts (block, row in it): where each starts in its block's buffer, its
+        length (0 for a null) and whether it is valid."""
+        starts = np.zeros(block.size, np.int64)
+        lengths = np.zeros(block.size, np.int64)
+        valid = np.zeros(block.size, np.bool_)
+        by_block = np.argsort(block, kind="stable")
+        runs = np.flatnonzero(np.diff(block[by_block], prepend=-1))
+        for head, tail in zip(runs.tolist(), [*runs[1:].tolist(), block.size], strict=True):
+            rows = by_block[head:tail]
+            j = int(block[rows[0]])
+            offsets = self.offsets[j]
+            if offsets is None:
+                continue  # all null
+            at = local[rows]
+            starts[rows] = offsets[at]
+            lengths[rows] = offsets[at + 1] - offsets[at]
+            valid_here = self.valid[j]
+            valid[rows] = True if valid_here is None else valid_here[at]
+        lengths[~valid] = 0
+        return starts, lengths, valid
+
+
+def text_in_place(
+    blocks: list[Block],
+    columns: tuple[str, ...],
+    plan: GatherPlan,
+    fill: ColumnFilling,
+    group: str,
+) -> pa.Table | None:
+    """The text columns ``columns`` of all blocks in sorted row order, made in the place
+    ``fill`` gives them (``group``: its name for them), in the record batches
+    :func:`string_pieces` makes (the same pieces, the same values); the blocks let go of
+    the columns, and of each block's text once the pieces have read its last row. None,
+    the blocks untouched, where the compiled scanner is not built, a column is not plain
+    Arrow strings, a piece's text passes int32 offsets, or ``fill`` gives no place."""
+    if not kineto_scan.AVAILABLE:
+        return None
+    taken = {column: [getattr(b, column) for b in blocks] for column in columns}
+    if not all(
+        p is None or (isinstance(p, pa.Array) and pa.types.is_string(p.type))
+        for parts in taken.values()
+        for p in parts
+    ):
+        return None
+    n = plan.block.size
+    step = max(LAYOUT_PIECE_ROWS, n // 32 + 1)
+    ranges = [(begin, min(n, begin + step)) for begin in range(0, n, step)]
+    texts = {c: _TextParts(parts) for c, parts in taken.items()}
+    null = {c: all(o is None for o in texts[c].offsets) for c in columns}  # all rows null
+    laid: list[list[TextPiece]] = []
+    for begin, end in ranges:
+        block, local = plan.block[begin:end], plan.local[begin:end]
+        pieces = []
+        for column in columns:
+            if null[column]:
+                pieces.append(TextPiece(whole=pa.nulls(end - begin, pa.string())))
+                continue
+            _, lengths, valid = texts[column].spans(block, local)
+            offsets = np.zeros(end - begin + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            if offsets[-1] > np.iinfo(np.int32).max:
+                return None
+            nulls = int(end - begin - np.count_nonzero(valid))
+            bitmap = np.packbits(valid, bitorder="little").tobytes() if nulls else None
+            pieces.append(TextPiece(offsets.astype(np.int32), bitmap, nulls))
+        laid.append(pieces)
+    schema = pa.schema([(column, pa.string()) for column in columns])
+    filler = fill(group, schema, laid)
+    if filler is None:
+        return None
+    del laid
+    for owner in blocks:
+        for column in columns:
+            setattr(owner, column, None)
+    del taken
+    try:
+        for index, (begin, end) in enumerate(ranges):
+            block, local = plan.block[begin:end], plan.local[begin:end]
+            for column in columns:
+                parts = texts[column]
+                if null[column]:
+                    continue
+                starts, lengths, _ = parts.spans(block, local)
+                kineto_scan.copy_spans(
+                    parts.data, block, starts, lengths, filler.target(column, index)
+                )
+            for j in np.flatnonzero((plan.last >= begin) & (plan.last < end)).tolist():
+                for parts in texts.values():
+                    parts.let_go(j)  # its last row read
+        return filler.finish()
+    except BaseException:
+        filler.abandon()
+        raise

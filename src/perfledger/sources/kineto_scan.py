@@ -262,6 +262,27 @@ def join_texts(data: Any, offsets: npt.NDArray[np.int32], codes: npt.NDArray[np.
     return joined
 
 
+def copy_spans(
+    sources: list[Any],
+    source: npt.NDArray[np.int32],
+    starts: Int64Array,
+    lengths: Int64Array,
+    out: Any,
+) -> int:
+    """Span i (``lengths[i]`` bytes from ``starts[i]`` of the buffer ``sources[source[i]]``)
+    copied into the writable buffer ``out``, back to back from its start, in one compiled
+    pass without the GIL; the bytes copied. Only where :data:`AVAILABLE`."""
+    assert _kscan is not None
+    copied: int = _kscan.copy_spans(
+        sources,
+        np.ascontiguousarray(source, np.int32),
+        np.ascontiguousarray(starts, np.int64),
+        np.ascontiguousarray(lengths, np.int64),
+        out,
+    )
+    return copied
+
+
 def decimal_texts(values: Int64Array, prefix: str, suffix: str) -> pa.Array:
     """Each value in decimal between ``prefix`` and ``suffix``, as a string array: what
     ``pc.cast`` to string and a join give, in one compiled pass. Only where
