@@ -7,6 +7,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,3 +153,27 @@ def test_linking_matches_the_sql_joins(events: pa.Table) -> None:
     assert frame["wait_ns"].to_pylist() == want["wait_ns"]
     names = events["name"].cast(pa.string()).to_pylist()
     assert frame["host_op"].to_pylist() == [None if r is None else names[r] for r in want["op_row"]]
+
+
+@pytest.mark.parametrize(
+    "name", ["kineto/v100_rank1_ddp.json.gz", "kineto/a100_rank3_control.json.gz"]
+)
+def test_links_made_before_the_steps_are_assigned_take_the_steps_after(name: str) -> None:
+    # analyze_rank links the launches beside the step assignment: linked on the events
+    # without steps, the tasks' steps taken from the assigned events after, the links are
+    # those of the assigned events (real traces with annotated steps)
+    from perfledger.analysis.repair import repair_trace
+    from perfledger.analysis.steps import assign_steps, launch_starts, step_plan
+    from perfledger.sources.kineto import load_kineto
+    from tests.paths import data_file
+
+    trace, _ = repair_trace(load_kineto(data_file(name)))
+    launches = launch_starts(trace.events)
+    windows = step_plan(trace.events, launches).windows
+    assigned = assign_steps(trace.events, windows, launches)
+    expected = ops.link_device_tasks(assigned)
+    early = ops.with_task_steps(ops.link_device_tasks(trace.events), assigned)
+    assert early.equals(expected)
+    steps = expected["step"].to_numpy()
+    assert len(set(steps.tolist()) - {schema.NO_STEP}) > 1  # the steps matter here
+    assert not ops.link_device_tasks(trace.events)["step"].equals(expected["step"])

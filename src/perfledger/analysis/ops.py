@@ -525,6 +525,15 @@ def link_device_tasks(events: pa.Table) -> pa.Table:
     return linked
 
 
+def with_task_steps(links: pa.Table, events: pa.Table) -> pa.Table:
+    """``links`` (:func:`link_device_tasks` of events whose steps were assigned since: the
+    linking reads no other column the assignment fills) with each task's ``step`` as the
+    row of ``events`` it names has it."""
+    index = links.schema.get_field_index("step")
+    rows = links.column("row").to_numpy()
+    return links.set_column(index, links.schema.field(index), _gathered(events, "step", rows))
+
+
 def _linked_table(events: pa.Table) -> pa.Table:
     """The linking of :func:`link_device_tasks`; its temporaries are freed on return.
 

@@ -62,14 +62,15 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     # (:func:`perfledger.memory.drop_mapped_pages`): the next one reads others
     trace, repairs = repair_trace(trace)
     where = trace.source_files[0].name if trace.source_files else None
-    launches = launch_starts(trace.events)
-    plan = step_plan(trace.events, launches, where=where)
-    events = assign_steps(trace.events, plan.windows, launches)
-    drop_mapped_pages(events)
-    # the launch links (the largest pass) beside the split, the accounting and the checks,
-    # which do not read them (perfledger.analysis.beside: two cores where the kernels let go
-    # of the GIL)
-    with beside(ops.link_device_tasks, events) as linking:
+    # the launch links (the largest pass) beside the step plan and assignment, the split, the
+    # accounting and the checks, which do not read them (perfledger.analysis.beside: two
+    # cores where the kernels let go of the GIL); linked before the steps are assigned (the
+    # one column of theirs the assignment fills), the tasks' steps taken after
+    with beside(ops.link_device_tasks, trace.events) as linking:
+        launches = launch_starts(trace.events)
+        plan = step_plan(trace.events, launches, where=where)
+        events = assign_steps(trace.events, plan.windows, launches)
+        drop_mapped_pages(events)
         split = comm_split(
             events,
             peer_link_gbps(device_from_meta(trace.meta)),
@@ -83,7 +84,7 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
         drop_mapped_pages(events)
         checks = rank_checks(events, plan.windows, accounting, where=where, launches=launches)
         annotated = len(step_annotations(events))
-        links = linking.result()
+        links = ops.with_task_steps(linking.result(), events)
     drop_mapped_pages(events)
     quality = (
         *trace.quality,
