@@ -23,8 +23,9 @@ import contextlib
 import mmap
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -135,23 +136,32 @@ class _HoleSink:
         return False
 
 
-# what a column of a batch becomes in the file: an array written whole, or (its type, its
-# length, the placeholder's bytes it takes, the numpy type of its target, the buffers before
-# its body (validity, offsets), its null count)
-_Laid: TypeAlias = pa.Array | tuple[pa.DataType, int, int, Any, list[pa.Buffer | None], int]
+@dataclass(frozen=True)
+class _Body:
+    """A column of a batch whose body is left a hole: its type and length, the bytes of its
+    body, the numpy type of its target, the buffers written before the body (validity,
+    offsets) and its null count."""
+
+    type: pa.DataType
+    length: int
+    nbytes: int
+    dtype: Any
+    before: list[pa.Buffer | None]
+    null_count: int = 0
 
 
 def _laid_out(
-    path: Path, schema: pa.Schema, batches: Sequence[Sequence[_Laid]], done: Done | None
+    path: Path, schema: pa.Schema, batches: Sequence[Sequence[pa.Array | _Body]], done: Done | None
 ) -> FilledColumns | None:
-    """The IPC file of ``batches`` with each placeholder body a hole (:class:`_HoleSink`)."""
+    """The IPC file of ``batches`` (each column an array written whole, or a :class:`_Body`
+    left a hole: :class:`_HoleSink`)."""
     bodies = [
-        (b, field.name, column[2], column[3])
+        (b, field.name, column)
         for b, columns in enumerate(batches)
         for field, column in zip(schema, columns, strict=True)
-        if isinstance(column, tuple)
+        if isinstance(column, _Body)
     ]
-    space = mmap.mmap(-1, max([1, *(size for _, _, size, _ in bodies)]))
+    space = mmap.mmap(-1, max([1, *(body.nbytes for _, _, body in bodies)]))
     placeholder = pa.py_buffer(space)
     temporary = temporary_name(path)
     try:
@@ -163,10 +173,10 @@ def _laid_out(
                         column
                         if isinstance(column, pa.Array)
                         else pa.Array.from_buffers(
-                            column[0],
-                            column[1],
-                            [*column[4], placeholder.slice(0, column[2])],
-                            column[5],
+                            column.type,
+                            column.length,
+                            [*column.before, placeholder.slice(0, column.nbytes)],
+                            column.null_count,
                         )
                         for column in columns
                     ]
@@ -175,7 +185,7 @@ def _laid_out(
             file.flush()
             size = file.seek(0, os.SEEK_END)
             holes = sink.holes
-            if [n for _, n in holes] != [n for _, _, n, _ in bodies if n] or (
+            if [n for _, n in holes] != [b.nbytes for _, _, b in bodies if b.nbytes] or (
                 holes and sum(holes[-1]) > size
             ):
                 raise OSError("the IPC writer laid the columns out otherwise")
@@ -191,11 +201,12 @@ def _laid_out(
             space.close()
     targets: dict[tuple[int, str], npt.NDArray[Any]] = {}
     found = iter(holes)
-    for batch, name, nbytes, dtype in bodies:
-        offset = next(found)[0] if nbytes else 0
-        count = nbytes // np.dtype(dtype).itemsize
+    for batch, name, body in bodies:
+        count = body.nbytes // np.dtype(body.dtype).itemsize
         targets[batch, name] = (
-            np.frombuffer(writable, dtype, count, offset) if nbytes else np.empty(0, dtype)
+            np.frombuffer(writable, body.dtype, count, next(found)[0])
+            if body.nbytes
+            else np.empty(0, body.dtype)
         )
     return FilledColumns(path, temporary, targets, writable, done)
 
@@ -212,8 +223,8 @@ def filled_columns(
         pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in schema
     ):
         return None
-    columns: list[_Laid] = [
-        (f.type, length, f.type.byte_width * length, f.type.to_pandas_dtype(), [None], 0)
+    columns: list[pa.Array | _Body] = [
+        _Body(f.type, length, f.type.byte_width * length, f.type.to_pandas_dtype(), [None])
         for f in schema
     ]
     return _laid_out(path, schema, [columns], done)
@@ -228,9 +239,9 @@ def filled_text(
     offsets say). None where the file cannot be written, reserved on disk or mapped."""
     if not all(pa.types.is_string(f.type) for f in schema):
         return None
-    laid: list[list[_Laid]] = []
+    laid: list[list[pa.Array | _Body]] = []
     for pieces in batches:
-        columns: list[_Laid] = []
+        columns: list[pa.Array | _Body] = []
         for field, piece in zip(schema, pieces, strict=True):
             if piece.whole is not None:
                 columns.append(piece.whole)
@@ -240,6 +251,6 @@ def filled_text(
             validity = None if piece.validity is None else pa.py_buffer(piece.validity)
             buffers = [validity, pa.py_buffer(piece.offsets)]
             nbytes = int(piece.offsets[-1])
-            columns.append((field.type, rows, nbytes, np.uint8, buffers, piece.null_count))
+            columns.append(_Body(field.type, rows, nbytes, np.uint8, buffers, piece.null_count))
         laid.append(columns)
     return _laid_out(path, schema, laid, done)

@@ -177,10 +177,12 @@ def load_kineto(
             will hold them (for instance read back through a memory map of a file the batches
             were written to as they came, never whole in the heap; ``reader.read_all()`` to
             keep them as they are).
-        fill_columns: given the numbers' group (:data:`NUMBER_COLUMNS`) with their schema
-            and the table's length, a place to make them in as the layout computes them (for
-            instance the memory map of the file they will be read from), instead of making
-            them in the heap and giving them to ``place_columns``; None there: they are.
+        fill_columns: given a group with its schema and layout (the numbers,
+            :data:`NUMBER_COLUMNS`: the table's length; the text: each record batch's
+            offsets and validity, ``kineto_layout.TextPiece``), a place to make its columns
+            in as the layout computes them (for instance the memory map of the file they
+            will be read from), instead of making them in the heap and giving them to
+            ``place_columns``; where it gives None, they are.
 
     Raises:
         TraceFormatError: the file is missing, not JSON, not a trace, or holds no events.
