@@ -171,3 +171,13 @@ def test_text_is_filled_into_the_holes_its_offsets_leave(tmp_path: Path) -> None
         assert table[name].to_pylist() == [
             v for b in batches for v in b[schema.names.index(name)].to_pylist()
         ]
+
+
+def test_where_space_cannot_be_reserved_ahead_nothing_is_made_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a system without posix_fallocate (macOS): a write through the map could meet a full
+    # disk as a fault, so the caller makes its columns in the heap
+    monkeypatch.delattr(filled_columns.os, "posix_fallocate")
+    assert filled(tmp_path / "numbers.arrow", SCHEMA, 1000) is None
+    assert not list(tmp_path.iterdir())

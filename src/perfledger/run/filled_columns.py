@@ -155,6 +155,9 @@ def _laid_out(
 ) -> FilledColumns | None:
     """The IPC file of ``batches`` (each column an array written whole, or a :class:`_Body`
     left a hole: :class:`_HoleSink`)."""
+    reserve = getattr(os, "posix_fallocate", None)
+    if reserve is None:  # no way to reserve the holes here (macOS): a full disk would fault
+        return None
     bodies = [
         (b, field.name, column)
         for b, columns in enumerate(batches)
@@ -189,7 +192,7 @@ def _laid_out(
                 holes and sum(holes[-1]) > size
             ):
                 raise OSError("the IPC writer laid the columns out otherwise")
-            os.posix_fallocate(file.fileno(), 0, size)
+            reserve(file.fileno(), 0, size)
             writable = mmap.mmap(file.fileno(), size)
     except (OSError, ValueError, pa.ArrowException):
         temporary.unlink(missing_ok=True)
