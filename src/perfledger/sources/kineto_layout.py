@@ -34,6 +34,8 @@ __all__ = [
     "GatherPlan",
     "gather_plan",
     "piece",
+    "piece_ranges",
+    "read_last",
     "sorted_strings",
     "string_pieces",
 ]
@@ -91,22 +93,19 @@ def string_pieces(
     parts: list[pa.Array | None] = [getattr(b, column) for b in blocks]
     for block in blocks:
         setattr(block, column, None)
-    n = plan.block.size
-    step = max(LAYOUT_PIECE_ROWS, n // 32 + 1)
+    ranges = piece_ranges(plan.block.size)
     if all(p is None or p.null_count == len(p) for p in parts):
         del parts
-        for begin in range(0, n, step):
-            yield pa.nulls(min(n, begin + step) - begin, pa.string())
+        for begin, end in ranges:
+            yield pa.nulls(end - begin, pa.string())
         return
     for j, part in enumerate(parts):
         if part is None:
             parts[j] = pa.nulls(sizes[j], pa.string())
     freed = 0  # bytes of text let go since the pool last handed memory back
-    for begin in range(0, n, step):
-        end = min(n, begin + step)
+    for begin, end in ranges:
         made = piece(parts, plan.block[begin:end], plan.local[begin:end])
-        done = np.flatnonzero((plan.last >= begin) & (plan.last < end)).tolist()
-        for j in done:
+        for j in read_last(plan, begin, end):
             part = parts[j]
             freed += part.get_total_buffer_size() if part is not None else 0
             parts[j] = None
@@ -116,6 +115,19 @@ def string_pieces(
             freed = 0
         yield made
         del made
+
+
+def piece_ranges(rows: int) -> list[tuple[int, int]]:
+    """The sorted rows each piece of the text holds (begin, end): at least
+    :data:`LAYOUT_PIECE_ROWS` rows a piece, at most 32 pieces."""
+    step = max(LAYOUT_PIECE_ROWS, rows // 32 + 1)
+    return [(begin, min(rows, begin + step)) for begin in range(0, rows, step)]
+
+
+def read_last(plan: GatherPlan, begin: int, end: int) -> list[int]:
+    """The blocks whose last row the sorted rows ``begin:end`` read."""
+    found: list[int] = np.flatnonzero((plan.last >= begin) & (plan.last < end)).tolist()
+    return found
 
 
 def piece(
@@ -316,9 +328,7 @@ def text_in_place(
         for p in parts
     ):
         return None
-    n = plan.block.size
-    step = max(LAYOUT_PIECE_ROWS, n // 32 + 1)
-    ranges = [(begin, min(n, begin + step)) for begin in range(0, n, step)]
+    ranges = piece_ranges(plan.block.size)
     texts = {c: _TextParts(parts) for c, parts in taken.items()}
     null = {c: all(o is None for o in texts[c].offsets) for c in columns}  # all rows null
     laid: list[list[TextPiece]] = []
@@ -358,7 +368,7 @@ def text_in_place(
                 kineto_scan.copy_spans(
                     parts.data, block, starts, lengths, filler.target(column, index)
                 )
-            for j in np.flatnonzero((plan.last >= begin) & (plan.last < end)).tolist():
+            for j in read_last(plan, begin, end):
                 for parts in texts.values():
                     parts.let_go(j)  # its last row read
         return filler.finish()
