@@ -1125,3 +1125,23 @@ def test_the_numbers_are_made_where_fill_columns_places_them(
     with pytest.raises(RuntimeError, match="broken"):
         load_kineto(trace, place_columns=place, fill_columns=fill)
     assert made[0].abandoned
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.integers(-2, 3)),  # few distinct starts: many ties
+        max_size=60,
+    )
+)
+def test_start_order_is_the_stable_sort_by_start_then_longest(rows: list[tuple[int, int]]) -> None:
+    """The rows by start, the longest first on a shared start, in file order where both tie
+    (a stable lexsort), and the starts written in that order where asked."""
+    start = np.array([r[0] for r in rows], np.int64)
+    dur = np.array([r[1] for r in rows], np.int64)
+    out = np.full(start.size, -1, np.int64)
+    order = kineto._start_order(start, dur, out=out)
+    expected = np.lexsort((-dur, start))
+    np.testing.assert_array_equal(order, expected)
+    np.testing.assert_array_equal(out, start[expected])
+    np.testing.assert_array_equal(kineto._start_order(start, dur), expected)
