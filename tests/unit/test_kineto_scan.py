@@ -481,6 +481,44 @@ def test_join_refuses_codes_and_offsets_outside_the_table() -> None:
 
 
 @needs_scanner
+@given(
+    texts=st.lists(
+        st.sampled_from(["", "a", "ab", "é", "x" * 8, "x" * 9, "y" * 17]) | st.text(max_size=20),
+        max_size=40,
+    ),
+    absent=st.lists(st.booleans(), max_size=40),
+)
+@settings(max_examples=200, deadline=None)
+def test_encoded_spans_are_what_dictionary_encode_gives(
+    texts: list[str], absent: list[bool]
+) -> None:
+    """Quoted texts (and absent ones, read as "") encoded in one compiled pass: the codes
+    and the distinct texts in order of first appearance of Arrow's dictionary_encode."""
+    quoted = [b'"' + t.encode() + b'"' for t in texts]
+    payload = b",".join(quoted)
+    lengths = np.array([len(q) for q in quoted], np.int64)
+    starts = np.cumsum(lengths + 1) - lengths - 1
+    ends = starts + lengths
+    gone = np.array([i < len(absent) and absent[i] for i in range(len(texts))], bool)
+    starts[gone] = -1
+    distinct, codes = kineto_scan.encoded_spans(payload, starts, ends)
+    want = pc.dictionary_encode(
+        pa.array(["" if g else t for t, g in zip(texts, gone, strict=True)], pa.string())
+    )
+    assert distinct.equals(want.dictionary)
+    assert codes.dtype == np.int32
+    assert codes.tolist() == want.indices.to_pylist()
+
+
+@needs_scanner
+def test_encoded_spans_refuses_spans_outside_the_text_or_without_quotes() -> None:
+    with pytest.raises(ValueError, match="outside"):
+        kineto_scan.encoded_spans(b'"ab"', np.array([0], np.int64), np.array([9], np.int64))
+    with pytest.raises(ValueError, match="quotes"):
+        kineto_scan.encoded_spans(b'"ab"', np.array([0], np.int64), np.array([1], np.int64))
+
+
+@needs_scanner
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=50), st.text(max_size=5))
 @settings(max_examples=80, deadline=None)
 def test_decimal_texts_are_what_a_cast_gives(values: list[int], prefix: str) -> None:

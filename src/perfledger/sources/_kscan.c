@@ -737,6 +737,134 @@ out:
     return result;
 }
 
+/* A text's hash: its bytes eight at a time, multiplied and folded. */
+static inline uint64_t text_hash(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    for (int k = 0; i + k < n; k++) tail |= (uint64_t)p[i + k] << (8 * k);
+    h = (h ^ tail) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
+}
+
+/* encode_spans(payload, starts, ends): the string values whose quoted spans (int64 starts
+ * and ends, the quotes included; a start below 0: absent, read as "") are given, encoded as
+ * pyarrow.compute.dictionary_encode encodes their texts: (each span's int32 code, the
+ * distinct texts' int32 offsets and their bytes back to back, in order of first
+ * appearance). */
+static PyObject *encode_spans(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *payload_obj, *starts_obj, *ends_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &payload_obj, &starts_obj, &ends_obj)) return NULL;
+    PyObject *const objects[3] = {payload_obj, starts_obj, ends_obj};
+    Py_buffer views[3];
+    if (get_buffers(objects, views, 3) < 0) return NULL;
+    Py_buffer payload = views[0], starts = views[1], ends = views[2];
+    PyObject *result = NULL, *codes_out = NULL, *offsets_out = NULL, *data_out = NULL;
+    int32_t *codes = NULL, *slots = NULL, *first = NULL;
+    uint64_t *hashes = NULL;
+    if (spans_bytes(&payload, &starts, &ends, 0) < 0) goto out;
+    Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *s = (const int64_t *)starts.buf;
+    const int64_t *e = (const int64_t *)ends.buf;
+    const unsigned char *data = (const unsigned char *)payload.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] >= 0 && e[i] - s[i] < 2) {
+            PyErr_SetString(PyExc_ValueError, "a span is too short to hold its quotes");
+            goto out;
+        }
+    size_t capacity = 16;
+    while (capacity < 2 * (size_t)n + 2) capacity <<= 1;
+    codes = PyMem_RawMalloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    first = PyMem_RawMalloc(sizeof(int32_t) * (size_t)(n + 1));
+    hashes = PyMem_RawMalloc(sizeof(uint64_t) * (size_t)(n + 1));
+    slots = PyMem_RawMalloc(sizeof(int32_t) * capacity);
+    if (codes == NULL || first == NULL || hashes == NULL || slots == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    Py_ssize_t distinct = 0, total = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    memset(slots, 0xff, sizeof(int32_t) * capacity);
+    const size_t mask = capacity - 1;
+    const unsigned char *last_text = NULL;
+    Py_ssize_t last_len = -1;
+    int32_t last_code = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *text = s[i] >= 0 ? data + s[i] + 1 : data;
+        Py_ssize_t len = s[i] >= 0 ? e[i] - s[i] - 2 : 0;
+        /* rows come in runs of one text (a thread's categories, a loop's kernels) */
+        if (len == last_len && memcmp(text, last_text, (size_t)len) == 0) {
+            codes[i] = last_code;
+            continue;
+        }
+        uint64_t h = text_hash(text, len);
+        size_t at = (size_t)h & mask;
+        int32_t code;
+        for (;;) {
+            code = slots[at];
+            if (code < 0) {
+                code = (int32_t)distinct++;
+                slots[at] = code;
+                first[code] = (int32_t)i;
+                hashes[code] = h;
+                total += len;
+                break;
+            }
+            Py_ssize_t row = first[code];
+            const unsigned char *seen = s[row] >= 0 ? data + s[row] + 1 : data;
+            Py_ssize_t seen_len = s[row] >= 0 ? e[row] - s[row] - 2 : 0;
+            if (hashes[code] == h && seen_len == len && memcmp(seen, text, (size_t)len) == 0)
+                break;
+            at = (at + 1) & mask;
+        }
+        codes[i] = last_code = code;
+        last_text = text;
+        last_len = len;
+    }
+    Py_END_ALLOW_THREADS;
+    if (total > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the distinct texts pass int32 offsets");
+        goto out;
+    }
+    codes_out = PyBytes_FromStringAndSize((const char *)codes, (Py_ssize_t)sizeof(int32_t) * n);
+    offsets_out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int32_t) * (distinct + 1));
+    data_out = PyBytes_FromStringAndSize(NULL, total);
+    if (codes_out == NULL || offsets_out == NULL || data_out == NULL) goto out;
+    {
+        int32_t *offsets = (int32_t *)PyBytes_AS_STRING(offsets_out);
+        char *dst = PyBytes_AS_STRING(data_out);
+        int32_t at = 0;
+        offsets[0] = 0;
+        for (Py_ssize_t d = 0; d < distinct; d++) {
+            Py_ssize_t row = first[d];
+            if (s[row] >= 0) {
+                Py_ssize_t len = e[row] - s[row] - 2;
+                memcpy(dst + at, data + s[row] + 1, (size_t)len);
+                at += (int32_t)len;
+            }
+            offsets[d + 1] = at;
+        }
+    }
+    result = PyTuple_Pack(3, codes_out, offsets_out, data_out);
+out:
+    Py_XDECREF(codes_out);
+    Py_XDECREF(offsets_out);
+    Py_XDECREF(data_out);
+    PyMem_RawFree(codes);
+    PyMem_RawFree(first);
+    PyMem_RawFree(hashes);
+    PyMem_RawFree(slots);
+    release_buffers(views, 3);
+    return result;
+}
+
 /* ``pattern`` (m bytes, starting with a line break) removed from text[0:n] in place, left
  * to right, as bytes.replace(pattern, b"") removes it; the new length. */
 static size_t remove_breaks(char *text, size_t n, const char *pattern, size_t m) {
@@ -1143,6 +1271,10 @@ static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
      "gather(payload, starts, ends, sep, prefix, suffix, fill) -> the spans joined by sep "
      "(fill for a span starting below 0)."},
+    {"encode_spans", encode_spans, METH_VARARGS,
+     "encode_spans(payload, starts, ends) -> (an int32 code per quoted span, the distinct "
+     "texts' int32 offsets, their bytes): the texts without their quotes (\"\" for a start "
+     "below 0) dictionary-encoded in order of first appearance."},
     {"compact", compact, METH_VARARGS,
      "compact(payload, starts, ends, fill) -> (the spans' texts back to back, each with the line "
      "breaks of Kineto's pretty printing removed as bytes.replace removes b'\\n      ', then "

@@ -530,12 +530,10 @@ def _phase_codes(phases: list[str]) -> Int64Array:
 @dataclass
 class ChunkFields:
     """One chunk's events as the columns a block is made of, however the chunk was read.
-
     ``events``: the decoded events at least at the rows the side data reads one by one
-    (Kineto's bookkeeping rows, metadata, counters and phases not imported); None elsewhere
-    is allowed. ``names``: the names of some rows as a string array; ``args``: the args texts
-    of the rows given to :meth:`args_of`; ``ids``: the ids of some rows.
-    """
+    (Kineto's bookkeeping rows, metadata, counters and phases not imported; None elsewhere);
+    ``names``: the names of some rows as ``pc.dictionary_encode`` encodes them; ``args``: the
+    args texts of the rows given to :meth:`args_of`; ``ids``: the ids of some rows."""
 
     codes: Int64Array
     pid: Int64Array
@@ -571,7 +569,9 @@ def _event_fields(chunk: Chunk) -> ChunkFields:
         dur_ok=dur_ok,
         events=events,
         # long strings: Arrow's hash of their bytes beats Python's dict here
-        names=lambda rows: pa.array([e.name for e in _picked(events, rows)], pa.string()),
+        names=lambda rows: pc.dictionary_encode(
+            pa.array([e.name for e in _picked(events, rows)], pa.string())
+        ),
         args_of=lambda rows: _ListTexts([e.args for e in _picked(events, rows)]),
         ids=lambda rows: int_column(list(map(attrgetter("id"), _picked(events, rows)))),
     )
@@ -629,7 +629,7 @@ def block_of(chunk: ChunkFields, side: Side, *, pooled: bool = True) -> Block | 
         nbytes = np.where(nbytes >= 0, nbytes, size)
     return Block(
         cat=_dictionary_array(chunk.categories, kept_cats),
-        name=pc.dictionary_encode(chunk.names(keep)),
+        name=chunk.names(keep),
         phase=np.where(is_instant[keep], PHASE_INSTANT, PHASE_COMPLETE).astype(np.int8),
         pid=_narrow(kept_pid),
         tid=_narrow(kept_tid),

@@ -31,7 +31,6 @@ from perfledger.sources.kineto_columns import (
     Block,
     ChunkFields,
     Side,
-    _encoded,
     _pid_is_numeric,
     _pid_or_none,
     _to_int,
@@ -252,6 +251,22 @@ def _gather(
     return data
 
 
+def encoded_spans(
+    payload: bytes | bytearray, starts: Int64Array, ends: Int64Array
+) -> tuple[pa.Array, npt.NDArray[np.int32]]:
+    """The string values whose quoted spans of ``payload`` are given (a start below 0: "")
+    dictionary-encoded in one compiled pass, as ``pc.dictionary_encode`` encodes their texts:
+    the distinct texts in order of first appearance, and each span's int32 code."""
+    assert _kscan is not None
+    codes, offsets, data = _kscan.encode_spans(
+        payload, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64)
+    )
+    distinct = pa.StringArray.from_buffers(
+        len(offsets) // 4 - 1, pa.py_buffer(offsets), pa.py_buffer(data)
+    )
+    return distinct, np.frombuffer(codes, np.int32)
+
+
 def join_texts(data: Any, offsets: npt.NDArray[np.int32], codes: npt.NDArray[np.int32]) -> bytes:
     """The texts ``data[offsets[c]:offsets[c + 1]]`` of ``codes`` in order, those below 0 left
     out (a string table as Arrow lays it out; see _kscan.c). Only where :data:`AVAILABLE`."""
@@ -367,6 +382,15 @@ class _Scan:
         inner_ends = np.where(present, ends - 1, -1)
         data = _gather(self.payload, inner_starts, inner_ends, b"", b"", b"")
         return string_array(data, np.where(present, inner_ends - inner_starts, 0), None)
+
+    def encoded(
+        self, field: int, rows: Int64Array | None = None
+    ) -> tuple[pa.Array, npt.NDArray[np.int32]]:
+        """:meth:`strings` as ``pc.dictionary_encode`` encodes them, without the strings:
+        the distinct texts in order of first appearance and each row's int32 code."""
+        starts = self.starts[:, field] if rows is None else self.starts[rows, field]
+        ends = self.ends[:, field] if rows is None else self.ends[rows, field]
+        return encoded_spans(self.payload, starts, ends)
 
     def raw_strings(self, field: int, rows: Int64Array) -> pa.Array:
         """The texts of ``field`` at ``rows`` as written (all present)."""
@@ -556,7 +580,8 @@ def _fields(scan: _Scan) -> ChunkFields:
     codes = _phase_codes(scan)
     pid, numeric_pid = _pids(scan)
     tid = scan.ids(_S_TID, _TID, np.arange(scan.n))
-    categories, cat_codes = _encoded(scan.strings(_CAT))
+    distinct, cat_codes = scan.encoded(_CAT)
+    categories = distinct.to_pylist()
     # rows read one by one by the side data
     side_rows = np.flatnonzero(
         ~numeric_pid | (codes < 0) | (codes == PH_METADATA) | (codes == PH_COUNTER)
@@ -576,10 +601,14 @@ def _fields(scan: _Scan) -> ChunkFields:
         dur=dur[0],
         dur_ok=dur[1],
         events=events,
-        names=lambda rows: scan.strings(_NAME, rows),
+        names=lambda rows: _dictionary(*scan.encoded(_NAME, rows)),
         args_of=scan.args_at,
         ids=lambda rows: scan.ids(_S_ID, _ID, rows),
     )
+
+
+def _dictionary(distinct: pa.Array, codes: npt.NDArray[np.int32]) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), distinct)
 
 
 def _decoded_us(
