@@ -250,3 +250,23 @@ def test_the_task_csvs_wait_for_the_replay_and_its_wait_is_no_copy_time(tmp_path
     assert set(csvs) == {"op_summary.csv", "kernel_details.csv"}
     assert all(path.exists() for path in csvs.values())
     assert timings["copy_s"] < 0.4  # the half second waited is not the copies'
+
+
+def test_the_only_rank_of_a_profile_gathers_no_collectives_for_the_cluster_pass(
+    tmp_path: Path,
+) -> None:
+    """A task told its rank is the profile's only one leaves the collectives and the link
+    usage empty (only the cluster pass of two ranks or more reads them); the rest of what it
+    hands back is the same."""
+    trace = DATA / "v100_rank1_ddp.json.gz"  # NCCL all-reduces: collectives to gather
+    shared = run_rank_task(RankTask(0, "kineto", trace, tmp_path / "shared", spill=False))
+    alone = run_rank_task(RankTask(0, "kineto", trace, tmp_path / "alone", spill=False, alone=True))
+    assert isinstance(shared, RankResult) and isinstance(alone, RankResult)
+    assert shared.collectives.num_rows > 0
+    assert alone.collectives.num_rows == 0
+    assert alone.collectives.schema == shared.collectives.schema
+    assert alone.links.num_rows == 0 and alone.links.schema == shared.links.schema
+    assert alone.accounts == shared.accounts
+    assert alone.advice is not None and shared.advice is not None
+    assert alone.advice.findings == shared.advice.findings
+    assert alone.replay == shared.replay

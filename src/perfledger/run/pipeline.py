@@ -196,6 +196,7 @@ def build_profile(
                     # the report (a core is idle there), not beside the replay and the advisor
                     # (both cores busy: bench/README.md, "Growth")
                     csvs=len(planned) == 1 and not inline,
+                    alone=len(planned) == 1,
                 )
                 for t in planned
             ]

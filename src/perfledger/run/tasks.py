@@ -52,6 +52,7 @@ from perfledger.memory import (
     returning_pool,
 )
 from perfledger.model.accounts import HostWindowAccount, StepWindow, WindowAccount
+from perfledger.model.cluster import COLLECTIVES_SCHEMA, LINKS_SCHEMA
 from perfledger.model.comm import CommSplit
 from perfledger.model.gaps import GapReport
 from perfledger.model.profile import ProfileAnalysis, RankAnalysis
@@ -113,6 +114,8 @@ class RankTask:
             only one) beside the replay and the advisor, for the parent to move in place.
         step_mark: the name of the host events that mark the steps (``--step-mark``; None:
             the trace's own step marks).
+        alone: the profile's only rank: its collectives and link usage, which only the
+            cluster pass reads (two ranks or more), are not gathered (empty tables).
     """
 
     index: int
@@ -126,6 +129,7 @@ class RankTask:
     spill: bool = True
     step_mark: str | None = None
     csvs: bool = False
+    alone: bool = False
 
 
 class TaskProgress(Protocol):
@@ -284,8 +288,8 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
     profile = profile_of_rank(rank_analysis, outside, spellings=spellings)
     events = profile.events
     drop_mapped_pages(events)
-    collectives = collective_tasks(events)
-    links = link_usage(events)
+    collectives = COLLECTIVES_SCHEMA.empty_table() if task.alone else collective_tasks(events)
+    links = LINKS_SCHEMA.empty_table() if task.alone else link_usage(events)
     # the columns the passes made (the steps assigned, times repaired) mapped too, in a file
     # of their own; the mapped ones stay as they are
     release_freed_memory()  # the files below written into the pages the passes freed
