@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfledger.analysis import intervals
 from perfledger.analysis.intervals import crossing_intervals
 
 slices = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 40)), min_size=2, max_size=40)
@@ -65,3 +67,24 @@ def test_the_slices_taken_out_do_not_depend_on_their_order(pairs, random) -> Non
         crossing = crossing_intervals(start, end)
         taken.append(Counter(zip(start[crossing].tolist(), end[crossing].tolist(), strict=True)))
     assert taken[0] == taken[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(slices, st.booleans())
+def test_the_compiled_shortcut_takes_out_what_the_passes_take_out(
+    pairs: list[tuple[int, int]], ordered: bool
+) -> None:
+    """A thread found laminar by the compiled pass (one stack walk) gives what the numpy
+    passes give: none taken out; any other goes through the passes."""
+    if intervals._laminar is None:
+        pytest.skip("no C compiler where the project was installed")
+    if ordered:  # as a thread's slices come: by start, longer first
+        pairs = sorted(pairs, key=lambda p: (p[0], -p[1]))
+    start, end = _arrays(pairs)
+    with_shortcut = crossing_intervals(start, end)
+    compiled, intervals._laminar = intervals._laminar, None
+    try:
+        assert crossing_intervals(start, end).tolist() == with_shortcut.tolist()
+    finally:
+        intervals._laminar = compiled
+    assert intervals.compiled_laminar(start, end) in (True, False)

@@ -7,6 +7,8 @@ searches away. Every figure of the time account is built from these measures.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,10 +113,35 @@ def hull(starts: npt.ArrayLike, ends: npt.ArrayLike) -> tuple[int, int] | None:
     return int(s.min()), int(e.max())
 
 
+def _compiled_laminar() -> Callable[[Int64Array, Int64Array], bool] | None:
+    """The compiled laminarity test (``_columns.c``), or None where it was not built."""
+    try:
+        module = importlib.import_module("perfledger.analysis._columns")
+    except ImportError:
+        return None
+    test: Callable[[Int64Array, Int64Array], bool] | None = getattr(module, "laminar", None)
+    return test
+
+
+_laminar = _compiled_laminar()
+
+
+def compiled_laminar(start: Int64Array, end: Int64Array) -> bool | None:
+    """Whether the intervals are laminar and come in the order a thread's slices do (by
+    start, longer first; zero-length ones anywhere), by the compiled pass: one pass with a
+    stack of the open ones. False where they cross or come in another order (then only
+    :func:`crossing_intervals`' passes tell); None where the pass was not built."""
+    if _laminar is None:
+        return None
+    return _laminar(np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64))
+
+
 def crossing_intervals(start: Int64Array, end: Int64Array) -> BoolArray:
     """Intervals to take out so that the others are laminar (nested or disjoint): on one
     thread, the slices that overlap another without nesting in it."""
     out = np.zeros(start.size, dtype=bool)
+    if compiled_laminar(start, end):  # the usual thread: none to take out, no pass needed
+        return out
     rows = np.flatnonzero(end > start)
     rounds = 0
     while rows.size > 1:

@@ -19,13 +19,6 @@
    a tuple of (data, offsets, positions), row k of a part going to record positions[k]; every
    position of 0 .. size - 1 is given once. Returns the bytes of the records in order.
 
-   laminar(start, end) tells whether a track's intervals (int64 arrays of one length) can
-   share one lane: those of positive length taken in order, each starts after the one before,
-   or with it and no later (by start, longer first: the order tracks come in), and none
-   crosses another (partly overlaps without one holding the other). False when they are out
-   of that order (layout._laminar's answer, the test the numpy passes make otherwise): one
-   pass with a stack of the open intervals' ends, the innermost on top.
-
    The loops run without the GIL: the writer threads of the step timelines format side by
    side. */
 
@@ -406,70 +399,7 @@ out:
     return result;
 }
 
-/* 1 when the positive intervals are in order and none crosses another, 0 when not, -1 when
-   the stack cannot be allocated. */
-static int laminar_run(const int64_t *start, const int64_t *end, Py_ssize_t n) {
-    int64_t *open = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    if (open == NULL) return -1;
-    Py_ssize_t top = 0;
-    int have = 0, result = 1;
-    int64_t last_start = 0, last_end = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t s = start[i], e = end[i];
-        if (e <= s) continue; /* zero length: nests anywhere */
-        if (have && !(s > last_start || (s == last_start && e <= last_end))) {
-            result = 0; /* out of order */
-            break;
-        }
-        have = 1;
-        last_start = s;
-        last_end = e;
-        while (top > 0 && open[top - 1] <= s) top--; /* ended by now */
-        if (top > 0 && e > open[top - 1]) {
-            result = 0; /* crosses the innermost open interval */
-            break;
-        }
-        open[top++] = e;
-    }
-    PyMem_RawFree(open);
-    return result;
-}
-
-static PyObject *laminar(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *start_obj, *end_obj;
-    if (!PyArg_ParseTuple(args, "OO", &start_obj, &end_obj)) return NULL;
-    Py_buffer starts, ends;
-    if (PyObject_GetBuffer(start_obj, &starts, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    if (PyObject_GetBuffer(end_obj, &ends, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyBuffer_Release(&starts);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (starts.itemsize != 8 || ends.itemsize != 8 || starts.len != ends.len ||
-        starts.format == NULL || ends.format == NULL || strcmp(starts.format, ends.format) != 0 ||
-        (strcmp(starts.format, "l") != 0 && strcmp(starts.format, "q") != 0)) {
-        PyErr_SetString(PyExc_ValueError, "start and end must be int64 arrays of one length");
-        goto out;
-    }
-    int found;
-    Py_BEGIN_ALLOW_THREADS;
-    found = laminar_run((const int64_t *)starts.buf, (const int64_t *)ends.buf,
-                        starts.len / (Py_ssize_t)sizeof(int64_t));
-    Py_END_ALLOW_THREADS;
-    if (found < 0) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    result = PyBool_FromLong(found);
-out:
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&ends);
-    return result;
-}
-
 static PyMethodDef methods[] = {
-    {"laminar", laminar, METH_VARARGS, "Whether a track's intervals fit in one lane."},
     {"format", format_rows, METH_VARARGS, "The text of n records from their pieces."},
     {"interleave", interleave, METH_VARARGS, "Formatted parts' rows in record order."},
     {NULL, NULL, 0, NULL},

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis.columns import unique_rows
-from perfledger.analysis.intervals import crossing_intervals
+from perfledger.analysis.intervals import compiled_laminar, crossing_intervals
 from perfledger.model import schema
 from perfledger.render.timeline.grouping import (
     BLOCK_ROWS,
@@ -30,7 +30,6 @@ from perfledger.render.timeline.grouping import (
     kind_mask,
     row_type,
 )
-from perfledger.render.timeline.text import _records
 
 # A row index array: int32 where the rows allow it (:func:`row_type`), else int64.
 RowArray = npt.NDArray[np.signedinteger]
@@ -72,12 +71,8 @@ def track_lanes(start: Int64Array, end: Int64Array) -> Int64Array:
 def is_laminar(start: Int64Array, end: Int64Array) -> bool:
     """:func:`_laminar`'s answer, by the compiled pass where it was built (one pass over the
     intervals with a stack of the open ones, not the sorts of depths)."""
-    if _records is None:
-        return _laminar(start, end)
-    laminar: bool = _records.laminar(
-        np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(end, dtype=np.int64)
-    )
-    return laminar
+    laminar = compiled_laminar(start, end)
+    return _laminar(start, end) if laminar is None else laminar
 
 
 def _laminar(start: Int64Array, end: Int64Array) -> bool:
