@@ -82,9 +82,11 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
             events, plan.windows, launches, split.wait_by_row(events.num_rows)
         )
         drop_mapped_pages(events)
-        checks = rank_checks(events, plan.windows, accounting, where=where, launches=launches)
         annotated = len(step_annotations(events))
         links = ops.with_task_steps(linking.result(), events)
+        # the checks once the links are made: their temporaries (the host rows' threads and
+        # times) not held at the links' peak
+        checks = rank_checks(events, plan.windows, accounting, where=where, launches=launches)
     drop_mapped_pages(events)
     quality = (
         *trace.quality,
