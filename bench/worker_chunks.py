@@ -26,10 +26,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import tree_child  # noqa: E402
 
 _CHILD = """
 import hashlib, json, os, resource, sys, tempfile
@@ -100,18 +103,6 @@ if __name__ == "__main__":
 """
 
 
-def _run(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
-    # one hash seed: the side data holds sets, whose repr follows it
-    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "PYTHONHASHSEED": "0"}
-    command = [sys.executable, "-c", _CHILD, str(args.trace)]
-    command += [str(args.skip), str(args.chunks), str(args.passes)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"the chunks by {tree} failed: {done.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command line of the two-tree worker benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -123,14 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args(argv)
+    # one hash seed for the children: the side data holds sets, whose repr follows it
+    os.environ["PYTHONHASHSEED"] = "0"
+    command = [str(args.trace), str(args.skip), str(args.chunks), str(args.passes)]
     trees = {"before": args.before, "after": args.after}
-    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
-    for round_index in range(args.rounds):
-        order = list(trees) if round_index % 2 == 0 else list(trees)[::-1]
-        for label in order:
-            result = _run(trees[label], args)
-            runs[label].append(result)
-            print(label, json.dumps(result), flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for round_index in range(args.rounds):  # before, after, after, before ...
+        for label in list(trees)[:: 1 if round_index % 2 == 0 else -1]:
+            runs[label].append(tree_child(_CHILD, trees[label], command))
+            print(label, json.dumps(runs[label][-1]), flush=True)
     digests = {r["digest"] for rs in runs.values() for r in rs}
     if len(digests) != 1:
         print(f"the trees made different blocks: {sorted(digests)}", file=sys.stderr)
