@@ -221,6 +221,72 @@ out:
     return result;
 }
 
+/* widest_gap(start, dur): for intervals [start, start + dur) (int64 arrays of one length n >=
+   2) whose starts come in order, the widest gap between what the rows up to one have covered
+   and the next row's start, as analysis.repair reads it: (cut, gap, left_span, right_span),
+   cut the first row after which the gap is widest, gap that width (negative: an overlap),
+   left_span the rows up to cut's reach less the first start, right_span the rows after cut's
+   reach less their first start; None where the starts are out of order. Two passes, no
+   array made. */
+static PyObject *widest_gap(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *start_obj, *dur_obj;
+    if (!PyArg_ParseTuple(args, "OO", &start_obj, &dur_obj)) return NULL;
+    Py_buffer starts, durs;
+    if (PyObject_GetBuffer(start_obj, &starts, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(dur_obj, &durs, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
+    if (starts.len != durs.len || starts.len % (Py_ssize_t)sizeof(int64_t) != 0 || n < 2) {
+        PyErr_SetString(PyExc_ValueError, "start and dur must be int64 arrays of one length, 2 or more");
+        goto out;
+    }
+    const int64_t *s = (const int64_t *)starts.buf;
+    const int64_t *d = (const int64_t *)durs.buf;
+    int ordered = 1;
+    Py_ssize_t cut = 0;
+    int64_t gap = 0, reach_at_cut = 0, right_reach = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    int64_t reach = (int64_t)((uint64_t)s[0] + (uint64_t)d[0]);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (s[i] < s[i - 1]) {
+            ordered = 0;
+            break;
+        }
+        int64_t here = (int64_t)((uint64_t)s[i] - (uint64_t)reach);
+        if (i == 1 || here > gap) {
+            gap = here;
+            cut = i - 1;
+            reach_at_cut = reach;
+        }
+        int64_t end = (int64_t)((uint64_t)s[i] + (uint64_t)d[i]);
+        if (end > reach) reach = end;
+    }
+    if (ordered) {
+        right_reach = (int64_t)((uint64_t)s[cut + 1] + (uint64_t)d[cut + 1]);
+        for (Py_ssize_t i = cut + 2; i < n; i++) {
+            int64_t end = (int64_t)((uint64_t)s[i] + (uint64_t)d[i]);
+            if (end > right_reach) right_reach = end;
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    if (!ordered) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto out;
+    }
+    result = Py_BuildValue("(nLLL)", cut, (long long)gap,
+                           (long long)(int64_t)((uint64_t)reach_at_cut - (uint64_t)s[0]),
+                           (long long)(int64_t)((uint64_t)right_reach - (uint64_t)s[cut + 1]));
+out:
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&durs);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_seen", first_seen, METH_VARARGS,
      "first_seen(columns, codes) -> the distinct rows in order of first appearance, as bytes; "
@@ -230,6 +296,11 @@ static PyMethodDef methods[] = {
      "positive length taken in order, come by start, longer first, and none crosses another "
      "(partly overlaps without one holding the other): one pass with a stack of the open "
      "intervals' ends; False when they are out of that order."},
+    {"widest_gap", widest_gap, METH_VARARGS,
+     "widest_gap(start, dur) -> (cut, gap, left_span, right_span) of intervals whose starts "
+     "come in order (int64 arrays of one length, 2 or more): the first row after which the "
+     "rows so far leave the widest gap before the next start, that gap, the spans on either "
+     "side; None where the starts are out of order."},
     {NULL, NULL, 0, NULL},
 };
 

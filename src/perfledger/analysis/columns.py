@@ -379,6 +379,21 @@ def _hashed_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]
     return seen[order], place[codes]
 
 
+def widest_gap(start: Int64Array, dur: Int64Array) -> tuple[int, int, int, int] | None:
+    """Of intervals [start, start + dur) whose starts come in order (2 or more), the first
+    row after which the rows so far leave the widest gap before the next start, that gap
+    (negative: an overlap), and the spans of the rows on either side (each side's reach less
+    its first start), by the compiled pass (``_columns.c``); None where the starts are out
+    of order or the pass was not built."""
+    test = getattr(_compiled, "widest_gap", None)
+    if test is None:
+        return None
+    found: tuple[int, int, int, int] | None = test(
+        np.ascontiguousarray(start, np.int64), np.ascontiguousarray(dur, np.int64)
+    )
+    return found
+
+
 def _compiled_columns() -> Any:
     """The compiled numbering of rows; None where it was not built (no compiler where the
     project was installed): :func:`unique_rows` then numbers each column by hashing it."""

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
+from perfledger.analysis.intervals import Int64Array
 from perfledger.model import schema
 from perfledger.model.quality import (
     CLOCK_DOMAINS,
@@ -107,20 +108,18 @@ def _outlying_events(events: pa.Table, where: str) -> tuple[pa.Table, QualityChe
         if events.num_rows < 2:
             break
         start = columns.int64(events, "start_ns")
-        end = start + columns.int64(events, "dur_ns")
-        # the events come in start order (the canonical tables' rule): sorted only if not
-        order = None if bool((start[1:] >= start[:-1]).all()) else np.argsort(start, kind="stable")
-        sorted_start = start if order is None else start[order]
-        sorted_end = end if order is None else end[order]
-        del start, end
-        running_end = np.maximum.accumulate(sorted_end)
-        gaps = sorted_start[1:] - running_end[:-1]
-        cut = int(np.argmax(gaps))
-        gap = int(gaps[cut])
-        del gaps
-        left_span = int(running_end[cut] - sorted_start[0])
-        del running_end
-        right_span = int(sorted_end[cut + 1 :].max() - sorted_start[cut + 1])
+        dur = columns.int64(events, "dur_ns")
+        # the events come in start order (the canonical tables' rule): then one compiled
+        # pass finds the widest gap, with no array made; sorted here only if not
+        found = columns.widest_gap(start, dur)
+        order = None
+        if found is None:
+            order = (
+                None if bool((start[1:] >= start[:-1]).all()) else np.argsort(start, kind="stable")
+            )
+            found = _widest_gap(start, dur, order)
+        del start, dur
+        cut, gap, left_span, right_span = found
         if gap < OUTLIER_GAP_MIN_NS or gap < OUTLIER_GAP_RATIO * (left_span + right_span + 1):
             break
         left_count, right_count = cut + 1, events.num_rows - cut - 1
@@ -142,6 +141,26 @@ def _outlying_events(events: pa.Table, where: str) -> tuple[pa.Table, QualityChe
         repaired=True,
     )
     return events, check
+
+
+def _widest_gap(
+    start: Int64Array, dur: Int64Array, order: Int64Array | None
+) -> tuple[int, int, int, int]:
+    """:func:`perfledger.analysis.columns.widest_gap` of the intervals in start order
+    (``order``: the rows in that order, None where they already are), by numpy."""
+    end = start + dur
+    sorted_start = start if order is None else start[order]
+    sorted_end = end if order is None else end[order]
+    del end
+    running_end = np.maximum.accumulate(sorted_end)
+    gaps = sorted_start[1:] - running_end[:-1]
+    cut = int(np.argmax(gaps))
+    gap = int(gaps[cut])
+    del gaps
+    left_span = int(running_end[cut] - sorted_start[0])
+    del running_end
+    right_span = int(sorted_end[cut + 1 :].max() - sorted_start[cut + 1])
+    return cut, gap, left_span, right_span
 
 
 def _foreign_clock_marks(events: pa.Table, where: str) -> tuple[pa.Table, QualityCheck | None]:
