@@ -428,9 +428,15 @@ def assign_steps(
         numbers = np.array([w.step for w in windows], dtype=np.int32)
         order = np.argsort(host_starts, kind="stable")
         host_starts, host_ends, numbers = host_starts[order], host_ends[order], numbers[order]
-        i = np.searchsorted(host_starts, issued, side="right") - 1
-        i_c = np.clip(i, 0, None)
-        inside = (i >= 0) & (issued < host_ends[i_c])
-        step = np.where(inside, numbers[i_c], schema.NO_STEP).astype(np.int32)
+        # the window each row was issued in, if any: each temporary made once and reused (a
+        # column of the rows' each: fresh pages cost more than the passes over them)
+        at = np.searchsorted(host_starts, issued, side="right")
+        at -= 1
+        inside = at >= 0
+        np.maximum(at, 0, out=at)
+        inside &= issued < host_ends[at]
+        del issued
+        step = numbers[at]
+        step[~inside] = schema.NO_STEP
     index = events.schema.get_field_index("step")
     return events.set_column(index, events.schema.field("step"), pa.array(step, pa.int32()))
