@@ -132,3 +132,20 @@ def test_a_run_of_empty_pieces_is_named_after_a_class_it_has() -> None:
         PathSpan(0, 5, "launch", "launch latency", "", None),
         PathSpan(5, 10, "compute:matmul", "gemm", "stream 7", None),
     )
+
+
+def test_runs_of_pieces_longer_than_floats_hold_exactly_are_named_as_the_rule_says() -> None:
+    # a run whose host time (2**53 + 1 ns) passes its launch time (2**53) by one ns, which
+    # float sums would round away (a tie, then won by the greater name): summed exactly
+    half = 1 << 52
+    spans = adjacent(
+        [
+            (half + 1, "host", "host work", "thread 1", None),
+            (2 * half, "launch", "launch latency", "", None),
+            (half, "host", "host work", "thread 1", None),
+            (1 << 60, "compute:matmul", "gemm", "stream 7", None),
+        ]
+    )
+    got = capped_spans(pieces_of_spans(spans), 2)
+    assert list(got) == reference_capped(spans, 2)
+    assert got[0].category == "host" and got[0].end_ns == 4 * half + 1

@@ -128,25 +128,26 @@ def capped_spans(pieces: Pieces, cap: int) -> tuple[PathSpan, ...]:
     size = np.diff(np.append(first, n))
     last = first + size - 1
     ncat = len(pieces.categories)
-    time_in = np.zeros((first.size, ncat), dtype=np.int64)
-    np.add.at(time_in, (group, pieces.category), length)
+    time_in = _time_in(group * ncat + pieces.category, length, first.size * ncat)
+    time_in = time_in.reshape(first.size, ncat)
     present = np.zeros((first.size, ncat), dtype=bool)
-    present[group, pieces.category] = True
+    present.reshape(-1)[group * ncat + pieces.category] = True
     # the most time, then the greater name: a score whose order is (time, name); a class
     # absent from the run scores below every present one (a run of empty pieces has no time)
     name_rank = np.argsort(np.argsort(np.asarray(pieces.categories, dtype=object)))
     score = np.where(present, time_in * (ncat + 1) + name_rank, -1)
     category = np.argmax(score, axis=1)
-    by_length = np.lexsort((np.arange(n), -length, group))
-    longest = by_length[np.searchsorted(group[by_length], np.arange(first.size))]
+    # each group's longest piece, the first of the longest: a pass over the groups' runs
+    longest_length = np.repeat(np.maximum.reduceat(length, first), size)
+    longest = np.minimum.reduceat(np.where(length == longest_length, np.arange(n), n), first)
     one_lane = np.minimum.reduceat(pieces.lane, first) == np.maximum.reduceat(pieces.lane, first)
     kept = pieces.take(first).spans()
-    longest_shown = pieces.take(longest).spans()
+    merging = size > 1  # a group of one piece is that piece's span: its longest unread
+    shown_of = iter(pieces.take(longest[merging]).spans())
     merged: list[PathSpan] = []
-    for span, pieces_in, shown, same_lane, klass, end in zip(
+    for span, pieces_in, same_lane, klass, end in zip(
         kept,
         size.tolist(),
-        longest_shown,
         one_lane.tolist(),
         category.tolist(),
         pieces.end[last].tolist(),
@@ -155,6 +156,7 @@ def capped_spans(pieces: Pieces, cap: int) -> tuple[PathSpan, ...]:
         if pieces_in == 1:
             merged.append(span)
             continue
+        shown = next(shown_of)
         merged.append(
             PathSpan(
                 span.start_ns,
@@ -168,6 +170,16 @@ def capped_spans(pieces: Pieces, cap: int) -> tuple[PathSpan, ...]:
         step = -(-len(merged) // cap)
         merged = [merged_span(merged[i : i + step]) for i in range(0, len(merged), step)]
     return tuple(merged)
+
+
+def _time_in(cell: IntArray, length: Int64Array, cells: int) -> IntArray:
+    """The pieces' ``length`` summed per ``cell`` (of ``cells``): by a weighted count, whose
+    float sums are exact below 2**53 ns, else added one by one."""
+    if int(np.abs(length).sum()) < 1 << 53:
+        return np.bincount(cell, weights=length, minlength=cells).astype(np.int64)
+    total = np.zeros(cells, dtype=np.int64)
+    np.add.at(total, cell, length)
+    return total
 
 
 def merged_span(run: Sequence[PathSpan]) -> PathSpan:
