@@ -259,7 +259,7 @@ def test_the_only_rank_of_a_profile_gathers_no_collectives_for_the_cluster_pass(
     usage empty (only the cluster pass of two ranks or more reads them); the rest of what it
     hands back is the same."""
     trace = DATA / "v100_rank1_ddp.json.gz"  # NCCL all-reduces: collectives to gather
-    shared = run_rank_task(RankTask(0, "kineto", trace, tmp_path / "shared", spill=False))
+    shared = run_rank_task(RankTask(0, "kineto", trace, tmp_path / "one_of_many", spill=False))
     alone = run_rank_task(RankTask(0, "kineto", trace, tmp_path / "alone", spill=False, alone=True))
     assert isinstance(shared, RankResult) and isinstance(alone, RankResult)
     assert shared.collectives.num_rows > 0
