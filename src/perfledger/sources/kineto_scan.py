@@ -373,21 +373,12 @@ class _Scan:
         self.arg_found = arrays.arg_found[:n]
         self.n = n
 
-    def strings(self, field: int, rows: Int64Array | None = None) -> pa.Array:
-        """The string values of ``field`` (quotes off; no escapes) at ``rows``; "" if absent."""
-        starts = self.starts[:, field] if rows is None else self.starts[rows, field]
-        ends = self.ends[:, field] if rows is None else self.ends[rows, field]
-        present = starts >= 0
-        inner_starts = np.where(present, starts + 1, -1)
-        inner_ends = np.where(present, ends - 1, -1)
-        data = _gather(self.payload, inner_starts, inner_ends, b"", b"", b"")
-        return string_array(data, np.where(present, inner_ends - inner_starts, 0), None)
-
     def encoded(
         self, field: int, rows: Int64Array | None = None
     ) -> tuple[pa.Array, npt.NDArray[np.int32]]:
-        """:meth:`strings` as ``pc.dictionary_encode`` encodes them, without the strings:
-        the distinct texts in order of first appearance and each row's int32 code."""
+        """The string values of ``field`` (quotes off, no escapes; "" if absent) at ``rows``
+        as ``pc.dictionary_encode`` encodes them, without a string array made first: the
+        distinct texts in order of first appearance and each row's int32 code."""
         starts = self.starts[:, field] if rows is None else self.starts[rows, field]
         ends = self.ends[:, field] if rows is None else self.ends[rows, field]
         return encoded_spans(self.payload, starts, ends)
