@@ -181,3 +181,23 @@ def test_where_space_cannot_be_reserved_ahead_nothing_is_made_in_place(
     monkeypatch.delattr(filled_columns.os, "posix_fallocate")
     assert filled(tmp_path / "numbers.arrow", SCHEMA, 1000) is None
     assert not list(tmp_path.iterdir())
+
+
+def test_a_target_still_held_elsewhere_does_not_stop_the_columns_being_read(
+    tmp_path: Path,
+) -> None:
+    """A frame that outlived its call (a profiler's sample) may still hold a target when the
+    columns are finished: the file is read as written, and the map goes with that holder."""
+    path = tmp_path / "numbers.arrow"
+    place = filled(path, SCHEMA, 100, None)
+    assert place is not None
+    values = _values(100, 3)
+    for name, column in values.items():
+        place.target(name)[:] = column
+    held = place.target("start_ns")
+    table = place.finish()
+    for name, column in values.items():
+        np.testing.assert_array_equal(table[name].to_numpy(), column)
+    assert held.size == 100  # still readable by its holder: the map open for it
+    del held
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["numbers.arrow"]

@@ -82,11 +82,11 @@ class FilledColumns:
         except OSError:
             with pa.BufferReader(pa.py_buffer(bytes(writable))) as copy:
                 table = pa.ipc.open_file(copy).read_all()
-            writable.close()
+            _close(writable)
             self._temporary.unlink(missing_ok=True)
             self.path.unlink(missing_ok=True)
             return table
-        writable.close()  # BufferError where a caller still holds a target: a bug
+        _close(writable)
         if self._done is not None:
             self._done(self.path, table)
         return table
@@ -96,9 +96,17 @@ class FilledColumns:
         self._targets.clear()
         writable, self._writable = self._writable, None
         if writable is not None:
-            with contextlib.suppress(BufferError):  # a target still held: the map goes with it
-                writable.close()
+            _close(writable)
         self._temporary.unlink(missing_ok=True)
+
+
+def _close(writable: mmap.mmap) -> None:
+    """Close the writable map, unless a target of it is still held somewhere: a frame that
+    outlives its call keeps its locals (a profiler's sampled frame, as a Dask worker's
+    profiler takes them every few ms); the map then goes with its last holder, the columns
+    being in the file either way (a shared map writes the file's own pages)."""
+    with contextlib.suppress(BufferError):
+        writable.close()
 
 
 class _HoleSink:
