@@ -15,10 +15,21 @@
  * other). False when they are out of that order (perfledger.analysis.intervals.is_laminar
  * answers as the numpy passes of crossing_intervals would, then): one pass with a stack of
  * the open intervals' ends, the innermost on top, without the GIL.
+ *
+ * nest(group, start, end, parent, query_group, query_ns, found) reads intervals [start, end)
+ * of host threads (group: a thread's number, 0 <= group) whose starts come in order, as
+ * perfledger.analysis.nesting does: in each group by start, longer first, then by index, each
+ * interval's innermost enclosing one of its group is written into parent (-1: none), and for
+ * each query instant (query_ns in order) the innermost interval of its group running then
+ * (start <= t < end) into found. One pass with a stack per group (linked through parent),
+ * without the GIL. False, the outputs unspecified, where it cannot answer as the numpy passes
+ * would: starts or queries out of order, an end before its start, a group beyond the rows,
+ * or an interval that crosses the one holding it (partly overlaps it).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_COLUMNS 8
@@ -287,6 +298,141 @@ out:
     return result;
 }
 
+
+/* A row of a run of tied starts, in the order the run takes: longer first, then by index. */
+typedef struct {
+    int64_t end, row;
+} Tied;
+
+static int longer_first(const void *a, const void *b) {
+    const Tied *x = a, *y = b;
+    if (x->end != y->end) return x->end > y->end ? -1 : 1;
+    return x->row < y->row ? -1 : (x->row > y->row);
+}
+
+typedef struct {
+    const int64_t *group, *start, *end, *qgroup, *qns;
+    int64_t *parent, *found;
+    Py_ssize_t n, m;
+} Nesting;
+
+/* Whether the interval open on top ended before an interval starting at s: an end at s
+   closes before a start at s, but a zero-length interval closes after the starts at its
+   instant (operator_nesting's boundary order). */
+static inline int ended_before(int64_t top_start, int64_t top_end, int64_t s) {
+    return top_end < s || (top_end == s && top_end > top_start);
+}
+
+/* 1 when answered, 0 when the pass cannot answer, -1 when memory runs out. */
+static int nest_run(Nesting *w) {
+    Py_ssize_t n = w->n, m = w->m;
+    int64_t groups = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t g = w->group[i];
+        if (g < 0 || g > n + 1024) return 0;
+        if (g >= groups) groups = g + 1;
+        if (w->end[i] < w->start[i] || (i > 0 && w->start[i] < w->start[i - 1])) return 0;
+    }
+    for (Py_ssize_t j = 1; j < m; j++)
+        if (w->qns[j] < w->qns[j - 1]) return 0;
+    int64_t *top = PyMem_RawMalloc((size_t)(groups > 0 ? groups : 1) * sizeof(int64_t));
+    if (top == NULL) return -1;
+    Tied *run = NULL;
+    Py_ssize_t run_cap = 0;
+    for (int64_t g = 0; g < groups; g++) top[g] = -1;
+    int result = 1;
+    Py_ssize_t i = 0, j = 0;
+    while (i < n || j < m) {
+        if (j < m && (i >= n || w->qns[j] < w->start[i])) {
+            /* every interval started by then is on its stack: walk down to one still running */
+            int64_t g = w->qgroup[j], t = w->qns[j];
+            int64_t c = (g >= 0 && g < groups) ? top[g] : -1;
+            while (c >= 0 && w->end[c] <= t) c = w->parent[c];
+            w->found[j++] = c;
+            continue;
+        }
+        Py_ssize_t stop = i + 1;
+        while (stop < n && w->start[stop] == w->start[i]) stop++;
+        Py_ssize_t count = stop - i;
+        if (count > 1 && count > run_cap) {
+            Tied *grown = PyMem_RawRealloc(run, (size_t)count * 2 * sizeof(Tied));
+            if (grown == NULL) {
+                result = -1;
+                goto done;
+            }
+            run = grown;
+            run_cap = count * 2;
+        }
+        if (count > 1) {
+            for (Py_ssize_t k = 0; k < count; k++) run[k] = (Tied){w->end[i + k], i + k};
+            qsort(run, (size_t)count, sizeof(Tied), longer_first);
+        }
+        int64_t s = w->start[i];
+        for (Py_ssize_t k = 0; k < count; k++) {
+            int64_t r = count > 1 ? run[k].row : i, g = w->group[r], e = w->end[r];
+            int64_t t = top[g];
+            while (t >= 0 && ended_before(w->start[t], w->end[t], s)) t = w->parent[t];
+            if (t >= 0 && e > w->end[t]) {
+                result = 0; /* crosses the interval holding it */
+                goto done;
+            }
+            w->parent[r] = t;
+            top[g] = r;
+        }
+        i = stop;
+    }
+done:
+    PyMem_RawFree(top);
+    PyMem_RawFree(run);
+    return result;
+}
+
+static int int64_buffer(PyObject *obj, Py_buffer *view, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
+    if (view->itemsize != 8 || view->format == NULL ||
+        (strcmp(view->format, "l") != 0 && strcmp(view->format, "q") != 0)) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "nest reads and writes int64 arrays");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *nest(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5], &objs[6]))
+        return NULL;
+    Py_buffer views[7];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 7; got++)
+        if (int64_buffer(objs[got], &views[got], got == 3 || got == 6) < 0) goto out;
+    Py_ssize_t n = views[0].len / 8, m = views[4].len / 8;
+    if (views[1].len / 8 != n || views[2].len / 8 != n || views[3].len / 8 != n ||
+        views[5].len / 8 != m || views[6].len / 8 != m) {
+        PyErr_SetString(PyExc_ValueError, "nest: the intervals' arrays and the queries' must "
+                                          "each be of one length");
+        goto out;
+    }
+    Nesting w = {views[0].buf, views[1].buf, views[2].buf, views[4].buf, views[5].buf,
+                 views[3].buf, views[6].buf, n, m};
+    int answered;
+    Py_BEGIN_ALLOW_THREADS;
+    answered = nest_run(&w);
+    Py_END_ALLOW_THREADS;
+    if (answered < 0) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    result = PyBool_FromLong(answered);
+out:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_seen", first_seen, METH_VARARGS,
      "first_seen(columns, codes) -> the distinct rows in order of first appearance, as bytes; "
@@ -301,6 +447,12 @@ static PyMethodDef methods[] = {
      "come in order (int64 arrays of one length, 2 or more): the first row after which the "
      "rows so far leave the widest gap before the next start, that gap, the spans on either "
      "side; None where the starts are out of order."},
+    {"nest", nest, METH_VARARGS,
+     "nest(group, start, end, parent, query_group, query_ns, found) -> whether the pass "
+     "answered: each interval's innermost enclosing one of its group written into parent, "
+     "each query's innermost interval running then into found (int64 arrays); False where "
+     "the starts or queries are out of order, an end comes before its start, a group lies "
+     "beyond the rows, or an interval crosses the one holding it."},
     {NULL, NULL, 0, NULL},
 };
 

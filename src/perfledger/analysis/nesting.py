@@ -3,10 +3,49 @@ at an instant, and self time (the operator tables and the advisor's rules)."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
 IntArray = npt.NDArray[np.int64]
+
+
+def _compiled_nest() -> Callable[..., bool] | None:
+    """The compiled nesting pass (``_columns.c``), or None where it was not built."""
+    try:
+        module = importlib.import_module("perfledger.analysis._columns")
+    except ImportError:
+        return None
+    nest: Callable[..., bool] | None = getattr(module, "nest", None)
+    return nest
+
+
+_nest = _compiled_nest()
+_NO_QUERIES: IntArray = np.zeros(0, np.int64)
+
+
+def _nested(
+    group: IntArray,
+    start_ns: IntArray,
+    end_ns: IntArray,
+    query_group: IntArray = _NO_QUERIES,
+    query_ns: IntArray = _NO_QUERIES,
+) -> tuple[IntArray, IntArray] | None:
+    """:func:`operator_nesting` and :func:`innermost_enclosing` by the compiled pass: one
+    sweep in start order with a stack of the open intervals per group. None where it was not
+    built or cannot answer as the numpy passes do (starts or queries out of order, an end
+    before its start, a group beyond the rows, intervals crossing): the numpy passes then."""
+    if _nest is None:
+        return None
+    parent = np.empty(start_ns.size, np.int64)
+    found = np.empty(query_ns.size, np.int64)
+    values = (np.ascontiguousarray(a, np.int64) for a in (group, start_ns, end_ns))
+    queries = (np.ascontiguousarray(a, np.int64) for a in (query_group, query_ns))
+    if not _nest(*values, parent, *queries, found):
+        return None
+    return parent, found
 
 
 def operator_nesting(group: IntArray, start_ns: IntArray, end_ns: IntArray) -> IntArray:
@@ -15,9 +54,14 @@ def operator_nesting(group: IntArray, start_ns: IntArray, end_ns: IntArray) -> I
     Intervals of one group (one host thread) are expected to nest; one that ends exactly where
     another begins is its sibling, not its parent. Among identical intervals the earlier index
     is the parent. Vectorised: a sweep over start/end boundaries gives every interval's depth,
-    then each interval's parent is the closest preceding interval one level up.
+    then each interval's parent is the closest preceding interval one level up. Intervals in
+    start order that nest (a host thread's, as the events come) are answered by the compiled
+    pass instead (``_columns.c``: a stack per thread, one sweep), with the same parents.
     """
     n = len(start_ns)
+    nested = _nested(group, start_ns, end_ns) if n else None
+    if nested is not None:
+        return nested[0]
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent
@@ -77,6 +121,9 @@ def innermost_enclosing(
     start <= t < end.
     """
     n, m = len(start_ns), len(query_ns)
+    nested = _nested(group, start_ns, end_ns, query_group, query_ns) if n and m else None
+    if nested is not None:
+        return nested[1]
     found = np.full(m, -1, dtype=np.int64)
     if n == 0 or m == 0:
         return found
