@@ -49,6 +49,7 @@ from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA, host_step_trace_table, step_trace_table
 from perfledger.model.cluster import COLLECTIVES_SCHEMA, ClusterReport
 from perfledger.model.devices import device_from_meta, peer_link_gbps
+from perfledger.model.gaps import GapReport
 from perfledger.model.profile import ProfileAnalysis, RankAnalysis
 from perfledger.model.schema import HOST_WIDE_TRACKS
 from perfledger.model.trace import Trace
@@ -307,8 +308,13 @@ def profile_of(
     # one rank's events are the profile's: its linkage holds for them
     one = ranks[0].device_links if len(ranks) == 1 else None
     linked = one if one is not None else ops.link_device_tasks(events)
-    # kernel_details beside the other operator tables and the gap report, which do not read it
-    with beside(ops.kernel_details, events, linked) as detailing:
+
+    def details_and_gaps() -> tuple[pa.Table, GapReport]:
+        return ops.kernel_details(events, linked), gap_report(gaps, events)
+
+    # kernel_details and the gap report beside the other operator tables, which read
+    # neither: about as long as those on this thread
+    with beside(details_and_gaps) as beside_work:
         summary = ops.op_summary(events, linked)
         # of the columns mapped (a rank task's): the next pass reads others
         drop_mapped_pages(events)
@@ -316,9 +322,7 @@ def profile_of(
         apis = ops.api_statistic(events)
         drop_mapped_pages(events)
         communication_table = profile_communication(ranks)
-        drop_mapped_pages(events)
-        worst = gap_report(gaps, events)
-        details = detailing.result()
+        details, worst = beside_work.result()
     drop_mapped_pages(events)
     return ProfileAnalysis(
         ranks=ranks,
