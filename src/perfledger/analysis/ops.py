@@ -726,11 +726,28 @@ def _first_of_groups(rank: IntArray, ident: IntArray, *order_by: IntArray) -> In
     (then position); the result is sorted by (rank, ident)."""
     if rank.size == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((*reversed(order_by), ident, rank))  # stable: then by position
-    r, i = rank[order], ident[order]
+    # grouped first (stable: by position within a group), then only the groups of more than
+    # one element ordered by ``order_by``: most ids are carried once, and sorting every
+    # element on every key was the pass's largest cost
+    one_rank = bool(rank[0] == rank[-1]) and bool((rank == rank[0]).all())
+    order = np.lexsort((ident,) if one_rank else (ident, rank))
+    i = ident[order]
     first = np.ones(order.size, dtype=bool)
-    first[1:] = (r[1:] != r[:-1]) | (i[1:] != i[:-1])
+    first[1:] = i[1:] != i[:-1]
+    if not one_rank:
+        r = rank[order]
+        first[1:] |= r[1:] != r[:-1]
     chosen: IntArray = order[first]
+    group = np.cumsum(first) - 1
+    shared = np.flatnonzero(np.bincount(group)[group] > 1)  # places in order of larger groups
+    if shared.size:
+        among, their_group = order[shared], group[shared]
+        # stable: ties in every key keep the position order of ``order``
+        ranked = np.lexsort((*(key[among] for key in reversed(order_by)), their_group))
+        ranked_group = their_group[ranked]
+        head = np.ones(ranked.size, dtype=bool)
+        head[1:] = ranked_group[1:] != ranked_group[:-1]
+        chosen[ranked_group[head]] = among[ranked[head]]
     return chosen
 
 
