@@ -737,6 +737,8 @@ def _first_of_groups(rank: IntArray, ident: IntArray, *order_by: IntArray) -> In
     if not one_rank:
         r = rank[order]
         first[1:] |= r[1:] != r[:-1]
+    if first.all():  # every id carried once
+        return order
     chosen: IntArray = order[first]
     group = np.cumsum(first) - 1
     shared = np.flatnonzero(np.bincount(group)[group] > 1)  # places in order of larger groups
