@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfledger.analysis.gaps import GAP_BUCKETS, gap_report
 from perfledger.model.accounts import IDLE_CAUSES
@@ -135,3 +137,42 @@ def test_next_task_of_concatenated_ranks() -> None:
         (1, "r1_second"),
         (0, "r0_second"),
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1), st.integers(0, 1), st.integers(0, 6), st.integers(0, 4)),
+        max_size=40,
+    ),
+    st.integers(0, 45),
+)
+def test_the_worst_gaps_are_the_first_of_all_gaps_in_order(
+    rows: list[tuple[int, int, int, int]], worst: int
+) -> None:
+    """Longest first, then by start, rank, device and row, as one sort of every gap (many
+    share a length: the worst-th longest's ties are all weighed)."""
+    gaps = gaps_table(
+        [
+            {"rank": r, "device": d, "start_ns": s, "end_ns": s + length, "cause": "other"}
+            for r, d, s, length in rows
+        ]
+    )
+    found = gap_report(gaps, EventsBuilder().table(), worst=worst).worst
+    kept = [(i, row) for i, row in enumerate(rows) if row[3] > 0]
+    expected = sorted(
+        kept, key=lambda item: (-item[1][3], item[1][2], item[1][0], item[1][1], item[0])
+    )
+    picked = [(row[0], row[1], row[2], row[3]) for _, row in expected[:worst]]
+    assert (
+        list(
+            zip(
+                found["rank"].to_pylist(),
+                found["device"].to_pylist(),
+                found["start_ns"].to_pylist(),
+                found["dur_ns"].to_pylist(),
+                strict=True,
+            )
+        )
+        == picked
+    )

@@ -92,14 +92,23 @@ def _int_bincount(
 
 
 def _worst_gaps(gaps: pa.Table, events: pa.Table, worst: int) -> pa.Table:
-    order = np.lexsort(
-        (
-            np.asarray(gaps["device"], dtype=np.int64),
-            np.asarray(gaps["rank"], dtype=np.int64),
-            np.asarray(gaps["start_ns"], dtype=np.int64),
-            -np.asarray(gaps["dur_ns"], dtype=np.int64),
+    dur = np.asarray(gaps["dur_ns"], dtype=np.int64)
+    # only the gaps at least as long as the worst-th longest can be among the worst: those
+    # sorted (in row order, as a sort of every gap would meet them)
+    if 0 < worst < dur.size:
+        candidates = np.flatnonzero(dur >= np.partition(dur, dur.size - worst)[dur.size - worst])
+    else:
+        candidates = np.arange(dur.size if worst > 0 else 0)
+    order = candidates[
+        np.lexsort(
+            (
+                np.asarray(gaps["device"], dtype=np.int64)[candidates],
+                np.asarray(gaps["rank"], dtype=np.int64)[candidates],
+                np.asarray(gaps["start_ns"], dtype=np.int64)[candidates],
+                -dur[candidates],
+            )
         )
-    )[:worst]
+    ][:worst]
     top = gaps.take(pa.array(order, pa.int64()))
     task_names = _ending_task(events, top)
     rank = np.asarray(top["rank"], dtype=np.int64)
