@@ -23,8 +23,9 @@
  * each query instant (query_ns in order) the innermost interval of its group running then
  * (start <= t < end) into found. One pass with a stack per group (linked through parent),
  * without the GIL. False, the outputs unspecified, where it cannot answer as the numpy passes
- * would: starts or queries out of order, an end before its start, a group beyond the rows,
- * or an interval that crosses the one holding it (partly overlaps it).
+ * would: starts or queries out of order, an end before its start, a group number past the
+ * rows' count plus 1024 (the size of the stacks' table), or an interval that crosses the one
+ * holding it (partly overlaps it).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -452,7 +453,7 @@ static PyMethodDef methods[] = {
      "answered: each interval's innermost enclosing one of its group written into parent, "
      "each query's innermost interval running then into found (int64 arrays); False where "
      "the starts or queries are out of order, an end comes before its start, a group lies "
-     "beyond the rows, or an interval crosses the one holding it."},
+     "past the rows' count plus 1024, or an interval crosses the one holding it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -36,7 +36,8 @@ def _nested(
     """:func:`operator_nesting` and :func:`innermost_enclosing` by the compiled pass: one
     sweep in start order with a stack of the open intervals per group. None where it was not
     built or cannot answer as the numpy passes do (starts or queries out of order, an end
-    before its start, a group beyond the rows, intervals crossing): the numpy passes then."""
+    before its start, a group number past the rows' count plus 1024, intervals crossing):
+    the numpy passes then."""
     if _nest is None:
         return None
     parent = np.empty(start_ns.size, np.int64)
