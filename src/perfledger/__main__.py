@@ -34,6 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# numpy's OpenBLAS starts a thread per core as it loads, and they spin a tenth of a second
+# of CPU each before they sleep. Nothing here multiplies matrices: one BLAS thread, set
+# before numpy loads, here and in the processes started from here (the import's workers),
+# unless the user chose otherwise. Not for ``record``, whose child is the user's program,
+# nor where numpy is loaded already (``main`` called inside another program).
+_BLAS_THREADS: Final = {"OPENBLAS_NUM_THREADS": "1"}
+_OWN_ENVIRONMENT: Final = "record"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
@@ -42,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"perfledger {__version__}")
         return 0
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] != [_OWN_ENVIRONMENT] and "numpy" not in sys.modules:
+        for name, value in _BLAS_THREADS.items():
+            os.environ.setdefault(name, value)
     _remember_missing_modules()
     try:
         with _terminate_as_interrupt():
