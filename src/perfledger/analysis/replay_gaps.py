@@ -15,7 +15,8 @@ def thread_wait(graph: StepGraph, node: Int64Array, following: Int64Array) -> In
     the thread waited (its chain delay's part that is not the thread's work): 0 where the
     following node is not the next of the node's chain or is the end of a synchronisation's
     wait (a time of the device's, not of the thread's)."""
-    gap = graph.start[following] - graph.end[node]
+    # the nodes' ends from their starts and lengths: graph.end adds every node's
+    gap = graph.start[following] - (graph.start[node] + graph.dur[node])
     chained = (graph.chain_pred[following] == node) & (graph.kind[following] != SYNC_WAIT)
     return np.asarray(np.where(chained, np.clip(gap - graph.chain_busy[following], 0, None), 0))
 
