@@ -38,7 +38,7 @@ from perfledger.analysis.advisor.ranks import PROFILE_RULES, SPLIT_RULES, merge_
 from perfledger.analysis.advisor.together import advice_together
 from perfledger.analysis.profile import rank_profile
 from perfledger.analysis.replay_together import RanksTogether, any_collectives
-from perfledger.memory import drop_mapped_pages, release_freed_memory
+from perfledger.memory import drop_mapped_pages
 from perfledger.model.findings import (
     AdvisorConfig,
     AdvisorReport,
@@ -170,9 +170,10 @@ def _outcomes(
 
     def check(rule: Rule) -> Finding | Skipped | None:
         outcome = rule.check(context, config.params(rule))
-        # what the rule derived and freed, and the pages of mapped tables it read (the
-        # events' args): given back before the next rule adds its own
-        release_freed_memory()
+        # the pages of mapped tables it read (the events' args) let go before the next rule
+        # reads others; what the rule derived and freed stays in the heap, for the next
+        # rule's own (handed back to the system, it would be taken anew at once, each page
+        # zeroed again): given back once the rules are done (diagnose's caller)
         drop_mapped_pages(analysis.events)
         return outcome
 
