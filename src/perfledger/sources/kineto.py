@@ -518,7 +518,12 @@ def _start_order(start: Int64Array, dur: Int64Array, out: Int64Array | None = No
     tie = sorted_start[1:] == sorted_start[:-1]
     ties = np.flatnonzero(tie)
     if ties.size:
-        rows = np.union1d(ties, ties + 1)  # the places that share a start, in runs
+        # the places that share a start, in runs: marked, not sorted (ties come in order)
+        shared = np.zeros(sorted_start.size, np.bool_)
+        shared[ties] = True
+        shared[ties + 1] = True
+        rows = np.flatnonzero(shared)
+        del shared
         begins = np.ones(rows.size, np.bool_)  # a run's label: the runs begun up to it
         later = rows > 0
         begins[later] = ~tie[rows[later] - 1]
