@@ -151,7 +151,11 @@ def _held_rows(
                     r, k = r[first], k[first]
                 rows[i], keys[i] = r, k
         offset += batch.num_rows
-    held = take_ascending(table, np.unique(np.concatenate([no_rows, *rows])))
+    # every span's rows, each once, ascending: marked, not sorted
+    marked = np.zeros(offset, dtype=bool)
+    for chosen in rows:
+        marked[chosen] = True
+    held = take_ascending(table, np.flatnonzero(marked))
     return held, dict(zip(spans, totals, strict=True))
 
 
