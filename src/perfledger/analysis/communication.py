@@ -30,6 +30,7 @@ import re
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
@@ -54,21 +55,20 @@ def communication(events: pa.Table, split: CommSplit | None = None) -> pa.Table:
     is_comm = columns.isin(events, "kind", [schema.COMM])
     if not is_comm.any():
         return COMMUNICATION_SCHEMA.empty_table()
-    is_kernel = columns.isin(events, "kind", [schema.KERNEL])
-    rank = columns.int64(events, "rank")
-    device = columns.int64(events, "device")
-    start = columns.int64(events, "start_ns")
-    end = start + columns.int64(events, "dur_ns")
-
-    # every per-task figure at the communication rows only (a few per step), not per event
+    # every per-task figure at the communication rows only (a few per step), not per event;
+    # the compute under them from the kernels' rows alone (no column of every event copied)
     rows = np.flatnonzero(is_comm)
+    rank, device, start, end = _times_at(events, rows)
+    k_rank, k_device, k_start, k_end = _times_at(
+        events, np.flatnonzero(columns.isin(events, "kind", [schema.KERNEL]))
+    )
     overlapped = np.zeros(rows.size, dtype=np.int64)
-    for r, d in set(zip(rank[rows].tolist(), device[rows].tolist(), strict=True)):
-        same = (rank == r) & (device == d)
-        compute = union(start[same & is_kernel], end[same & is_kernel])
-        mine = np.flatnonzero((rank[rows] == r) & (device[rows] == d))
-        overlapped[mine] = compute.covered(start[rows[mine]], end[rows[mine]])
-    rank, device, start, end = rank[rows], device[rows], start[rows], end[rows]
+    for r, d in set(zip(rank.tolist(), device.tolist(), strict=True)):
+        same = (k_rank == r) & (k_device == d)
+        compute = union(k_start[same], k_end[same])
+        mine = np.flatnonzero((rank == r) & (device == d))
+        overlapped[mine] = compute.covered(start[mine], end[mine])
+    del k_rank, k_device, k_start, k_end
     names = columns.strings(columns.take_rows(events, rows, ["name"]), "name")
     split_of = _per_task(events, rows, split)
     wait = split_of["wait"]
@@ -148,6 +148,18 @@ def nccl_algorithm(name: str) -> str | None:
     RING_LL_Sum_float`` and ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` say RING_LL)."""
     found = _ALGORITHM.search(name)
     return f"{found.group(1)}_{found.group(2)}" if found else None
+
+
+def _times_at(events: pa.Table, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
+    """Rank, device, start and end of the events at ascending ``rows``."""
+    taken = columns.take_rows(events, rows, ["rank", "device", "start_ns", "dur_ns"])
+    start = columns.int64(taken, "start_ns")
+    return (
+        columns.int64(taken, "rank"),
+        columns.int64(taken, "device"),
+        start,
+        start + columns.int64(taken, "dur_ns"),
+    )
 
 
 def _per_task(events: pa.Table, rows: np.ndarray, split: CommSplit | None) -> dict[str, np.ndarray]:
