@@ -176,3 +176,58 @@ def test_the_worst_gaps_are_the_first_of_all_gaps_in_order(
         )
         == picked
     )
+
+
+def _running_by_hand(ops: list[tuple[int, int, int, int]], rank: int, at: int) -> str | None:
+    """The innermost op of ``rank`` running at ``at``, read one op at a time: the latest
+    start, then the shortest, then the first in the table."""
+    best: tuple[int, int, int] | None = None
+    for row, (r, start, dur, _) in enumerate(ops):
+        if r == rank and start <= at < start + dur:
+            key = (-start, dur, row)
+            best = key if best is None or key < best else best
+    return None if best is None else f"op{best[2]}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 1), st.integers(0, 60), st.integers(0, 40), st.sampled_from([0, 1])
+        ),
+        max_size=30,
+    ),
+    st.lists(st.tuples(st.integers(0, 1), st.integers(0, 80)), min_size=1, max_size=8),
+    st.booleans(),
+)
+def test_the_host_op_of_a_gap_is_the_innermost_running_at_its_start(
+    ops: list[tuple[int, int, int, int]],
+    gaps: list[tuple[int, int]],
+    concatenated: bool,
+) -> None:
+    """Ops of two ranks (sorted by start, or two ranks' tables one after the other), some of
+    zero length, some annotations: the host op at each gap's start as a reading
+    of every op one by one finds it."""
+    if concatenated:
+        ops = sorted(ops, key=lambda op: (op[0], op[1]))
+    else:
+        ops = sorted(ops, key=lambda op: op[1])
+    builder = EventsBuilder()
+    for row, (rank, start, dur, annotated) in enumerate(ops):
+        if annotated:
+            builder.annotation(start, dur, f"op{row}", rank=rank)
+        else:
+            builder.cpu_op(start, dur, f"op{row}", rank=rank)
+    events = builder.table(sort=False)
+    table = gaps_table(
+        [
+            {"rank": r, "start_ns": at, "end_ns": at + 1 + i, "cause": "other"}
+            for i, (r, at) in enumerate(gaps)
+        ]
+    )
+    worst = gap_report(table, events, worst=len(gaps)).worst.to_pylist()
+    for gap in worst:
+        cpu = [op if not op[3] else (op[0], op[1], -1, 1) for op in ops]
+        marks = [op if op[3] else (op[0], op[1], -1, 0) for op in ops]
+        assert gap["host_op"] == _running_by_hand(cpu, gap["rank"], gap["start_ns"])
+        assert gap["host_annotation"] == _running_by_hand(marks, gap["rank"], gap["start_ns"])

@@ -30,6 +30,8 @@ from perfledger.model import schema
 from perfledger.model.accounts import IDLE_CAUSES
 from perfledger.model.gaps import WORST_GAPS_SCHEMA, CauseShare, GapBucket, GapReport
 
+_INT64_MIN: Final = int(np.iinfo(np.int64).min)
+
 # (label, lower bound ns included, upper bound ns excluded; None: unbounded)
 GAP_BUCKETS: Final = (
     ("<10us", 0, 10_000),
@@ -140,31 +142,36 @@ def _ending_task(events: pa.Table, top: pa.Table) -> pa.Array:
     rank = np.asarray(top["rank"], dtype=np.int64)
     device = np.asarray(top["device"], dtype=np.int64)
     end = np.asarray(top["end_ns"], dtype=np.int64)
-    event_rank = columns.int64(events, "rank")
-    event_device = columns.int64(events, "device")
-    event_start = columns.int64(events, "start_ns")
     # the kinds tested once per distinct kind, not per row
     is_task = columns.isin(events, "kind", schema.DEVICE_TASK_KINDS)
     chosen = np.full(len(next_task), -1, dtype=np.int64)
-    for i, row in enumerate(next_task):
-        if row < 0:
-            continue
-        if (
-            row < events.num_rows
-            and is_task[row]
-            and (event_rank[row], event_device[row], event_start[row])
-            == (rank[i], device[i], end[i])
-        ):
-            chosen[i] = row
-            continue
-        match = np.flatnonzero(
-            is_task
-            & (event_rank == rank[i])
-            & (event_device == device[i])
-            & (event_start == end[i])
-        )
-        if match.size:
-            chosen[i] = match[0]
+    # the rows named first, read at those rows only; whole columns only for a row that
+    # is not the task it should be
+    named = np.flatnonzero((next_task >= 0) & (next_task < events.num_rows))
+    named = named[is_task[next_task[named]]]
+    at = np.unique(next_task[named])
+    held = columns.take_rows(events, at, ["rank", "device", "start_ns"])
+    place = np.searchsorted(at, next_task[named])
+    same = (
+        (columns.int64(held, "rank")[place] == rank[named])
+        & (columns.int64(held, "device")[place] == device[named])
+        & (columns.int64(held, "start_ns")[place] == end[named])
+    )
+    chosen[named[same]] = next_task[named[same]]
+    looked_up = np.flatnonzero((next_task >= 0) & (chosen < 0))
+    if looked_up.size:
+        event_rank = columns.int64(events, "rank")
+        event_device = columns.int64(events, "device")
+        event_start = columns.int64(events, "start_ns")
+        for i in looked_up.tolist():
+            match = np.flatnonzero(
+                is_task
+                & (event_rank == rank[i])
+                & (event_device == device[i])
+                & (event_start == end[i])
+            )
+            if match.size:
+                chosen[i] = match[0]
     # chunk by chunk: a take on the whole column would first join its chunks
     return pc.cast(take_rows(events.column("name"), chosen), pa.string())
 
@@ -173,15 +180,30 @@ def _running_at(
     events: pa.Table, kind: str, rank: npt.NDArray[np.int64], at_ns: npt.NDArray[np.int64]
 ) -> pa.Array:
     """Name of the innermost ``kind`` event of each rank running at each instant (or null)."""
-    # the rows of that kind read in the columns as they are (a filter copies what it keeps)
+    # the rows of that kind read at those rows only (a filter copies what it keeps)
     rows = np.flatnonzero(columns.isin(events, "kind", [kind]))
-    host_rank = columns.int64(events, "rank")[rows]
-    host_start = columns.int64(events, "start_ns")[rows]
-    host_end = host_start + columns.int64(events, "dur_ns")[rows]
+    taken = columns.take_rows(events, rows, ["rank", "start_ns", "dur_ns"])
+    host_rank = columns.int64(taken, "rank")
+    host_start = columns.int64(taken, "start_ns")
+    host_end = host_start + columns.int64(taken, "dur_ns")
+    del taken
+    # by start (the rows of one rank come so already): what runs at t started at most the
+    # longest run before it, and no later than t
+    if bool((host_start[1:] >= host_start[:-1]).all()):
+        by_start, starts = np.arange(host_start.size), host_start
+    else:
+        by_start = np.argsort(host_start, kind="stable")
+        starts = host_start[by_start]
+    longest = int((host_end - host_start).max(initial=0))
     chosen = np.full(len(at_ns), -1, dtype=np.int64)
-    # One vectorised pass per reported gap (a handful), not per event.
+    # One vectorised pass per reported gap (a handful) over the rows that may run then.
     for i, (r, t) in enumerate(zip(rank, at_ns, strict=True)):
-        running = np.flatnonzero((host_rank == r) & (host_start <= t) & (host_end > t))
+        earliest = max(int(t) - max(longest, 0), _INT64_MIN)
+        lo = int(np.searchsorted(starts, earliest, side="left"))
+        hi = int(np.searchsorted(starts, t, side="right"))
+        # by start, then row: of the innermost's ties (start and length), the first row
+        near = by_start[lo:hi]
+        running = near[(host_rank[near] == r) & (host_end[near] > t)]
         if running.size:
             pick = np.lexsort((host_end[running] - host_start[running], -host_start[running]))
             chosen[i] = running[pick[0]]
