@@ -516,17 +516,12 @@ def _start_order(start: Int64Array, dur: Int64Array, out: Int64Array | None = No
     order: Int64Array = np.argsort(start, kind="stable")
     sorted_start = np.take(start, order, out=out)
     tie = sorted_start[1:] == sorted_start[:-1]
-    ties = np.flatnonzero(tie)
-    if ties.size:
-        # the places that share a start, in runs: marked, not sorted (ties come in order)
-        shared = np.zeros(sorted_start.size, np.bool_)
-        shared[ties] = True
-        shared[ties + 1] = True
-        rows = np.flatnonzero(shared)
-        del shared
+    if (ties := np.flatnonzero(tie)).size:
+        shared = np.zeros(sorted_start.size, np.bool_)  # marked, not sorted: ties come in order
+        shared[ties] = shared[ties + 1] = True
+        rows = np.flatnonzero(shared)  # the places that share a start, in runs
         begins = np.ones(rows.size, np.bool_)  # a run's label: the runs begun up to it
-        later = rows > 0
-        begins[later] = ~tie[rows[later] - 1]
+        begins[1:] = ~tie[rows[1:] - 1]  # (the first place begins a run: the one before differs)
         run = np.cumsum(begins)
         order[rows] = order[rows[np.lexsort((-dur[order[rows]], run))]]
     return order
