@@ -35,7 +35,7 @@ from perfledger.analysis.communication import communication
 from perfledger.analysis.critical_path import combined_report
 from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.intervals import Int64Array
-from perfledger.analysis.quality import rank_checks, relinked_tasks
+from perfledger.analysis.quality import rank_checks, relinked_tasks, trace_checks
 from perfledger.analysis.repair import repair_trace
 from perfledger.analysis.steps import (
     assign_steps,
@@ -79,15 +79,22 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
             launches=launches,
         )
         drop_mapped_pages(events)
-        accounting = device_accounting(
-            events, plan.windows, launches, split.wait_by_row(events.num_rows)
-        )
+        # the checks that read no accounting beside it (the links, begun first, are ending)
+        with beside(trace_checks, events, plan.windows, where=where, launches=launches) as traced:
+            accounting = device_accounting(
+                events, plan.windows, launches, split.wait_by_row(events.num_rows)
+            )
         drop_mapped_pages(events)
         annotated = len(step_annotations(events))
         links = ops.with_task_steps(linking.result(), events)
-        # the checks once the links are made: their temporaries (the host rows' threads and
-        # times) not held at the links' peak
-        checks = rank_checks(events, plan.windows, accounting, where=where, launches=launches)
+        checks = rank_checks(
+            events,
+            plan.windows,
+            accounting,
+            where=where,
+            launches=launches,
+            traced=traced.result(),
+        )
     drop_mapped_pages(events)
     quality = (
         *trace.quality,

@@ -85,16 +85,36 @@ def rank_checks(
     *,
     where: str | None = None,
     launches: Int64Array | None = None,
+    traced: Sequence[QualityCheck | None] | None = None,
 ) -> tuple[QualityCheck, ...]:
     """Every plausibility check of one analysed rank (those that found something); ``where``
     is what their messages name (the trace's file; default the rank). ``launches``:
-    :func:`~perfledger.analysis.steps.launch_starts` of ``events`` if already computed."""
+    :func:`~perfledger.analysis.steps.launch_starts` of ``events`` if already computed;
+    ``traced``: :func:`trace_checks` of the same arguments, if already made (beside the
+    accounting, which only the last check reads)."""
     if events.num_rows == 0:
         return ()
-    rank = where or f"rank {int(events.column('rank')[0].as_py())}"
+    if traced is None:
+        traced = trace_checks(events, windows, where=where, launches=launches)
+    found = [*traced, _invariants(events, accounting, _named(events, where))]
+    return tuple(c for c in found if c is not None and c.count > 0)
+
+
+def trace_checks(
+    events: pa.Table,
+    windows: Sequence[StepWindow],
+    *,
+    where: str | None = None,
+    launches: Int64Array | None = None,
+) -> list[QualityCheck | None]:
+    """The checks of :func:`rank_checks` that read no accounting, in its order (None: a
+    check that found nothing to say)."""
+    if events.num_rows == 0:
+        return []
+    rank = _named(events, where)
     if launches is None:
         launches = launch_starts(events)
-    found = [
+    return [
         _shared_correlation(events, rank),
         _overlapping_stream_tasks(events, launches, rank),
         _non_nesting_slices(events, rank),
@@ -102,9 +122,12 @@ def rank_checks(
         _taskless_launches(events, rank),
         _zero_length_tasks(events, rank),
         _empty_windows(events, windows, rank),
-        _invariants(events, accounting, rank),
     ]
-    return tuple(c for c in found if c is not None and c.count > 0)
+
+
+def _named(events: pa.Table, where: str | None) -> str:
+    """What the checks' messages name: ``where``, else the rank."""
+    return where or f"rank {int(events.column('rank')[0].as_py())}"
 
 
 def _shared_correlation(events: pa.Table, rank: str) -> QualityCheck | None:
