@@ -157,18 +157,25 @@ def _arrow_maps() -> list[tuple[int, int]] | None:
     None where /proc/self/maps cannot be read."""
     try:
         # bytes: a mapped file's path need not be UTF-8
-        lines = _MAPS.read_bytes().splitlines()
+        text = _MAPS.read_bytes()
     except OSError:
         return None
+    # the lines naming an Arrow file found by searching the text for the suffix, not by
+    # splitting every line (hundreds of libraries' and the heap's maps, read between passes)
+    suffix = ARROW_SUFFIX.encode()
     maps: list[tuple[int, int]] = []
-    for line in lines:
-        fields = line.split(maxsplit=5)
+    at = text.find(suffix)
+    while at >= 0:
+        begin = text.rfind(b"\n", 0, at) + 1
+        end = text.find(b"\n", at)
+        end = len(text) if end < 0 else end
+        fields = text[begin:end].split(maxsplit=5)
         # address, permissions, offset, device, inode, path: an Arrow file mapped to be read
         # (not a library's read-only pages, which the loader may have written before)
-        if len(fields) < 6 or b"w" in fields[1] or not _arrow_file(fields[5]):
-            continue
-        low, high = fields[0].split(b"-")
-        maps.append((int(low, 16), int(high, 16)))
+        if len(fields) == 6 and b"w" not in fields[1] and _arrow_file(fields[5]):
+            low, high = fields[0].split(b"-")
+            maps.append((int(low, 16), int(high, 16)))
+        at = text.find(suffix, end)
     maps.sort()
     return maps
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from perfledger import memory
 from perfledger.memory import (
     arrow_maps,
     drop_mapped_pages,
@@ -201,3 +202,29 @@ def test_maps_read_once_let_go_of_each_table_in_turn(tmp_path: Path) -> None:
     assert _resident_kb(paths[2]) >= 13_000  # not among the maps read before it was mapped
     for table in (one, other, later):
         assert table["t"].equals(pa.chunked_array([texts]))
+
+
+def test_the_maps_chosen_are_the_read_only_maps_of_arrow_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # lines as /proc/self/maps writes them: only read-only maps whose path ends in .arrow
+    # (a removed file's too) are chosen, in address order
+    lines = [
+        "7f0000003000-7f0000004000 r--p 00000000 fd:01 12 /work/p/events.arrow (deleted)",
+        "55d1c0000000-55d1c0021000 rw-p 00000000 00:00 0                          [heap]",
+        "7f0000001000-7f0000002000 r--s 00001000 fd:01 11 /work/p/a b/events-text.arrow",
+        "7f0000005000-7f0000006000 rw-p 00000000 fd:01 13 /work/p/written.arrow",
+        "7f0000007000-7f0000008000 r-xp 00000000 fd:01 14 /usr/lib/libarrow.so.2600",
+        "7f0000009000-7f000000a000 r--p 00000000 fd:01 15 /work/p/events.arrow.tmp",
+        "7f000000b000-7f000000c000 r--p 00000000 00:00 0 ",
+        "7f000000d000-7f000000e000 r--p 00002000 fd:01 16 /work/arrow",
+        "7f000000f000-7f0000010000 r--p 00000000 fd:01 17 /work/p/x.arrow",
+    ]
+    maps_file = tmp_path / "maps"
+    maps_file.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(memory, "_MAPS", maps_file)
+    assert memory._arrow_maps() == [
+        (0x7F0000001000, 0x7F0000002000),
+        (0x7F0000003000, 0x7F0000004000),
+        (0x7F000000F000, 0x7F0000010000),
+    ]
