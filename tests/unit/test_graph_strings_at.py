@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import codes_at, int64_at, strings_at, unique_pairs
+from perfledger.analysis.graph_waits import (
+    codes_at,
+    int64_at,
+    name_codes_at,
+    strings_at,
+    unique_pairs,
+)
 
 
 def test_values_at_rows_across_chunks_with_their_own_dictionaries() -> None:
@@ -98,3 +104,31 @@ def test_unique_pairs_are_those_of_numpy_over_the_stacked_rows(
     )
     assert np.array_equal(distinct, expected)
     assert np.array_equal(inverse, expected_inverse.reshape(-1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(["gemm", "relu", "copy", "x"]), max_size=6), max_size=5),
+    st.lists(st.integers(0, 10_000), max_size=30),
+    st.booleans(),
+)
+def test_name_codes_at_rows_are_equal_exactly_where_the_names_are(
+    chunks: list[list[str]], picks: list[int], dictionary: bool
+) -> None:
+    # GIVEN a name column in chunks, dictionary-encoded chunk by chunk or plain
+    texts = [name for chunk in chunks for name in chunk]
+    column = pa.chunked_array(
+        [pa.array(c, pa.string()).dictionary_encode() if dictionary else pa.array(c, pa.string())
+         for c in chunks],
+        type=pa.dictionary(pa.int32(), pa.string()) if dictionary else pa.string(),
+    )  # fmt: skip
+    table = pa.table({"name": column})
+    rows = np.array([p % len(texts) for p in picks] if texts else [], dtype=np.int64)
+    # WHEN the names are read as codes at some rows
+    codes = name_codes_at(table, "name", rows)
+    # THEN two rows share a code exactly where they share a name
+    names = [texts[r] for r in rows.tolist()]
+    assert codes.size == rows.size
+    for i in range(rows.size):
+        for j in range(rows.size):
+            assert (codes[i] == codes[j]) == (names[i] == names[j])

@@ -3,10 +3,15 @@ calls share and ids that come out of order."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pytest
 
-from perfledger.analysis.steps import launch_starts
+from perfledger.analysis.profile import analyze_rank
+from perfledger.analysis.steps import launch_keys, launch_starts
 from perfledger.model import schema
+from perfledger.sources import load_traces
+from tests.paths import data_file
 from tests.scenarios import US, Timeline
 
 
@@ -59,3 +64,26 @@ def test_an_id_two_calls_of_one_name_carry_leaves_its_task_without_a_launch() ->
     starts = _by_start(events)
     assert starts[50 * US] == -1
     assert starts[60 * US] == 16 * US
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kineto/v100_rank1_ddp.json.gz",
+        "kineto/mi250_rocm_minitoy.json.gz",
+        "kineto/h200/ddp",
+        "ascend/torch_npu_db/level1",
+    ],
+)
+def test_the_keys_a_rank_keeps_for_its_replays_are_those_of_its_events(name: str) -> None:
+    # found once by the analysis, narrowed to 4 bytes where they fit; the replays read them
+    # instead of finding them again on the events with the steps assigned
+    for trace in load_traces([data_file(name)]):
+        rank = analyze_rank(trace)
+        kept, found = rank.launch_keys, launch_keys(rank.events)
+        assert kept is not None and found.task_rows.size > 0
+        for field in ("task_rows", "task_key", "launch_rows", "bounds"):
+            assert np.array_equal(getattr(kept, field), getattr(found, field)), field
+            assert getattr(kept, field).dtype == np.int32
+        launch_start = rank.events.column("start_ns").to_numpy()[found.launch_rows]
+        assert np.array_equal(kept.starts(launch_start), found.starts(launch_start))

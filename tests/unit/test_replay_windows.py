@@ -82,7 +82,9 @@ def changes(graph: StepGraph, events: pa.Table) -> list[WhatIf]:
 @cache
 def prepared_ranks(name: str) -> tuple[RankReplay, ...]:
     traces = load_traces([data_file(name)])
-    return tuple(prepare_rank(analyze_rank(t).events) for t in traces)
+    ranks = (analyze_rank(t) for t in traces)
+    # as a rank task prepares them: with the launch keys its analysis found
+    return tuple(prepare_rank(r.events, launches=r.launch_keys) for r in ranks)
 
 
 def assert_same_windows(prepared: RankReplay) -> int:

@@ -71,6 +71,7 @@ from perfledger.analysis.replay_windows import ReplayWindows
 from perfledger.analysis.steps import step_plan
 from perfledger.memory import drop_mapped_pages
 from perfledger.model.accounts import StepWindow
+from perfledger.model.launches import LaunchKeys
 from perfledger.model.whatif import (
     MAX_PATH_SPANS,
     NO_CHANGE,
@@ -231,11 +232,12 @@ def prepare_rank(
     events: pa.Table,
     measured: Sequence[StepWindow] | None = None,
     comm_wait: Int64Array | None = None,
+    launches: LaunchKeys | None = None,
 ) -> RankReplay:
-    """The step graph of one rank's events (not empty) and its baseline replay
-    (``measured``: the rank's step windows, if known; ``comm_wait``: per row of ``events``,
-    how long a communication task waited for its peers at its start, as
-    :meth:`perfledger.model.comm.CommSplit.wait_by_row` gives it)."""
+    """The step graph of one rank's events (not empty) and its baseline replay (``measured``:
+    the rank's step windows, if known; ``comm_wait``: per row, how long a communication task
+    waited for its peers at its start (``CommSplit.wait_by_row``); ``launches``: the events'
+    ``launch_keys``, if found already)."""
     rank = int(events.column("rank")[0].as_py())
     if measured is None:
         measured = step_plan(events).windows
@@ -244,7 +246,7 @@ def prepare_rank(
     # the next reads others (:func:`perfledger.memory.drop_mapped_pages`)
     drop_mapped_pages(events)
     with beside(replay, graph) as replayed:  # the graph alone, beside the rows' windows
-        windows = ReplayWindows(events, graph)
+        windows = ReplayWindows(events, graph, launches)
         drop_mapped_pages(events)
         baseline = replayed.result()
     node_wait = None
@@ -525,8 +527,7 @@ class _Lanes:
         self.start_ns, self.end_ns = schedule.start, schedule.end
         self.via_node, self.how_node = schedule.via, schedule.how
         # item by item: the walk along each path visits one node at a time (views of the
-        # schedule's int64 arrays read as fast as C arrays, the ways a start was set one
-        # byte each, rather than int objects)
+        # schedule's arrays read as fast as C arrays, not int objects)
         self.start = _items(schedule.start)
         self.end = _items(schedule.end)
         self.via = _items(schedule.via)

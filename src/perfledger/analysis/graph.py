@@ -48,6 +48,7 @@ from perfledger.analysis.graph_plain import PlainColumns
 from perfledger.analysis.graph_tasks import RowIndex, running_max, task_part
 from perfledger.analysis.graph_tasks import chain as thread_chain
 from perfledger.analysis.graph_waits import (
+    name_codes_at,
     strings_at,
     thread_work,
     unique_pairs,
@@ -422,7 +423,7 @@ def _launch_rows(
     if launches.size == 0 or task_rows.size == 0:
         return result
     keys = correlation[launches]
-    name_codes = columns.dictionary_codes(events, "name")[0][launches]
+    name_codes = name_codes_at(events, "name", launches)
     by_name = columns.pair_order(keys, name_codes)  # ids almost in order: one stable sort
     k_sorted, n_sorted = keys[by_name], name_codes.reshape(-1)[by_name]
     ambiguous = np.unique(

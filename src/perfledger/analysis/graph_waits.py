@@ -93,6 +93,16 @@ def codes_at(table: pa.Table, column: str, rows: Int64Array) -> tuple[Int64Array
     return codes, list(values)
 
 
+def name_codes_at(table: pa.Table, column: str, rows: Int64Array) -> Int64Array:
+    """A string column's values at ``rows`` as codes, equal codes for equal values: read at
+    the rows (:func:`codes_at`) where the column is a dictionary one, else numbered whole
+    (:func:`perfledger.analysis.columns.dictionary_codes`). For comparing values only: the
+    numbering differs between the two."""
+    if pa.types.is_dictionary(table.schema.field(column).type):
+        return codes_at(table, column, rows)[0]
+    return columns.dictionary_codes(table, column)[0][rows]
+
+
 def _chunk_rows(
     column: pa.ChunkedArray, rows: Int64Array
 ) -> Iterator[tuple[pa.Array, slice | Int64Array, Int64Array]]:

@@ -39,6 +39,7 @@ from perfledger.analysis.quality import rank_checks, relinked_tasks, trace_check
 from perfledger.analysis.repair import repair_trace
 from perfledger.analysis.steps import (
     assign_steps,
+    launch_keys,
     launch_starts,
     step_annotations,
     step_plan,
@@ -68,7 +69,9 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
     # cores where the kernels let go of the GIL); linked before the steps are assigned (the
     # one column of theirs the assignment fills), the tasks' steps taken after
     with beside(ops.link_device_tasks, trace.events) as linking:
-        launches = launch_starts(trace.events)
+        keys = launch_keys(trace.events)
+        launches = launch_starts(trace.events, keys)
+        keys = keys.narrowed()  # kept for the rank's replays (RankAnalysis.launch_keys)
         plan = step_plan(trace.events, launches, where=where)
         events = assign_steps(trace.events, plan.windows, launches)
         drop_mapped_pages(events)
@@ -114,6 +117,7 @@ def analyze_rank(trace: Trace) -> RankAnalysis:
         quality=quality,
         device_links=links,
         comm=split,
+        launch_keys=keys,
     )
 
 

@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
+from perfledger.analysis.graph_waits import int64_at, name_codes_at
 from perfledger.analysis.intervals import Int64Array, crossing_intervals
 from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
@@ -131,14 +132,14 @@ def _named(events: pa.Table, where: str | None) -> str:
 
 
 def _shared_correlation(events: pa.Table, rank: str) -> QualityCheck | None:
-    launch = columns.isin(events, "kind", schema.LAUNCH_KINDS) & (
-        columns.int64(events, "device") < 0
-    )
-    rows = np.flatnonzero(launch & (columns.int64(events, "correlation") >= 0))
+    # the columns read at the launch calls' rows only: no copy of a whole column
+    rows = np.flatnonzero(columns.isin(events, "kind", schema.LAUNCH_KINDS))
+    correlation = int64_at(events, "correlation", rows)
+    host = (int64_at(events, "device", rows) < 0) & (correlation >= 0)
+    rows, correlation = rows[host], correlation[host]
     if rows.size < 2:
         return None
-    correlation = columns.int64(events, "correlation")[rows]
-    name = columns.dictionary_codes(events, "name")[0][rows]
+    name = name_codes_at(events, "name", rows)
     # distinct (correlation, name) pairs, counted on one sort of the pairs
     order = columns.pair_order(correlation, name)
     repeated = (np.diff(correlation[order]) == 0) & (np.diff(name[order]) == 0)

@@ -210,7 +210,7 @@ def _prepared(rank: RankAnalysis) -> RankReplay:
     """The rank prepared as its task prepares it (its communication split's waits)."""
     split = rank.comm
     waits = split.wait_by_row(rank.events.num_rows) if split is not None else None
-    return prepare_rank(rank.events, comm_wait=waits)
+    return prepare_rank(rank.events, comm_wait=waits, launches=rank.launch_keys)
 
 
 def _changed(by_rank: Mapping[int, WhatIf]) -> bool:

@@ -39,6 +39,7 @@ from perfledger.analysis.steps import (
 from perfledger.memory import drop_mapped_pages
 from perfledger.model import schema
 from perfledger.model.accounts import StepWindow
+from perfledger.model.launches import LaunchKeys
 
 _BoolArray = npt.NDArray[np.bool_]
 # Rows per slice of :class:`_ThreadTimes`' work on a schedule.
@@ -49,7 +50,9 @@ class ReplayWindows:
     """The step windows of one rank's replays (:meth:`__call__`), prepared from its events
     and step graph."""
 
-    def __init__(self, events: pa.Table, graph: StepGraph) -> None:
+    def __init__(self, events: pa.Table, graph: StepGraph, keys: LaunchKeys | None = None) -> None:
+        """``keys``: the events' :func:`~perfledger.analysis.steps.launch_keys`, if found
+        already (by the rank's analysis)."""
         self.rank = int(events.column("rank")[0].as_py()) if events.num_rows else 0
         self._events = events
         self._graph = graph
@@ -59,7 +62,7 @@ class ReplayWindows:
             return  # one window over every row: replayed whole on each call
         self._names = mark_names(events, marks)
         # the launch keys first: their temporaries do not stack on the rows' times below
-        keys = launch_keys(events)
+        keys = launch_keys(events) if keys is None else keys
         # the pages of the mapped columns read (a rank task's events) let go after each
         # part: the next reads others (:func:`perfledger.memory.drop_mapped_pages`)
         drop_mapped_pages(events)

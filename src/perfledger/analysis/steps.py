@@ -24,11 +24,12 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import codes_at, int64_at
+from perfledger.analysis.graph_waits import int64_at, name_codes_at
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
 from perfledger.model import schema, vendors
 from perfledger.model.accounts import StepWindow
+from perfledger.model.launches import LaunchKeys
 from perfledger.model.quality import (
     DUPLICATE_STEP_NUMBERS,
     OVERLAPPING_STEPS,
@@ -55,44 +56,19 @@ class StepPlan:
     checks: tuple[QualityCheck, ...] = ()
 
 
-def launch_starts(events: pa.Table) -> Int64Array:
+def launch_starts(events: pa.Table, keys: LaunchKeys | None = None) -> Int64Array:
     """For each row, the start of the host call that launched it; -1 when none is known.
 
     A device task is linked to its launch by (rank, correlation): the host ``runtime`` or
     ``sync`` call carrying the same correlation id. Host rows get -1, and so do tasks whose id
     several calls of one name carry (the ``shared_correlation`` quality check counts them).
+    ``keys``: :func:`launch_keys` of these events, if found already.
     """
     result = np.full(events.num_rows, -1, dtype=np.int64)
-    keys = launch_keys(events)
+    keys = launch_keys(events) if keys is None else keys
     if keys.task_rows.size:
         result[keys.task_rows] = keys.starts(columns.int64(events, "start_ns")[keys.launch_rows])
     return result
-
-
-@dataclass(frozen=True)
-class LaunchKeys:
-    """Which host calls may have launched each device task (:func:`launch_keys`); what does
-    not depend on the times, so that the launches of replayed times are found again cheaply.
-
-    Attributes:
-        task_rows: the tasks whose (rank, correlation) some call carries unambiguously.
-        task_key: for each of them, its key (an index into ``bounds``).
-        launch_rows: the calls carrying those keys, grouped by key.
-        bounds: where each key's calls begin in ``launch_rows``.
-    """
-
-    task_rows: Int64Array
-    task_key: Int64Array
-    launch_rows: Int64Array
-    bounds: Int64Array
-
-    def starts(self, launch_start: Int64Array) -> Int64Array:
-        """For each of ``task_rows``, its launch's start (the earliest of its key's calls),
-        given the start of each of ``launch_rows``."""
-        if self.task_rows.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        earliest = np.minimum.reduceat(launch_start, self.bounds)
-        return np.asarray(earliest[self.task_key], dtype=np.int64)
 
 
 def launch_keys(events: pa.Table) -> LaunchKeys:
@@ -119,11 +95,7 @@ def launch_keys(events: pa.Table) -> LaunchKeys:
     # one key per (rank, correlation); calls of different names may share an id (a request
     # and its reply), calls of one name may not
     launch_keys = int64_at(events, "rank", launch_rows) * (1 << 40) + launch_correlation
-    names = (
-        codes_at(events, "name", launch_rows)[0]
-        if pa.types.is_dictionary(events.schema.field("name").type)
-        else columns.dictionary_codes(events, "name")[0][launch_rows]
-    )
+    names = name_codes_at(events, "name", launch_rows)
     order = columns.pair_order(launch_keys, names)
     keys_sorted = launch_keys[order]
     names_sorted = names[order]

@@ -12,6 +12,7 @@ from perfledger.model.cluster import ClusterReport
 from perfledger.model.comm import CommSplit
 from perfledger.model.findings import RankAdvice
 from perfledger.model.gaps import GapReport
+from perfledger.model.launches import LaunchKeys
 from perfledger.model.quality import QualityCheck, merge_checks
 from perfledger.model.schema import SPAN_STEP
 from perfledger.model.trace import Trace
@@ -35,6 +36,9 @@ class RankAnalysis:
     # its steps replayed unchanged, with their critical paths (analysis.critical_path;
     # made by the rank task, None where not made)
     replay: ReplayReport | None = None
+    # which host calls may have launched its device tasks (analysis.steps.launch_keys), for
+    # the rank task's replays; None where not kept
+    launch_keys: LaunchKeys | None = None
 
     @property
     def rank(self) -> int:

@@ -279,6 +279,10 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
         progress.phase(PHASE_ANALYSIS)
     claimed = trace.meta.get("rank")
     rank_analysis = analyze_rank(trace)
+    # the launch keys the analysis found, for the replay windows (not kept in the tables'
+    # copy of the analysis the writer holds)
+    launch_keys = rank_analysis.launch_keys
+    rank_analysis = replace(rank_analysis, launch_keys=None)
     # the repaired trace (its meta, counters and files are the import's): a repair's source
     # events are not kept through the replay
     trace = rank_analysis.trace
@@ -326,9 +330,11 @@ def _run(task: RankTask, progress: TaskProgress | None) -> RankResult | RankFail
             # as it goes, not held through the graph's construction (the task's peak)
             with dropping_mapped_pages(events):
                 prepared = (
-                    prepare_rank(events, windows, comm_wait=waits) if events.num_rows else None
+                    prepare_rank(events, windows, comm_wait=waits, launches=launch_keys)
+                    if events.num_rows
+                    else None
                 )
-            del waits  # the graph keeps its nodes' own
+            del waits, launch_keys  # the graph keeps its nodes' own
             replay = rank_report(prepared) if prepared is not None else ReplayReport(())
             release_freed_memory()  # the graph's and the replay's temporaries
             replay_done.set()
