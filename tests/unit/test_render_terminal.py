@@ -12,7 +12,7 @@ from perfledger.analysis.gaps import gap_report
 from perfledger.analysis.ops import op_statistic
 from perfledger.analysis.transfers import transfers
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
-from perfledger.render.terminal import print_summary
+from perfledger.render.terminal import MAX_STEP_ROWS, print_summary
 from tests.synth import EventsBuilder, gaps_table
 
 MS = 1_000_000
@@ -180,6 +180,67 @@ def test_host_only_table_and_no_steps() -> None:
     )
     assert "trace incomplete" not in text
     assert "wrote:" not in text
+
+
+def _step_cells(text: str, title: str) -> list[str]:
+    """The first cells of the rows of the table titled ``title`` (up to the next title)."""
+    lines = text.split("\n")
+    start = next(i for i, line in enumerate(lines) if title in line)
+    cells = []
+    for line in lines[start + 1 :]:
+        if line.strip() and not line.startswith(" "):
+            break  # the caption or the next table's title
+        first = line.split()[:1]
+        if first and (first[0].isdigit() or first[0] == "span"):
+            cells.append(first[0])
+    return cells
+
+
+def _host(step: int, wall_ms: int) -> HostWindowAccount:
+    w = wall_ms * MS
+    return HostWindowAccount(
+        rank=0,
+        step=step,
+        start_ns=max(step, 0) * 1_000 * MS,
+        end_ns=max(step, 0) * 1_000 * MS + w,
+        dataloader_ns=0,
+        forward_ns=w // 2,
+        backward_ns=w // 2,
+        optimizer_ns=0,
+        operator_ns=w // 2,
+        overhead_ns=w // 2,
+    )
+
+
+def test_a_long_run_lists_its_first_and_representative_steps() -> None:
+    # GIVEN 40 steps of 100 to 139 ms, in no order of their walls, and the whole span
+    walls = {step: 100 + (step * 7) % 40 for step in range(1, 41)}
+    windows = [window(step, step * 1_000, wall) for step, wall in walls.items()]
+    windows.append(window(-1, 0, 50_000))
+    hosts = [_host(step, wall) for step, wall in walls.items()]
+    hosts.append(_host(-1, 50_000))
+    # WHEN the summary is printed
+    text = render(headline(step_count=40), windows=windows, host_windows=hosts)
+    # THEN each table lists the first step, the median, slowest and fastest, and the span
+    by_wall = sorted(walls, key=lambda step: (walls[step], step))
+    slowest, fastest, median = by_wall[-1], by_wall[0], by_wall[(len(by_wall) - 1) // 2]
+    listed = [str(step) for step in sorted({1, slowest, fastest, median})] + ["span"]
+    for title in ("device 0: time account", "idle by cause", "host (main thread)"):
+        assert _step_cells(text, title) == listed, title
+    note = (
+        f"4 of 40 steps listed (first 1, median {median}, slowest {slowest}, fastest "
+        f"{fastest}); step_trace.csv has every step's row"
+    )
+    assert " ".join(text.split()).count(note) == 3
+    assert row(text, str(slowest), "time account").startswith(f"{slowest} {walls[slowest]}.000")
+
+
+def test_a_short_run_lists_every_step() -> None:
+    steps = range(1, MAX_STEP_ROWS + 1)
+    windows = [window(step, step * 100, 10 + step) for step in steps]
+    text = render(headline(step_count=len(steps)), windows=windows)
+    assert _step_cells(text, "time account") == [str(step) for step in steps]
+    assert "steps listed" not in text
 
 
 def test_rendering_twice_gives_the_same_text() -> None:

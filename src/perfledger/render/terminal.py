@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from perfledger.analysis.figures import representative_steps
 from perfledger.model.accounts import IDLE_CAUSES, HostWindowAccount, WindowAccount
 from perfledger.model.gaps import GapReport
 from perfledger.model.schema import SPAN_STEP
@@ -35,6 +36,10 @@ _CAUSE_TITLES: Final = {
 
 
 TOP_FINDINGS = 5
+# The steps a time account lists: every one up to this many, else the first and the
+# representative ones (median, slowest, fastest), the whole span always; step_trace.csv
+# holds every step's row.
+MAX_STEP_ROWS: Final = 12
 # The host table holds two partitions of the same window side by side.
 HOST_NESTING: Final = (
     "each row splits the wall time twice: dataloader + forward + backward + optimizer = wall "
@@ -358,6 +363,24 @@ def _before_span(accounts: Sequence[Any]) -> list[bool]:
     ]
 
 
+def _listed_steps(accounts: Sequence[Any]) -> tuple[list[Any], str | None]:
+    """The rows of a time account table (``accounts`` in step order, the span last) and,
+    where some steps are left out (more than :data:`MAX_STEP_ROWS`), the line saying which
+    are listed."""
+    steps = [a for a in accounts if a.step != SPAN_STEP]
+    if len(steps) <= MAX_STEP_ROWS:
+        return list(accounts), None
+    chosen = representative_steps([a.step for a in steps], [a.wall_ns for a in steps])
+    first = steps[0].step
+    listed = {first, *chosen.values()}
+    roles = ", ".join([f"first {first}", *(f"{role} {step}" for role, step in chosen.items())])
+    note = (
+        f"{len(listed)} of {len(steps):,} steps listed ({roles}); step_trace.csv has every "
+        "step's row"
+    )
+    return [a for a in accounts if a.step in listed or a.step == SPAN_STEP], note
+
+
 def _by_rank_device(windows: Sequence[WindowAccount]) -> dict[tuple[int, int], list[Any]]:
     groups: dict[tuple[int, int], list[Any]] = {}
     for w in sorted(windows, key=lambda w: (w.rank, w.device)):
@@ -374,6 +397,7 @@ def _by_rank_host(windows: Sequence[HostWindowAccount]) -> dict[int, list[Any]]:
 
 def _device_table(key: tuple[int, int], accounts: Sequence[WindowAccount], width: int) -> Table:
     rank, device = key
+    accounts, note = _listed_steps(accounts)
     rows = [
         [
             _step_label(w.step),
@@ -386,17 +410,21 @@ def _device_table(key: tuple[int, int], accounts: Sequence[WindowAccount], width
         ]
         for w in accounts
     ]
-    return _table(
-        f"rank {rank} · device {device}: time account, ms (% of the window)",
-        ["step", "wall ms", "compute", "communication", "memcpy", "memset", "idle"],
-        rows,
-        sections=_before_span(accounts),
-        width=width,
+    return _captioned(
+        _table(
+            f"rank {rank} · device {device}: time account, ms (% of the window)",
+            ["step", "wall ms", "compute", "communication", "memcpy", "memset", "idle"],
+            rows,
+            sections=_before_span(accounts),
+            width=width,
+        ),
+        note,
     )
 
 
 def _idle_table(key: tuple[int, int], accounts: Sequence[WindowAccount], width: int) -> Table:
     rank, device = key
+    accounts, note = _listed_steps(accounts)
     rows = [
         [
             _step_label(w.step),
@@ -405,16 +433,20 @@ def _idle_table(key: tuple[int, int], accounts: Sequence[WindowAccount], width: 
         ]
         for w in accounts
     ]
-    return _table(
-        f"rank {rank} · device {device}: idle by cause, ms (% of the window)",
-        ["step", "idle", *(_CAUSE_TITLES[c] for c in IDLE_CAUSES)],
-        rows,
-        sections=_before_span(accounts),
-        width=width,
+    return _captioned(
+        _table(
+            f"rank {rank} · device {device}: idle by cause, ms (% of the window)",
+            ["step", "idle", *(_CAUSE_TITLES[c] for c in IDLE_CAUSES)],
+            rows,
+            sections=_before_span(accounts),
+            width=width,
+        ),
+        note,
     )
 
 
 def _host_table(rank: int, accounts: Sequence[HostWindowAccount], width: int) -> Table:
+    accounts, note = _listed_steps(accounts)
     rows = [
         [
             _step_label(w.step),
@@ -436,8 +468,14 @@ def _host_table(rank: int, accounts: Sequence[HostWindowAccount], width: int) ->
         sections=_before_span(accounts),
         width=width,
     )
-    table.caption = HOST_NESTING
-    table.caption_justify = "left"
+    return _captioned(table, HOST_NESTING if note is None else f"{note}. {HOST_NESTING}")
+
+
+def _captioned(table: Table, caption: str | None) -> Table:
+    """The table with ``caption`` under it, left-aligned (none: as it is)."""
+    if caption is not None:
+        table.caption = caption
+        table.caption_justify = "left"
     return table
 
 
