@@ -108,3 +108,18 @@ def test_strings_at_of_no_text_gives_nulls() -> None:
     # a dictionary whose codes are all null has no text to take from
     taken = columns.strings_at(pa.array([], pa.string()), np.array([-1, -1], dtype=np.int64))
     assert taken.to_pylist() == [None, None]
+
+
+@given(st.lists(st.integers(-5, 5) | st.integers(-(2**62), 2**62), max_size=80), st.booleans())
+def test_first_seen_gives_each_value_once_in_the_order_they_come(
+    values: list[int], compiled: bool
+) -> None:
+    # both ways: the compiled hash pass, and numpy where it is not built
+    saved = columns._compiled
+    try:
+        if not compiled:
+            columns._compiled = None
+        got = columns.first_seen(np.array(values, dtype=np.int64))
+    finally:
+        columns._compiled = saved
+    assert got.tolist() == list(dict.fromkeys(values))

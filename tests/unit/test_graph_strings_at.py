@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from perfledger.analysis import columns
 from perfledger.analysis.graph_waits import (
+    coded_at,
     codes_at,
     int64_at,
     name_codes_at,
@@ -132,3 +133,28 @@ def test_name_codes_at_rows_are_equal_exactly_where_the_names_are(
     for i in range(rows.size):
         for j in range(rows.size):
             assert (codes[i] == codes[j]) == (names[i] == names[j])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(["gemm", "relu", "copy", "x"]), max_size=6), max_size=5),
+    st.lists(st.integers(0, 10_000), max_size=30),
+    st.booleans(),
+)
+def test_coded_values_at_rows_name_each_rows_value(
+    chunks: list[list[str]], picks: list[int], dictionary: bool
+) -> None:
+    # GIVEN a string column in chunks, dictionary-encoded chunk by chunk or plain
+    texts = [name for chunk in chunks for name in chunk]
+    column = pa.chunked_array(
+        [pa.array(c, pa.string()).dictionary_encode() if dictionary else pa.array(c, pa.string())
+         for c in chunks],
+        type=pa.dictionary(pa.int32(), pa.string()) if dictionary else pa.string(),
+    )  # fmt: skip
+    rows = np.array([p % len(texts) for p in picks] if texts else [], dtype=np.int64)
+    # WHEN read as codes at some rows
+    codes, values = coded_at(pa.table({"name": column}), "name", rows)
+    # THEN each code names its row's value, one code a value
+    assert codes.dtype == np.int32
+    assert [values[c] for c in codes.tolist()] == [texts[r] for r in rows.tolist()]
+    assert len(set(values)) == len(values)

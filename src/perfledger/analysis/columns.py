@@ -365,6 +365,21 @@ def first_seen_ids(columns: Sequence[Int64Array]) -> Int64Array | None:
     return codes
 
 
+def first_seen(values: npt.NDArray[np.integer]) -> Int64Array:
+    """The distinct values of an integer array in the order they first appear (the compiled
+    pass's one hash table where it is built)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if _compiled is None:
+        distinct, first = np.unique(values, return_index=True)
+        ordered: Int64Array = distinct[np.argsort(first, kind="stable")]
+        return ordered
+    codes = np.empty(values.size, dtype=np.int64)
+    seen: Int64Array = np.frombuffer(_compiled.first_seen((values,), codes), dtype=np.int64)
+    return seen
+
+
 def _hashed_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]:
     """:func:`unique_rows` by the compiled pass: the rows numbered as they first appear (one
     hash table of the distinct rows), then the distinct rows sorted."""

@@ -516,12 +516,12 @@ class _Lanes:
             self.lane[threaded] = np.asarray(codes, dtype=np.int32)[graph.thread[threaded]]
         self.lanes = list(texts)
         labels = {label: code for code, label in enumerate(_EDGE_LABELS)}
-        names = graph.name.tolist()
-        # each distinct name labelled once, in the order the names first come (the nodes
-        # share a few thousand name objects); then every node's label looked up in C
-        code_of = {n: labels.setdefault(str(n), len(labels)) for n in dict.fromkeys(names)}
-        self.label = np.fromiter(map(code_of.__getitem__, names), np.int32, graph.size)
-        del names, code_of
+        # each distinct name labelled once, in the order the nodes first give them; then
+        # every node's label looked up by its name's code
+        label_of = np.zeros(len(graph.names), dtype=np.int32)
+        for code in columns.first_seen(graph.name_code).tolist():
+            label_of[code] = labels.setdefault(str(graph.names[code]), len(labels))
+        self.label = label_of[graph.name_code]
         self.labels = list(labels)
         self.graph = graph
         self.start_ns, self.end_ns = schedule.start, schedule.end

@@ -48,6 +48,7 @@ from perfledger.analysis.graph_plain import PlainColumns
 from perfledger.analysis.graph_tasks import RowIndex, running_max, task_part
 from perfledger.analysis.graph_tasks import chain as thread_chain
 from perfledger.analysis.graph_waits import (
+    coded_at,
     name_codes_at,
     strings_at,
     thread_work,
@@ -94,7 +95,9 @@ class StepGraph:
         node_class: what the node's own time is spent on (code into :data:`CLASSES`).
         is_kernel, is_comm, is_copy: device task masks (compute kernels, communication,
             copies and sets).
-        name, host_name: the node's name and, for a task, the host operator that launched it.
+        name_code, names: the node's name (``names[name_code]``: codes, equal where the names
+            are, not an object a node).
+        host_name: for a task, the host operator that launched it.
         thread: the host chain of a host node (-1 for tasks); ``thread_keys[thread]`` is its
             (pid, thread id).
         dropped_edges: dependencies left out because the trace's times contradict them.
@@ -122,7 +125,7 @@ class StepGraph:
     is_kernel: _BoolArray
     is_comm: _BoolArray
     is_copy: _BoolArray
-    name: npt.NDArray[np.object_]
+    name_code: npt.NDArray[np.int32]
     host_name: npt.NDArray[np.object_]
     thread: Int64Array
     thread_keys: tuple[tuple[int, int], ...]
@@ -130,6 +133,7 @@ class StepGraph:
     event_dst: Int64Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     event_delay: Int64Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     dropped_edges: int = 0
+    names: tuple[str | None, ...] = ()
 
     @property
     def size(self) -> int:
@@ -364,7 +368,7 @@ def _with_hosts(
     flags = {key: np.zeros(size, dtype=bool) for key in ("is_kernel", "is_comm", "is_copy")}
     for key in flags:
         flags[key][n_host:] = task_block[key]
-    name = strings_at(events, "name", row) if size else np.zeros(0, dtype=object)
+    name_code, names = coded_at(events, "name", row)
     host_name = np.full(size, None, dtype=object)
     host_name[n_host:] = task_block["host_name"]
 
@@ -393,7 +397,8 @@ def _with_hosts(
         is_kernel=flags["is_kernel"],
         is_comm=flags["is_comm"],
         is_copy=flags["is_copy"],
-        name=name,
+        name_code=name_code,
+        names=names,
         host_name=host_name,
         thread=col("thread"),
         thread_keys=tuple((int(p), int(t)) for p, t in thread_keys_arr.tolist()),
@@ -593,6 +598,7 @@ def _topological(graph: StepGraph) -> StepGraph:
         wait_src=wait_src[forward],
         wait_dst=wait_dst[forward],
         thread_keys=old["thread_keys"],
+        names=old["names"],
         event_src=event_src[event_forward],
         event_dst=event_dst[event_forward],
         event_delay=old["event_delay"][event_forward],
@@ -604,7 +610,8 @@ def _topological(graph: StepGraph) -> StepGraph:
 _NODE_COLUMNS: Final = tuple(
     f.name
     for f in fields(StepGraph)
-    if not f.name.startswith(("wait_", "event_")) and f.name not in ("thread_keys", "dropped_edges")
+    if not f.name.startswith(("wait_", "event_"))
+    and f.name not in ("thread_keys", "dropped_edges", "names")
 )
 
 

@@ -93,6 +93,21 @@ def codes_at(table: pa.Table, column: str, rows: Int64Array) -> tuple[Int64Array
     return codes, list(values)
 
 
+def coded_at(
+    table: pa.Table, column: str, rows: Int64Array
+) -> tuple[npt.NDArray[np.int32], tuple[str | None, ...]]:
+    """A string column's values at ``rows`` as codes into distinct values (``values[code]``;
+    equal codes for equal values), without an object a row: read from the chunks' codes
+    (:func:`codes_at`) where the column is a dictionary one."""
+    if pa.types.is_dictionary(table.schema.field(column).type):
+        codes, values = codes_at(table, column, rows)
+        return codes.astype(np.int32), tuple(values)
+    seen: dict[str | None, int] = {}
+    texts = strings_at(table, column, rows).tolist()
+    coded = np.fromiter((seen.setdefault(t, len(seen)) for t in texts), np.int32, len(texts))
+    return coded, tuple(seen)
+
+
 def name_codes_at(table: pa.Table, column: str, rows: Int64Array) -> Int64Array:
     """A string column's values at ``rows`` as codes, equal codes for equal values: read at
     the rows (:func:`codes_at`) where the column is a dictionary one, else numbered whole

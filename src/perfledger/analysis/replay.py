@@ -214,14 +214,21 @@ def name_matches(graph: StepGraph, pattern: str) -> npt.NDArray[np.bool_]:
     """Device tasks (and operators of a host-only run) whose name, or the name of the host
     operator that launched them, matches the glob ``pattern`` (case-sensitive)."""
     work = (graph.kind == TASK) | (graph.kind == HOST_OP)
-    chosen = np.zeros(graph.size, dtype=bool)
-    for names in (graph.name, graph.host_name):
-        distinct = {str(n) for n in names[work].tolist() if n is not None}
-        hits = {n for n in distinct if fnmatchcase(n, pattern)}
-        if hits:
-            chosen |= work & np.fromiter(
-                (n is not None and str(n) in hits for n in names.tolist()), bool, graph.size
-            )
+    # the names: each distinct one matched once, the nodes' codes looked up
+    hit = np.fromiter(
+        (n is not None and fnmatchcase(str(n), pattern) for n in graph.names),
+        bool,
+        len(graph.names),
+    )
+    chosen = work & hit[graph.name_code] if hit.any() else np.zeros(graph.size, dtype=bool)
+    # the host operators that launched the tasks
+    names = graph.host_name
+    distinct = {str(n) for n in names[work].tolist() if n is not None}
+    hits = {n for n in distinct if fnmatchcase(n, pattern)}
+    if hits:
+        chosen |= work & np.fromiter(
+            (n is not None and str(n) in hits for n in names.tolist()), bool, graph.size
+        )
     return chosen
 
 
