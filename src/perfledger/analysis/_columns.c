@@ -26,6 +26,14 @@
  * would: starts or queries out of order, an end before its start, a group number past the
  * rows' count plus 1024 (the size of the stacks' table), or an interval that crosses the one
  * holding it (partly overlaps it).
+ *
+ * union_runs(start, end, run_start, run_end, first, cumulative) reads intervals [start, end)
+ * (int64 arrays of one length) whose starts, of those of positive length, come in order, as
+ * perfledger.analysis.intervals.union does: the disjoint runs their union makes (touching
+ * intervals joined), each run's first interval (the lowest index opening it) and the prefix
+ * sums of the runs' lengths. With None for the four outputs it counts the runs; given arrays
+ * of that count (cumulative one longer) it writes them. -1 where the starts are out of order
+ * (union then sorts them). One pass, without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -394,7 +402,7 @@ static int int64_buffer(PyObject *obj, Py_buffer *view, int writable) {
     if (view->itemsize != 8 || view->format == NULL ||
         (strcmp(view->format, "l") != 0 && strcmp(view->format, "q") != 0)) {
         PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "nest reads and writes int64 arrays");
+        PyErr_SetString(PyExc_ValueError, "expected int64 arrays");
         return -1;
     }
     return 0;
@@ -434,6 +442,89 @@ out:
     return result;
 }
 
+/* The runs of intervals whose starts (of those of positive length) come in order: counted
+   (out NULL) or written; -1 where a start comes before the one before it. */
+static Py_ssize_t union_pass(const int64_t *s, const int64_t *e, Py_ssize_t n, int64_t *out_start,
+                             int64_t *out_end, int64_t *out_first, int64_t *out_cumulative,
+                             Py_ssize_t capacity) {
+    Py_ssize_t runs = 0;
+    int64_t last = 0, reach = 0, run_start = 0, total = 0;
+    int any = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (e[i] <= s[i]) continue;
+        if (any && s[i] < last) return -1;
+        last = s[i];
+        if (!any || s[i] > reach) {
+            if (any && out_start != NULL) {
+                out_end[runs - 1] = reach;
+                total = (int64_t)((uint64_t)total + (uint64_t)reach - (uint64_t)run_start);
+                out_cumulative[runs] = total;
+            }
+            if (out_start != NULL) {
+                if (runs >= capacity) return -2;
+                out_start[runs] = s[i];
+                out_first[runs] = (int64_t)i;
+            }
+            run_start = s[i];
+            reach = e[i];
+            runs++;
+            any = 1;
+        } else if (e[i] > reach) {
+            reach = e[i];
+        }
+    }
+    if (out_start != NULL) {
+        out_cumulative[0] = 0;
+        if (runs > 0) {
+            out_end[runs - 1] = reach;
+            total = (int64_t)((uint64_t)total + (uint64_t)reach - (uint64_t)run_start);
+            out_cumulative[runs] = total;
+        }
+    }
+    return runs;
+}
+
+static PyObject *union_runs(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5]))
+        return NULL;
+    int writing = objs[2] != Py_None;
+    int count = writing ? 6 : 2;
+    Py_buffer views[6];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < count; got++)
+        if (int64_buffer(objs[got], &views[got], got >= 2) < 0) goto out;
+    Py_ssize_t n = views[0].len / 8;
+    if (views[1].len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "union_runs: start and end must be of one length");
+        goto out;
+    }
+    Py_ssize_t runs, capacity = writing ? views[2].len / 8 : 0;
+    if (writing && (views[3].len / 8 != capacity || views[4].len / 8 != capacity ||
+                    views[5].len / 8 != capacity + 1)) {
+        PyErr_SetString(PyExc_ValueError, "union_runs: the outputs must be of one length "
+                                          "(cumulative one longer)");
+        goto out;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    runs = writing ? union_pass(views[0].buf, views[1].buf, n, views[2].buf, views[3].buf,
+                                views[4].buf, views[5].buf, capacity)
+                   : union_pass(views[0].buf, views[1].buf, n, NULL, NULL, NULL, NULL, 0);
+    Py_END_ALLOW_THREADS;
+    if (writing && runs != -1 && runs != capacity) {
+        /* the outputs must hold exactly the runs the count gave */
+        PyErr_SetString(PyExc_ValueError, "union_runs: the outputs do not hold the runs");
+        goto out;
+    }
+    result = PyLong_FromSsize_t(runs);
+out:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_seen", first_seen, METH_VARARGS,
      "first_seen(columns, codes) -> the distinct rows in order of first appearance, as bytes; "
@@ -454,6 +545,10 @@ static PyMethodDef methods[] = {
      "each query's innermost interval running then into found (int64 arrays); False where "
      "the starts or queries are out of order, an end comes before its start, a group lies "
      "past the rows' count plus 1024, or an interval crosses the one holding it."},
+    {"union_runs", union_runs, METH_VARARGS,
+     "union_runs(start, end, run_start, run_end, first, cumulative) -> the number of runs of "
+     "the union of intervals whose starts come in order (int64 arrays), written into the four "
+     "outputs when they are given (None: counted only); -1 where the starts are out of order."},
     {NULL, NULL, 0, NULL},
 };
 

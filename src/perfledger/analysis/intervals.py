@@ -78,10 +78,13 @@ def union(starts: npt.ArrayLike, ends: npt.ArrayLike) -> IntervalSet:
     """The union of intervals [starts[i], ends[i]); empty intervals are ignored."""
     s_all = np.asarray(starts, dtype=np.int64)
     e_all = np.asarray(ends, dtype=np.int64)
+    # starts in order (rows of a table sorted by start): the runs in one compiled pass
+    ordered = _ordered_union(s_all, e_all)
+    if ordered is not None:
+        return ordered
     keep = np.flatnonzero(e_all > s_all)
     if keep.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return IntervalSet(empty, empty, empty, np.zeros(1, dtype=np.int64))
+        return _empty()
     # by start, ties in index order: a stable sort (fast on starts that come almost in order)
     order = keep[np.argsort(s_all[keep], kind="stable")]
     s = s_all[order]
@@ -97,6 +100,29 @@ def union(starts: npt.ArrayLike, ends: npt.ArrayLike) -> IntervalSet:
     cumulative = np.zeros(heads.size + 1, dtype=np.int64)
     np.cumsum(run_ends - run_starts, out=cumulative[1:])
     return IntervalSet(run_starts, run_ends, order[heads].astype(np.int64), cumulative)
+
+
+def _empty() -> IntervalSet:
+    empty = np.zeros(0, dtype=np.int64)
+    return IntervalSet(empty, empty, empty, np.zeros(1, dtype=np.int64))
+
+
+def _ordered_union(starts: Int64Array, ends: Int64Array) -> IntervalSet | None:
+    """:func:`union` by the compiled pass where the starts of the intervals of positive length
+    come in order (what the numpy passes give then: no sort needed); None where they do not,
+    or the pass was not built."""
+    if _union_runs is None or starts.ndim != 1 or starts.shape != ends.shape:
+        return None
+    starts, ends = np.ascontiguousarray(starts), np.ascontiguousarray(ends)
+    runs = _union_runs(starts, ends, None, None, None, None)
+    if runs < 0:
+        return None
+    if runs == 0:
+        return _empty()
+    run_starts, run_ends, first = (np.empty(runs, dtype=np.int64) for _ in range(3))
+    cumulative = np.empty(runs + 1, dtype=np.int64)
+    _union_runs(starts, ends, run_starts, run_ends, first, cumulative)
+    return IntervalSet(run_starts, run_ends, first, cumulative)
 
 
 def merge(*sets: IntervalSet) -> IntervalSet:
@@ -124,6 +150,20 @@ def _compiled_laminar() -> Callable[[Int64Array, Int64Array], bool] | None:
 
 
 _laminar = _compiled_laminar()
+
+
+def _compiled_union() -> Callable[..., int] | None:
+    """The compiled pass of :func:`union` over starts in order (``_columns.c``), or None
+    where it was not built."""
+    try:
+        module = importlib.import_module("perfledger.analysis._columns")
+    except ImportError:
+        return None
+    runs: Callable[..., int] | None = getattr(module, "union_runs", None)
+    return runs
+
+
+_union_runs = _compiled_union()
 
 
 def compiled_laminar(start: Int64Array, end: Int64Array) -> bool | None:
