@@ -107,28 +107,39 @@ def test_unique_pairs_are_those_of_numpy_over_the_stacked_rows(
     assert np.array_equal(inverse, expected_inverse.reshape(-1))
 
 
-@settings(max_examples=100, deadline=None)
-@given(
+# A string column in chunks (dictionary-encoded chunk by chunk, or plain) and rows of it.
+NAMED_ROWS = st.tuples(
     st.lists(st.lists(st.sampled_from(["gemm", "relu", "copy", "x"]), max_size=6), max_size=5),
     st.lists(st.integers(0, 10_000), max_size=30),
     st.booleans(),
 )
-def test_name_codes_at_rows_are_equal_exactly_where_the_names_are(
-    chunks: list[list[str]], picks: list[int], dictionary: bool
-) -> None:
-    # GIVEN a name column in chunks, dictionary-encoded chunk by chunk or plain
+
+
+def named_rows(
+    drawn: tuple[list[list[str]], list[int], bool],
+) -> tuple[pa.Table, np.ndarray, list[str]]:
+    """The table of the drawn column, the drawn rows of it and the names at those rows."""
+    chunks, picks, dictionary = drawn
     texts = [name for chunk in chunks for name in chunk]
     column = pa.chunked_array(
         [pa.array(c, pa.string()).dictionary_encode() if dictionary else pa.array(c, pa.string())
          for c in chunks],
         type=pa.dictionary(pa.int32(), pa.string()) if dictionary else pa.string(),
     )  # fmt: skip
-    table = pa.table({"name": column})
     rows = np.array([p % len(texts) for p in picks] if texts else [], dtype=np.int64)
+    return pa.table({"name": column}), rows, [texts[r] for r in rows.tolist()]
+
+
+@settings(max_examples=100, deadline=None)
+@given(NAMED_ROWS)
+def test_name_codes_at_rows_are_equal_exactly_where_the_names_are(
+    drawn: tuple[list[list[str]], list[int], bool],
+) -> None:
+    # GIVEN a name column in chunks, dictionary-encoded chunk by chunk or plain
+    table, rows, names = named_rows(drawn)
     # WHEN the names are read as codes at some rows
     codes = name_codes_at(table, "name", rows)
     # THEN two rows share a code exactly where they share a name
-    names = [texts[r] for r in rows.tolist()]
     assert codes.size == rows.size
     for i in range(rows.size):
         for j in range(rows.size):
@@ -136,25 +147,15 @@ def test_name_codes_at_rows_are_equal_exactly_where_the_names_are(
 
 
 @settings(max_examples=100, deadline=None)
-@given(
-    st.lists(st.lists(st.sampled_from(["gemm", "relu", "copy", "x"]), max_size=6), max_size=5),
-    st.lists(st.integers(0, 10_000), max_size=30),
-    st.booleans(),
-)
+@given(NAMED_ROWS)
 def test_coded_values_at_rows_name_each_rows_value(
-    chunks: list[list[str]], picks: list[int], dictionary: bool
+    drawn: tuple[list[list[str]], list[int], bool],
 ) -> None:
     # GIVEN a string column in chunks, dictionary-encoded chunk by chunk or plain
-    texts = [name for chunk in chunks for name in chunk]
-    column = pa.chunked_array(
-        [pa.array(c, pa.string()).dictionary_encode() if dictionary else pa.array(c, pa.string())
-         for c in chunks],
-        type=pa.dictionary(pa.int32(), pa.string()) if dictionary else pa.string(),
-    )  # fmt: skip
-    rows = np.array([p % len(texts) for p in picks] if texts else [], dtype=np.int64)
+    table, rows, names = named_rows(drawn)
     # WHEN read as codes at some rows
-    codes, values = coded_at(pa.table({"name": column}), "name", rows)
+    codes, values = coded_at(table, "name", rows)
     # THEN each code names its row's value, one code a value
     assert codes.dtype == np.int32
-    assert [values[c] for c in codes.tolist()] == [texts[r] for r in rows.tolist()]
+    assert [values[c] for c in codes.tolist()] == names
     assert len(set(values)) == len(values)

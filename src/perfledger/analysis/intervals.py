@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -139,31 +140,19 @@ def hull(starts: npt.ArrayLike, ends: npt.ArrayLike) -> tuple[int, int] | None:
     return int(s.min()), int(e.max())
 
 
-def _compiled_laminar() -> Callable[[Int64Array, Int64Array], bool] | None:
-    """The compiled laminarity test (``_columns.c``), or None where it was not built."""
-    try:
-        module = importlib.import_module("perfledger.analysis._columns")
-    except ImportError:
-        return None
-    test: Callable[[Int64Array, Int64Array], bool] | None = getattr(module, "laminar", None)
-    return test
-
-
-_laminar = _compiled_laminar()
-
-
-def _compiled_union() -> Callable[..., int] | None:
-    """The compiled pass of :func:`union` over starts in order (``_columns.c``), or None
+def compiled_function(name: str) -> Callable[..., Any] | None:
+    """The function ``name`` of the compiled module ``_columns`` (``_columns.c``), or None
     where it was not built."""
     try:
         module = importlib.import_module("perfledger.analysis._columns")
     except ImportError:
         return None
-    runs: Callable[..., int] | None = getattr(module, "union_runs", None)
-    return runs
+    function: Callable[..., Any] | None = getattr(module, name, None)
+    return function
 
 
-_union_runs = _compiled_union()
+_laminar = compiled_function("laminar")
+_union_runs = compiled_function("union_runs")
 
 
 def compiled_laminar(start: Int64Array, end: Int64Array) -> bool | None:
@@ -173,7 +162,9 @@ def compiled_laminar(start: Int64Array, end: Int64Array) -> bool | None:
     :func:`crossing_intervals`' passes tell); None where the pass was not built."""
     if _laminar is None:
         return None
-    return _laminar(np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64))
+    return bool(
+        _laminar(np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64))
+    )
 
 
 def crossing_intervals(start: Int64Array, end: Int64Array) -> BoolArray:

@@ -3,26 +3,15 @@ at an instant, and self time (the operator tables and the advisor's rules)."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-
 import numpy as np
 import numpy.typing as npt
+
+from perfledger.analysis.intervals import compiled_function
 
 IntArray = npt.NDArray[np.int64]
 
 
-def _compiled_nest() -> Callable[..., bool] | None:
-    """The compiled nesting pass (``_columns.c``), or None where it was not built."""
-    try:
-        module = importlib.import_module("perfledger.analysis._columns")
-    except ImportError:
-        return None
-    nest: Callable[..., bool] | None = getattr(module, "nest", None)
-    return nest
-
-
-_nest = _compiled_nest()
+_nest = compiled_function("nest")  # the compiled nesting pass, None where not built
 _NO_QUERIES: IntArray = np.zeros(0, np.int64)
 
 
