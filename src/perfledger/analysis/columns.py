@@ -193,7 +193,7 @@ def codes_taken(column: pa.ChunkedArray, rows: Int64Array) -> pa.DictionaryArray
     return pa.DictionaryArray.from_arrays(indices, values)
 
 
-def pair_order(keys: Int64Array, names: Int64Array) -> Int64Array:
+def pair_order(keys: Int64Array, names: npt.NDArray[np.integer[Any]]) -> Int64Array:
     """``np.lexsort((names, keys))``: rows by key, then name, then row, for keys (ids counted
     up as calls are made) that come almost in order and rarely repeat: one stable sort of
     the keys, then the names sorted only among the rows whose key another row has."""

@@ -49,7 +49,6 @@ from perfledger.analysis.graph_tasks import RowIndex, running_max, task_part
 from perfledger.analysis.graph_tasks import chain as thread_chain
 from perfledger.analysis.graph_waits import (
     coded_at,
-    name_codes_at,
     strings_at,
     thread_work,
     unique_pairs,
@@ -428,7 +427,7 @@ def _launch_rows(
     if launches.size == 0 or task_rows.size == 0:
         return result
     keys = correlation[launches]
-    name_codes = name_codes_at(events, "name", launches)
+    name_codes = coded_at(events, "name", launches)[0]
     by_name = columns.pair_order(keys, name_codes)  # ids almost in order: one stable sort
     k_sorted, n_sorted = keys[by_name], name_codes.reshape(-1)[by_name]
     ambiguous = np.unique(

@@ -102,20 +102,9 @@ def coded_at(
     if pa.types.is_dictionary(table.schema.field(column).type):
         codes, values = codes_at(table, column, rows)
         return codes.astype(np.int32), tuple(values)
-    seen: dict[str | None, int] = {}
-    texts = strings_at(table, column, rows).tolist()
-    coded = np.fromiter((seen.setdefault(t, len(seen)) for t in texts), np.int32, len(texts))
-    return coded, tuple(seen)
-
-
-def name_codes_at(table: pa.Table, column: str, rows: Int64Array) -> Int64Array:
-    """A string column's values at ``rows`` as codes, equal codes for equal values: read at
-    the rows (:func:`codes_at`) where the column is a dictionary one, else numbered whole
-    (:func:`perfledger.analysis.columns.dictionary_codes`). For comparing values only: the
-    numbering differs between the two."""
-    if pa.types.is_dictionary(table.schema.field(column).type):
-        return codes_at(table, column, rows)[0]
-    return columns.dictionary_codes(table, column)[0][rows]
+    texts = pa.array(strings_at(table, column, rows), pa.string())
+    encoded = texts.dictionary_encode(null_encoding="encode")
+    return np.asarray(encoded.indices, np.int32), tuple(encoded.dictionary.to_pylist())
 
 
 def _chunk_rows(

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import int64_at, name_codes_at
+from perfledger.analysis.graph_waits import coded_at, int64_at
 from perfledger.analysis.intervals import Int64Array, crossing_intervals
 from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
@@ -139,7 +139,7 @@ def _shared_correlation(events: pa.Table, rank: str) -> QualityCheck | None:
     rows, correlation = rows[host], correlation[host]
     if rows.size < 2:
         return None
-    name = name_codes_at(events, "name", rows)
+    name = coded_at(events, "name", rows)[0]
     # distinct (correlation, name) pairs, counted on one sort of the pairs
     order = columns.pair_order(correlation, name)
     repeated = (np.diff(correlation[order]) == 0) & (np.diff(name[order]) == 0)

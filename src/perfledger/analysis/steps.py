@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import int64_at, name_codes_at
+from perfledger.analysis.graph_waits import coded_at, int64_at
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
 from perfledger.model import schema, vendors
@@ -95,7 +95,7 @@ def launch_keys(events: pa.Table) -> LaunchKeys:
     # one key per (rank, correlation); calls of different names may share an id (a request
     # and its reply), calls of one name may not
     launch_keys = int64_at(events, "rank", launch_rows) * (1 << 40) + launch_correlation
-    names = name_codes_at(events, "name", launch_rows)
+    names = coded_at(events, "name", launch_rows)[0]
     order = columns.pair_order(launch_keys, names)
     keys_sorted = launch_keys[order]
     names_sorted = names[order]
