@@ -10,13 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import (
-    coded_at,
-    codes_at,
-    int64_at,
-    strings_at,
-    unique_pairs,
-)
+from perfledger.analysis.columns import codes_at, int64_at
+from perfledger.analysis.graph_waits import coded_at, strings_at, unique_pairs
 
 
 def test_values_at_rows_across_chunks_with_their_own_dictionaries() -> None:

@@ -97,9 +97,9 @@ def _device_tasks(
     rows = np.flatnonzero(is_task)
     if rows.size == 0:
         return {}
-    device = columns.int64(events, "device")[rows]
-    start = columns.int64(events, "start_ns")[rows]
-    end = start + columns.int64(events, "dur_ns")[rows]
+    device = columns.int64_at(events, "device", rows)
+    start = columns.int64_at(events, "start_ns", rows)
+    end = start + columns.int64_at(events, "dur_ns", rows)
     # each task's kind as its index in DEVICE_TASK_KINDS: masks of codes, not of strings
     kind = np.zeros(rows.size, dtype=np.int8)
     for code, name in enumerate(schema.DEVICE_TASK_KINDS[1:], start=1):

@@ -62,10 +62,10 @@ def device_busy(
     start = columns.int64(events, "start_ns")
     origin = int(start.min()) if origin_ns is None else origin_ns
     rows = np.flatnonzero(task)
-    rank = columns.int64(events, "rank")[rows]
+    rank = columns.int64_at(events, "rank", rows)
     device = device[rows]
     start = start[rows]
-    end = start + columns.int64(events, "dur_ns")[rows]
+    end = start + columns.int64_at(events, "dur_ns", rows)
     # the tasks of one device side by side, devices in (rank, device) order
     order = np.lexsort((device, rank))
     rank, device, start, end = rank[order], device[order], start[order], end[order]

@@ -5,7 +5,7 @@ row (:func:`factorize`, :func:`unique_rows`)."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -23,6 +23,56 @@ BoolArray = npt.NDArray[np.bool_]
 def int64(table: pa.Table, column: str) -> Int64Array:
     """A column as an int64 numpy array."""
     return np.asarray(table.column(column).to_numpy(), dtype=np.int64)
+
+
+def int64_at(table: pa.Table, column: str, rows: Int64Array) -> Int64Array:
+    """An integer column's values at ``rows`` (any order) as int64: what
+    ``int64(table, column)[rows]`` gives, gathered chunk by chunk from the column's
+    own buffers, without the whole column joined and widened to 8 bytes a row first."""
+    result = np.zeros(rows.size, dtype=np.int64)
+    for chunk, target, local in _chunk_rows(table.column(column), rows):
+        result[target] = chunk.to_numpy(zero_copy_only=False)[local]
+    return result
+
+
+def codes_at(table: pa.Table, column: str, rows: Int64Array) -> tuple[Int64Array, list[str | None]]:
+    """A dictionary column's values at ``rows`` as codes into its distinct values (in the
+    order the chunks' dictionaries first give them) and those values: equal codes for equal
+    values, read from each chunk's codes at the rows, without a code per row of the table.
+    A null row takes the code of None."""
+    values: dict[str | None, int] = {}
+    codes = np.zeros(rows.size, dtype=np.int64)
+    for chunk, target, local in _chunk_rows(table.column(column), rows):
+        code_of = np.asarray(
+            [values.setdefault(v, len(values)) for v in chunk.dictionary.to_pylist()] or [0],
+            dtype=np.int64,
+        )
+        indices = chunk.indices
+        codes[target] = code_of[np.asarray(indices.fill_null(0).to_numpy())[local]]
+        if indices.null_count:
+            null = ~np.asarray(indices.is_valid(), dtype=bool)[local]
+            codes[np.arange(rows.size)[target][null]] = values.setdefault(None, len(values))
+    return codes, list(values)
+
+
+def _chunk_rows(
+    column: pa.ChunkedArray, rows: Int64Array
+) -> Iterator[tuple[pa.Array, slice | Int64Array, Int64Array]]:
+    """For each chunk holding some of ``rows`` (any order): the chunk, where its rows go in
+    the result (a slice when ``rows`` ascend, as they mostly do: no sort), and their
+    positions in the chunk."""
+    rows = np.asarray(rows, dtype=np.int64)
+    ascending = rows.size < 2 or bool((rows[1:] >= rows[:-1]).all())
+    order = None if ascending else np.argsort(rows, kind="stable")
+    ordered = rows if order is None else rows[order]
+    offset = 0
+    for chunk in column.chunks:  # a loop over chunks
+        size = len(chunk)
+        lo, hi = (int(x) for x in np.searchsorted(ordered, [offset, offset + size]))
+        if hi > lo:
+            target = slice(lo, hi) if order is None else order[lo:hi]
+            yield chunk, target, ordered[lo:hi] - offset
+        offset += size
 
 
 def _dictionary_mask(

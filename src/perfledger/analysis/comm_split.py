@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.analysis.columns import int64_at
 from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
 from perfledger.model.comm import CommSplit
@@ -225,8 +226,9 @@ def annotation_messages(
     names = columns.strings(marked, "name")
     shapes = np.asarray(marked.column("shapes").to_pylist(), dtype=object)
     dtypes = np.asarray(marked.column("dtypes").to_pylist(), dtype=object)
-    start = columns.int64(events, "start_ns")[marks]
-    end = start + columns.int64(events, "dur_ns")[marks]
+    # the times read at the marks' rows only: no copy of a whole column
+    start = int64_at(events, "start_ns", marks)
+    end = start + int64_at(events, "dur_ns", marks)
     order = np.argsort(start, kind="stable")
     names, shapes, dtypes = names[order], shapes[order], dtypes[order]
     start, end = start[order], end[order]

@@ -169,7 +169,7 @@ def _per_task(events: pa.Table, rows: np.ndarray, split: CommSplit | None) -> di
     source = np.full(rows.size, UNKNOWN, dtype=object)
     group = np.zeros(rows.size, dtype=np.int64)
     wait = np.zeros(rows.size, dtype=np.int64)
-    moved = columns.int64(events, "bytes")[rows]
+    moved = columns.int64_at(events, "bytes", rows)
     if split is not None and split.rows.size and rows.size:
         at = np.minimum(np.searchsorted(rows, split.rows), rows.size - 1)
         found = rows[at] == split.rows

@@ -40,7 +40,7 @@ from perfledger.analysis.graph_codes import (
     SYNC,
     TASK,
 )
-from perfledger.analysis.graph_waits import int64_at, unique_pairs
+from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.path_spans import (
     NO_PART,
@@ -492,8 +492,8 @@ class _Lanes:
         rows = graph.row
         is_task = graph.kind == TASK
         task_rows = rows[is_task]
-        device = int64_at(events, "device", task_rows)
-        stream = int64_at(events, "stream", task_rows)
+        device = columns.int64_at(events, "device", task_rows)
+        stream = columns.int64_at(events, "stream", task_rows)
         one_device = np.unique(device).size <= 1
         # a node's lane: its stream (a task), its thread (a host node), else none ("");
         # codes and labels of 4 bytes a node, the rest of a node's columns read from the

@@ -231,7 +231,7 @@ def _with_hosts(
         is_sync = np.zeros(n, dtype=bool)
         host_rows = _outermost_slices(events, host, start, end)
     thread_keys_arr, thread_of = unique_pairs(
-        columns.int64(events, "pid")[host_rows], columns.int64(events, "stream")[host_rows]
+        columns.int64_at(events, "pid", host_rows), columns.int64_at(events, "stream", host_rows)
     )
     order = np.lexsort((host_rows, start[host_rows], thread_of))
     host_rows, thread_of = host_rows[order], thread_of[order]
@@ -458,8 +458,8 @@ def _outermost_slices(
     rows = np.flatnonzero(host & columns.isin(events, "kind", [schema.CPU_OP, schema.DATALOADER]))
     if rows.size == 0:
         return rows
-    pid = columns.int64(events, "pid")[rows]
-    thread = columns.int64(events, "stream")[rows]
+    pid = columns.int64_at(events, "pid", rows)
+    thread = columns.int64_at(events, "stream", rows)
     order = np.lexsort((-(end[rows] - start[rows]), start[rows], thread, pid))
     rows, pid, thread = rows[order], pid[order], thread[order]
     same = np.zeros(rows.size, dtype=bool)

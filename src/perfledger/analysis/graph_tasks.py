@@ -9,6 +9,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns, opclass
+from perfledger.analysis.columns import codes_at
 from perfledger.analysis.graph_codes import (
     CLASS_CODE,
     COMMUNICATION,
@@ -17,13 +18,7 @@ from perfledger.analysis.graph_codes import (
     OTHER,
     QUEUED_GAP_NS,
 )
-from perfledger.analysis.graph_waits import (
-    codes_at,
-    event_edges,
-    host_ops,
-    is_kind,
-    unique_pairs,
-)
+from perfledger.analysis.graph_waits import event_edges, host_ops, is_kind, unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.model import schema, vendors
 
@@ -113,7 +108,7 @@ def _task_nodes(
     ``event_dst``, indices into ``task_rows``), classes, and each launch's delay (the launch
     edges themselves need the host nodes: the caller's)."""
     size = task_rows.size
-    stream = columns.int64(events, "stream")[task_rows]
+    stream = columns.int64_at(events, "stream", task_rows)
     t_start = start[task_rows]
     t_dur = end[task_rows] - t_start
     # the tasks' kinds and names, and the names of the host operators that launched them, as

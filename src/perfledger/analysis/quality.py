@@ -40,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import coded_at, int64_at
+from perfledger.analysis.columns import int64_at
+from perfledger.analysis.graph_waits import coded_at
 from perfledger.analysis.intervals import Int64Array, crossing_intervals
 from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
@@ -161,10 +162,10 @@ def _overlapping_stream_tasks(
     tasks = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
     if tasks.size < 2:
         return None
-    device = columns.int64(events, "device")[tasks]
-    stream = columns.int64(events, "stream")[tasks]
-    start = columns.int64(events, "start_ns")[tasks]
-    end = start + columns.int64(events, "dur_ns")[tasks]
+    device = columns.int64_at(events, "device", tasks)
+    stream = columns.int64_at(events, "stream", tasks)
+    start = columns.int64_at(events, "start_ns", tasks)
+    end = start + columns.int64_at(events, "dur_ns", tasks)
     issued = launches[tasks]
     order = np.lexsort((start, stream, device))
     same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
@@ -202,10 +203,10 @@ def _non_nesting_slices(events: pa.Table, rank: str) -> QualityCheck | None:
     )
     if rows.size < 2:
         return None
-    pid = columns.int64(events, "pid")[rows]
-    thread = columns.int64(events, "stream")[rows]
-    start = columns.int64(events, "start_ns")[rows]
-    end = start + columns.int64(events, "dur_ns")[rows]
+    pid = columns.int64_at(events, "pid", rows)
+    thread = columns.int64_at(events, "stream", rows)
+    start = columns.int64_at(events, "start_ns", rows)
+    end = start + columns.int64_at(events, "dur_ns", rows)
     # the rows thread by thread, each thread's in start order (a stable sort)
     order = np.lexsort((thread, pid))
     pid, thread, start, end = pid[order], thread[order], start[order], end[order]

@@ -25,6 +25,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
+from perfledger.analysis.columns import int64_at
 from perfledger.analysis.graph import StepGraph
 from perfledger.analysis.graph_codes import (
     CLASS_CODE,
@@ -44,7 +45,7 @@ from perfledger.analysis.graph_plain import (
     patched,
     waits_by_node,
 )
-from perfledger.analysis.graph_waits import int64_at, unique_pairs
+from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.replay_gaps import gap_offset, scaled_offset, thread_wait
 from perfledger.errors import PerfledgerError

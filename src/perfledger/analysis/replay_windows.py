@@ -21,9 +21,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
+from perfledger.analysis.columns import int64_at
 from perfledger.analysis.graph import StepGraph
 from perfledger.analysis.graph_codes import HOST_OP, LAUNCH, SYNC_CALL, SYNC_WAIT, TASK
-from perfledger.analysis.graph_waits import int64_at
 from perfledger.analysis.intervals import Int64Array
 from perfledger.analysis.replay import Schedule, host_threads
 from perfledger.analysis.replay_gaps import gap_offset, scaled_offset, thread_wait

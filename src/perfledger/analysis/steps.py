@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph_waits import coded_at, int64_at
+from perfledger.analysis.columns import int64_at
+from perfledger.analysis.graph_waits import coded_at
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
 from perfledger.model import schema, vendors
@@ -67,7 +68,7 @@ def launch_starts(events: pa.Table, keys: LaunchKeys | None = None) -> Int64Arra
     result = np.full(events.num_rows, -1, dtype=np.int64)
     keys = launch_keys(events) if keys is None else keys
     if keys.task_rows.size:
-        result[keys.task_rows] = keys.starts(columns.int64(events, "start_ns")[keys.launch_rows])
+        result[keys.task_rows] = keys.starts(columns.int64_at(events, "start_ns", keys.launch_rows))
     return result
 
 
@@ -150,8 +151,8 @@ def step_annotations(events: pa.Table) -> list[tuple[int, int, int]]:
     rows = step_mark_rows(events)
     if rows.size == 0:
         return []
-    start = columns.int64(events, "start_ns")[rows]
-    end = start + columns.int64(events, "dur_ns")[rows]
+    start = columns.int64_at(events, "start_ns", rows)
+    end = start + columns.int64_at(events, "dur_ns", rows)
     return annotations_at(mark_names(events, rows), start, end)
 
 
@@ -161,8 +162,8 @@ def step_mark_rows(events: pa.Table) -> Int64Array:
     rows = np.flatnonzero(columns.isin(events, "kind", [schema.STEP]))
     if rows.size == 0:
         return rows
-    pid = columns.int64(events, "pid")[rows]
-    thread = columns.int64(events, "stream")[rows]
+    pid = columns.int64_at(events, "pid", rows)
+    thread = columns.int64_at(events, "stream", rows)
     pairs = np.stack([pid, thread], axis=1)
     _, inverse, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
     best = int(np.argmax(counts))  # np.unique sorts keys: ties go to the lowest (pid, thread)

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.analysis.columns import codes_at, int64_at
 from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
-from perfledger.analysis.graph_waits import codes_at, int64_at
 from perfledger.analysis.intervals import IntervalSet, union
 from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
 from perfledger.analysis.replay import effective_change

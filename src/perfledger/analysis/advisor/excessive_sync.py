@@ -27,7 +27,7 @@ from perfledger.analysis.advisor.common import (
     sync_mask,
 )
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
-from perfledger.analysis.graph_waits import int64_at
+from perfledger.analysis.columns import int64_at
 from perfledger.analysis.nesting import operator_nesting
 from perfledger.model import schema, vendors
 from perfledger.model.accounts import IDLE_SYNC
@@ -216,9 +216,9 @@ def _idle_caused(ctx: AdvisorContext, sync_rows: np.ndarray) -> np.ndarray:
     g_rank = np.asarray(gaps["rank"], dtype=np.int64)[is_sync_gap]
     g0 = np.asarray(gaps["start_ns"], dtype=np.int64)[is_sync_gap]
     g_dur = np.asarray(gaps["dur_ns"], dtype=np.int64)[is_sync_gap]
-    rank = columns.int64(events, "rank")[sync_rows]
-    start = columns.int64(events, "start_ns")[sync_rows]
-    end = start + columns.int64(events, "dur_ns")[sync_rows]
+    rank = columns.int64_at(events, "rank", sync_rows)
+    start = columns.int64_at(events, "start_ns", sync_rows)
+    end = start + columns.int64_at(events, "dur_ns", sync_rows)
     for r in np.unique(rank):
         mine = np.flatnonzero(rank == r)
         order = mine[np.argsort(start[mine], kind="stable")]
