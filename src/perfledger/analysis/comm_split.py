@@ -38,7 +38,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
-from perfledger.analysis.columns import int64_at
 from perfledger.analysis.steps import launch_starts
 from perfledger.model import schema
 from perfledger.model.comm import CommSplit
@@ -227,8 +226,8 @@ def annotation_messages(
     shapes = np.asarray(marked.column("shapes").to_pylist(), dtype=object)
     dtypes = np.asarray(marked.column("dtypes").to_pylist(), dtype=object)
     # the times read at the marks' rows only: no copy of a whole column
-    start = int64_at(events, "start_ns", marks)
-    end = start + int64_at(events, "dur_ns", marks)
+    start = columns.int64_at(events, "start_ns", marks)
+    end = start + columns.int64_at(events, "dur_ns", marks)
     order = np.argsort(start, kind="stable")
     names, shapes, dtypes = names[order], shapes[order], dtypes[order]
     start, end = start[order], end[order]

@@ -9,7 +9,6 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns, opclass
-from perfledger.analysis.columns import codes_at
 from perfledger.analysis.graph_codes import (
     CLASS_CODE,
     COMMUNICATION,
@@ -113,10 +112,12 @@ def _task_nodes(
     t_dur = end[task_rows] - t_start
     # the tasks' kinds and names, and the names of the host operators that launched them, as
     # codes into their distinct values: each test made once per distinct value
-    kind_code, kinds = codes_at(events, "kind", task_rows)
+    kind_code, kinds = columns.codes_at(events, "kind", task_rows)
     host_op = host_ops(events, task_rows)
     launched = np.flatnonzero(host_op >= 0)
-    name_code, names = codes_at(events, "name", np.concatenate([task_rows, host_op[launched]]))
+    name_code, names = columns.codes_at(
+        events, "name", np.concatenate([task_rows, host_op[launched]])
+    )
     host_code = np.full(size, len(names), dtype=np.int64)  # len(names): no host operator
     host_code[launched] = name_code[size:]
     name_code = name_code[:size]

@@ -15,7 +15,6 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.columns import codes_at
 from perfledger.analysis.intervals import Int64Array, union
 from perfledger.model import schema
 
@@ -70,7 +69,7 @@ def coded_at(
     equal codes for equal values), without an object a row: read from the chunks' codes
     (:func:`codes_at`) where the column is a dictionary one."""
     if pa.types.is_dictionary(table.schema.field(column).type):
-        codes, values = codes_at(table, column, rows)
+        codes, values = columns.codes_at(table, column, rows)
         return codes.astype(np.int32), tuple(values)
     texts = pa.array(strings_at(table, column, rows), pa.string())
     encoded = texts.dictionary_encode(null_encoding="encode")

@@ -40,7 +40,6 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.columns import int64_at
 from perfledger.analysis.graph_waits import coded_at
 from perfledger.analysis.intervals import Int64Array, crossing_intervals
 from perfledger.analysis.steps import launch_starts
@@ -135,8 +134,8 @@ def _named(events: pa.Table, where: str | None) -> str:
 def _shared_correlation(events: pa.Table, rank: str) -> QualityCheck | None:
     # the columns read at the launch calls' rows only: no copy of a whole column
     rows = np.flatnonzero(columns.isin(events, "kind", schema.LAUNCH_KINDS))
-    correlation = int64_at(events, "correlation", rows)
-    host = (int64_at(events, "device", rows) < 0) & (correlation >= 0)
+    correlation = columns.int64_at(events, "correlation", rows)
+    host = (columns.int64_at(events, "device", rows) < 0) & (correlation >= 0)
     rows, correlation = rows[host], correlation[host]
     if rows.size < 2:
         return None

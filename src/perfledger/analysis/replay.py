@@ -25,7 +25,6 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.columns import int64_at
 from perfledger.analysis.graph import StepGraph
 from perfledger.analysis.graph_codes import (
     CLASS_CODE,
@@ -686,8 +685,8 @@ def host_threads(
     """The graph's thread each host row of ``events`` moves with in a replay (its own thread,
     else the busiest one), and the count of host nodes of each graph thread. The graph must
     have threads (``graph.thread_keys`` not empty)."""
-    pid = int64_at(events, "pid", rows)
-    thread_id = int64_at(events, "stream", rows)
+    pid = columns.int64_at(events, "pid", rows)
+    thread_id = columns.int64_at(events, "stream", rows)
     host_nodes = graph.thread >= 0
     counts = np.bincount(graph.thread[host_nodes], minlength=len(graph.thread_keys))
     busiest = int(np.argmax(counts))

@@ -21,7 +21,6 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.columns import int64_at
 from perfledger.analysis.graph import StepGraph
 from perfledger.analysis.graph_codes import HOST_OP, LAUNCH, SYNC_CALL, SYNC_WAIT, TASK
 from perfledger.analysis.intervals import Int64Array
@@ -314,7 +313,7 @@ class RankRows:
             return (
                 columns.int64(self.events, column)
                 if at is None
-                else int64_at(self.events, column, at)
+                else columns.int64_at(self.events, column, at)
             )
 
         start = read("start_ns")

@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 
 from perfledger.analysis import columns
-from perfledger.analysis.columns import int64_at
 from perfledger.analysis.graph_waits import coded_at
 from perfledger.analysis.intervals import Int64Array
 from perfledger.errors import PerfledgerError
@@ -83,19 +82,19 @@ def launch_keys(events: pa.Table) -> LaunchKeys:
         return none
     # the columns read at the calls' and the tasks' rows only: no copy of a whole column
     launch_rows = np.flatnonzero(columns.isin(events, "kind", schema.LAUNCH_KINDS))
-    launch_rows = launch_rows[int64_at(events, "device", launch_rows) < 0]
-    launch_correlation = int64_at(events, "correlation", launch_rows)
+    launch_rows = launch_rows[columns.int64_at(events, "device", launch_rows) < 0]
+    launch_correlation = columns.int64_at(events, "correlation", launch_rows)
     launch_rows = launch_rows[launch_correlation >= 0]
     launch_correlation = launch_correlation[launch_correlation >= 0]
     task_rows = np.flatnonzero(columns.isin(events, "kind", schema.DEVICE_TASK_KINDS))
-    task_correlation = int64_at(events, "correlation", task_rows)
+    task_correlation = columns.int64_at(events, "correlation", task_rows)
     task_rows = task_rows[task_correlation >= 0]
     task_correlation = task_correlation[task_correlation >= 0]
     if launch_rows.size == 0 or task_rows.size == 0:
         return none
     # one key per (rank, correlation); calls of different names may share an id (a request
     # and its reply), calls of one name may not
-    launch_keys = int64_at(events, "rank", launch_rows) * (1 << 40) + launch_correlation
+    launch_keys = columns.int64_at(events, "rank", launch_rows) * (1 << 40) + launch_correlation
     names = coded_at(events, "name", launch_rows)[0]
     order = columns.pair_order(launch_keys, names)
     keys_sorted = launch_keys[order]
@@ -111,7 +110,7 @@ def launch_keys(events: pa.Table) -> LaunchKeys:
     first_of_key[1:] = keys_sorted[1:] != keys_sorted[:-1]
     bounds = np.flatnonzero(first_of_key)
     keys_unique = keys_sorted[bounds]
-    task_keys = int64_at(events, "rank", task_rows) * (1 << 40) + task_correlation
+    task_keys = columns.int64_at(events, "rank", task_rows) * (1 << 40) + task_correlation
     pos = np.clip(np.searchsorted(keys_unique, task_keys), 0, keys_unique.size - 1)
     found = keys_unique[pos] == task_keys
     return LaunchKeys(task_rows[found], pos[found], grouped, bounds)

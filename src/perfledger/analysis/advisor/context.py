@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
-from perfledger.analysis.columns import codes_at, int64_at
 from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepare_rank
 from perfledger.analysis.intervals import IntervalSet, union
 from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
@@ -254,9 +253,9 @@ class AdvisorContext:
         rows = np.flatnonzero(is_loader & (columns.int64(events, "device") < 0))
         if rows.size == 0:
             return {}
-        start = int64_at(events, "start_ns", rows)
-        end = start + np.maximum(int64_at(events, "dur_ns", rows), 0)
-        rank = int64_at(events, "rank", rows)
+        start = columns.int64_at(events, "start_ns", rows)
+        end = start + np.maximum(columns.int64_at(events, "dur_ns", rows), 0)
+        rank = columns.int64_at(events, "rank", rows)
         drop_mapped_pages(events)
         return {int(r): union(start[rank == r], end[rank == r]) for r in np.unique(rank)}
 
@@ -519,7 +518,7 @@ def names_at(events: pa.Table, rows: IntArray) -> pa.DictionaryArray:
     """The events' (dictionary) names at ``rows`` as codes into their distinct names, in
     the order the chunks' dictionaries first give them: a kernel name per device task as
     its text would be over a hundred MB on a large trace."""
-    codes, names = codes_at(events, "name", np.asarray(rows, dtype=np.int64))
+    codes, names = columns.codes_at(events, "name", np.asarray(rows, dtype=np.int64))
     null = ~np.ones(codes.size, dtype=bool)
     if None in names:  # null names: masked, not a value of the dictionary
         at = names.index(None)
@@ -542,7 +541,7 @@ def thread_ids(events: pa.Table, rows: IntArray) -> IntArray:
     group = np.zeros(rows.size, dtype=np.int64)
     for column in ("rank", "pid", "stream"):
         # read at the rows only: no whole column copied to int64
-        values, inverse = np.unique(int64_at(events, column, rows), return_inverse=True)
+        values, inverse = np.unique(columns.int64_at(events, column, rows), return_inverse=True)
         combined = group * values.size + inverse.reshape(-1)
         group = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
     return group

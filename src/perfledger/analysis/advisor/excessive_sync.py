@@ -27,7 +27,6 @@ from perfledger.analysis.advisor.common import (
     sync_mask,
 )
 from perfledger.analysis.advisor.context import AdvisorContext, thread_ids
-from perfledger.analysis.columns import int64_at
 from perfledger.analysis.nesting import operator_nesting
 from perfledger.model import schema, vendors
 from perfledger.model.accounts import IDLE_SYNC
@@ -178,7 +177,7 @@ def _followed_by_sync(
         [np.zeros(launch_rows.size, dtype=bool), np.ones(sync_rows.size, dtype=bool)]
     )
     thread = thread_ids(events, rows)
-    start = int64_at(events, "start_ns", rows)
+    start = columns.int64_at(events, "start_ns", rows)
     order = np.lexsort((rows, start, thread))
     thread_s, sync_s = thread[order], is_sync[order]
     next_is_sync = np.zeros(rows.size, dtype=bool)
@@ -191,8 +190,8 @@ def _followed_by_sync(
 
 def _outermost(events: pa.Table, rows: np.ndarray) -> np.ndarray:
     """For each row, the position (in ``rows``) of the outermost row enclosing it on its thread."""
-    start = int64_at(events, "start_ns", rows)
-    end = start + int64_at(events, "dur_ns", rows)
+    start = columns.int64_at(events, "start_ns", rows)
+    end = start + columns.int64_at(events, "dur_ns", rows)
     parent = operator_nesting(thread_ids(events, rows), start, end)
     root = np.arange(rows.size, dtype=np.int64)
     for _ in range(rows.size):
