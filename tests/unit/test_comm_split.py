@@ -112,6 +112,26 @@ def test_the_message_of_an_older_trace_comes_from_its_nccl_annotation() -> None:
     assert split.collective == ("all_reduce", "all_reduce")
 
 
+def test_an_annotated_all_gather_moves_every_rank_s_shard_and_absurd_shapes_say_nothing() -> None:
+    t = Timeline().step(1, 0, 10_000)
+    # nccl:all_gather [100, 200): a 256 x 1024 float shard (1 MiB) from each of 4 ranks; the
+    # 1000 µs task it launched moves 3/4 of the 4 MiB over 1 GB/s (1 byte a ns): 3,145,728 ns
+    t.event(schema.ANNOTATION, "nccl:all_gather", 100, 100)
+    t.rows[-1]["shapes"], t.rows[-1]["dtypes"] = "[[256, 1024]]", '["float"]'
+    t.launch(150, 300, 5000, kind=schema.COMM, name="ncclDevKernel_AllGather_RING_LL")
+    # a shape whose bytes no int64 holds (2^62 floats), alone and gathered by 4: unknown,
+    # where it used to stop the analysis
+    for start, name in ((6000, "all_reduce"), (8000, "all_gather")):
+        t.event(schema.ANNOTATION, f"nccl:{name}", start, 100)
+        t.rows[-1]["shapes"], t.rows[-1]["dtypes"] = f"[[{2**31}, {2**31}]]", '["float"]'
+        t.launch(start + 50, start + 200, 1000, kind=schema.COMM, name="ncclDevKernel_Generic")
+    split = comm_split(t.table(), link_gbps=1.0, default_group=4)
+    assert split.collective == ("all_gather", "all_reduce", "all_gather")
+    assert split.bytes.tolist() == [4 * 1024 * 1024, -1, -1]
+    assert split.source == (ESTIMATED, UNKNOWN, UNKNOWN)
+    assert split.wait_ns.tolist() == [5000 * US - 3 * 1024 * 1024, 0, 0]
+
+
 def _tasks(rows: list[tuple[int, str, int, int]], groups: list[str] | None = None) -> pa.Table:
     """(rank, name, start µs, end µs) rows as COLLECTIVES_SCHEMA, in ``groups`` (default "")."""
     groups = groups or [""] * len(rows)

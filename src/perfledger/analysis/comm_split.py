@@ -78,6 +78,8 @@ _ARGS_READ: Final = (
     r"|\\"
 )
 _ANNOTATION_PREFIX: Final = "nccl:"  # ProcessGroupNCCL's record_function: nccl:all_reduce
+# The largest message an int64 column holds (a shape beyond it is no message of bytes).
+_MAX_BYTES: Final = 2**63 - 1
 
 
 def collective_type(name: str) -> str | None:
@@ -125,49 +127,77 @@ def comm_split(
     # the args a page apart: their pages let go as they are read
     taken = taken.append_column("args", columns.take_paged(events.column("args"), rows))
     dur_ns = columns.int64(taken, "dur_ns")
-    # the loop reads Python values: a numpy scalar costs more than the arithmetic done on it
-    dur = dur_ns.tolist()
-    names = columns.strings(taken, "name").tolist()
-    nbytes = columns.int64(taken, "bytes").tolist()
-    annotated = annotation_messages(events, rows, launches)
+    names = columns.strings(taken, "name")
+    nbytes = columns.int64(taken, "bytes").copy()
+    message, annotation = annotation_messages(events, rows, launches)
     args = _read_args(taken.column("args"))
     del taken
-    wait = [0] * rows.size
-    source: list[str] = []
-    collective: list[str | None] = []
-    group = [0] * rows.size
+    wait = np.zeros(rows.size, dtype=np.int64)
+    source = np.full(rows.size, UNKNOWN, dtype=object)
+    collective = np.full(rows.size, None, dtype=object)
+    group = np.full(rows.size, default_group, dtype=np.int64)
+    # the tasks whose args hold no field the split reads (every task of most traces): their
+    # collective is named by the annotation or the task, their group is the default
+    plain = np.fromiter((not fields for fields in args), dtype=bool, count=rows.size)
+    at = np.flatnonzero(plain)
     kinds: dict[str, str | None] = {}  # a few names, said again by every step's tasks
-    for i, fields in enumerate(args):  # a loop over collectives: a few per step
+    said = [str(a or n) for a, n in zip(annotation[at].tolist(), names[at].tolist(), strict=True)]
+    collective[at] = [
+        kinds[name] if name in kinds else kinds.setdefault(name, collective_type(name))
+        for name in said
+    ]
+    # no bytes said by the task: its annotation's message (an all-gather's: every rank's
+    # shard), else unknown (-1)
+    said_bytes = np.maximum(nbytes[at], -1)
+    shard = message[at]
+    if default_group > 0:
+        gathered = collective[at] == "all_gather"
+        whole = np.where(shard > _MAX_BYTES // default_group, -1, shard * default_group)
+        shard = np.where(gathered, whole, shard)
+    nbytes[at] = np.where(said_bytes < 0, np.where(shard > 0, shard, -1), said_bytes)
+    if default_group > 1 and math.isfinite(link_gbps) and link_gbps > 0:
+        known = at[nbytes[at] > 0]
+        factors = {kind: bus_factor(kind, default_group) for kind in set(collective[known])}
+        factor = np.array([factors[kind] for kind in collective[known]], dtype=np.float64)
+        transfer = np.rint(nbytes[known] * factor / link_gbps)  # bytes / (bytes/ns)
+        dur = dur_ns[known]
+        wait[known] = np.maximum(0, dur - np.minimum(transfer, dur)).astype(np.int64)
+        source[known] = ESTIMATED
+    for i in np.flatnonzero(~plain).tolist():  # the tasks whose args say more: one by one
+        fields = args[i]
         hccl = fields.get("hccl")
-        message, annotation = annotated[i]
-        said = str(fields.get("Collective name") or annotation or names[i])
-        kind = kinds[said] if said in kinds else kinds.setdefault(said, collective_type(said))
-        collective.append(kind)
+        name = str(fields.get("Collective name") or annotation[i] or names[i])
+        kind = kinds[name] if name in kinds else kinds.setdefault(name, collective_type(name))
+        collective[i] = kind
         size = _group_size(fields) or default_group
         group[i] = size
-        if nbytes[i] < 0:
-            nbytes[i] = _message_bytes(fields)
-        if nbytes[i] < 0 and message > 0:
-            nbytes[i] = message * size if kind == "all_gather" and size > 0 else message
+        bytes_i = int(nbytes[i])
+        if bytes_i < 0:
+            bytes_i = _message_bytes(fields)
+        if bytes_i < 0 and message[i] > 0:
+            bytes_i = (
+                int(message[i]) * size if kind == "all_gather" and size > 0 else int(message[i])
+            )
+        bytes_i = bytes_i if bytes_i <= _MAX_BYTES else -1
+        nbytes[i] = bytes_i
+        dur_i = int(dur_ns[i])
         if isinstance(hccl, dict) and _number(hccl.get("elapse_ns")) > 0:
             elapse = _number(hccl["elapse_ns"])
             transit = min(max(_number(hccl.get("transit_ns")), 0.0), elapse)
             # HCCL's split of the op's elapsed time, laid over the task's own duration
-            wait[i] = round(dur[i] * (elapse - transit) / elapse)
-            source.append(MEASURED)
-        elif nbytes[i] > 0 and size > 1 and math.isfinite(link_gbps) and link_gbps > 0:
-            transfer = nbytes[i] * bus_factor(kind, size) / link_gbps  # bytes / (bytes/ns)
-            wait[i] = max(0, dur[i] - min(round(transfer), dur[i]))
-            source.append(ESTIMATED)
-        else:
-            source.append(UNKNOWN)
+            wait[i] = round(dur_i * (elapse - transit) / elapse)
+            source[i] = MEASURED
+        elif bytes_i > 0 and size > 1 and math.isfinite(link_gbps) and link_gbps > 0:
+            transfer = bytes_i * bus_factor(kind, size) / link_gbps  # bytes / (bytes/ns)
+            wait[i] = max(0, dur_i - min(round(transfer), dur_i))
+            source[i] = ESTIMATED
     return CommSplit(
         rows,
-        np.clip(np.array(wait, dtype=np.int64), 0, dur_ns),
-        tuple(source),
-        tuple(collective),
-        np.array(nbytes, dtype=np.int64),
-        np.array(group, dtype=np.int64),
+        np.clip(wait, 0, dur_ns),
+        tuple(source.tolist()),
+        tuple(collective.tolist()),
+        nbytes,
+        group,
     )
 
 
@@ -207,19 +237,21 @@ def stored_comm_waits(events: pa.Table, rank_meta: Mapping[str, Any]) -> IntArra
 
 def annotation_messages(
     events: pa.Table, rows: IntArray, launches: IntArray | None = None
-) -> list[tuple[int, str | None]]:
+) -> tuple[IntArray, npt.NDArray[np.object_]]:
     """Per communication task (``rows`` of ``events``): the bytes of the first input of the
-    ``nccl:<collective>`` annotation (record_function) its launch ran in, and the annotation's
-    name; (-1, None) when its launch is unknown or in no such annotation. ``launches``:
+    ``nccl:<collective>`` annotation (record_function) its launch ran in (-1 when its launch
+    is unknown, in no such annotation, or the input's size is not a number of bytes an int64
+    holds), and the annotation's name (None). ``launches``:
     :func:`~perfledger.analysis.steps.launch_starts` of ``events`` if already computed."""
-    found: list[tuple[int, str | None]] = [(-1, None)] * rows.size
+    message = np.full(rows.size, -1, dtype=np.int64)
+    annotation = np.full(rows.size, None, dtype=object)
     is_annotation = columns.isin(events, "kind", [schema.ANNOTATION])
     marks = np.flatnonzero(
         is_annotation
         & columns.matches(events, "name", lambda name: name.startswith(_ANNOTATION_PREFIX))
     )
     if marks.size == 0 or rows.size == 0:
-        return found
+        return message, annotation
     launch = (launch_starts(events) if launches is None else launches)[rows]
     marked = columns.take_rows(events, marks, ["name", "shapes", "dtypes"])
     names = columns.strings(marked, "name")
@@ -235,17 +267,21 @@ def annotation_messages(
     # the tasks launched inside the annotation that begins last before their launch
     inside = np.flatnonzero((launch >= 0) & (at >= 0))
     inside = inside[launch[inside] < end[at[inside]]]
-    # the inputs of one bucket's collective repeat from step to step: each read once
+    marks_of = at[inside]
+    # the inputs of one bucket's collective repeat from step to step, the marks' names are
+    # a few: each read once
     sizes: dict[tuple[str | None, str | None], int] = {}
-    mark_names, mark_shapes, mark_dtypes = names.tolist(), shapes.tolist(), dtypes.tolist()
-    for i, j in zip(inside.tolist(), at[inside].tolist(), strict=True):
-        name = str(mark_names[j])[len(_ANNOTATION_PREFIX) :]
-        inputs = (mark_shapes[j], mark_dtypes[j])
-        size = sizes.get(inputs)
-        if size is None:
-            size = sizes[inputs] = _tensor_bytes(*inputs)
-        found[i] = (size, name)
-    return found
+    for inputs in zip(shapes[marks_of].tolist(), dtypes[marks_of].tolist(), strict=True):
+        if inputs not in sizes:
+            size = _tensor_bytes(*inputs)
+            sizes[inputs] = size if size <= _MAX_BYTES else -1
+    message[inside] = [
+        sizes[inputs]
+        for inputs in zip(shapes[marks_of].tolist(), dtypes[marks_of].tolist(), strict=True)
+    ]
+    said = {name: str(name)[len(_ANNOTATION_PREFIX) :] for name in set(names[marks_of].tolist())}
+    annotation[inside] = [said[name] for name in names[marks_of].tolist()]
+    return message, annotation
 
 
 def _tensor_bytes(shapes: str | None, dtypes: str | None) -> int:
