@@ -5,7 +5,10 @@ functions below wrapped: each call prints its start and end (seconds from this s
 start), its wall and its thread's CPU seconds, of those the system's (page faults, file
 writes), the whole process's CPU seconds meanwhile (all its threads: ``proc`` / ``wall`` is
 how many cores it kept busy; the import's worker processes are not counted), its thread's
-minor page faults, and the thread it ran on, in order of start.
+minor page faults, the MB of huge pages the system zeroed for new anonymous memory meanwhile
+(``thp_fault_alloc`` of /proc/vmstat, 2 MB each: any thread's, this process's workers' too),
+the process's anonymous memory when the step ended (/proc/self/smaps_rollup), and the thread
+it ran on, in order of start.
 What runs beside what (``analysis.beside``, the writer threads) shows as overlapping lines of
 other threads; a step whose wall time is well above its CPU waited (for a thread beside it,
 for the GIL, or for the other core).
@@ -27,8 +30,35 @@ from collections.abc import Callable
 from typing import Any
 
 _START = time.perf_counter()
-# name, thread, start, end, thread CPU s, of which system s, process CPU s, minor faults
-_CALLS: list[tuple[str, str, float, float, float, float, float, int]] = []
+# name, thread, start, end, thread CPU s, of which system s, process CPU s, minor faults,
+# huge pages faulted in meanwhile, anonymous MB after
+_CALLS: list[tuple[str, str, float, float, float, float, float, int, int, int]] = []
+_HUGE_PAGE_MB = 2
+
+
+def _huge_faults() -> int:
+    """Huge pages the system has faulted in for anonymous memory so far (0: not Linux)."""
+    try:
+        with open("/proc/vmstat") as stats:
+            for line in stats:
+                if line.startswith("thp_fault_alloc "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _anonymous_mb() -> int:
+    """This process's anonymous memory, MB (0 where /proc does not say)."""
+    try:
+        with open("/proc/self/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Anonymous:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
 
 # (module whose name is wrapped, function name): the analyze's steps, as its callers see them
 STEPS = (
@@ -74,6 +104,7 @@ def _wrapped(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         began, cpu = time.perf_counter(), time.thread_time()
         usage, process = resource.getrusage(resource.RUSAGE_THREAD), time.process_time()
+        huge = _huge_faults()
         try:
             return function(*args, **kwargs)
         finally:
@@ -88,6 +119,8 @@ def _wrapped(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
                     after.ru_stime - usage.ru_stime,
                     time.process_time() - process,
                     after.ru_minflt - usage.ru_minflt,
+                    _huge_faults() - huge,
+                    _anonymous_mb(),
                 )
             )
 
@@ -112,14 +145,15 @@ def main() -> None:
     end = time.perf_counter() - _START
     print(
         f"{'start':>7} {'end':>7} {'wall':>6} {'cpu':>6} {'sys':>5} {'proc':>6} {'faults':>8}"
-        "  thread          step"
+        f" {'thp MB':>6} {'anon MB':>7}  thread          step"
     )
-    for name, thread, began, ended, used, system, process, faults in sorted(
+    for name, thread, began, ended, used, system, process, faults, huge, anon in sorted(
         _CALLS, key=lambda c: c[2]
     ):
         print(
             f"{began:7.2f} {ended:7.2f} {ended - began:6.2f} {used:6.2f} {system:5.2f} "
-            f"{process:6.2f} {faults:8d}  {thread[:15]:15} {name}"
+            f"{process:6.2f} {faults:8d} {huge * _HUGE_PAGE_MB:6d} {anon:7d}  "
+            f"{thread[:15]:15} {name}"
         )
     print(f"end {end:.2f} s, the process's CPU {time.process_time() - cpu:.2f} s, exit {code}")
 
