@@ -270,15 +270,13 @@ def annotation_messages(
     marks_of = at[inside]
     # the inputs of one bucket's collective repeat from step to step, the marks' names are
     # a few: each read once
+    inputs = list(zip(shapes[marks_of].tolist(), dtypes[marks_of].tolist(), strict=True))
     sizes: dict[tuple[str | None, str | None], int] = {}
-    for inputs in zip(shapes[marks_of].tolist(), dtypes[marks_of].tolist(), strict=True):
-        if inputs not in sizes:
-            size = _tensor_bytes(*inputs)
-            sizes[inputs] = size if size <= _MAX_BYTES else -1
-    message[inside] = [
-        sizes[inputs]
-        for inputs in zip(shapes[marks_of].tolist(), dtypes[marks_of].tolist(), strict=True)
-    ]
+    for pair in inputs:
+        if pair not in sizes:
+            size = _tensor_bytes(*pair)
+            sizes[pair] = size if size <= _MAX_BYTES else -1
+    message[inside] = [sizes[pair] for pair in inputs]
     said = {name: str(name)[len(_ANNOTATION_PREFIX) :] for name in set(names[marks_of].tolist())}
     annotation[inside] = [said[name] for name in names[marks_of].tolist()]
     return message, annotation
