@@ -7,9 +7,9 @@
  * release, its chain predecessor's end plus the delay, its launch call's start plus the launch
  * delay, and for the nodes marked 1 in `more` also the start of the call that woke it plus the
  * gap, the ends of the tasks whose events it awaited plus their gaps and the ends of the tasks
- * it waited for (the first of the latest wins: via and how record it, for those nodes only);
- * its observed start when nothing sets it (the start is still `free`); it ends its duration
- * later. The awaited and waited-for tasks of node v are event_src[event_ptr[v]:event_ptr[v+1]]
+ * it waited for (the first of the latest wins: via and how record it, for every node whose
+ * start a predecessor set); its observed start when nothing sets it (the start is still
+ * `free`); it ends its duration later. The awaited and waited-for tasks of node v are event_src[event_ptr[v]:event_ptr[v+1]]
  * and wait_src[wait_ptr[v]:wait_ptr[v+1]] (compressed rows).
  *
  * It stops at the first node the Python loop must take (marked 2 in `more`: a collective's
@@ -177,7 +177,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             if (__builtin_add_overflow(s, dur[v], &t)) break;
             start[v] = s;
             end[v] = t;
-            if (more[v] && by >= 0) {
+            if (by >= 0) {
                 via[v] = by;
                 how[v] = (uint8_t)kind;
             }

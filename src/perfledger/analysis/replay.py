@@ -273,8 +273,9 @@ class ScheduleInputs:
     def schedule(
         self, start: array[int], end: array[int], via: array[int], how: bytearray
     ) -> Schedule:
-        """The schedule of the loop's results (whose nodes of the short path have no link
-        yet: :meth:`links` gives them): arrays over the loop's own C arrays, not copies."""
+        """The schedule of the loop's results (the nodes of the short path the Python loop
+        walked have no link yet: :meth:`links` gives them; the compiled walk links every node
+        itself): arrays over the loop's own C arrays, not copies."""
         schedule = Schedule(
             start=np.frombuffer(start, dtype=np.int64),
             end=np.frombuffer(end, dtype=np.int64),
@@ -289,8 +290,9 @@ class ScheduleInputs:
     def links(self, schedule: Schedule) -> None:
         """Fill in ``schedule`` what set the start of each node of the short path that has
         no link (a chain predecessor or a launch call, else its release), as the loop decides
-        it: the first of the latest, and only above the release. Worked out a slice of nodes
-        at a time: the temporaries stay a few MB whatever the graph's size."""
+        it: the first of the latest, and only above the release (a node the compiled walk
+        found started at its release is worked out again, to the same). Worked out a slice of
+        nodes at a time: the temporaries stay a few MB whatever the graph's size."""
         for lo in range(0, schedule.via.size, _LINKS_SLICE):
             hi = lo + _LINKS_SLICE
             self._links(
@@ -429,9 +431,10 @@ def _schedule(
     """The longest-path recursion over plain lists (nodes in topological order).
 
     Most nodes have at most a chain predecessor and a launch call: they take the short path
-    (one flag read), which keeps only their times (what set their start is left unset, -1,
-    for :meth:`ScheduleInputs.links`); the few with wake-ups, event edges, synchronisation
-    waits or a transfer take the full one."""
+    (one flag read), which in the Python loop keeps only their times (what set their start is
+    left unset, -1, for :meth:`ScheduleInputs.links`; the compiled walk records it as it
+    goes); the few with wake-ups, event edges, synchronisation waits or a transfer take the
+    full one."""
     n = len(dur)
     state = ScheduleState.of(n, waits, wakes, events, transfers)
     schedule_span(
