@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -355,6 +356,26 @@ if code == 0:
     ledger.register_profile(Path(out), ledger_path=Path(path))
 sys.exit(code)
 """
+
+
+def test_a_ledger_made_while_another_connection_reads_it_waits_for_it(tmp_path: Path) -> None:
+    # two processes making the ledger at once: the second one's switch to WAL mode meets the
+    # write lock the first one's upgrade holds, which SQLite reports at once instead of
+    # waiting; the switch waits for the lock (held here 0.3 s), and the ledger is made, in
+    # WAL mode
+    path = tmp_path / "shared.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # the write lock, as an upgrade's transaction takes it
+    release = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        with ledger.connect(path) as connection:
+            mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
+            assert ledger.list_runs(connection) == []
+    finally:
+        release.join()
+        other.close()
+    assert mode == "wal"
 
 
 def test_two_concurrent_analyze_processes_register_both(tmp_path: Path) -> None:

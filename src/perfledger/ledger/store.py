@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
@@ -35,6 +36,9 @@ __all__ = ["LEDGER_DIR", "LEDGER_FILE"]
 
 SCHEMA_VERSION: Final = 3
 BUSY_TIMEOUT_S: Final = 60.0
+# SQLite answers a switch of journal mode that another connection's lock stands in the way
+# of at once, without its busy handler: the switch is tried again this often meanwhile.
+_WAL_RETRY_S: Final = 0.05
 
 _SCHEMA: Final = (
     """
@@ -196,8 +200,7 @@ def _prepare(connection: sqlite3.Connection, path: Path, *, upgrade: bool = True
 
 
 def _upgrade(connection: sqlite3.Connection) -> None:
-    # WAL lets readers run while one process writes; set once, kept in the file.
-    connection.execute("PRAGMA journal_mode = WAL")
+    _write_ahead_log(connection)
     with transaction(connection):
         for statement in _SCHEMA:
             connection.execute(statement)
@@ -207,6 +210,27 @@ def _upgrade(connection: sqlite3.Connection) -> None:
             if name not in present:
                 connection.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _write_ahead_log(connection: sqlite3.Connection) -> None:
+    """WAL mode, which lets readers run while one process writes; set once, kept in the file.
+
+    Two processes making the ledger at once each hold a lock the other's switch waits for,
+    and SQLite refuses the switch at once rather than waiting: it is tried again until the
+    busy timeout. A ledger left in its default mode still serialises its writers (each
+    write takes the lock at once, :func:`transaction`); only its readers wait for them.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) and "busy" not in str(error):
+                raise
+            if time.monotonic() >= deadline:
+                return
+        time.sleep(_WAL_RETRY_S)
 
 
 def _present_columns(connection: sqlite3.Connection) -> set[str]:
