@@ -9,8 +9,9 @@
  * gap, the ends of the tasks whose events it awaited plus their gaps and the ends of the tasks
  * it waited for (the first of the latest wins: via and how record it, for every node whose
  * start a predecessor set); its observed start when nothing sets it (the start is still
- * `free`); it ends its duration later. The awaited and waited-for tasks of node v are event_src[event_ptr[v]:event_ptr[v+1]]
- * and wait_src[wait_ptr[v]:wait_ptr[v+1]] (compressed rows).
+ * `free`); it ends its duration later. The awaited and waited-for tasks of node v are
+ * event_src[event_ptr[v]:event_ptr[v+1]] and wait_src[wait_ptr[v]:wait_ptr[v+1]] (compressed
+ * rows).
  *
  * It stops at the first node the Python loop must take (marked 2 in `more`: a collective's
  * transfer; one whose sums leave int64; one whose predecessors lie outside the graph) and
