@@ -10,7 +10,9 @@ setup(
             "perfledger.sources._kscan",
             ["src/perfledger/sources/_kscan.c"],
             depends=["src/perfledger/_decimal.h"],
-            extra_compile_args=["-O3"],
+            # copy_spans copies large layouts on two threads
+            extra_compile_args=["-O3", "-pthread"],
+            extra_link_args=["-pthread"],
             optional=True,
         ),
         Extension(

@@ -448,6 +448,33 @@ def test_gather_refuses_spans_outside_the_text() -> None:
 
 
 @needs_scanner
+@pytest.mark.parametrize("total_mb", [1, 12])
+def test_copy_spans_writes_the_spans_back_to_back(total_mb: int) -> None:
+    # 12 MB: past the size from which two threads copy, each half to its own place
+    rng = np.random.default_rng(total_mb)
+    sources = [rng.integers(0, 256, 3 << 20, dtype=np.uint8).tobytes() for _ in range(3)]
+    lengths = rng.integers(0, 80, (total_mb << 20) // 40).astype(np.int64)
+    lengths[rng.integers(0, lengths.size, lengths.size // 10)] = 0  # spans that read nothing
+    source = rng.integers(0, len(sources), lengths.size).astype(np.int32)
+    starts = (rng.random(lengths.size) * ((3 << 20) - lengths)).astype(np.int64)
+    expected = b"".join(
+        sources[s][a : a + n]
+        for s, a, n in zip(source.tolist(), starts.tolist(), lengths.tolist(), strict=True)
+    )
+    out = bytearray(len(expected) + 7)
+    assert kineto_scan.copy_spans(sources, source, starts, lengths, out) == len(expected)
+    assert out[: len(expected)] == expected
+    assert out[len(expected) :] == bytes(7)  # nothing written past the spans
+    with pytest.raises(ValueError, match="more bytes"):
+        kineto_scan.copy_spans(sources, source, starts, lengths, bytearray(len(expected) - 1))
+    outside = starts.copy()
+    outside[-1] = 3 << 20
+    lengths[-1] = 1
+    with pytest.raises(ValueError, match="outside"):
+        kineto_scan.copy_spans(sources, source, outside, lengths, out)
+
+
+@needs_scanner
 @given(
     texts=st.lists(st.text(max_size=6), max_size=30),
     picks=st.lists(st.integers(-3, 40), max_size=80),

@@ -39,6 +39,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 #include "../_decimal.h"
 
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ID, F_ARGS, N_FIELDS };
@@ -990,10 +993,39 @@ out:
     return result;
 }
 
+/* The spans first..stop-1 of copy_spans, copied back to back from dst. */
+typedef struct {
+    const Py_buffer *views;
+    const int32_t *src;
+    const int64_t *start;
+    const int64_t *length;
+    Py_ssize_t first, stop;
+    char *dst;
+} SpanCopy;
+
+static void *copy_span_range(void *arg) {
+    const SpanCopy *job = (const SpanCopy *)arg;
+    char *dst = job->dst;
+    for (Py_ssize_t i = job->first; i < job->stop; i++) {
+        if (job->length[i] == 0) continue;
+        memcpy(dst, (const char *)job->views[job->src[i]].buf + job->start[i],
+               (size_t)job->length[i]);
+        dst += job->length[i];
+    }
+    return NULL;
+}
+
+/* At least this many bytes to copy, and copy_spans copies the second half of them on a
+ * thread of its own while the caller copies the first. The copy writes into pages the system
+ * has to find (a file's map laid out with holes): most of its time is the system's, which
+ * two threads spend at once (bench/README.md, "Growth"). */
+#define COPY_SPLIT_BYTES ((Py_ssize_t)8 << 20)
+
 /* copy_spans(sources, source, starts, lengths, out): span i (source[i], an index into the
  * sequence sources of buffers; starts[i] and lengths[i], int64) copied into the writable
  * buffer out, back to back from its start; a span of length 0 reads nothing. ValueError
- * where a span lies outside its source or the spans need more than out holds. */
+ * where a span lies outside its source or the spans need more than out holds. From
+ * COPY_SPLIT_BYTES on, two threads copy (the bytes written are the same). */
 static PyObject *copy_spans(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *sources_obj, *source_obj, *starts_obj, *lengths_obj, *out_obj;
@@ -1050,13 +1082,27 @@ static PyObject *copy_spans(PyObject *self, PyObject *args) {
         goto done;
     }
     {
-        char *dst = (char *)out.buf;
+        SpanCopy whole = {views, src, start, length, 0, n, (char *)out.buf};
         Py_BEGIN_ALLOW_THREADS;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (length[i] == 0) continue;
-            memcpy(dst, (const char *)views[src[i]].buf + start[i], (size_t)length[i]);
-            dst += length[i];
+        int split = 0;
+#ifndef _WIN32
+        if (total >= COPY_SPLIT_BYTES) {
+            /* the second half from the first span that starts at or past half the bytes */
+            Py_ssize_t at = 0, before = 0;
+            while (at < n && before < total / 2) before += (Py_ssize_t)length[at++];
+            SpanCopy first = whole, second = whole;
+            first.stop = at;
+            second.first = at;
+            second.dst = (char *)out.buf + before;
+            pthread_t helper;
+            if (pthread_create(&helper, NULL, copy_span_range, &second) == 0) {
+                copy_span_range(&first);
+                pthread_join(helper, NULL);
+                split = 1;
+            }
         }
+#endif
+        if (!split) copy_span_range(&whole);
         Py_END_ALLOW_THREADS;
     }
     result = PyLong_FromSsize_t(total);
