@@ -12,7 +12,7 @@ every replay: more than half its time).
 from __future__ import annotations
 
 from array import array
-from collections.abc import MutableSequence
+from collections.abc import Callable, Iterator, Mapping, MutableSequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +27,68 @@ if TYPE_CHECKING:
 IntColumn = MutableSequence[int]
 
 
-class NodeEdges(dict[int, Any]):
-    """A graph's edges by node (a dict, as the Python loop reads them) that also keeps them
-    as the compiled walk reads them, made once with the graph's columns rather than from the
-    dict at every replay: ``rows`` is (node count, where each node's edges begin (count + 1
-    offsets), their sources, their gaps), each node's edges in its own order (for wake-ups:
-    (node count, each node's source or -1, its gap)); None where not made."""
+class NodeEdges(Mapping[int, Any]):
+    """A graph's edges by node as the compiled walk reads them (``rows``: (node count, where
+    each node's edges begin (count + 1 offsets), their sources, their gaps), each node's
+    edges in its own order; for wake-ups: (node count, each node's source or -1, its gap);
+    None where not made), and as a dict by node for the Python loop, made by ``make`` on
+    its first read only: where the compiled walk is built, a replay reads the rows alone
+    (the dict of the 1.5 GB bench trace's graph, 56,560 event edges, took 0.03-0.04 s to
+    make and about 10 MB to hold, for each graph and for each replay that overlaps the
+    communication)."""
 
-    rows: tuple[Any, ...] | None = None
+    def __init__(self, rows: tuple[Any, ...] | None, make: Callable[[], dict[int, Any]]) -> None:
+        self.rows = rows
+        self._make = make
+        self._table: dict[int, Any] | None = None
+
+    def _by_node(self) -> dict[int, Any]:
+        table = self._table
+        if table is None:  # two threads may both make it: the same dict either way
+            table = self._table = self._make()
+        return table
+
+    def __getitem__(self, node: int) -> Any:
+        return self._by_node()[node]
+
+    def get(self, node: int, default: Any = None) -> Any:
+        return self._by_node().get(node, default)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._by_node())
+
+    def __len__(self) -> int:
+        return len(self._by_node())
+
+    def nodes(self) -> Int64Array:
+        """The nodes that have edges, from ``rows`` where made."""
+        if self.rows is None:
+            return np.fromiter(self._by_node(), dtype=np.int64)
+        if len(self.rows) == 3:  # wake-ups: a source per node
+            return np.flatnonzero(np.asarray(self.rows[1]) >= 0)
+        return np.flatnonzero(np.diff(self.rows[1]) > 0)
+
+
+def edge_nodes(*tables: Mapping[int, Any]) -> Int64Array:
+    """The nodes that have edges in any of ``tables`` (each a node's at least once)."""
+    parts = [
+        table.nodes() if isinstance(table, NodeEdges) else np.fromiter(table, dtype=np.int64)
+        for table in tables
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def event_edges(n: int, src: Int64Array, dst: Int64Array, delay: Int64Array) -> NodeEdges:
+    """Event edges ``src`` -> ``dst`` (with their delays) of a graph of ``n`` nodes."""
+    return NodeEdges(compressed_rows(n, dst, src, delay), lambda: events_by_node(src, dst, delay))
+
+
+def wait_edges(n: int, src: Int64Array, dst: Int64Array) -> NodeEdges:
+    """Synchronisation waits ``src`` -> ``dst`` of a graph of ``n`` nodes."""
+    return NodeEdges(
+        compressed_rows(n, dst, src, np.zeros(src.size, dtype=np.int64)),
+        lambda: waits_by_node(src, dst),
+    )
 
 
 def compressed_rows(
@@ -75,25 +129,24 @@ class PlainColumns:
     def of(graph: StepGraph) -> PlainColumns:
         """The plain columns of ``graph``."""
         n = graph.size
-        waits = NodeEdges(waits_by_node(graph.wait_src, graph.wait_dst))
-        waits.rows = compressed_rows(
-            n, graph.wait_dst, graph.wait_src, np.zeros(graph.wait_src.size, dtype=np.int64)
-        )
+        waits = wait_edges(n, graph.wait_src, graph.wait_dst)
         woken = graph.wake_src >= 0
-        wakes = NodeEdges(
-            {
-                v: (int(graph.wake_src[v]), int(graph.wake_delay[v]))
-                for v in np.flatnonzero(woken).tolist()
-            }
-        )
-        if graph.wake_src.size == n and bool((graph.wake_src[woken] < n).all()):
-            wakes.rows = (
+        wake_src, wake_delay = graph.wake_src, graph.wake_delay
+        rows = None
+        if wake_src.size == n and bool((wake_src[woken] < n).all()):
+            rows = (
                 n,
-                np.where(woken, graph.wake_src, -1).astype(np.int64),
-                np.where(woken, graph.wake_delay, 0).astype(np.int64),
+                np.where(woken, wake_src, -1).astype(np.int64),
+                np.where(woken, wake_delay, 0).astype(np.int64),
             )
-        events = NodeEdges(events_by_node(graph.event_src, graph.event_dst, graph.event_delay))
-        events.rows = compressed_rows(n, graph.event_dst, graph.event_src, graph.event_delay)
+        wakes = NodeEdges(
+            rows,
+            lambda: {
+                v: (int(wake_src[v]), int(wake_delay[v]))
+                for v in np.flatnonzero(wake_src >= 0).tolist()
+            },
+        )
+        events = event_edges(n, graph.event_src, graph.event_dst, graph.event_delay)
         return PlainColumns(
             c_array(graph.chain_pred),
             c_array(graph.chain_delay),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any, Final
@@ -40,9 +40,10 @@ from perfledger.analysis.graph_codes import (
 from perfledger.analysis.graph_plain import (
     IntColumn,
     NodeEdges,
-    events_by_node,
+    edge_nodes,
+    event_edges,
     patched,
-    waits_by_node,
+    wait_edges,
 )
 from perfledger.analysis.graph_waits import unique_pairs
 from perfledger.analysis.intervals import Int64Array
@@ -258,9 +259,9 @@ class ScheduleInputs:
         IntColumn,
         IntColumn,
         Int64Array,
-        dict[int, list[int]],
-        dict[int, tuple[int, int]],
-        dict[int, list[tuple[int, int]]],
+        Mapping[int, list[int]],
+        Mapping[int, tuple[int, int]],
+        Mapping[int, list[tuple[int, int]]],
         dict[int, tuple[int, int]],
     ]
     chain_delay: Int64Array
@@ -373,16 +374,19 @@ def schedule_inputs(
         launch_src = np.where(fused, -1, launch_src)
         delay = np.where(fused, 0, delay)
         release = np.where(fused, FREE, release)
-    events: dict[int, list[tuple[int, int]]] = plain.events
+    events = plain.events
     if change.overlap_comm:
         # communication neither waits for the compute before it nor holds the compute after
         keep_event = ~(graph.is_comm[graph.event_src] | graph.is_comm[graph.event_dst])
-        events = events_by_node(
-            graph.event_src[keep_event], graph.event_dst[keep_event], graph.event_delay[keep_event]
+        events = event_edges(
+            graph.size,
+            graph.event_src[keep_event],
+            graph.event_dst[keep_event],
+            graph.event_delay[keep_event],
         )
-    waits: dict[int, list[int]] = plain.waits
+    waits = plain.waits
     if not kept.all():
-        waits = waits_by_node(graph.wait_src[kept], graph.wait_dst[kept])
+        waits = wait_edges(graph.size, graph.wait_src[kept], graph.wait_dst[kept])
     pred_list, pred = _loop_column(plain.chain_pred, graph.chain_pred, pred)
     delay_list, delay = _loop_column(plain.chain_delay, graph.chain_delay, delay)
     launch_list, launch_src = _loop_column(plain.launch_src, graph.launch_src, launch_src)
@@ -402,7 +406,7 @@ def schedule_inputs(
         transfers,
     )
     full = np.zeros(graph.size, dtype=bool)
-    full[[*waits, *plain.wakes, *events, *transfers]] = True
+    full[edge_nodes(waits, plain.wakes, events, transfers)] = True
     return ScheduleInputs(lists, delay, pred, launch_src, launch_delay, release, full)
 
 
@@ -423,9 +427,9 @@ def _schedule(
     release: IntColumn,
     dur: IntColumn,
     observed: Int64Array,
-    waits: dict[int, list[int]],
-    wakes: dict[int, tuple[int, int]],
-    events: dict[int, list[tuple[int, int]]],
+    waits: Mapping[int, list[int]],
+    wakes: Mapping[int, tuple[int, int]],
+    events: Mapping[int, list[tuple[int, int]]],
     transfers: dict[int, tuple[int, int]],
 ) -> tuple[array[int], array[int], array[int], bytearray]:
     """The longest-path recursion over plain lists (nodes in topological order).
@@ -451,9 +455,9 @@ def _schedule(
 # its edge tables by node (waits, wakes, events, transfers).
 NodeColumns = tuple[IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, IntColumn, Int64Array]
 EdgeTables = tuple[
-    dict[int, list[int]],
-    dict[int, tuple[int, int]],
-    dict[int, list[tuple[int, int]]],
+    Mapping[int, list[int]],
+    Mapping[int, tuple[int, int]],
+    Mapping[int, list[tuple[int, int]]],
     dict[int, tuple[int, int]],
 ]
 
@@ -476,15 +480,15 @@ class ScheduleState:
     @staticmethod
     def of(
         n: int,
-        waits: dict[int, list[int]],
-        wakes: dict[int, tuple[int, int]],
-        events: dict[int, list[tuple[int, int]]],
+        waits: Mapping[int, list[int]],
+        wakes: Mapping[int, tuple[int, int]],
+        events: Mapping[int, list[tuple[int, int]]],
         transfers: dict[int, tuple[int, int]],
     ) -> ScheduleState:
         """The state before the first node of a graph of ``n`` nodes."""
-        more = bytearray(n)
-        for v in (*waits, *wakes, *events, *transfers):
-            more[v] = 1
+        marks = np.zeros(n, dtype=np.uint8)
+        marks[edge_nodes(waits, wakes, events, transfers)] = 1
+        more = bytearray(marks.data)
         zeros = array("q", [0]) * n
         return ScheduleState(
             zeros, array("q", zeros), array("q", [-1]) * n, bytearray([RELEASE]) * n, more
@@ -560,20 +564,20 @@ def _compiled_inputs(
     )
 
 
-def _made(table: dict[int, Any], n: int) -> tuple[Any, ...] | None:
+def _made(table: Mapping[int, Any], n: int) -> tuple[Any, ...] | None:
     """The compressed rows a graph's edge table was made with (:class:`NodeEdges`), when
     made for ``n`` nodes; else None."""
     rows = table.rows if isinstance(table, NodeEdges) else None
     return rows if rows is not None and rows[0] == n else None
 
 
-def _keys_within(table: dict[int, Any], n: int) -> bool:
+def _keys_within(table: Mapping[int, Any], n: int) -> bool:
     return all(0 <= v < n for v in table)
 
 
 def _rows(
     n: int,
-    table: dict[int, Any],
+    table: Mapping[int, Any],
     pairs_of: Callable[[Any], list[tuple[int, int]]] | None = None,
 ) -> tuple[Int64Array, Int64Array, Int64Array]:
     """Each node's (source, gap) pairs (``pairs_of`` a node's entry, else the entry itself)
