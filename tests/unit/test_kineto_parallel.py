@@ -15,6 +15,8 @@ import multiprocessing
 import os
 import pickle
 import signal
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -518,3 +520,37 @@ def test_workers_started_for_nothing_are_stopped(monkeypatch: pytest.MonkeyPatch
     while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes and not any(p.is_alive() for p in processes)
+
+
+_FORKED_OR_SPAWNED = """
+import json, signal, threading
+import colorsys
+from perfledger import import_pool
+
+signal.signal(signal.SIGTERM, lambda *_: None)  # the command line's own handler
+colorsys.MARK = 7  # what this process did to the module before the workers started
+seen = []
+for running in (False, True):
+    if running:  # another thread of this process: its locks would be inherited
+        stop = threading.Event()
+        threading.Thread(target=stop.wait, daemon=True).start()
+    assert import_pool.prestart(1, "colorsys")
+    pool = import_pool.take(1)
+    mark = pool.submit(eval, "getattr(__import__('colorsys'), 'MARK', None)").result()
+    default = pool.submit(eval, "__import__('signal').getsignal(15) == 0")  # SIG_DFL
+    seen.append([pool._mp_context.get_start_method(), mark, default.result()])
+    pool.shutdown()
+print(json.dumps(seen))
+"""
+
+
+def test_the_prestarted_workers_are_forked_with_the_module_loaded_where_they_can_be() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED_OR_SPAWNED], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    forked = sys.platform.startswith("linux")
+    # forked: the module as this process left it; spawned: loaded afresh. Either way the
+    # worker ends on SIGTERM rather than running the command line's handler
+    expected = [["fork", 7, True] if forked else ["spawn", None, True], ["spawn", None, True]]
+    assert json.loads(done.stdout) == expected
