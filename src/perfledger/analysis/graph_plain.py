@@ -32,10 +32,10 @@ class NodeEdges(Mapping[int, Any]):
     each node's edges begin (count + 1 offsets), their sources, their gaps), each node's
     edges in its own order; for wake-ups: (node count, each node's source or -1, its gap);
     None where not made), and as a dict by node for the Python loop, made by ``make`` on
-    its first read only: where the compiled walk is built, a replay reads the rows alone
-    (the dict of the 1.5 GB bench trace's graph, 56,560 event edges, took 0.03-0.04 s to
-    make and about 10 MB to hold, for each graph and for each replay that overlaps the
-    communication)."""
+    its first read only: where the compiled walk is built, a replay reads the rows alone (by
+    hand, a dict of 56,560 event edges, as many as the 1.5 GB bench trace's graph has, takes
+    0.036 s to make and 14 MB to hold: once per graph, and again for each replay that
+    overlaps the communication)."""
 
     def __init__(self, rows: tuple[Any, ...] | None, make: Callable[[], dict[int, Any]]) -> None:
         self.rows = rows
