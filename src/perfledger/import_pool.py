@@ -63,25 +63,26 @@ def new_pool(workers: int, preload: str, *, fork: bool = False) -> ProcessPoolEx
     """A pool of ``workers`` workers (none started until a task is submitted), each loading
     the module ``preload`` as it starts. ``fork``: forked from this process, which loads
     ``preload`` first, where the system can fork and this process runs no other thread of
-    its own (:func:`_forkable`); else spawned.
+    its own (:func:`_can_fork`, before and after the loading); else spawned.
 
     Raises:
         OSError: no pool here (no semaphores: no /dev/shm ...).
     """
     method = "spawn"
-    if fork and _forkable():
+    if fork and _can_fork():
         importlib.import_module(preload)
-        method = "fork"
+        if threading.active_count() == 1:  # checked once loading it started no thread
+            method = "fork"
     context = multiprocessing.get_context(method)
     return ProcessPoolExecutor(
         workers, mp_context=context, initializer=start_worker, initargs=(os.getpid(), preload)
     )
 
 
-def _forkable() -> bool:
+def _can_fork() -> bool:
     """Whether workers may be forked from here: on Linux (Arrow's allocator and thread pools
-    have their own handlers for a fork), with no other Python thread running, whose locks
-    the child would inherit."""
+    have their own handlers for a fork), with no other Python thread running (whose locks
+    the child would inherit)."""
     return (
         sys.platform.startswith("linux")
         and "fork" in multiprocessing.get_all_start_methods()

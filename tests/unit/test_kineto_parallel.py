@@ -523,18 +523,23 @@ def test_workers_started_for_nothing_are_stopped(monkeypatch: pytest.MonkeyPatch
 
 
 _FORKED_OR_SPAWNED = """
-import json, signal, threading
+import json, signal, sys, threading
 import colorsys
 from perfledger import import_pool
 
 signal.signal(signal.SIGTERM, lambda *_: None)  # the command line's own handler
 colorsys.MARK = 7  # what this process did to the module before the workers started
+# a module whose loading starts a thread
+sys.path.insert(0, sys.argv[1])
+with open(sys.argv[1] + "/threaded_load.py", "w") as module:
+    module.write("import threading\\n")
+    module.write("threading.Thread(target=threading.Event().wait, daemon=True).start()\\n")
 seen = []
-for running in (False, True):
+for preload, running in (("colorsys", False), ("threaded_load", False), ("colorsys", True)):
     if running:  # another thread of this process: its locks would be inherited
         stop = threading.Event()
         threading.Thread(target=stop.wait, daemon=True).start()
-    assert import_pool.prestart(1, "colorsys")
+    assert import_pool.prestart(1, preload)
     pool = import_pool.take(1)
     mark = pool.submit(eval, "getattr(__import__('colorsys'), 'MARK', None)").result()
     default = pool.submit(eval, "__import__('signal').getsignal(15) == 0")  # SIG_DFL
@@ -544,13 +549,20 @@ print(json.dumps(seen))
 """
 
 
-def test_the_prestarted_workers_are_forked_with_the_module_loaded_where_they_can_be() -> None:
+def test_the_prestarted_workers_are_forked_with_the_module_loaded_where_they_can_be(
+    tmp_path: Path,
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _FORKED_OR_SPAWNED], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _FORKED_OR_SPAWNED, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     forked = sys.platform.startswith("linux")
-    # forked: the module as this process left it; spawned: loaded afresh. Either way the
-    # worker ends on SIGTERM rather than running the command line's handler
-    expected = [["fork", 7, True] if forked else ["spawn", None, True], ["spawn", None, True]]
+    # forked: the module as this process left it; spawned: loaded afresh, as where loading
+    # the module started a thread or another thread runs. Either way the worker ends on
+    # SIGTERM rather than running the command line's handler
+    spawned = ["spawn", None, True]
+    expected = [["fork", 7, True] if forked else spawned, spawned, spawned]
     assert json.loads(done.stdout) == expected
