@@ -62,8 +62,8 @@ def start_worker(parent_pid: int, preload: str) -> None:
 def new_pool(workers: int, preload: str, *, fork: bool = False) -> ProcessPoolExecutor:
     """A pool of ``workers`` workers (none started until a task is submitted), each loading
     the module ``preload`` as it starts. ``fork``: forked from this process, which loads
-    ``preload`` first, where the system can fork and this process runs no other thread of
-    its own (:func:`_can_fork`, before and after the loading); else spawned.
+    ``preload`` first, where the system can fork (:func:`_can_fork`) and this process then
+    runs no other thread of its own; else spawned.
 
     Raises:
         OSError: no pool here (no semaphores: no /dev/shm ...).
@@ -71,7 +71,9 @@ def new_pool(workers: int, preload: str, *, fork: bool = False) -> ProcessPoolEx
     method = "spawn"
     if fork and _can_fork():
         importlib.import_module(preload)
-        if threading.active_count() == 1:  # checked once loading it started no thread
+        # no other Python thread, whose locks the child would inherit (loading the module
+        # may have started one)
+        if threading.active_count() == 1:
             method = "fork"
     context = multiprocessing.get_context(method)
     return ProcessPoolExecutor(
@@ -80,14 +82,9 @@ def new_pool(workers: int, preload: str, *, fork: bool = False) -> ProcessPoolEx
 
 
 def _can_fork() -> bool:
-    """Whether workers may be forked from here: on Linux (Arrow's allocator and thread pools
-    have their own handlers for a fork), with no other Python thread running (whose locks
-    the child would inherit)."""
-    return (
-        sys.platform.startswith("linux")
-        and "fork" in multiprocessing.get_all_start_methods()
-        and threading.active_count() == 1
-    )
+    """Whether the system here can fork workers: Linux (Arrow's allocator and thread pools
+    have their own handlers for a fork; elsewhere a fork is not safe with them)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
 def prestart(workers: int, preload: str) -> bool:

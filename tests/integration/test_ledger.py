@@ -358,7 +358,7 @@ sys.exit(code)
 """
 
 
-def test_a_ledger_made_while_another_connection_reads_it_waits_for_it(tmp_path: Path) -> None:
+def test_a_ledger_made_while_another_connection_writes_it_waits_for_it(tmp_path: Path) -> None:
     # two processes making the ledger at once: the second one's switch to WAL mode meets the
     # write lock the first one's upgrade holds, which SQLite reports at once instead of
     # waiting; the switch waits for the lock (held here 0.3 s), and the ledger is made, in
