@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import Any, Final
 
 from perfledger import import_pool
 from perfledger.errors import PerfledgerError
@@ -57,9 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _remember_missing_modules()
     try:
         with _terminate_as_interrupt():
-            # the import's workers of one large trace start loading their libraries now,
-            # beside this process's own (stopped below if the run does not take them)
-            import_pool.prestart_for(arguments, "perfledger.sources.kineto_parallel")
+            # the import's workers of one large trace start now, and read it while this
+            # process loads its own libraries (stopped below if the run does not take them)
+            started = import_pool.prestart_for(arguments, _DECODER)
+            if started is not None:
+                _decoder().read_ahead(*started)
             # the subcommands' modules load here: an interrupt while they do is one line too
             parser = build_parser()
             # what the imports made lives as long as the process: kept out of the collector's
@@ -91,8 +93,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # a bug of ours: one line, the traceback on request
         return _internal_error(error)
     finally:
+        if _DECODER in sys.modules:
+            _decoder().discard_read_ahead()
         import_pool.discard()
     return code
+
+
+# The module that reads one large Kineto trace with worker processes.
+_DECODER: Final = "perfledger.sources.kineto_parallel"
+
+
+def _decoder() -> Any:
+    return importlib.import_module(_DECODER)
 
 
 # Modules Arrow looks for on each conversion of a Python value (a scalar given to a compute

@@ -7,8 +7,9 @@ of its own. Where the system can fork (Linux) they are forked once this process 
 the decoder's modules, before it starts a thread of its own or loads the rest: each starts
 with them loaded, for a few milliseconds instead of about 0.4 s of CPU, and this process's
 own loading has the cores to itself meanwhile. Elsewhere they are spawned first and load
-theirs while this process loads its own. A pool nobody takes is stopped by :func:`discard`
-(or at the interpreter's exit).
+theirs while this process loads its own. The command line then has them read the trace
+(``kineto_parallel.read_ahead``, which takes the pool) while it loads the rest. A pool nobody
+takes is stopped by :func:`discard` (or at the interpreter's exit).
 
 Only the standard library is imported here: the command line reaches this module before
 anything heavy is loaded.
@@ -143,19 +144,22 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
-def prestart_for(argv: list[str], preload: str) -> None:
+def prestart_for(argv: list[str], preload: str) -> tuple[str, int] | None:
     """Start the workers for ``perfledger analyze`` of one large trace (``argv``: the command
     line's arguments): an uncompressed ``.json`` of at least :data:`PARALLEL_MIN_BYTES`, the
     only file named, with the default workers (one per core; none with ``--workers`` or
     ``--dask``, whose runs start their own, nor for help); ``preload``: the module they load
-    as they start (the decoder's)."""
+    as they start (the decoder's). The trace and the workers started for it, if any."""
     if not argv or argv[0] != "analyze" or (os.cpu_count() or 1) < 2:
-        return
+        return None
     if any(a.startswith(("--workers", "--dask", "-h", "--help")) for a in argv[1:]):
-        return
+        return None
     named = [a for a in argv[1:] if not a.startswith("-") and os.path.isfile(a)]
     if len(named) == 1 and _large_json(named[0]):
-        prestart(os.cpu_count() or 1, preload)
+        workers = os.cpu_count() or 1
+        if prestart(workers, preload):
+            return named[0], workers
+    return None
 
 
 def _large_json(path: str) -> bool:

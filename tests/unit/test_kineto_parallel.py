@@ -17,6 +17,8 @@ import pickle
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -566,3 +568,163 @@ def test_the_prestarted_workers_are_forked_with_the_module_loaded_where_they_can
     spawned = ["spawn", None, True]
     expected = [["fork", 7, True] if forked else spawned, spawned, spawned]
     assert json.loads(done.stdout) == expected
+
+
+def _read_ahead_finished() -> kineto_parallel._Ahead:
+    ahead = kineto_parallel._ahead
+    assert ahead is not None
+    ahead.done.exception(timeout=120)  # ended, however
+    return ahead
+
+
+def test_a_read_started_ahead_is_the_one_the_import_takes(
+    tmp_path: Path, small_chunks: Seen
+) -> None:
+    path = gen.write_kineto(tmp_path / "a.json", _ops(2000))
+    alone = load_kineto(path)
+    assert kineto_parallel.read_ahead(path, WORKERS)
+    _read_ahead_finished()
+    sent = small_chunks.sent
+    assert sent > 10  # the workers read the trace before anyone asked for it
+    reported: list[tuple[int, int]] = []
+    parallel = load_kineto(path, workers=WORKERS, progress=lambda *p: reported.append(p))
+    _assert_same(parallel, alone)
+    assert small_chunks.sent == sent  # taken as it was: not read again
+    assert kineto_parallel._ahead is None
+    assert reported[-1] == (path.stat().st_size,) * 2
+
+
+def test_a_read_ahead_of_a_file_since_replaced_or_with_other_workers_is_not_taken(
+    tmp_path: Path, small_chunks: Seen
+) -> None:
+    path = gen.write_kineto(tmp_path / "a.json", _ops(2000))
+    assert kineto_parallel.read_ahead(path, WORKERS)
+    stale = _read_ahead_finished()
+    # another file under the name (same size: the inode tells them apart)
+    other = gen.write_kineto(tmp_path / "b.json", [{**e, "dur": 6} for e in _ops(2000)])
+    assert other.stat().st_size == path.stat().st_size
+    os.replace(other, path)
+    sent = small_chunks.sent
+    parallel = load_kineto(path, workers=WORKERS)
+    _assert_same(parallel, load_kineto(path))
+    assert set(parallel.events.column("dur_ns").to_pylist()) == {6000}
+    assert small_chunks.sent - sent > 10 and not stale.thread.is_alive()
+    # the same file, read with another number of workers
+    assert kineto_parallel.read_ahead(path, WORKERS)
+    stale = _read_ahead_finished()
+    sent = small_chunks.sent
+    _assert_same(load_kineto(path, workers=WORKERS + 1), load_kineto(path))
+    assert small_chunks.sent - sent > 10 and kineto_parallel._ahead is None
+
+
+def test_a_read_ahead_raises_what_the_read_would_have(tmp_path: Path, small_chunks: Seen) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(b'{"traceEvents": 7}' + b" " * 100_000)
+    with pytest.raises(kineto.TraceFormatError) as alone:
+        load_kineto(path, workers=WORKERS)
+    assert kineto_parallel.read_ahead(path, WORKERS)
+    with pytest.raises(kineto.TraceFormatError) as ahead:
+        load_kineto(path, workers=WORKERS)
+    assert str(ahead.value) == str(alone.value)
+    assert not kineto_parallel.read_ahead(tmp_path / "missing.json", WORKERS)
+
+
+def test_a_read_ahead_nobody_takes_is_stopped_with_its_workers_and_files(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
+    path = gen.write_kineto(tmp_path / "a.json", _ops(20_000))
+    assert kineto_parallel.read_ahead(path, WORKERS)
+    ahead = kineto_parallel._ahead
+    assert ahead is not None
+    deadline = time.monotonic() + 60
+    while small_chunks.sent < 5 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert not ahead.done.done()  # stopped midway, not after its end
+    kineto_parallel.discard_read_ahead()
+    assert kineto_parallel._ahead is None and not ahead.thread.is_alive()
+    assert isinstance(ahead.done.exception(), kineto_parallel._Abandoned)
+    assert list(spill.iterdir()) == []  # its block files' folder removed
+    kineto_parallel.discard_read_ahead()  # nothing left to stop
+
+
+def test_the_wait_for_a_read_ahead_passes_its_progress_on_and_an_interrupt_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(b"[]")
+    finish = threading.Event()
+
+    def read(path: Path, workers: int, progress: Any, stop: threading.Event) -> Any:
+        progress(10, 100)
+        while not finish.is_set():
+            if stop.is_set():
+                raise kineto_parallel._Abandoned
+            time.sleep(0.005)
+        return "read"
+
+    monkeypatch.setattr(kineto_parallel, "_read", read)
+    monkeypatch.setattr(kineto_parallel, "_PROGRESS_EVERY_S", 0.01)
+    reported: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        reported.append((done, total))
+        if len(reported) == 3:
+            finish.set()
+
+    assert kineto_parallel.read_ahead(path, WORKERS)
+    assert kineto_parallel.read_blocks(path, WORKERS, progress) == "read"
+    assert reported[:3] == [(10, 100)] * 3
+    finish.clear()
+
+    def interrupted(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    assert kineto_parallel.read_ahead(path, WORKERS)
+    ahead = kineto_parallel._ahead
+    assert ahead is not None
+    with pytest.raises(KeyboardInterrupt):
+        kineto_parallel.read_blocks(path, WORKERS, interrupted)
+    assert ahead.stop.is_set() and not ahead.thread.is_alive()
+
+
+def test_the_command_line_reads_ahead_and_stops_the_read_when_the_run_ends_early(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfledger.__main__ import main
+
+    path = gen.write_kineto(tmp_path / "a.json", _ops(20_000))
+    monkeypatch.setattr(import_pool, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: WORKERS)
+    taken: list[kineto_parallel._Ahead] = []
+    original = kineto_parallel.read_ahead
+
+    def started(trace: str, workers: int) -> bool:
+        assert original(trace, workers)
+        assert kineto_parallel._ahead is not None
+        taken.append(kineto_parallel._ahead)
+        return True
+
+    reads: list[str] = []
+    read = kineto_parallel._read
+
+    def counted(path: Path, workers: int, progress: Any, stop: Any = None) -> Any:
+        reads.append(threading.current_thread().name)
+        if len(reads) > 1:  # a long read: still going when the run ends
+            stop.wait(60)
+        return read(path, workers, progress, stop)
+
+    monkeypatch.setattr(kineto_parallel, "read_ahead", started)
+    monkeypatch.setattr(kineto_parallel, "_read", counted)
+    taken_profile = tmp_path / "p"
+    assert main(["analyze", str(path), "-o", str(taken_profile), "--no-ledger"]) == 0
+    # the trace read once, ahead, and that read taken
+    assert reads == ["kineto-read-ahead"] and len(taken) == 1 and taken[0].done.result()
+    assert (taken_profile / "summary.json").is_file()
+    # the profile exists now: refused without --force, the read ahead stopped on the way out
+    assert main(["analyze", str(path), "-o", str(taken_profile), "--no-ledger"]) == 2
+    assert len(taken) == 2 and not taken[1].thread.is_alive()
+    assert isinstance(taken[1].done.exception(), kineto_parallel._Abandoned)
+    assert kineto_parallel._ahead is None and import_pool._started is None

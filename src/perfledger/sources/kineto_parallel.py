@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ except ImportError:  # not a POSIX system: the pipe keeps its size
 
 from perfledger import import_pool
 from perfledger.import_pool import MAX_WORKERS
+from perfledger.memory import returning_pool
 from perfledger.sources.block_files import BlockFile, loaded, spill_folder, to_file
 from perfledger.sources.kineto_columns import Block, Side, chunk_columns
 from perfledger.sources.kineto_scan import scanned_block
@@ -60,6 +62,8 @@ __all__ = [
     "WorkersUnavailable",
     "chunk_result",
     "chunk_result_at",
+    "discard_read_ahead",
+    "read_ahead",
     "read_blocks",
 ]
 
@@ -160,6 +164,10 @@ class SharedFileUnreadable(Exception):
     text through the pipes instead."""
 
 
+class _Abandoned(Exception):
+    """A read ahead stopped: nobody takes it (:func:`discard_read_ahead`)."""
+
+
 class _ThroughPipes(Exception):
     """The chunk at data offset ``start`` and those after it go through the pipes."""
 
@@ -172,7 +180,8 @@ def read_blocks(
     path: Path, workers: int, progress: Progress | None = None
 ) -> tuple[ReadResult, list[Block], Side]:
     """The blocks of ``path``'s events in file order, decoded by ``workers`` processes
-    (at most :data:`MAX_WORKERS`).
+    (at most :data:`MAX_WORKERS`); the read :func:`read_ahead` started of the same file with
+    as many workers, where there is one.
 
     Raises:
         TraceFormatError: the file is missing, empty, not JSON, or not a trace.
@@ -180,6 +189,16 @@ def read_blocks(
             partial read is kept; the file is closed).
     """
     workers = max(1, min(workers, MAX_WORKERS))
+    ahead = _take_ahead(path, workers)
+    if ahead is not None:
+        return ahead.outcome(progress)
+    return _read(path, workers, progress)
+
+
+def _read(
+    path: Path, workers: int, progress: Progress | None, stop: threading.Event | None = None
+) -> tuple[ReadResult, list[Block], Side]:
+    """:func:`read_blocks` itself; :class:`_Abandoned` once ``stop`` is set."""
     result, splitter = open_splitter(path, _forward_only(progress))
     blocks: list[Block] = []
     side = Side()
@@ -193,9 +212,11 @@ def read_blocks(
     try:
         with _pool(workers) as pool, spill_folder(path.stat().st_size) as folder:
             while True:
+                if stop is not None and stop.is_set():
+                    raise _Abandoned
                 try:
                     failed_at = _read_in_workers(
-                        pool, splitter, workers, blocks, side, shared, folder
+                        pool, splitter, workers, blocks, side, shared, folder, stop
                     )
                 except _ThroughPipes as switch:
                     _log.info(
@@ -224,6 +245,111 @@ def read_blocks(
     finally:
         splitter.source.close()
     return result, blocks, side
+
+
+# --- the read started ahead -------------------------------------------------------------------
+
+# How often the caller waiting for a read ahead passes its progress on, seconds.
+_PROGRESS_EVERY_S = 0.1
+
+
+class _Ahead:
+    """A read of one file started on a thread of its own (:func:`read_ahead`), for the
+    first :func:`read_blocks` of that file."""
+
+    def __init__(self, path: Path, workers: int) -> None:
+        self.identity = _identity(path)
+        self.workers = workers
+        self.stop = threading.Event()
+        self.reached: tuple[int, int] | None = None  # the read's progress so far
+        self.done: Future[tuple[ReadResult, list[Block], Side]] = Future()
+        self.thread = threading.Thread(
+            target=self._run, args=(path,), name="kineto-read-ahead", daemon=True
+        )
+
+    def _run(self, path: Path) -> None:
+        def reached(done: int, total: int) -> None:
+            self.reached = (done, total)
+
+        try:
+            with returning_pool():  # as the analysis the read is for allocates
+                self.done.set_result(_read(path, self.workers, reached, self.stop))
+        except BaseException as exc:  # the taker's to raise, as the read would have
+            self.done.set_exception(exc)
+
+    def outcome(self, progress: Progress | None) -> tuple[ReadResult, list[Block], Side]:
+        """The read's blocks once it ends (its error raised here), its progress passed on
+        to ``progress`` meanwhile; the read is stopped if the wait is interrupted."""
+        try:
+            while not wait([self.done], timeout=_PROGRESS_EVERY_S).done:
+                if progress is not None and self.reached is not None:
+                    progress(*self.reached)
+            return self.done.result()
+        except BaseException:
+            self.abandon()
+            raise
+        finally:
+            self.thread.join()
+
+    def abandon(self) -> None:
+        """Stop the read and wait for it to let go of its workers and block files."""
+        self.stop.set()
+        self.thread.join()
+
+
+_ahead_lock = threading.Lock()
+_ahead: _Ahead | None = None
+
+
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    found = path.stat()
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns
+
+
+def read_ahead(path: str | Path, workers: int) -> bool:
+    """Start reading ``path`` with ``workers`` workers now, on a thread, for the first
+    :func:`read_blocks` of the same file with as many (the command line calls it once it
+    has started the workers, and loads the rest of its modules while the workers read);
+    False where it cannot be read (the import then says why). A read nobody takes is
+    stopped by :func:`discard_read_ahead`."""
+    global _ahead
+    try:
+        ahead = _Ahead(Path(path), max(1, min(workers, MAX_WORKERS)))
+    except (OSError, ValueError):
+        return False
+    with _ahead_lock:
+        if _ahead is not None:
+            return False
+        _ahead = ahead
+    ahead.thread.start()
+    return True
+
+
+def _take_ahead(path: Path, workers: int) -> _Ahead | None:
+    """The read started ahead when it is of ``path`` (the same file, unchanged since) with
+    ``workers`` workers, now the caller's; None otherwise (any other is stopped)."""
+    global _ahead
+    with _ahead_lock:
+        ahead, _ahead = _ahead, None
+    if ahead is None:
+        return None
+    try:
+        same = ahead.identity == _identity(path) and ahead.workers == workers
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        ahead.abandon()
+        return None
+    return ahead
+
+
+def discard_read_ahead() -> None:
+    """Stop the read started ahead, if nobody took it (the run took another road)."""
+    global _ahead
+    with _ahead_lock:
+        ahead, _ahead = _ahead, None
+    if ahead is not None:
+        ahead.abandon()
 
 
 @contextmanager
@@ -290,12 +416,14 @@ def _read_in_workers(
     side: Side,
     shared: bool = True,
     folder: str | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Send the splitter's payloads to the workers and take their outcomes in file order into
     ``blocks`` and ``side``, up to the first chunk that does not decode: its offset (-1 when
     the data ran out first). With ``shared``, an uncompressed file's chunks are read by the
     workers from the file itself; :class:`_ThroughPipes` where a worker cannot open it. With
-    ``folder``, the workers hand their blocks back in files there (:mod:`.block_files`)."""
+    ``folder``, the workers hand their blocks back in files there (:mod:`.block_files`).
+    :class:`_Abandoned` once ``stop`` is set (checked at each chunk)."""
     pending: deque[tuple[int, Future[ChunkResult | BlockFile | None]]] = deque()
     source = (
         shared_file(splitter.source.fileno()) if shared and not splitter.source.compressed else None
@@ -311,6 +439,8 @@ def _read_in_workers(
 
     def next_failure() -> int:
         """Take the oldest chunk's outcome; its offset if it did not decode, else -1."""
+        if stop is not None and stop.is_set():
+            raise _Abandoned
         start, future = pending.popleft()
         try:
             outcome = loaded(future.result())
