@@ -10,7 +10,7 @@ import importlib.util
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from perfledger import import_pool
@@ -57,13 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _remember_missing_modules()
     try:
         with _terminate_as_interrupt():
-            # the import's workers of one large trace start now, and read it while this
-            # process loads its own libraries (stopped below if the run does not take them)
-            started = import_pool.prestart_for(arguments, _DECODER)
-            if started is not None:
-                _decoder().read_ahead(*started)
-            # the subcommands' modules load here: an interrupt while they do is one line too
-            parser = build_parser()
+            with _interrupts_held():
+                # the import's workers of one large trace start now, and read it while this
+                # process loads its own libraries (stopped below if the run does not take them)
+                started = import_pool.prestart_for(arguments, _DECODER)
+                if started is not None:
+                    _decoder().read_ahead(*started)
+                # the subcommands' modules load here
+                parser = build_parser()
             # what the imports made lives as long as the process: kept out of the collector's
             # full passes, which would walk it every time (and hold every thread meanwhile)
             gc.freeze()
@@ -143,6 +144,39 @@ def _terminate_as_interrupt() -> Iterator[None]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (as :func:`_terminate_as_interrupt` raises it) received in the block
+    raised when it ends, not inside it.
+
+    The block loads the libraries and forks the import's workers: an exception raised in a
+    library's loading or in a fork handler may be lost there (printed as ignored, the command
+    going on as if never interrupted) or abort the process (a compiled module's registration
+    cut short). A signal left ignored, or handled by another handler, stays as it was."""
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+
+    ours: dict[int, Callable[[int, Any], Any]] = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGTERM: _terminated,
+    }
+    replaced = []
+    with contextlib.suppress(ValueError):  # not the main thread: nothing to hold
+        for signum, handler in ours.items():
+            if signal.getsignal(signum) is handler:
+                signal.signal(signum, hold)
+                replaced.append(signum)
+    try:
+        yield
+    finally:
+        for signum in replaced:
+            signal.signal(signum, ours[signum])
+    if held:
+        raise Terminated if held[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 # A file that cannot be read or written for reasons of the machine, not of perfledger.

@@ -204,6 +204,55 @@ def test_ctrl_c_while_the_commands_load_is_one_line(
     assert capsys.readouterr().err == "perfledger: interrupted\n"
 
 
+_SIGNAL_WHILE_LOADING = """
+import os, signal, sys, time
+import perfledger.__main__ as main
+
+loaded = main.build_parser
+
+def build_parser():
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    lost = False
+    try:  # a library's loading that loses what is raised inside it (a fork handler, a finalizer)
+        time.sleep(0.2)
+    except BaseException:
+        lost = True
+    print("lost" if lost else "held", flush=True)
+    return loaded()
+
+main.build_parser = build_parser
+sys.exit(main.main(["--help"]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("signum", "ignored", "code", "said"),
+    [
+        ("SIGINT", False, 130, "perfledger: interrupted"),
+        ("SIGTERM", False, 143, "perfledger: terminated"),
+        ("SIGINT", True, 0, ""),  # a run in the background of a shell ignores Ctrl-C
+    ],
+)
+def test_a_signal_while_the_commands_load_stops_the_command_once_they_are_loaded(
+    signum: str, ignored: bool, code: int, said: str
+) -> None:
+    def ignore_ctrl_c() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_WHILE_LOADING, signum],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=ignore_ctrl_c if ignored else None,
+    )
+    assert done.stdout.splitlines()[0] == "held"
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip() == said
+    if ignored:
+        assert "usage: perfledger" in done.stdout  # the command went on
+
+
 # --- outputs that cannot be written --------------------------------------------------------------
 
 
