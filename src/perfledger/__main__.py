@@ -57,23 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _remember_missing_modules()
     try:
         with _terminate_as_interrupt():
-            with _interrupts_held():
-                # the import's workers of one large trace start now, and read it while this
-                # process loads its own libraries (stopped below if the run does not take them)
-                started = import_pool.prestart_for(arguments, _DECODER)
-                if started is not None:
-                    _decoder().read_ahead(*started)
-                # the subcommands' modules load here
-                parser = build_parser()
-            # what the imports made lives as long as the process: kept out of the collector's
-            # full passes, which would walk it every time (and hold every thread meanwhile)
-            gc.freeze()
-            args = parser.parse_args(argv)
-            if args.command is None:
-                parser.print_help()
-                return 2
-            code: int = args.run(args)
-            sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+            try:
+                code = _command(arguments, argv)
+            finally:
+                # a second Ctrl-C or a SIGTERM while they stop is held, then answered as the
+                # command's: the read's block files go with it
+                with _interrupts_held():
+                    _stop_workers()
     except BrokenPipeError:
         return _reader_gone()
     except PerfledgerError as error:
@@ -94,9 +84,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # a bug of ours: one line, the traceback on request
         return _internal_error(error)
     finally:
-        if _DECODER in sys.modules:
-            _decoder().discard_read_ahead()
-        import_pool.discard()
+        _stop_workers()  # stopped above already, unless that was cut short
+    return code
+
+
+def _command(arguments: list[str], argv: Sequence[str] | None) -> int:
+    """The command line's own work: load, parse, run; its exit code."""
+    with _interrupts_held():
+        # the import's workers of one large trace start now, and read it while this process
+        # loads its own libraries (stopped by the caller if the run does not take them)
+        started = import_pool.prestart_for(arguments, _DECODER)
+        if started is not None:
+            _decoder().read_ahead(*started)
+        # the subcommands' modules load here
+        parser = build_parser()
+    # what the imports made lives as long as the process: kept out of the collector's full
+    # passes, which would walk it every time (and hold every thread meanwhile)
+    gc.freeze()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    code: int = args.run(args)
+    sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
     return code
 
 
@@ -106,6 +116,13 @@ _DECODER: Final = "perfledger.sources.kineto_parallel"
 
 def _decoder() -> Any:
     return importlib.import_module(_DECODER)
+
+
+def _stop_workers() -> None:
+    """Stop the trace's read started ahead and the import's workers, where nobody took them."""
+    if _DECODER in sys.modules:
+        _decoder().discard_read_ahead()
+    import_pool.discard()
 
 
 # Modules Arrow looks for on each conversion of a Python value (a scalar given to a compute
@@ -149,7 +166,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
 @contextlib.contextmanager
 def _interrupts_held() -> Iterator[None]:
     """Ctrl-C and SIGTERM (as :func:`_terminate_as_interrupt` raises it) received in the block
-    raised when it ends, not inside it.
+    raised when it ends (in place of the block's own error, if any), not inside it.
 
     The block loads the libraries and forks the import's workers: an exception raised in a
     library's loading or in a fork handler may be lost there (printed as ignored, the command
@@ -174,9 +191,10 @@ def _interrupts_held() -> Iterator[None]:
         yield
     finally:
         for signum in replaced:
-            signal.signal(signum, ours[signum])
-    if held:
-        raise Terminated if held[0] == signal.SIGTERM else KeyboardInterrupt
+            if signal.getsignal(signum) is hold:  # not one a library set meanwhile
+                signal.signal(signum, ours[signum])
+        if held:  # also in place of an error of the block's: the user stopped the command
+            raise Terminated if held[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 # A file that cannot be read or written for reasons of the machine, not of perfledger.

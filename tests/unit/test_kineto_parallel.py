@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -617,16 +618,81 @@ def test_a_read_ahead_of_a_file_since_replaced_or_with_other_workers_is_not_take
     assert small_chunks.sent - sent > 10 and kineto_parallel._ahead is None
 
 
-def test_a_read_ahead_raises_what_the_read_would_have(tmp_path: Path, small_chunks: Seen) -> None:
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads each read of a file ran on, from now on."""
+    threads: list[str] = []
+    read = kineto_parallel._read
+
+    def counted(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return read(*args)
+
+    monkeypatch.setattr(kineto_parallel, "_read", counted)
+    return threads
+
+
+def test_a_read_ahead_raises_what_the_read_would_have(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(b'{"traceEvents": 7}' + b" " * 100_000)
     with pytest.raises(kineto.TraceFormatError) as alone:
         load_kineto(path, workers=WORKERS)
+    reads = _reads(monkeypatch)
     assert kineto_parallel.read_ahead(path, WORKERS)
     with pytest.raises(kineto.TraceFormatError) as ahead:
         load_kineto(path, workers=WORKERS)
+    assert reads == ["kineto-read-ahead"]  # the read ahead's error, not a read of its own
     assert str(ahead.value) == str(alone.value)
     assert not kineto_parallel.read_ahead(tmp_path / "missing.json", WORKERS)
+
+
+def test_a_read_ahead_that_lost_its_workers_is_answered_by_reading_in_this_process(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = gen.write_kineto(tmp_path / "a.json", _ops(2000))
+    alone = load_kineto(path)
+    partial: list[Any] = []
+
+    class Partial:
+        """What a read holds when its workers die (its blocks so far)."""
+
+    def died(*args: Any) -> Any:
+        held = Partial()
+        partial.append(weakref.ref(held))
+        raise kineto_parallel.WorkersUnavailable("a worker was killed")
+
+    monkeypatch.setattr(kineto_parallel, "_read", died)
+    assert kineto_parallel.read_ahead(path, WORKERS)
+    gc.disable()  # as while a trace loads: the read's leftovers go without the collector
+    try:
+        with pytest.raises(kineto_parallel.WorkersUnavailable) as failed:
+            kineto_parallel.read_blocks(path, WORKERS)
+        assert partial[0]() is None  # let go, though its error is still held
+        del failed
+        assert kineto_parallel.read_ahead(path, WORKERS)
+        _assert_same(load_kineto(path, workers=WORKERS), alone)  # the import's own fallback
+        assert kineto_parallel._ahead is None
+    finally:
+        gc.enable()
+
+
+def test_no_thread_for_a_read_ahead_leaves_the_read_to_the_import(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = gen.write_kineto(tmp_path / "a.json", _ops(2000))
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refused)
+        assert not kineto_parallel.read_ahead(path, WORKERS)
+    assert kineto_parallel._ahead is None
+    kineto_parallel.discard_read_ahead()  # nothing to stop
+    reads = _reads(monkeypatch)
+    _assert_same(load_kineto(path, workers=WORKERS), load_kineto(path))
+    assert reads == ["MainThread"]
 
 
 def test_a_read_ahead_nobody_takes_is_stopped_with_its_workers_and_files(

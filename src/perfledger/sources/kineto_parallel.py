@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import traceback
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
@@ -210,7 +211,8 @@ def _read(
 
     shared = True  # the workers read their chunks from the file while they can open it
     try:
-        with _pool(workers) as pool, spill_folder(path.stat().st_size) as folder:
+        # the pool ends (its chunks done) before the folder its workers write in is removed
+        with spill_folder(path.stat().st_size) as folder, _pool(workers) as pool:
             while True:
                 if stop is not None and stop.is_set():
                     raise _Abandoned
@@ -239,7 +241,7 @@ def _read(
                     break
         for chunk in finish(splitter):
             add(chunk)
-    except WorkersUnavailable:
+    except BaseException:
         blocks.clear()  # let the partial read go before the caller reads the file again
         raise
     finally:
@@ -275,6 +277,9 @@ class _Ahead:
             with returning_pool():  # as the analysis the read is for allocates
                 self.done.set_result(_read(path, self.workers, reached, self.stop))
         except BaseException as exc:  # the taker's to raise, as the read would have
+            # the frames the error passed through hold the partial read (its side data, the
+            # splitter): let go now, not at the collector's next pass (off while a trace loads)
+            traceback.clear_frames(exc.__traceback__)
             self.done.set_exception(exc)
 
     def outcome(self, progress: Progress | None) -> tuple[ReadResult, list[Block], Side]:
@@ -321,7 +326,13 @@ def read_ahead(path: str | Path, workers: int) -> bool:
         if _ahead is not None:
             return False
         _ahead = ahead
-    ahead.thread.start()
+    try:
+        ahead.thread.start()
+    except RuntimeError:  # no thread to be had (a limit on them): the import reads itself
+        with _ahead_lock:
+            if _ahead is ahead:
+                _ahead = None
+        return False
     return True
 
 
