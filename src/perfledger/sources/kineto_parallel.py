@@ -325,23 +325,18 @@ def read_ahead(path: str | Path, workers: int) -> bool:
     with _ahead_lock:
         if _ahead is not None:
             return False
+        try:
+            ahead.thread.start()  # before anyone may take it (and join its thread)
+        except RuntimeError:  # no thread to be had (a limit on them): the import reads itself
+            return False
         _ahead = ahead
-    try:
-        ahead.thread.start()
-    except RuntimeError:  # no thread to be had (a limit on them): the import reads itself
-        with _ahead_lock:
-            if _ahead is ahead:
-                _ahead = None
-        return False
     return True
 
 
 def _take_ahead(path: Path, workers: int) -> _Ahead | None:
     """The read started ahead when it is of ``path`` (the same file, unchanged since) with
     ``workers`` workers, now the caller's; None otherwise (any other is stopped)."""
-    global _ahead
-    with _ahead_lock:
-        ahead, _ahead = _ahead, None
+    ahead = _popped()
     if ahead is None:
         return None
     try:
@@ -356,11 +351,17 @@ def _take_ahead(path: Path, workers: int) -> _Ahead | None:
 
 def discard_read_ahead() -> None:
     """Stop the read started ahead, if nobody took it (the run took another road)."""
+    ahead = _popped()
+    if ahead is not None:
+        ahead.abandon()
+
+
+def _popped() -> _Ahead | None:
+    """The read started ahead, if any, no longer anyone else's to take."""
     global _ahead
     with _ahead_lock:
         ahead, _ahead = _ahead, None
-    if ahead is not None:
-        ahead.abandon()
+    return ahead
 
 
 @contextmanager
