@@ -3,11 +3,14 @@
 For each size, one after the other on the same file (in the page cache: the generator or a
 previous run read it), each in a child process:
   - the decode floor (as bench/ingest.py defines it): the trace's events decoded by the
-    importer's typed msgspec decoder, one process, nothing kept; run before and after
-    analyze, the reference is the mean of the two (the machine is shared: the spread is
-    printed);
-  - ``perfledger analyze TRACE -o DIR --force --no-ledger``: wall, CPU, peak RSS, the largest
-    RSS of each second, and the phases meta.json records;
+    importer's typed msgspec decoder, one process, nothing kept; run before and after each
+    analyze, each analyze compared with the mean of the two around it (the machine is
+    shared: the spread is printed);
+  - ``perfledger analyze TRACE -o DIR --force --no-ledger``, ``--runs`` times (default once),
+    a floor after each: wall, CPU, peak RSS, the largest RSS of each second, and the phases
+    meta.json records. With several runs the ratios are the medians of the runs' own
+    ratios, the figures of one run (the time, phases, seconds) are those of the run of the
+    median wall time, and the peak RSS is the largest of all runs;
   - HTA 0.5.0's parse + temporal breakdown (``--skip-hta`` leaves it out).
 Prints analyze / floor (target <= 2.5 at 1.5 GB) and peak RSS / raw JSON size (target <= 1.0
 at 1.5 GB; the 5 GB trace under 5 GB). ``--ascend`` runs the same growth figures on
@@ -15,7 +18,7 @@ torch_npu exports made by bench/make_ascend.py (floor: reading every file of the
 JSON decoded by msgspec, CSV parsed by pyarrow, the database's tables scanned by sqlite3).
 
 Usage: python bench/scale.py [--sizes 500 1500] [--5gb] [--skip-hta] [--ascend text|db]
-       [--workdir bench/out] [--check]
+       [--runs N] [--workdir bench/out] [--check]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -99,6 +103,11 @@ class SizeFigures:
     cores_by_second: list[float]
     hta: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    # every run's wall and CPU seconds and peak RSS, in order (the floors: one before the
+    # first run, one after each)
+    analyze_runs_wall_s: list[float] = field(default_factory=list)
+    analyze_runs_cpu_s: list[float] = field(default_factory=list)
+    analyze_runs_peak_rss: list[int] = field(default_factory=list)
 
     @property
     def floor_mean_s(self) -> float:
@@ -106,17 +115,29 @@ class SizeFigures:
 
     @property
     def floor_ratio(self) -> float:
-        return self.analyze_wall_s / self.floor_mean_s
+        """Analyze's wall seconds / the floor's around it (the median over the runs)."""
+        return _median_ratio(self.analyze_runs_wall_s or [self.analyze_wall_s], self.floor_s)
 
     @property
     def cpu_ratio(self) -> float:
         """CPU seconds of analyze (its workers included) / those of the floor: the steadier
         figure on a shared machine, where wall seconds stretch with the other jobs' load."""
-        return self.analyze_cpu_s / (sum(self.floor_cpu_s) / len(self.floor_cpu_s))
+        return _median_ratio(self.analyze_runs_cpu_s or [self.analyze_cpu_s], self.floor_cpu_s)
 
     @property
     def rss_multiple(self) -> float:
         return self.analyze_peak_rss / self.raw_bytes
+
+
+def _median_ratio(runs: list[float], floors: list[float]) -> float:
+    """The median of each run / the mean of the floors before and after it (run i between
+    floors i and i + 1; a single run against all the floors given)."""
+    if len(floors) != len(runs) + 1:
+        return statistics.median(runs) / (sum(floors) / len(floors))
+    return statistics.median(
+        run / ((before + after) / 2)
+        for run, before, after in zip(runs, floors[:-1], floors[1:], strict=True)
+    )
 
 
 def _analyze(path: Path, profile: Path) -> tuple[ChildRun, dict[str, float]]:
@@ -145,32 +166,41 @@ def _measure(
     workdir: Path,
     floor: Any,
     hta: bool,
+    runs: int = 1,
 ) -> SizeFigures:
     profile = workdir / f"scale_profile_{label}"
     print(f"[{label}] decode floor ...", flush=True)
-    before = floor(path)
-    print(f"[{label}] perfledger analyze ...", flush=True)
-    child, phases = _analyze(path, profile)
-    print(f"[{label}] decode floor again ...", flush=True)
-    after = floor(path)
+    floors = [floor(path)]
+    analyzed: list[tuple[ChildRun, dict[str, float]]] = []
+    for number in range(1, runs + 1):
+        of = f" (run {number} of {runs})" if runs > 1 else ""
+        print(f"[{label}] perfledger analyze{of} ...", flush=True)
+        analyzed.append(_analyze(path, profile))
+        print(f"[{label}] decode floor again ...", flush=True)
+        floors.append(floor(path))
+    walls = [child.wall_s for child, _ in analyzed]
+    child, phases = analyzed[walls.index(statistics.median_low(walls))]
     figures = SizeFigures(
         label=label,
         path=str(path),
         raw_bytes=raw_bytes,
         events=events,
-        floor_s=[before.wall_s, after.wall_s],
-        floor_cpu_s=[before.cpu_s, after.cpu_s],
+        floor_s=[f.wall_s for f in floors],
+        floor_cpu_s=[f.cpu_s for f in floors],
         analyze_wall_s=child.wall_s,
         analyze_cpu_s=child.cpu_s,
-        floor_sys_s=[before.sys_s, after.sys_s],
+        floor_sys_s=[f.sys_s for f in floors],
         analyze_sys_s=child.sys_s,
-        floor_faults=[before.minor_faults, after.minor_faults],
+        floor_faults=[f.minor_faults for f in floors],
         analyze_faults=child.minor_faults,
-        analyze_peak_rss=child.peak_rss,
-        analyze_max_single_rss=child.max_rss,
+        analyze_peak_rss=max(c.peak_rss for c, _ in analyzed),
+        analyze_max_single_rss=max(c.max_rss for c, _ in analyzed),
         phases=phases,
         rss_mb_by_second=[round(mb(rss)) for rss in child.rss_by_second],
         cores_by_second=[round(cores, 2) for cores in child.cores_by_second],
+        analyze_runs_wall_s=walls,
+        analyze_runs_cpu_s=[c.cpu_s for c, _ in analyzed],
+        analyze_runs_peak_rss=[c.peak_rss for c, _ in analyzed],
     )
     shutil.rmtree(profile, ignore_errors=True)  # gigabytes of profile do not stay around
     if hta:
@@ -205,6 +235,15 @@ def _print_size(f: SizeFigures) -> None:
         f"{mb(f.analyze_peak_rss):.0f} MB = {f.rss_multiple:.2f}x the file",
         flush=True,
     )
+    if len(f.analyze_runs_wall_s) > 1:
+        print(
+            f"[{f.label}] analyze runs: wall "
+            f"{' / '.join(f'{s:.1f}' for s in f.analyze_runs_wall_s)} s, CPU "
+            f"{' / '.join(f'{s:.1f}' for s in f.analyze_runs_cpu_s)} s, peak RSS "
+            f"{' / '.join(f'{mb(n):.0f}' for n in f.analyze_runs_peak_rss)} MB (below: the "
+            "run of the median wall time)",
+            flush=True,
+        )
     print(
         f"[{f.label}] of the CPU, system: floor "
         f"{' / '.join(f'{s:.1f}' for s in f.floor_sys_s)} s, analyze {f.analyze_sys_s:.1f} s; "
@@ -267,6 +306,7 @@ def _kineto_rows(args: argparse.Namespace) -> list[SizeFigures]:
                 workdir=args.workdir,
                 floor=_decode_floor,
                 hta=not args.skip_hta and size != FIVE_GB,
+                runs=args.runs,
             )
         )
     return rows
@@ -288,6 +328,7 @@ def _ascend_rows(args: argparse.Namespace) -> list[SizeFigures]:
                 workdir=args.workdir,
                 floor=_ascend_floor,
                 hta=False,
+                runs=args.runs,
             )
         )
     return rows
@@ -306,6 +347,13 @@ def _verdicts(rows: list[SizeFigures], ascend: bool) -> dict[str, bool]:
     return met
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line of the growth benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -313,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--5gb", dest="five_gb", action="store_true", help="add the 5 GB size")
     parser.add_argument("--skip-hta", action="store_true")
     parser.add_argument("--ascend", choices=("text", "db"), help="torch_npu exports instead")
+    parser.add_argument(
+        "--runs", type=_positive, default=1, help="analyze runs per size, a floor after each"
+    )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
