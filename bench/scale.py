@@ -131,7 +131,8 @@ class SizeFigures:
 
 def _median_ratio(runs: list[float], floors: list[float]) -> float:
     """The median of each run / the mean of the floors before and after it (run i between
-    floors i and i + 1; a single run against all the floors given)."""
+    floors i and i + 1); where the floors are not one more than the runs, the median run /
+    the mean of all the floors."""
     if len(floors) != len(runs) + 1:
         return statistics.median(runs) / (sum(floors) / len(floors))
     return statistics.median(
