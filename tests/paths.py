@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Final
 
 import pytest
@@ -18,3 +21,14 @@ def data_file(relative: str) -> Path:
     if not path.exists():
         pytest.fail(f"test data {path} is missing: the checkout is incomplete")
     return path
+
+
+def bench_module(name: str) -> ModuleType:
+    """A module of bench/ (the benchmarks import each other by bare name), imported with
+    bench/ on the import path for the import only."""
+    folder = str(PROJECT_ROOT / "bench")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(folder)

@@ -3,31 +3,18 @@ source, one after the other in time, each with its own steps."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 from perfledger.sources.ascend import load_ascend
+from tests.paths import bench_module
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _make_ascend() -> ModuleType:
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        return importlib.import_module("make_ascend")
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
-
-
-make_ascend = _make_ascend()
+make_ascend = bench_module("make_ascend")
 
 
 def _steps(events: pa.Table) -> list[int]:

@@ -4,30 +4,18 @@ from __future__ import annotations
 
 import copy
 import gzip
-import importlib
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.paths import DATA
+from tests.paths import DATA, bench_module
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TRACES = DATA
 
 
-def _make_trace() -> ModuleType:
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        return importlib.import_module("make_trace")
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
-
-
-make_trace = _make_trace()
+make_trace = bench_module("make_trace")
 
 # A tiny trace laid out exactly as Kineto writes it: two steps, a launch linked to its kernel
 # by correlation and a flow pair, float timestamps, metadata and the profiler's own markers.

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import bench_module
+
 MB = 1_000_000
 
 
-def _common() -> ModuleType:
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        return importlib.import_module("_common")
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
-
-
-common = _common()
+common = bench_module("_common")
 
 # Touches every page (b"x" * n), unlike bytearray(n) whose zeroed pages may never be resident.
 HOLD_150MB = "import time; block = b'x' * 150_000_000; time.sleep(0.6)"
@@ -87,11 +77,7 @@ def test_cores_by_second_count_the_busy_processes_of_the_tree() -> None:
 def test_page_cost_touches_the_pages_of_each_case(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        page_cost = importlib.import_module("page_cost")
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
+    page_cost = bench_module("page_cost")
     assert page_cost.main(["--size-mb", "32", "--waits", "0.1", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     cases = json.loads(out.strip().splitlines()[-1])["cases"]

@@ -7,36 +7,26 @@ once under bench/out/ and reused.
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from perfledger.render.report.page import MAX_REPORT_BYTES
 from tests.browser import chromium
-from tests.paths import DATA
+from tests.paths import DATA, bench_module
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _make_trace() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        return importlib.import_module("make_trace")
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-
-
 def test_report_of_the_500mb_bench_trace(tmp_path: Path) -> None:
     source = DATA / "kineto" / "v100_rank1_ddp.json.gz"
-    scaled = _make_trace().make_scaled_trace(
+    scaled = bench_module("make_trace").make_scaled_trace(
         ROOT / "bench" / "out", source=source, size_mb=500.0, reuse=True
     )
     assert scaled.raw_bytes > 450e6

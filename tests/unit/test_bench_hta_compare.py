@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-from types import ModuleType
+from tests.paths import bench_module
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _hta_compare() -> ModuleType:
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        return importlib.import_module("hta_compare")
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
-
-
-hta_compare = _hta_compare()
+hta_compare = bench_module("hta_compare")
 
 STEP_TRACE_ROW = {
     "rank": "1",

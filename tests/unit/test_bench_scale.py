@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import bench_module
 
-
-def _bench_module(name: str) -> ModuleType:
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
-
-
-scale = _bench_module("scale")
-common = _bench_module("_common")
+scale = bench_module("scale")
+common = bench_module("_common")
 
 
 def _child(wall_s: float, cpu_s: float, peak: int = 0) -> Any:
