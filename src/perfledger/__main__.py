@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import errno
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ.setdefault(name, value)
     _remember_missing_modules()
     try:
-        with _terminate_as_interrupt():
+        with _signals_as_interrupts(), _lost_interrupts_raised_again():
             try:
                 code = _command(arguments, argv)
             finally:
@@ -144,28 +145,106 @@ class Terminated(KeyboardInterrupt):
     files removed, its workers stopped), then exits with 143."""
 
 
+# The signals the command received while it ran, in order (:func:`_signals_as_interrupts`).
+_received: list[int] = []
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    _received.append(signum)
+    raise KeyboardInterrupt
+
+
 def _terminated(signum: int, frame: object) -> None:
+    _received.append(signum)
     raise Terminated
 
 
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    """The exception that stops the command on ``signum``."""
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+# The handlers that raise the command's interrupts, and the ones each takes the place of
+# (Python's own for Ctrl-C, the default for SIGTERM): a signal ignored stays ignored.
+_RAISING: Final[dict[int, Callable[[int, Any], Any]]] = {
+    signal.SIGINT: _interrupted,
+    signal.SIGTERM: _terminated,
+}
+_REPLACED: Final[dict[int, Any]] = {
+    signal.SIGINT: signal.default_int_handler,
+    signal.SIGTERM: signal.SIG_DFL,
+}
+
+
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raised as :class:`Terminated` in the main thread while the command runs (where
-    nothing else handles it); the previous handler back afterwards."""
-    previous = None
-    with contextlib.suppress(ValueError):  # not the main thread: the signal stays as it was
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            previous = signal.signal(signal.SIGTERM, _terminated)
+def _signals_as_interrupts() -> Iterator[None]:
+    """Ctrl-C raised as KeyboardInterrupt and SIGTERM as :class:`Terminated` in the main
+    thread while the command runs (where nothing else handles them), each noted; the previous
+    handlers back afterwards.
+
+    An error that follows a signal is the signal's: a library may answer the interrupt raised
+    inside it with an error of its own (DuckDB's "Query interrupted" for a query cut short),
+    which the command would otherwise report as an internal error of its own. A command that
+    ends after a signal whose exception was lost (:func:`_lost_interrupts_raised_again`: given
+    again too late, its handler gone) ends as the signal's too."""
+    _received.clear()
+    previous: dict[int, Any] = {}
+    with contextlib.suppress(ValueError):  # not the main thread: the signals stay as they were
+        for signum, handler in _RAISING.items():
+            if signal.getsignal(signum) == _REPLACED[signum]:
+                previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    except Exception:
+        if _received:
+            raise _interrupt(_received[0]) from None
+        raise
+    else:
+        if _received:
+            raise _interrupt(_received[0])
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _lost_interrupts_raised_again() -> Iterator[None]:
+    """Ctrl-C or SIGTERM whose exception was lost where its handler ran delivered again, to
+    be raised where the command goes on.
+
+    Python runs a signal's handler wherever the main thread is at that moment; inside a weakref
+    callback or a finalizer (an import's module lock let go, an object's ``__del__``) the
+    exception the handler raises cannot propagate: Python prints it as ignored, and the
+    command would go on to its end as if never stopped. The signal is given again from another
+    thread (given from here, its handler would run at once, inside this hook: lost again),
+    once this thread has left the hook; lost again, it comes back here. Other lost exceptions
+    are reported as before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        kind = unraisable.exc_type
+        if isinstance(kind, type) and issubclass(kind, KeyboardInterrupt):
+            signum = signal.SIGTERM if issubclass(kind, Terminated) else signal.SIGINT
+            if signal.getsignal(signum) is _RAISING[signum]:
+                try:
+                    # not threading.Thread: its start waits, and the handler would run there
+                    _thread.start_new_thread(_thread.interrupt_main, (signum,))
+                    return
+                except RuntimeError:  # no thread to be had: said as before
+                    pass
+        previous(unraisable)
+
+    sys.unraisablehook = hook
     try:
         yield
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        if sys.unraisablehook is hook:  # not one set meanwhile
+            sys.unraisablehook = previous
 
 
 @contextlib.contextmanager
 def _interrupts_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM (as :func:`_terminate_as_interrupt` raises it) received in the block
+    """Ctrl-C and SIGTERM (as :func:`_signals_as_interrupts` raises them) received in the block
     raised when it ends (in place of the block's own error, if any), not inside it.
 
     The block loads the libraries and forks the import's workers: an exception raised in a
@@ -177,13 +256,9 @@ def _interrupts_held() -> Iterator[None]:
     def hold(signum: int, frame: object) -> None:
         held.append(signum)
 
-    ours: dict[int, Callable[[int, Any], Any]] = {
-        signal.SIGINT: signal.default_int_handler,
-        signal.SIGTERM: _terminated,
-    }
     replaced = []
     with contextlib.suppress(ValueError):  # not the main thread: nothing to hold
-        for signum, handler in ours.items():
+        for signum, handler in _RAISING.items():
             if signal.getsignal(signum) is handler:
                 signal.signal(signum, hold)
                 replaced.append(signum)
@@ -192,9 +267,9 @@ def _interrupts_held() -> Iterator[None]:
     finally:
         for signum in replaced:
             if signal.getsignal(signum) is hold:  # not one a library set meanwhile
-                signal.signal(signum, ours[signum])
+                signal.signal(signum, _RAISING[signum])
         if held:  # also in place of an error of the block's: the user stopped the command
-            raise Terminated if held[0] == signal.SIGTERM else KeyboardInterrupt
+            raise _interrupt(held[0])
 
 
 # A file that cannot be read or written for reasons of the machine, not of perfledger.

@@ -259,6 +259,93 @@ def test_a_signal_while_the_commands_load_or_its_workers_stop_is_answered_after_
         assert "usage: perfledger" in done.stdout  # the command went on
 
 
+_SIGNAL_IN_A_CALLBACK = """
+import os, signal, sys, time, weakref
+import perfledger.__main__ as main
+
+signum, hook_replaced = getattr(signal, sys.argv[1]), sys.argv[2] == "replaced"
+
+def command(arguments, argv):
+    if hook_replaced:  # as a library may: what is lost is lost silently
+        sys.unraisablehook = lambda unraisable: None
+
+    class Lock:
+        pass
+
+    def let_go(ref):  # as importlib's module locks are let go: what it raises is lost
+        os.kill(os.getpid(), signum)
+        time.sleep(0.2)  # the handler runs here, inside the callback
+
+    lock = Lock()
+    ref = weakref.ref(lock, let_go)
+    del lock
+    time.sleep(0.5)  # the command goes on: a lost signal lets it end
+    print("finished", flush=True)
+    return 0
+
+main._command = command
+sys.exit(main.main(["analyze", "x"]))
+"""
+
+
+@pytest.mark.parametrize("hook", ["ours", "replaced"])
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [("SIGINT", 130, "perfledger: interrupted"), ("SIGTERM", 143, "perfledger: terminated")],
+)
+def test_a_signal_whose_exception_a_callback_loses_still_stops_the_command(
+    signum: str, code: int, said: str, hook: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_IN_A_CALLBACK, signum, hook],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # stopped where it goes on; where another hook took the lost exception, once it ends
+    assert ("finished" in done.stdout) == (hook == "replaced")
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip() == said
+
+
+_SIGNAL_IN_A_QUERY = """
+import os, signal, sys, threading
+import duckdb
+import perfledger.__main__ as main
+
+signum = getattr(signal, sys.argv[1])
+
+def command(arguments, argv):
+    threading.Timer(0.3, os.kill, (os.getpid(), signum)).start()
+    with duckdb.connect() as con:  # a query long enough to be cut short
+        con.sql("SELECT count(*) FROM range(10000000000) a WHERE a.range % 7 = 3").fetchall()
+    print("finished", flush=True)
+    return 0
+
+main._command = command
+sys.exit(main.main(["analyze", "x"]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [("SIGINT", 130, "perfledger: interrupted"), ("SIGTERM", 143, "perfledger: terminated")],
+)
+def test_a_signal_a_library_answers_with_its_own_error_still_reads_as_the_signal(
+    signum: str, code: int, said: str
+) -> None:
+    # DuckDB answers the interrupt raised inside a query with "Query interrupted"
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_IN_A_QUERY, signum],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "finished" not in done.stdout
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip() == said
+
+
 # --- outputs that cannot be written --------------------------------------------------------------
 
 
