@@ -11,7 +11,11 @@ different bytes.
 
 prints, per tree, the peak RSS (MB, and as a multiple of the trace's size), the CPU and wall
 seconds of each run and the phases its meta.json records (``timeline_s``, ``total_s`` ...), and
-the ratios of the second tree's medians to the first's.
+the ratios of the second tree's medians to the first's. It also prints the **paired** ratios:
+the runs alternate A B B A A B ..., so each tree's i-th run lies next to the other's i-th run,
+and the median (and range) of those runs' own ratios follows the machine's drift between the
+rounds, which the medians of each tree's runs mix in (on a shared VM the same tree's run moved
+by a third within half an hour: bench/README.md, "Growth").
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -77,6 +82,26 @@ def _child(trace: Path) -> None:
     print(json.dumps(figures))
 
 
+def paired_ratios(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], key: str
+) -> tuple[float, float, float] | None:
+    """The median, least and largest of ``after[i][key] / before[i][key]`` over the runs both
+    trees made (a phase looked up in ``phases``); None where no pair has the figure."""
+    ratios = []
+    for old, new in zip(before, after, strict=False):
+        a, b = _figure(old, key), _figure(new, key)
+        if a and b is not None:
+            ratios.append(b / a)
+    if not ratios:
+        return None
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def _figure(run: dict[str, Any], key: str) -> float | None:
+    value = run.get(key, run.get("phases", {}).get(key))
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", type=Path)
@@ -91,6 +116,8 @@ def main() -> None:
     if args.trees is None:
         parser.error("--trees BEFORE AFTER is required")
     trees = [t.resolve() for t in args.trees]
+    if trees[0] == trees[1]:  # their runs would be filed together: compare a copy
+        parser.error("--trees names one folder twice: give a copy of it as the second")
     results = alternate_trees(__file__, trees, args.runs, [str(trace), "--child"])
     size_mb = mb(trace.stat().st_size)
     medians: dict[str, dict[str, float]] = {}
@@ -113,6 +140,17 @@ def main() -> None:
     compared = [k for k in ("peak RSS", "CPU", "wall", *_MAIN_PHASES) if before.get(k)]
     ratios = ", ".join(f"{k} {after.get(k, 0.0) / before[k]:.3f}x" for k in compared)
     print(f"after / before (medians): {ratios}")
+    runs_before, runs_after = (results[str(t)] for t in trees)
+    paired = []
+    for key, label in (("peak_rss_mb", "peak RSS"), ("cpu_s", "CPU"), ("wall_s", "wall")):
+        found = paired_ratios(runs_before, runs_after, key)
+        if found is not None:
+            paired.append(f"{label} {found[0]:.3f}x [{found[1]:.3f}-{found[2]:.3f}]")
+    for key in _MAIN_PHASES:
+        found = paired_ratios(runs_before, runs_after, key)
+        if found is not None:
+            paired.append(f"{key} {found[0]:.3f}x [{found[1]:.3f}-{found[2]:.3f}]")
+    print(f"after / before (paired runs, median [range]): {', '.join(paired)}")
     digests = {r["outputs"] for t in trees for r in results[str(t)]}
     if len(digests) != 1:
         raise SystemExit(f"the outputs differ between runs: {sorted(digests)}")
