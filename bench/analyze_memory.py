@@ -142,14 +142,11 @@ def main() -> None:
     print(f"after / before (medians): {ratios}")
     runs_before, runs_after = (results[str(t)] for t in trees)
     paired = []
-    for key, label in (("peak_rss_mb", "peak RSS"), ("cpu_s", "CPU"), ("wall_s", "wall")):
+    labels = [("peak_rss_mb", "peak RSS"), ("cpu_s", "CPU"), ("wall_s", "wall")]
+    for key, label in [*labels, *((phase, phase) for phase in _MAIN_PHASES)]:
         found = paired_ratios(runs_before, runs_after, key)
         if found is not None:
             paired.append(f"{label} {found[0]:.3f}x [{found[1]:.3f}-{found[2]:.3f}]")
-    for key in _MAIN_PHASES:
-        found = paired_ratios(runs_before, runs_after, key)
-        if found is not None:
-            paired.append(f"{key} {found[0]:.3f}x [{found[1]:.3f}-{found[2]:.3f}]")
     print(f"after / before (paired runs, median [range]): {', '.join(paired)}")
     digests = {r["outputs"] for t in trees for r in results[str(t)]}
     if len(digests) != 1:
