@@ -14,8 +14,8 @@ seconds of each run and the phases its meta.json records (``timeline_s``, ``tota
 the ratios of the second tree's medians to the first's. It also prints the **paired** ratios:
 the runs alternate A B B A A B ..., so each tree's i-th run lies next to the other's i-th run,
 and the median (and range) of those runs' own ratios follows the machine's drift between the
-rounds, which the medians of each tree's runs mix in (on a shared VM the same tree's run moved
-by a third within half an hour: bench/README.md, "Growth").
+rounds, which the medians of each tree's runs mix in (on a shared VM the same code's runs took
+11.5 to 16.7 s within an hour: bench/README.md, "Growth", 2026-12-06 07:10).
 """
 
 from __future__ import annotations
