@@ -34,6 +34,15 @@
  * sums of the runs' lengths. With None for the four outputs it counts the runs; given arrays
  * of that count (cumulative one longer) it writes them. -1 where the starts are out of order
  * (union then sorts them). One pass, without the GIL.
+ *
+ * chain_positions(pred, root, depth) reads each node of a graph's predecessor on its chain
+ * (pred: negative for the first node of a chain) and writes, for every node, the first node
+ * of its chain into root and its place along the chain (the edges from that first node) into
+ * depth, all int64 arrays of one length: what the pointer jumping of
+ * perfledger.analysis.graph._chain_positions finds, in one walk per chain (each node visited
+ * once) rather than log2 of the longest chain's length passes, each making new arrays of the
+ * nodes. False, the outputs unspecified, where the predecessors do not make chains (one past
+ * the last node, a cycle). Without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -525,6 +534,84 @@ out:
     return result;
 }
 
+/* root's marks before a node's chain is known */
+#define UNKNOWN (-2)
+#define WALKING (-3)
+
+/* 1: done; 0: not chains (a predecessor out of range, a cycle); -1: out of memory */
+static int chains(const int64_t *pred, int64_t *root, int64_t *depth, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) root[i] = UNKNOWN;
+    int64_t *stack = NULL; /* the walk's nodes whose chain is not known yet */
+    Py_ssize_t capacity = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (root[i] != UNKNOWN) continue;
+        Py_ssize_t held = 0;
+        int64_t j = i;
+        while (root[j] == UNKNOWN) {
+            int64_t p = pred[j];
+            if (p < 0) { /* the first node of its chain */
+                root[j] = j;
+                depth[j] = 0;
+                break;
+            }
+            if (p >= n) goto not_chains;
+            if (held == capacity) {
+                Py_ssize_t grown = capacity ? 2 * capacity : 1024;
+                int64_t *more = realloc(stack, (size_t)grown * sizeof(int64_t));
+                if (more == NULL) {
+                    free(stack);
+                    return -1;
+                }
+                stack = more;
+                capacity = grown;
+            }
+            stack[held++] = j;
+            root[j] = WALKING;
+            j = p;
+        }
+        if (root[j] == WALKING) goto not_chains; /* the walk came back to itself */
+        int64_t first = root[j], place = depth[j];
+        while (held > 0) {
+            int64_t k = stack[--held];
+            root[k] = first;
+            depth[k] = ++place;
+        }
+    }
+    free(stack);
+    return 1;
+not_chains:
+    free(stack);
+    return 0;
+}
+
+static PyObject *chain_positions(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2])) return NULL;
+    Py_buffer views[3];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 3; got++)
+        if (int64_buffer(objs[got], &views[got], got >= 1) < 0) goto out;
+    Py_ssize_t n = views[0].len / 8;
+    if (views[1].len / 8 != n || views[2].len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "chain_positions: the arrays must be of one length");
+        goto out;
+    }
+    int done;
+    Py_BEGIN_ALLOW_THREADS;
+    done = chains(views[0].buf, views[1].buf, views[2].buf, n);
+    Py_END_ALLOW_THREADS;
+    if (done < 0) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    result = PyBool_FromLong(done);
+out:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_seen", first_seen, METH_VARARGS,
      "first_seen(columns, codes) -> the distinct rows in order of first appearance, as bytes; "
@@ -549,6 +636,10 @@ static PyMethodDef methods[] = {
      "union_runs(start, end, run_start, run_end, first, cumulative) -> the number of runs of "
      "the union of intervals whose starts come in order (int64 arrays), written into the four "
      "outputs when they are given (None: counted only); -1 where the starts are out of order."},
+    {"chain_positions", chain_positions, METH_VARARGS,
+     "chain_positions(pred, root, depth) -> whether the predecessors make chains: each node's "
+     "chain's first node written into root and its place along the chain into depth (int64 "
+     "arrays); False where a predecessor lies past the last node or the chains cycle."},
     {NULL, NULL, 0, NULL},
 };
 

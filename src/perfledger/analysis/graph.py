@@ -615,11 +615,18 @@ _NODE_COLUMNS: Final = tuple(
 
 
 def _chain_positions(graph: StepGraph) -> tuple[Int64Array, Int64Array]:
-    """Each node's chain (the id of its first node) and its place along the chain, by
-    pointer jumping: log2(chain length) vectorised passes."""
-    index = np.arange(graph.size)
-    has_pred = graph.chain_pred >= 0
-    parent = np.where(has_pred, graph.chain_pred, index)
+    """Each node's chain (the id of its first node) and its place along the chain: one walk
+    along each chain where the compiled pass is built (``columns.chain_positions``), else
+    :func:`jumped_positions`."""
+    walked = columns.chain_positions(graph.chain_pred)
+    return walked if walked is not None else jumped_positions(graph.chain_pred)
+
+
+def jumped_positions(chain_pred: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """:func:`_chain_positions` by pointer jumping: log2(chain length) vectorised passes."""
+    index = np.arange(chain_pred.size)
+    has_pred = chain_pred >= 0
+    parent = np.where(has_pred, chain_pred, index)
     depth = has_pred.astype(np.int64)
     while True:
         grand = parent[parent]
