@@ -9,9 +9,13 @@ different bytes.
 
     python bench/analyze_memory.py TRACE --trees /tmp/before /work/main --runs 2
 
-prints, per tree, the peak RSS (MB, and as a multiple of the trace's size), the CPU and wall
-seconds of each run and the phases its meta.json records (``timeline_s``, ``total_s`` ...), and
-the ratios of the second tree's medians to the first's. It also prints the **paired** ratios:
+prints, per tree, the peak RSS (MB, and as a multiple of the trace's size), the CPU, system
+and wall seconds of each run, what the machine did meanwhile (the MB of file pages dirtied and
+of huge pages faulted in, from /proc/vmstat: the fresh memory the run took, which its system
+time follows; run it on an otherwise quiet machine) and the phases its meta.json records
+(``timeline_s``, ``total_s`` ...), and the ratios of the second tree's medians to the first's.
+The trace is read through once before each run, outside its timing, so that every run finds
+it in the page cache. It also prints the **paired** ratios:
 the runs alternate A B B A A B ..., so each tree's i-th run lies next to the other's i-th run,
 and the median (and range) of those runs' own ratios follows the machine's drift between the
 rounds, which the medians of each tree's runs mix in (on a shared VM the same code's runs took
@@ -33,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import alternate_trees, mb, perfledger_argv, run_measured  # noqa: E402
+from _common import alternate_trees, mb, perfledger_argv, run_measured, warm  # noqa: E402
 
 # the phases printed first (the others follow in name order)
 _MAIN_PHASES = ("total_s", "import_s", "analysis_s", "replay_s", "advisor_s", "timeline_s")
@@ -42,6 +46,10 @@ _MAIN_PHASES = ("total_s", "import_s", "analysis_s", "replay_s", "advisor_s", "t
 def _phase_order(name: str) -> tuple[int, str]:
     return (_MAIN_PHASES.index(name) if name in _MAIN_PHASES else len(_MAIN_PHASES), name)
 
+
+# per-run figures beside CPU and wall: the system seconds, and what the machine did meanwhile
+# (pages of files dirtied, huge pages faulted in: the fresh memory the run took)
+_COUNTED = (("sys_s", "system s"), ("dirtied_mb", "dirtied MB"), ("huge_mb", "huge pages MB"))
 
 # the files that carry the run itself (timings, peak memory, the folder's name)
 UNCOMPARED = frozenset({"meta.json", "report.html"})
@@ -66,20 +74,42 @@ def _child(trace: Path) -> None:
     """One analyze of ``trace`` by the tree on PYTHONPATH: a JSON line of its figures."""
     work = Path(tempfile.mkdtemp(prefix="analyze_memory-"))
     try:
+        warm(trace)
+        counted = _system_counters()
         run = run_measured(perfledger_argv(trace, work / "profile"))
+        counted = {k: v - counted[k] for k, v in _system_counters().items()}
         if run.returncode != 0:
             raise SystemExit(f"analyze failed ({run.returncode}): {run.stderr[-2000:]}")
         meta = json.loads((work / "profile" / "meta.json").read_text())
         figures = {
             "peak_rss_mb": round(mb(run.max_rss), 1),
             "cpu_s": round(run.cpu_s, 2),
+            "sys_s": round(run.sys_s, 2),
             "wall_s": round(run.wall_s, 2),
+            # the whole machine's, meanwhile (4 KiB pages dirtied, 2 MiB huge pages faulted)
+            "dirtied_mb": counted["nr_dirtied"] * 4 // 1024,
+            "huge_mb": counted["thp_fault_alloc"] * 2,
             "phases": meta.get("timings", {}),
             "outputs": _digest(work / "profile"),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(figures))
+
+
+def _system_counters() -> dict[str, int]:
+    """The pages the system has dirtied (file pages written) and the anonymous huge pages it
+    has faulted in so far (/proc/vmstat; 0 where it does not say)."""
+    found = {"nr_dirtied": 0, "thp_fault_alloc": 0}
+    try:
+        with open("/proc/vmstat") as stats:
+            for line in stats:
+                name, _, value = line.partition(" ")
+                if name in found:
+                    found[name] = int(value)
+    except OSError:
+        pass
+    return found
 
 
 def paired_ratios(
@@ -128,6 +158,8 @@ def main() -> None:
         walls = [r["wall_s"] for r in runs]
         phases = sorted({k for r in runs for k in r.get("phases", {})}, key=_phase_order)
         figures = {"peak RSS": peaks, "CPU": cpus, "wall": walls}
+        for key, label in _COUNTED:
+            figures[label] = [r.get(key, 0) for r in runs]
         figures.update({p: [r.get("phases", {}).get(p, 0.0) for r in runs] for p in phases})
         medians[str(tree)] = {k: statistics.median(v) for k, v in figures.items()}
         print(
@@ -135,14 +167,19 @@ def main() -> None:
             f"{medians[str(tree)]['peak RSS'] / size_mb:.2f}x the {size_mb:.0f} MB trace); "
             f"CPU s {cpus}; wall s {walls}"
         )
+        print("    " + "; ".join(f"{label} {figures[label]}" for _, label in _COUNTED))
         print("    phases: " + "  ".join(f"{p} {figures[p]}" for p in phases))
     before, after = (medians[str(t)] for t in trees)
-    compared = [k for k in ("peak RSS", "CPU", "wall", *_MAIN_PHASES) if before.get(k)]
+    compared = [
+        k
+        for k in ("peak RSS", "CPU", "wall", *(label for _, label in _COUNTED), *_MAIN_PHASES)
+        if before.get(k)
+    ]
     ratios = ", ".join(f"{k} {after.get(k, 0.0) / before[k]:.3f}x" for k in compared)
     print(f"after / before (medians): {ratios}")
     runs_before, runs_after = (results[str(t)] for t in trees)
     paired = []
-    labels = [("peak_rss_mb", "peak RSS"), ("cpu_s", "CPU"), ("wall_s", "wall")]
+    labels = [("peak_rss_mb", "peak RSS"), ("cpu_s", "CPU"), ("wall_s", "wall"), *_COUNTED]
     for key, label in [*labels, *((phase, phase) for phase in _MAIN_PHASES)]:
         found = paired_ratios(runs_before, runs_after, key)
         if found is not None:
