@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from perfledger.direct_files import write_parquet
 from perfledger.errors import PerfledgerError
 from perfledger.files import (
     is_profile_dir,
@@ -375,5 +375,5 @@ def write_table(directory: Path, name: str, table: pa.Table) -> Path:
     path = directory / TABLES_DIR / f"{name}.parquet"
     path.parent.mkdir(exist_ok=True)  # ``directory`` itself must exist (see copy_source)
     with replacing(path) as temporary:
-        pq.write_table(table, temporary, compression="zstd")
+        write_parquet(table, temporary, compression="zstd")
     return path

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.direct_files import direct_file
 from perfledger.files import replacing
 from perfledger.sources.kineto_scan import string_table
 
@@ -60,7 +61,9 @@ _Quoted = dict[tuple[int, int, int, int], tuple[pa.Array, tuple[Any, Any]]]
 
 def write_csv(table: pa.Table, path: Path) -> None:
     """Write ``table`` as CSV to ``path`` atomically (temporary name, then rename)."""
-    with replacing(path) as temporary, temporary.open("wb") as out:
+    # the CSVs of a large trace are hundreds of MB nothing reads back: written around the
+    # page cache where the filesystem allows it
+    with replacing(path) as temporary, direct_file(temporary) as out:
         out.write(_csv_line([_quote_text(name) for name in table.column_names]))
         for text in _row_texts(table):
             out.write(text)

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from perfledger.analysis.advisor import AdvisorConfig, RankAdvice, diagnose_rank
 from perfledger.analysis.cluster.collectives import collective_tasks, link_usage
@@ -42,6 +41,7 @@ from perfledger.analysis.critical_path import prepare_rank, rank_report
 from perfledger.analysis.profile import analyze_rank, profile_of_rank, rank_counters
 from perfledger.analysis.steps import mark_steps
 from perfledger.analysis.transfers import copy_spellings
+from perfledger.direct_files import write_parquet
 from perfledger.errors import PerfledgerError
 from perfledger.files import replacing
 from perfledger.memory import (
@@ -610,7 +610,7 @@ def _write_files(
     # every args page is read for the file: let go as the writing goes (the replay runs now)
     with replacing(parquet) as temporary, dropping_mapped_pages(events):
         coded = [name for name in events.column_names if name in EVENTS_PARQUET_DICTIONARY]
-        pq.write_table(events, temporary, compression="zstd", use_dictionary=coded)
+        write_parquet(events, temporary, compression="zstd", use_dictionary=coded)
     paths = dict(spilled)
     if task.spill:
         for name, table in tables.items():

@@ -1,0 +1,224 @@
+"""Large output files written around the page cache (``O_DIRECT``), where that is safe.
+
+A file written the usual way goes through the page cache: every page of it is a page of memory
+the system must find and fill before the write returns, and keeps until it has written the
+file out. For the large files of a profile that nothing reads back while the command runs
+(the operator and kernel CSVs, the Parquet tables: hundreds of MB for a GB-sized trace), those
+pages are most of what the write costs: on a virtual machine that hands its free memory back
+to its host, a page taken afresh costs several times the copy into it (``dd`` of 1 GiB here:
+2.1–6.1 s through the cache, 0.45 s around it; bench/README.md, "Growth", 2026-12-06).
+Written with ``O_DIRECT``, the bytes go from one buffer of this process, reused for every
+file, straight to the disk.
+
+:func:`direct_file` gathers a file's first :data:`BUFFER_BYTES` in that buffer: a file that
+ends before is written the usual way. A longer one turns to ``O_DIRECT`` only on a filesystem of a
+block device, and keeps to it only while the disk writes at :data:`SLOWEST_DIRECT` or more: a
+network filesystem (NFS and the like), tmpfs, FUSE or a slow (spinning) disk keeps the page
+cache, whose writing behind the command's back is what they need. Where the system refuses
+``O_DIRECT``, or a direct write fails, the rest of the file is written the usual way: the
+bytes are the same either way.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+
+# The size every direct write is a multiple of, and its buffer's alignment: 4 KiB covers the
+# logical block sizes of the disks in use (512 B or 4 KiB).
+ALIGNMENT: Final = 4096
+# The bytes gathered before each write (a few large writes per file); a file shorter than
+# this is written the usual way.
+BUFFER_BYTES: Final = 8 << 20
+
+# Direct writes slower than this (bytes a second) leave the page cache to do the writing: a
+# spinning disk, a busy or throttled one, whose writes behind the command's back cost it
+# less than waiting for them (the disks the system calls rotational cannot be told apart:
+# virtual ones call themselves so whatever backs them).
+SLOWEST_DIRECT: Final = 400 << 20
+
+_O_DIRECT: Final = getattr(os, "O_DIRECT", 0)
+# The devices whose direct writes were found slower than SLOWEST_DIRECT.
+_slow_devices: set[int] = set()
+# Each thread's buffer, kept from file to file: its pages taken once.
+_buffers = threading.local()
+
+
+def _buffer() -> mmap.mmap:
+    held: mmap.mmap | None = getattr(_buffers, "held", None)
+    if held is None:
+        held = mmap.mmap(-1, BUFFER_BYTES)  # anonymous: page-aligned
+        _buffers.held = held
+    return held
+
+
+def direct_writes_suit(fd: int) -> bool:
+    """Whether the open file ``fd`` may be written around the page cache: it lies on a
+    filesystem of a block device (network filesystems, tmpfs and FUSE have device numbers of
+    major 0) whose direct writes this process has not found slow (:data:`SLOWEST_DIRECT`).
+    False where the system has no O_DIRECT."""
+    if not _O_DIRECT:
+        return False
+    device = os.fstat(fd).st_dev
+    return os.major(device) != 0 and device not in _slow_devices
+
+
+class DirectFile:
+    """A file written a buffer at a time, around the page cache once it outgrows the buffer
+    (:func:`direct_file`)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer: mmap.mmap | None = _buffer()
+        self._direct = False
+        self._held = 0  # bytes in the buffer
+        self._written = 0  # bytes of the file written
+
+    @property
+    def direct(self) -> bool:
+        """Whether the file is being written around the page cache."""
+        return self._direct
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        """The bytes written so far (those in the buffer too)."""
+        return self._written + self._held
+
+    def flush(self) -> None:
+        """Nothing: the buffer is written when full and when the file is closed."""
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Append ``data``; its length."""
+        view = memoryview(data).cast("B")
+        size = len(view)
+        while view:
+            if self._buffer is None:  # written the usual way from here on
+                self._write_all(view)
+                break
+            take = min(len(view), BUFFER_BYTES - self._held)
+            self._buffer[self._held : self._held + take] = view[:take]
+            self._held += take
+            view = view[take:]
+            if self._held == BUFFER_BYTES:
+                self._flush_full()
+        return size
+
+    def close(self) -> None:
+        """Write what the buffer holds and close the file (its length exactly the bytes
+        written); nothing once closed."""
+        if self._fd < 0:
+            return
+        try:
+            if self._buffer is not None and self._held:
+                held = self._held
+                if not self._direct:
+                    self._write_all(memoryview(self._buffer)[:held])
+                else:
+                    padded = -(-held // ALIGNMENT) * ALIGNMENT
+                    self._buffer[held:padded] = bytes(padded - held)
+                    self._flush_direct(padded, held)
+                    if padded != held:
+                        os.ftruncate(self._fd, self._written)
+                self._held = 0
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Close the file without writing what the buffer holds (an error came first)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _flush_full(self) -> None:
+        """Write the full buffer: the first time, around the page cache where that suits
+        the file's disk; the usual way otherwise."""
+        assert self._buffer is not None
+        if not self._direct and self._written == 0:
+            self._direct = direct_writes_suit(self._fd) and self._set_direct(True)
+        if self._direct:
+            self._flush_direct(BUFFER_BYTES, BUFFER_BYTES)
+        else:  # a file the page cache keeps: no buffer of ours in the way any more
+            self._write_all(memoryview(self._buffer)[:BUFFER_BYTES])
+            self._buffer = None
+        self._held = 0
+
+    def _flush_direct(self, size: int, kept: int) -> None:
+        """Write the buffer's first ``size`` bytes (a multiple of ALIGNMENT) around the page
+        cache, of which the first ``kept`` are the file's; where the system fails the write,
+        them and the rest of the file the usual way."""
+        assert self._buffer is not None
+        view = memoryview(self._buffer)
+        try:
+            began = time.perf_counter()
+            done = 0
+            while done < size:
+                done += os.pwrite(self._fd, view[done:size], self._written + done)
+            if time.perf_counter() - began > size / SLOWEST_DIRECT:
+                # a slow disk: the rest of this file and the next ones through the cache
+                _slow_devices.add(os.fstat(self._fd).st_dev)
+                self._direct = not self._set_direct(False)
+        except OSError:
+            os.ftruncate(self._fd, self._written)  # what the failed write may have left
+            self._set_direct(False)
+            self._direct = False
+            self._buffer = None
+            self._write_all(view[:kept])
+            return
+        self._written += kept
+
+    def _set_direct(self, on: bool) -> bool:
+        """Turn O_DIRECT on or off for the file; whether the system did."""
+        try:
+            flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+            fcntl.fcntl(self._fd, fcntl.F_SETFL, flags | _O_DIRECT if on else flags & ~_O_DIRECT)
+        except OSError:
+            return False
+        return True
+
+    def _write_all(self, view: memoryview) -> None:
+        done = 0
+        while done < len(view):
+            done += os.pwrite(self._fd, view[done:], self._written + done)
+        self._written += len(view)
+
+
+@contextmanager
+def direct_file(path: Path) -> Iterator[DirectFile]:
+    """``path`` created (or emptied) for writing, around the page cache once it outgrows
+    :data:`BUFFER_BYTES` where its disk suits (:func:`direct_writes_suit`); closed when the
+    block ends (the file's bytes all written unless the block raised)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
+    sink = DirectFile(fd)
+    try:
+        yield sink
+    except BaseException:
+        sink.abandon()
+        raise
+    sink.close()
+
+
+def write_parquet(table: pa.Table, path: Path, **options: Any) -> None:
+    """``table`` as a Parquet file at ``path`` (``pyarrow.parquet.write_table``'s
+    ``options``), around the page cache as :func:`direct_file` writes."""
+    import pyarrow.parquet as pq
+
+    with direct_file(path) as sink:
+        pq.write_table(table, pa.PythonFile(sink, mode="w"), **options)
