@@ -3,12 +3,14 @@ against the pointer jumping it replaces (``graph.jumped_positions``)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from perfledger.analysis import columns
-from perfledger.analysis.graph import jumped_positions
+from perfledger.analysis.graph import jumped_positions, moved_pointers, relaxed_keys
 
 
 @st.composite
@@ -49,3 +51,60 @@ def test_the_walk_refuses_what_are_not_chains() -> None:
     assert columns.chain_positions(np.array([2, 0, 1], dtype=np.int64)) is None  # a cycle
     assert columns.chain_positions(np.array([-1, 7], dtype=np.int64)) is None  # past the end
     assert columns.chain_positions(np.array([1, 1], dtype=np.int64)) is None  # its own pred
+
+
+@st.composite
+def _keyed_graphs(draw: st.DrawFn) -> tuple[np.ndarray, SimpleNamespace, np.ndarray, np.ndarray]:
+    """Sort keys, the pointers they are raised above, and chains: as _topological has them."""
+    n = draw(st.integers(1, 40))
+    key = np.array(draw(st.lists(st.integers(-50, 50), min_size=n, max_size=n)), np.int64)
+    pointer = st.lists(st.integers(-1, n - 1), min_size=n, max_size=n)
+    m = draw(st.integers(0, 30))
+    edge = st.lists(st.integers(0, n - 1), min_size=m, max_size=m)
+    graph = SimpleNamespace(
+        launch_src=np.array(draw(pointer), np.int64),
+        wake_src=np.array(draw(pointer), np.int64),
+        wait_src=np.array(draw(edge), np.int64),
+        wait_dst=np.array(draw(edge), np.int64),
+        event_src=np.array(draw(edge), np.int64),
+        event_dst=np.array(draw(edge), np.int64),
+    )
+    chain_order = np.array(draw(st.permutations(list(range(n)))), np.int64)
+    same = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    same[0] = False
+    return key, graph, chain_order, same
+
+
+@given(_keyed_graphs(), st.integers(1, 5))
+def test_the_compiled_rounds_raise_the_keys_as_numpys_do(keyed, rounds) -> None:
+    key, graph, chain_order, same = keyed
+    expected = key.copy()
+    relaxed_keys(expected, graph, chain_order, same, rounds)  # type: ignore[arg-type]
+    compiled = key.copy()
+    if not columns.relax_keys(compiled, graph, chain_order, same, rounds):
+        assert columns._compiled is None  # no compiler where the project was installed
+        return
+    assert compiled.tolist() == expected.tolist()
+
+
+@given(st.data())
+def test_the_compiled_remap_moves_pointers_as_numpys_does(data) -> None:
+    n = data.draw(st.integers(1, 40))
+    pointers = np.array(data.draw(st.lists(st.integers(-1, n - 1), min_size=n, max_size=n)))
+    order = np.array(data.draw(st.permutations(list(range(n)))), np.int64)
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    found = columns.remap_pointers(pointers, rank, order)
+    if found is None:
+        assert columns._compiled is None
+        return
+    # numpy's way, worked out here: each pointer's new place, dropped unless before its node
+    expected = [
+        -1 if p < 0 or rank[p] >= k else int(rank[p])
+        for k, p in enumerate(pointers[order].tolist())
+    ]
+    assert found[0].tolist() == expected
+    assert found[1] == sum(
+        1 for k, p in enumerate(pointers[order].tolist()) if p >= 0 and rank[p] >= k
+    )
+    assert moved_pointers(pointers, rank, order)[0].tolist() == expected

@@ -43,6 +43,21 @@
  * once) rather than log2 of the longest chain's length passes, each making new arrays of the
  * nodes. False, the outputs unspecified, where the predecessors do not make chains (one past
  * the last node, a cycle). Without the GIL.
+ *
+ * relax_keys(key, launch_src, wake_src, wait_src, wait_dst, event_src, event_dst, chain_order,
+ * same, scratch, rounds) raises the step graph's sort keys (key: int64, one a node, written)
+ * as perfledger.analysis.graph._topological's numpy passes do, round after round until a round
+ * changes nothing or `rounds` have run: each node's key above its launch call's and its waker's
+ * (launch_src, wake_src: -1 none), above the waited-for tasks' (wait_src -> wait_dst) and the
+ * awaited events' (event_src -> event_dst), each of the four from the keys the one before left
+ * (a copy in scratch, an int64 array as long as key), then strictly increasing along each chain
+ * (chain_order: the nodes chain by chain in order along it; same: 1 where a node's chain is the
+ * one before's, as bytes). Returns the rounds run. Without the GIL.
+ *
+ * remap_pointers(pointers, rank, order, out) writes out[k] = rank[pointers[order[k]]] (-1
+ * where that pointer is negative or does not point to an earlier place than k: a dependency
+ * the trace's times contradict) and returns how many pointers it dropped so: the node
+ * pointers of the graph sorted by `order` (rank: each node's place in it). Without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -612,6 +627,157 @@ out:
     return result;
 }
 
+static void raise_from(int64_t *key, const int64_t *from, const int64_t *src, Py_ssize_t n) {
+    /* key[i] = max(key[i], from[src[i]] + 1) where src[i] >= 0 */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = src[i];
+        if (s >= 0 && from[s] + 1 > key[i]) key[i] = from[s] + 1;
+    }
+}
+
+static void raise_edges(int64_t *key, const int64_t *from, const int64_t *src,
+                        const int64_t *dst, Py_ssize_t m) {
+    for (Py_ssize_t j = 0; j < m; j++) {
+        int64_t v = from[src[j]] + 1;
+        if (v > key[dst[j]]) key[dst[j]] = v;
+    }
+}
+
+static Py_ssize_t relax(int64_t *key, const int64_t *launch, const int64_t *wake,
+                        const int64_t *wsrc, const int64_t *wdst, Py_ssize_t nw,
+                        const int64_t *esrc, const int64_t *edst, Py_ssize_t ne,
+                        const int64_t *chain_order, const unsigned char *same, int64_t *scratch,
+                        Py_ssize_t n, Py_ssize_t rounds) {
+    Py_ssize_t round = 0;
+    int64_t *start = malloc((size_t)n * sizeof(int64_t)); /* the keys as the round began */
+    if (start == NULL) return -1;
+    size_t bytes = (size_t)n * sizeof(int64_t);
+    while (round < rounds) {
+        round++;
+        /* each pass reads the keys the pass before it left (a copy), as numpy's do */
+        memcpy(start, key, bytes);
+        raise_from(key, start, launch, n);
+        memcpy(scratch, key, bytes);
+        raise_from(key, scratch, wake, n);
+        memcpy(scratch, key, bytes);
+        raise_edges(key, scratch, wsrc, wdst, nw);
+        memcpy(scratch, key, bytes);
+        raise_edges(key, scratch, esrc, edst, ne);
+        /* strictly increasing along each chain: the running maximum of key - place */
+        int64_t best = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            int64_t node = chain_order[k];
+            int64_t v = key[node] - (int64_t)k;
+            if (k == 0 || !same[k] || v > best) best = v;
+            key[node] = best + (int64_t)k;
+        }
+        if (memcmp(start, key, bytes) == 0) break;
+    }
+    free(start);
+    return round;
+}
+
+static PyObject *relax_keys(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[10];
+    Py_ssize_t rounds;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOn", &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &rounds))
+        return NULL;
+    Py_buffer views[10];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 10; got++) {
+        if (got == 8) { /* same: one byte a node */
+            if (PyObject_GetBuffer(objs[got], &views[got], PyBUF_C_CONTIGUOUS) < 0) goto out;
+            if (views[got].itemsize != 1) {
+                got++;
+                PyErr_SetString(PyExc_ValueError, "relax_keys: same must be one byte a node");
+                goto out;
+            }
+        } else if (int64_buffer(objs[got], &views[got], got == 0 || got == 9) < 0) {
+            goto out;
+        }
+    }
+    Py_ssize_t n = views[0].len / 8, nw = views[3].len / 8, ne = views[5].len / 8;
+    if (views[1].len / 8 != n || views[2].len / 8 != n || views[7].len / 8 != n ||
+        views[8].len != n || views[9].len / 8 != n || views[4].len / 8 != nw ||
+        views[6].len / 8 != ne) {
+        PyErr_SetString(PyExc_ValueError, "relax_keys: the arrays' lengths do not match");
+        goto out;
+    }
+    /* every pointer must name a node */
+    const int64_t *ptrs[6] = {views[1].buf, views[2].buf, views[3].buf, views[4].buf,
+                              views[5].buf, views[6].buf};
+    const Py_ssize_t counts[6] = {n, n, nw, nw, ne, ne};
+    for (int a = 0; a < 6; a++)
+        for (Py_ssize_t i = 0; i < counts[a]; i++)
+            if (ptrs[a][i] >= n || (a >= 2 && ptrs[a][i] < 0)) {
+                PyErr_SetString(PyExc_ValueError, "relax_keys: a pointer past the nodes");
+                goto out;
+            }
+    const int64_t *order = views[7].buf;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (order[k] < 0 || order[k] >= n) {
+            PyErr_SetString(PyExc_ValueError, "relax_keys: chain_order names no node");
+            goto out;
+        }
+    Py_ssize_t ran;
+    Py_BEGIN_ALLOW_THREADS;
+    ran = relax(views[0].buf, views[1].buf, views[2].buf, views[3].buf, views[4].buf, nw,
+                views[5].buf, views[6].buf, ne, views[7].buf, views[8].buf, views[9].buf, n,
+                rounds);
+    Py_END_ALLOW_THREADS;
+    if (ran < 0) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    result = PyLong_FromSsize_t(ran);
+out:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+static PyObject *remap_pointers(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
+    Py_buffer views[4];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 4; got++)
+        if (int64_buffer(objs[got], &views[got], got == 3) < 0) goto out;
+    Py_ssize_t n = views[0].len / 8;
+    if (views[1].len / 8 != n || views[2].len / 8 != n || views[3].len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "remap_pointers: the arrays must be of one length");
+        goto out;
+    }
+    const int64_t *pointers = views[0].buf, *rank = views[1].buf, *order = views[2].buf;
+    int64_t *target = views[3].buf;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (order[k] < 0 || order[k] >= n || pointers[k] >= n) {
+            PyErr_SetString(PyExc_ValueError, "remap_pointers: an index past the nodes");
+            goto out;
+        }
+    Py_ssize_t dropped = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t p = pointers[order[k]];
+        int64_t r = p >= 0 ? rank[p] : -1;
+        if (r >= (int64_t)k) {
+            dropped++;
+            r = -1;
+        }
+        target[k] = r;
+    }
+    Py_END_ALLOW_THREADS;
+    result = PyLong_FromSsize_t(dropped);
+out:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
+
 static PyMethodDef methods[] = {
     {"first_seen", first_seen, METH_VARARGS,
      "first_seen(columns, codes) -> the distinct rows in order of first appearance, as bytes; "
@@ -640,6 +806,13 @@ static PyMethodDef methods[] = {
      "chain_positions(pred, root, depth) -> whether the predecessors make chains: each node's "
      "chain's first node written into root and its place along the chain into depth (int64 "
      "arrays); False where a predecessor lies past the last node or the chains cycle."},
+    {"relax_keys", relax_keys, METH_VARARGS,
+     "relax_keys(key, launch_src, wake_src, wait_src, wait_dst, event_src, event_dst, "
+     "chain_order, same, scratch, rounds) -> the rounds run: the step graph's sort keys raised "
+     "above their dependencies' and along each chain until a round changes nothing."},
+    {"remap_pointers", remap_pointers, METH_VARARGS,
+     "remap_pointers(pointers, rank, order, out) -> the pointers dropped: out[k] = "
+     "rank[pointers[order[k]]], -1 where that is negative or not before k."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -473,6 +473,48 @@ def chain_positions(pred: Int64Array) -> tuple[Int64Array, Int64Array] | None:
     return (root, depth) if walk(pred, root, depth) else None
 
 
+def relax_keys(
+    key: Int64Array, graph: Any, chain_order: Int64Array, same: Any, rounds: int
+) -> bool:
+    """The step graph's sort keys raised in place by the compiled rounds (``_columns.c``'s
+    ``relax_keys``: the same keys as ``graph.relaxed_keys``); False, ``key`` untouched, where
+    the pass was not built."""
+    relax = getattr(_compiled, "relax_keys", None)
+    if relax is None:
+        return False
+    relax(
+        key,
+        *(np.ascontiguousarray(getattr(graph, name), np.int64) for name in _KEY_POINTERS),
+        np.ascontiguousarray(chain_order, np.int64),
+        np.ascontiguousarray(same, np.bool_).view(np.uint8),
+        np.empty(key.size, dtype=np.int64),
+        rounds,
+    )
+    return True
+
+
+# The step graph's pointers its keys are raised above, in relax_keys' order.
+_KEY_POINTERS: Final = ("launch_src", "wake_src", "wait_src", "wait_dst", "event_src", "event_dst")
+
+
+def remap_pointers(
+    pointers: Int64Array, rank: Int64Array, order: Int64Array
+) -> tuple[Int64Array, int] | None:
+    """``graph.moved_pointers`` by the compiled pass (``_columns.c``); None where it was not
+    built."""
+    remap = getattr(_compiled, "remap_pointers", None)
+    if remap is None:
+        return None
+    out = np.empty(order.size, dtype=np.int64)
+    dropped = remap(
+        np.ascontiguousarray(pointers, np.int64),
+        np.ascontiguousarray(rank, np.int64),
+        np.ascontiguousarray(order, np.int64),
+        out,
+    )
+    return out, int(dropped)
+
+
 def _compiled_columns() -> Any:
     """The compiled numbering of rows; None where it was not built (no compiler where the
     project was installed): :func:`unique_rows` then numbers each column by hashing it."""

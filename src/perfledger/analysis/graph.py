@@ -543,40 +543,22 @@ def _topological(graph: StepGraph) -> StepGraph:
     chain_ids = roots[chain_order]
     same = np.zeros(size, dtype=bool)
     same[1:] = chain_ids[1:] == chain_ids[:-1]
-    position = np.arange(size)
-    has_launch = graph.launch_src >= 0
-    has_wake = graph.wake_src >= 0
-    for _ in range(4):
-        before = key.copy()
-        key[has_launch] = np.maximum(key[has_launch], key[graph.launch_src[has_launch]] + 1)
-        key[has_wake] = np.maximum(key[has_wake], key[graph.wake_src[has_wake]] + 1)
-        np.maximum.at(key, graph.wait_dst, key[graph.wait_src] + 1)
-        np.maximum.at(key, graph.event_dst, key[graph.event_src] + 1)
-        # strictly increasing along each chain
-        ordered = key[chain_order] - position
-        key[chain_order] = running_max(ordered, same) + position
-        if np.array_equal(before, key):
-            break
+    if not columns.relax_keys(key, graph, chain_order, same, _RELAX_ROUNDS):
+        relaxed_keys(key, graph, chain_order, same, _RELAX_ROUNDS)
     order = np.lexsort((graph.kind, key))
     rank = np.empty(size, dtype=np.int64)
     rank[order] = np.arange(size)
-    del key, before, roots, depth, chain_order, chain_ids, same, position, has_launch, has_wake
-
-    def moved(pointers: Int64Array) -> Int64Array:
-        return np.where(pointers >= 0, rank[np.maximum(pointers, 0)], -1)[order]
+    del key, roots, depth, chain_order, chain_ids, same
 
     # the unordered columns, each dropped once its sorted one is made: at most one column of
     # the graph held twice rather than the whole graph
     old = dict(vars(graph))
     del graph
     sorted_columns: dict[str, Any] = {}
-    here = np.arange(size)
     dropped = 0
     for key in ("chain_pred", "lane_pred", "launch_src", "wake_src"):
-        pointers = moved(old.pop(key))
-        backward = pointers >= here
-        dropped += int(backward.sum())
-        pointers[backward] = -1
+        pointers, backward = moved_pointers(old.pop(key), rank, order)
+        dropped += backward
         sorted_columns[key] = pointers
     wait_src, wait_dst = rank[old.pop("wait_src")], rank[old.pop("wait_dst")]
     forward = wait_src < wait_dst
@@ -603,6 +585,50 @@ def _topological(graph: StepGraph) -> StepGraph:
         event_delay=old["event_delay"][event_forward],
         dropped_edges=old["dropped_edges"] + dropped,
     )
+
+
+# The rounds of raising the sort keys above their dependencies' (:func:`_topological`); a
+# graph whose keys still move after them (a cycle through clock skew) is sorted as they are.
+_RELAX_ROUNDS: Final = 4
+
+
+def relaxed_keys(
+    key: Int64Array, graph: StepGraph, chain_order: Int64Array, same: _BoolArray, rounds: int
+) -> None:
+    """Raise each node's sort ``key`` (in place) above its launch call's and its waker's, the
+    waited-for tasks' and the awaited events', then strictly along each chain (``chain_order``:
+    the nodes chain by chain; ``same``: where a node's chain is the one before's), round after
+    round until a round changes nothing or ``rounds`` have run (numpy's passes, where
+    ``columns.relax_keys`` is not built)."""
+    position = np.arange(key.size)
+    has_launch = graph.launch_src >= 0
+    has_wake = graph.wake_src >= 0
+    for _ in range(rounds):
+        before = key.copy()
+        key[has_launch] = np.maximum(key[has_launch], key[graph.launch_src[has_launch]] + 1)
+        key[has_wake] = np.maximum(key[has_wake], key[graph.wake_src[has_wake]] + 1)
+        np.maximum.at(key, graph.wait_dst, key[graph.wait_src] + 1)
+        np.maximum.at(key, graph.event_dst, key[graph.event_src] + 1)
+        # strictly increasing along each chain
+        ordered = key[chain_order] - position
+        key[chain_order] = running_max(ordered, same) + position
+        if np.array_equal(before, key):
+            break
+
+
+def moved_pointers(
+    pointers: Int64Array, rank: Int64Array, order: Int64Array
+) -> tuple[Int64Array, int]:
+    """Node pointers of a graph sorted by ``order`` (``rank``: each node's place in it): each
+    pointer's new place, -1 where it points nowhere or not to an earlier place (a dependency
+    the trace's times contradict), and how many were dropped so."""
+    moved = columns.remap_pointers(pointers, rank, order)
+    if moved is not None:
+        return moved
+    found = np.where(pointers >= 0, rank[np.maximum(pointers, 0)], -1)[order]
+    backward = found >= np.arange(found.size)
+    found[backward] = -1
+    return found, int(backward.sum())
 
 
 # The graph's columns of one item per node (the others are edges, threads and a count).
