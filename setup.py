@@ -1,6 +1,7 @@
 """The project's compiled parts, all optional (pure-Python paths give the same results where
 they cannot be built): the Kineto chunk scanner, the replay's short-path walk, the numbering
-of rows of integer columns and the timeline's record formatter."""
+of rows of integer columns (and the step graph's chain and sort-key passes) and the timeline's
+record formatter."""
 
 from setuptools import Extension, setup
 
