@@ -462,15 +462,20 @@ def widest_gap(start: Int64Array, dur: Int64Array) -> tuple[int, int, int, int] 
 def chain_positions(pred: Int64Array) -> tuple[Int64Array, Int64Array] | None:
     """Each node's chain (the index of its first node) and its place along the chain, of nodes
     whose predecessor on their chain is ``pred`` (negative: none), by the compiled walk
-    (``_columns.c``); None where the predecessors make no chains (a cycle, one out of range)
-    or the pass was not built."""
+    (``_columns.c``); None where the pass was not built.
+
+    Raises:
+        ValueError: the predecessors make no chains (a cycle, one past the last node).
+    """
     walk = getattr(_compiled, "chain_positions", None)
     if walk is None:
         return None
     pred = np.ascontiguousarray(pred, np.int64)
     root = np.empty(pred.size, dtype=np.int64)
     depth = np.empty(pred.size, dtype=np.int64)
-    return (root, depth) if walk(pred, root, depth) else None
+    if not walk(pred, root, depth):
+        raise ValueError("the predecessors make no chains (a cycle, or one past the last node)")
+    return root, depth
 
 
 def relax_keys(
