@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import DEFAULT_WORKDIR  # noqa: E402
+from _common import DEFAULT_WORKDIR, tree_child  # noqa: E402
 
 _CHILD = r"""
 import json, os, resource, sys, time
@@ -51,17 +51,9 @@ print(json.dumps({"wall_s": wall, "sys_s": after.ru_stime - before.ru_stime, "di
 """
 
 
-def _write(size_mb: int, way: str, path: Path) -> dict[str, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(size_mb), way, str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"the {way} write failed: {done.stderr[-2000:]}")
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+def _write(size_mb: int, way: str, path: Path) -> dict[str, Any]:
+    """One write of ``size_mb`` MiB the ``way`` named, in a child of this checkout's code."""
+    return tree_child(_CHILD, Path(__file__).resolve().parents[1], [str(size_mb), way, str(path)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.folder.mkdir(parents=True, exist_ok=True)
     path = args.folder / "direct_writes.bin"
-    runs: dict[str, list[dict[str, float]]] = {"buffered": [], "direct": []}
+    runs: dict[str, list[dict[str, Any]]] = {"buffered": [], "direct": []}
     for number in range(args.rounds):
         order = ["buffered", "direct"] if number % 2 == 0 else ["direct", "buffered"]
         for way in order:

@@ -127,3 +127,21 @@ def test_a_slow_disk_goes_back_to_the_page_cache(
     assert os.stat(path).st_dev in direct_files._slow_devices  # the next files: the cache
     with direct_file(path) as again:
         assert not direct_files.direct_writes_suit(again.fileno())
+
+
+def test_a_large_file_goes_direct_where_the_disk_takes_it(
+    tmp_path: Path, direct_suits: None
+) -> None:
+    probe = tmp_path / "probe"
+    try:  # whether this filesystem takes O_DIRECT at all
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | getattr(os, "O_DIRECT", 0), 0o600))
+        takes = bool(getattr(os, "O_DIRECT", 0))
+    except OSError:
+        takes = False
+    pieces = _pieces(2 * BUFFER_BYTES + 5)
+    path = tmp_path / "out.bin"
+    with direct_file(path) as sink:
+        for piece in pieces:
+            sink.write(piece)
+        assert sink.direct == takes
+    assert path.read_bytes() == b"".join(pieces)
