@@ -286,6 +286,21 @@ def perfledger_argv(trace: Path, out_dir: Path) -> list[str]:
     ]
 
 
+def system_counters() -> dict[str, int]:
+    """The pages the system has dirtied (file pages written) and the anonymous huge pages it
+    has faulted in so far (/proc/vmstat; 0 where it does not say)."""
+    found = {"nr_dirtied": 0, "thp_fault_alloc": 0}
+    try:
+        with open("/proc/vmstat") as stats:
+            for line in stats:
+                name, _, value = line.partition(" ")
+                if name in found:
+                    found[name] = int(value)
+    except OSError:
+        pass
+    return found
+
+
 def warm(path: Path) -> None:
     """Read ``path`` through once (outside any timing), so that the run timed next finds it
     in the page cache whatever ran before it."""

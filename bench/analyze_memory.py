@@ -37,7 +37,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import alternate_trees, mb, perfledger_argv, run_measured, warm  # noqa: E402
+from _common import (  # noqa: E402
+    alternate_trees,
+    mb,
+    perfledger_argv,
+    run_measured,
+    system_counters,
+    warm,
+)
 
 # the phases printed first (the others follow in name order)
 _MAIN_PHASES = ("total_s", "import_s", "analysis_s", "replay_s", "advisor_s", "timeline_s")
@@ -75,9 +82,9 @@ def _child(trace: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix="analyze_memory-"))
     try:
         warm(trace)
-        counted = _system_counters()
+        counted = system_counters()
         run = run_measured(perfledger_argv(trace, work / "profile"))
-        counted = {k: v - counted[k] for k, v in _system_counters().items()}
+        counted = {k: v - counted[k] for k, v in system_counters().items()}
         if run.returncode != 0:
             raise SystemExit(f"analyze failed ({run.returncode}): {run.stderr[-2000:]}")
         meta = json.loads((work / "profile" / "meta.json").read_text())
@@ -95,21 +102,6 @@ def _child(trace: Path) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(figures))
-
-
-def _system_counters() -> dict[str, int]:
-    """The pages the system has dirtied (file pages written) and the anonymous huge pages it
-    has faulted in so far (/proc/vmstat; 0 where it does not say)."""
-    found = {"nr_dirtied": 0, "thp_fault_alloc": 0}
-    try:
-        with open("/proc/vmstat") as stats:
-            for line in stats:
-                name, _, value = line.partition(" ")
-                if name in found:
-                    found[name] = int(value)
-    except OSError:
-        pass
-    return found
 
 
 def paired_ratios(

@@ -7,8 +7,10 @@ previous run read it), each in a child process:
     analyze, each analyze compared with the mean of the two around it (the machine is
     shared: the spread is printed);
   - ``perfledger analyze TRACE -o DIR --force --no-ledger``, ``--runs`` times (default once),
-    a floor after each: wall, CPU, peak RSS, the largest RSS of each second, and the phases
-    meta.json records. With several runs the ratios are the medians of the runs' own
+    a floor after each: wall, CPU, peak RSS, the largest RSS of each second, the phases
+    meta.json records, and what the machine did meanwhile (/proc/vmstat: the MB of file
+    pages dirtied and of anonymous huge pages faulted in; run it on an otherwise quiet
+    machine). With several runs the ratios are the medians of the runs' own
     ratios, the figures of one run (the time, phases, seconds) are those of the run of the
     median wall time, and the peak RSS is the largest of all runs;
   - HTA 0.5.0's parse + temporal breakdown (``--skip-hta`` leaves it out).
@@ -42,6 +44,7 @@ from _common import (  # noqa: E402
     perfledger_argv,
     run_hta,
     run_measured,
+    system_counters,
 )
 from ingest import _decode_floor, _perfledger_phases, _trace_rank  # noqa: E402
 from make_trace import DEFAULT_SOURCE, make_scaled_trace  # noqa: E402
@@ -108,6 +111,10 @@ class SizeFigures:
     analyze_runs_wall_s: list[float] = field(default_factory=list)
     analyze_runs_cpu_s: list[float] = field(default_factory=list)
     analyze_runs_peak_rss: list[int] = field(default_factory=list)
+    # what the machine did during the run of the median wall time (/proc/vmstat): the MB of
+    # file pages dirtied and of anonymous huge pages faulted in (-1: not counted)
+    analyze_dirtied_mb: int = -1
+    analyze_huge_mb: int = -1
 
     @property
     def floor_mean_s(self) -> float:
@@ -142,13 +149,22 @@ def _median_ratio(runs: list[float], floors: list[float]) -> float:
 
 
 def _analyze(path: Path, profile: Path) -> tuple[ChildRun, dict[str, float]]:
+    """One analyze: the child's figures, and its phases with (``dirtied_mb``, ``huge_mb``)
+    what the machine did meanwhile."""
+    counted = system_counters()
     # --no-ledger: the experiments ledger is not the analysis (and its git children, started
     # by vfork, would be counted with the parent's pages by the RSS poll)
     child = run_measured([*perfledger_argv(path, profile), "--no-ledger"])
+    counted = {k: v - counted[k] for k, v in system_counters().items()}
     if child.returncode != 0:
         print(child.stdout[-4000:], child.stderr[-4000:], sep="\n", file=sys.stderr)
         raise SystemExit(f"perfledger analyze {path} failed with exit code {child.returncode}")
-    return child, _perfledger_phases(profile, child.stdout + child.stderr)
+    phases = _perfledger_phases(profile, child.stdout + child.stderr)
+    return child, {
+        **phases,
+        "dirtied_mb": counted["nr_dirtied"] * 4 // 1024,
+        "huge_mb": counted["thp_fault_alloc"] * 2,
+    }
 
 
 def _ascend_floor(export: Path) -> ChildRun:
@@ -181,6 +197,8 @@ def _measure(
         floors.append(floor(path))
     walls = [child.wall_s for child, _ in analyzed]
     child, phases = analyzed[walls.index(statistics.median_low(walls))]
+    phases = dict(phases)
+    dirtied, huge = int(phases.pop("dirtied_mb", -1)), int(phases.pop("huge_mb", -1))
     figures = SizeFigures(
         label=label,
         path=str(path),
@@ -202,6 +220,8 @@ def _measure(
         analyze_runs_wall_s=walls,
         analyze_runs_cpu_s=[c.cpu_s for c, _ in analyzed],
         analyze_runs_peak_rss=[c.peak_rss for c, _ in analyzed],
+        analyze_dirtied_mb=dirtied,
+        analyze_huge_mb=huge,
     )
     shutil.rmtree(profile, ignore_errors=True)  # gigabytes of profile do not stay around
     if hta:
@@ -252,6 +272,12 @@ def _print_size(f: SizeFigures) -> None:
         f"{f.analyze_faults:,}",
         flush=True,
     )
+    if f.analyze_dirtied_mb >= 0:
+        print(
+            f"[{f.label}] meanwhile, the machine's file pages dirtied {f.analyze_dirtied_mb:,} MB, "
+            f"anonymous huge pages faulted in {f.analyze_huge_mb:,} MB",
+            flush=True,
+        )
     if f.phases:
         print(f"[{f.label}] phases: " + ", ".join(f"{k} {v:.2f}" for k, v in f.phases.items()))
     if "total_s" in f.phases:
