@@ -5,8 +5,9 @@ the system must find and fill before the write returns, and keeps until it has w
 file out. For the large files of a profile that nothing reads back while the command runs
 (the operator and kernel CSVs, the Parquet tables: hundreds of MB for a GB-sized trace), those
 pages are most of what the write costs: on a virtual machine that hands its free memory back
-to its host, a page taken afresh costs several times the copy into it (``dd`` of 1 GiB here:
-2.1–6.1 s through the cache, 0.45 s around it; bench/README.md, "Growth", 2026-12-06).
+to its host, a page taken afresh costs several times the copy into it (``python
+bench/direct_writes.py``, 1 GiB: 0.23–3.16 s through the cache, 0.59–0.74 s around it;
+bench/README.md, "Growth", 2026-12-06).
 Written with ``O_DIRECT``, the bytes go from one buffer of this process, reused for every
 file, straight to the disk.
 

@@ -777,7 +777,6 @@ out:
     return result;
 }
 
-
 static PyMethodDef methods[] = {
     {"first_seen", first_seen, METH_VARARGS,
      "first_seen(columns, codes) -> the distinct rows in order of first appearance, as bytes; "
