@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from perfledger import import_pool
 from perfledger.errors import PerfledgerError
+from perfledger.heap import keep_freed_heap
 from perfledger.render.shown import escaped
 from perfledger.version import __version__
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 # nor where numpy is loaded already (``main`` called inside another program).
 _BLAS_THREADS: Final = {"OPENBLAS_NUM_THREADS": "1"}
 _OWN_ENVIRONMENT: Final = "record"
+_ONE_HEAP: Final = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,6 +54,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"perfledger {__version__}")
         return 0
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["analyze"]:
+        # before the process starts any thread: the one heap holds for the threads
+        # (perfledger.heap), the pool of the import's workers' among them
+        keep_freed_heap()
+        # Arrow's buffers from that heap too, here and in the workers, from their start
+        # (perfledger.memory.holding_freed_memory), unless the user chose a pool
+        for name, value in _ONE_HEAP.items():
+            os.environ.setdefault(name, value)
     if arguments[:1] != [_OWN_ENVIRONMENT] and "numpy" not in sys.modules:
         for name, value in _BLAS_THREADS.items():
             os.environ.setdefault(name, value)

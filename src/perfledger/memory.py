@@ -1,8 +1,11 @@
-"""Handing freed memory back to the system between the phases of a large analysis.
+"""Freed memory between the phases of a large analysis: handed back to the system, or held
+for the next phase.
 
 Arrow's memory pool and glibc's heap keep freed blocks for reuse, but what runs next (numpy,
-other libraries) allocates elsewhere: without a hand-back a process keeps the high-water mark of
-every phase stacked (bench/README.md has the figures).
+other libraries, another thread) may allocate elsewhere: without a hand-back a process keeps the
+high-water mark of every phase stacked (bench/README.md has the figures). Where every allocator
+draws from one heap (``perfledger analyze``: :func:`holding_freed_memory`) the next phase reuses
+what the last one freed, and the hand-backs are left out.
 """
 
 from __future__ import annotations
@@ -62,9 +65,43 @@ ARROW_SUFFIX: Final = ".arrow"  # the files whose maps drop_mapped_pages may let
 
 
 def release_freed_memory() -> None:
-    """Return the blocks Arrow's pool and the C heap hold freed to the system."""
+    """Return the blocks Arrow's pool and the C heap hold freed to the system, unless a
+    command holds them for its next phase (:func:`holding_freed_memory`)."""
+    if _holders:
+        return
     pa.default_memory_pool().release_unused()
     _malloc_trim()
+
+
+_holding_lock = threading.Lock()
+_holders = 0
+
+
+@contextlib.contextmanager
+def holding_freed_memory() -> Iterator[None]:
+    """:func:`release_freed_memory` hands nothing back inside the block (everything once the
+    last block of any thread ends), and Arrow allocates from the C heap meanwhile
+    (:func:`returning_pool`).
+
+    For a process whose allocators all draw from glibc's one heap
+    (:func:`perfledger.heap.keep_freed_heap`: no block mapped on its own, one heap for every
+    thread): the memory a phase frees is what the next one allocates from, so the phases'
+    high-water marks do not stack, and the pages are faulted in once. Handed back, each phase
+    faults its pages in afresh, and on virtual machines that report freed pages to their host
+    (within a second or two) a page taken again then costs about thirty times what a page
+    just freed costs (``python bench/page_cost.py``: 3.1 against 0.10 s of system time per
+    GiB; bench/README.md, "Growth", has an analyze's figures both ways).
+    """
+    global _holders
+    with _holding_lock:
+        _holders += 1
+    try:
+        with returning_pool():
+            yield
+    finally:
+        with _holding_lock:
+            _holders -= 1
+        release_freed_memory()
 
 
 _pool_lock = threading.Lock()

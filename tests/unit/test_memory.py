@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -228,3 +230,71 @@ def test_the_maps_chosen_are_the_read_only_maps_of_arrow_files(
         (0x7F0000003000, 0x7F0000004000),
         (0x7F000000F000, 0x7F0000010000),
     ]
+
+
+# In a child process (the heap's settings and its resident pages are the whole process's):
+# 256 MB freed inside the block stays resident through release_freed_memory, and goes back to
+# the system once the block ends; without the block the hand-back is at once.
+_HOLDING_CHILD = """
+import sys
+from perfledger.heap import keep_freed_heap
+keep_freed_heap()
+import numpy as np
+import pyarrow as pa
+from perfledger.memory import holding_freed_memory, release_freed_memory
+def resident_mb():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 // 2**20
+def freed_then_released():
+    block = np.ones(32 << 20)  # 256 MB, every page touched
+    del block
+    release_freed_memory()
+    return resident_mb()
+before = resident_mb()
+if sys.argv[1] == "hold":
+    with holding_freed_memory():
+        pool = pa.default_memory_pool().backend_name
+        inside = freed_then_released()
+    print(pool, inside - before, resident_mb() - before)
+elif sys.argv[1] == "threads":
+    import threading
+    entered, leave = threading.Event(), threading.Event()
+    def other():
+        with holding_freed_memory():
+            entered.set()
+            leave.wait(30)
+    thread = threading.Thread(target=other)
+    thread.start()
+    entered.wait(30)
+    with holding_freed_memory():
+        pass
+    inside = freed_then_released()
+    leave.set()
+    thread.join(30)
+    print("-", inside - before, resident_mb() - before)
+else:
+    print("-", freed_then_released() - before, resident_mb() - before)
+"""
+
+
+def _holding_child(mode: str) -> tuple[str, int, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", _HOLDING_CHILD, mode], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return out[0], int(out[1]), int(out[2])
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
+def test_freed_memory_is_held_inside_the_block_and_handed_back_after_it() -> None:
+    pool, inside, after = _holding_child("hold")
+    assert pool == "system"  # Arrow's buffers from the C heap meanwhile
+    assert inside >= 200  # the 256 MB freed stay resident for the next phase
+    assert after < 50  # handed back when the block ends
+    _, released, _ = _holding_child("release")
+    assert released < 50  # outside the block: handed back at once
+
+
+def test_a_block_another_thread_is_in_keeps_the_memory_held() -> None:
+    pool, inside, after = _holding_child("threads")
+    assert inside >= 200  # this thread's block ended; the other thread's still holds
+    assert after < 50  # handed back when the last block ends

@@ -10,6 +10,7 @@ from perfledger.cli import count_argument, terminal_console
 from perfledger.cli.advisor_options import add_advisor_arguments, config_from_args
 from perfledger.cli.ledger_options import add_ledger_arguments, register_from_args
 from perfledger.heap import keep_freed_heap
+from perfledger.memory import holding_freed_memory
 from perfledger.profiledir.layout import default_profile_name
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
@@ -77,17 +78,20 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyse the traces; the exit code is 0 on success."""
-    keep_freed_heap()  # the analysis hands freed memory back where its phases meet
+    # freed memory kept in glibc's one heap for the next phase (the command line set the heap
+    # up before the process started a thread; again here for a caller that did not)
+    keep_freed_heap()
     out = args.output or Path(default_profile_name())
     config = config_from_args(args)
-    result = build_profile(
-        args.inputs,
-        out,
-        force=args.force,
-        console=terminal_console(),
-        advisor_config=config,
-        execution=Execution(workers=args.workers, dask=args.dask),
-        step_mark=args.step_mark,
-    )
+    with holding_freed_memory():
+        result = build_profile(
+            args.inputs,
+            out,
+            force=args.force,
+            console=terminal_console(),
+            advisor_config=config,
+            execution=Execution(workers=args.workers, dask=args.dask),
+            step_mark=args.step_mark,
+        )
     register_from_args(result.stored, args)
     return 0
