@@ -17,7 +17,8 @@ PACKAGE: Final = PROJECT_ROOT / "src" / "perfledger"
 MAX_LINES: Final = 800
 # The layers, bottom first: a module may import its own layer and the ones below.
 LAYERS: Final = (
-    ("perfledger.errors", "perfledger.direct_files", "perfledger.files", "perfledger.heap",
+    ("perfledger.errors", "perfledger.direct_files", "perfledger.duck", "perfledger.files",
+     "perfledger.heap",
      "perfledger.import_pool",
      "perfledger.memory", "perfledger.orphans", "perfledger.version", "perfledger.vcs"),
     ("perfledger.model",),

@@ -59,7 +59,6 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final, NamedTuple
 
-import duckdb
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -67,6 +66,7 @@ import pyarrow.compute as pc
 
 from perfledger.analysis.columns import codes_taken, first_seen_ids, strings_at
 from perfledger.analysis.nesting import innermost_enclosing, operator_nesting, self_time
+from perfledger.duck import duck
 from perfledger.memory import drop_mapped_pages, release_freed_memory
 from perfledger.model import schema
 from perfledger.model.tables import (
@@ -793,7 +793,7 @@ def _stream_waits(
 
 
 def _query(query: str, result_schema: pa.Schema, **tables: pa.Table) -> pa.Table:
-    with duckdb.connect() as con:
+    with duck() as con:
         for name, table in tables.items():
             con.register(name, table)
         result = con.sql(query).to_arrow_table()

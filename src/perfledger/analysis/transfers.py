@@ -23,12 +23,12 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.duck import duck
 from perfledger.model import schema
 from perfledger.model.tables import SPELLINGS_SCHEMA, TRANSFERS_SCHEMA
 
@@ -107,14 +107,14 @@ def copy_spellings(events: pa.Table) -> pa.Table:
                count(*) FILTER (WHERE bytes < 0) AS unknown_bytes_count
         FROM copies GROUP BY ALL
     """
-    with duckdb.connect() as con:
+    with duck() as con:
         con.register("copies", copies)
         return con.sql(query).to_arrow_table().cast(SPELLINGS_SCHEMA)
 
 
 def transfers_from_spellings(parts: Sequence[pa.Table]) -> pa.Table:
     """The transfers table from the :func:`copy_spellings` of one or several event tables."""
-    with duckdb.connect() as con:
+    with duck() as con:
         con.register("parts", pa.concat_tables(parts))
         per_spelling = con.sql(
             """

@@ -9,6 +9,7 @@ from typing import Any
 from perfledger.cli import count_argument, terminal_console
 from perfledger.cli.advisor_options import add_advisor_arguments, config_from_args
 from perfledger.cli.ledger_options import add_ledger_arguments, register_from_args
+from perfledger.duck import duck
 from perfledger.heap import keep_freed_heap
 from perfledger.memory import holding_freed_memory
 from perfledger.profiledir.layout import default_profile_name
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     keep_freed_heap()
     out = args.output or Path(default_profile_name())
     config = config_from_args(args)
+    # DuckDB's database opened first: opening it hands the heap's free memory back
+    duck().close()
     with holding_freed_memory():
         result = build_profile(
             args.inputs,

@@ -8,15 +8,13 @@ one place, so that the text and the database export of a run give the same canon
 from __future__ import annotations
 
 import math
-import os
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfledger.duck import duck
 from perfledger.model import schema, vendors_ascend
 
 # Framework host events (torch_npu's Python side): operators, Python functions, task queue.
@@ -105,24 +103,6 @@ class Staged:
     links: pa.Table = field(default_factory=LINK_SCHEMA.empty_table)
     counters: pa.Table = field(default_factory=STAGED_COUNTER_SCHEMA.empty_table)
     losses: tuple[str, ...] = ()  # what could not be read (skipped rows ...), one line each
-
-
-_database: tuple[int, duckdb.DuckDBPyConnection] | None = None
-_database_lock = threading.Lock()
-
-
-def duck() -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection of its own for one reading pass; close it when done.
-
-    It is a cursor on one in-memory database per process: opening a database costs tens of
-    milliseconds, a cursor on an open one about one, and a small rank is read in a dozen
-    passes. Tables a cursor registers or creates as temporary are its own.
-    """
-    global _database
-    with _database_lock:
-        if _database is None or _database[0] != os.getpid():
-            _database = (os.getpid(), duckdb.connect())
-        return _database[1].cursor()
 
 
 def finite(value: Any) -> float | None:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from perfledger.duck import duck
 from perfledger.errors import TraceFormatError, reason
 from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
@@ -272,7 +273,7 @@ def _read_kernel_file(path: Path, default_device: int) -> tuple[pa.Table, tuple[
             {args_sql}::VARCHAR AS args
         FROM kernel_csv
     """
-    con = build.duck()
+    con = duck()
     try:
         con.register("kernel_csv", table)
         rows = con.sql(sql).to_arrow_table()
@@ -329,7 +330,7 @@ def read_memory_counters(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
         )
     if not selects:
         return build.STAGED_COUNTER_SCHEMA.empty_table(), text.losses
-    con = build.duck()
+    con = duck()
     try:
         con.register("memory_csv", table)
         rows = con.sql(" UNION ALL ".join(selects)).to_arrow_table()

@@ -21,6 +21,7 @@ from typing import Any, Final
 import duckdb
 import pyarrow as pa
 
+from perfledger.duck import duck
 from perfledger.errors import TraceFormatError
 from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
@@ -431,11 +432,11 @@ def _read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
             )
         raw = {name: _fetch(con, path, name, tables) for name in _RAW}
         facts = _facts(con, tables)
-    duck = build.duck()
+    cursor = duck()
     try:
         for name, table in raw.items():
-            duck.register(name.lower(), table)
-        swapped = bool(duck.execute(_SWAPPED_SQL).fetchall()[0][0])
+            cursor.register(name.lower(), table)
+        swapped = bool(cursor.execute(_SWAPPED_SQL).fetchall()[0][0])
         shapes, dtypes = (
             ("p.inputDtypes", "p.inputShapes")
             if swapped
@@ -446,19 +447,19 @@ def _read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
         )
         host_sql = _HOST_SQL.replace("$shapes", shapes).replace("$dtypes", dtypes)
         staged = build.Staged(
-            host=_staged(duck, host_sql, build.HOST_SCHEMA),
-            cann=_staged(duck, _CANN_SQL, build.CANN_SCHEMA),
-            tasks=_staged(duck, _TASKS_SQL, build.TASK_SCHEMA),
-            comm=_staged(duck, _COMM_SQL, build.COMM_SCHEMA),
-            links=_staged(duck, _LINKS_SQL, build.LINK_SCHEMA),
+            host=_staged(cursor, host_sql, build.HOST_SCHEMA),
+            cann=_staged(cursor, _CANN_SQL, build.CANN_SCHEMA),
+            tasks=_staged(cursor, _TASKS_SQL, build.TASK_SCHEMA),
+            comm=_staged(cursor, _COMM_SQL, build.COMM_SCHEMA),
+            links=_staged(cursor, _LINKS_SQL, build.LINK_SCHEMA),
             counters=_staged(
-                duck,
+                cursor,
                 f"SELECT * FROM ({_COUNTERS_SQL}) WHERE value IS NOT NULL",
                 build.STAGED_COUNTER_SCHEMA,
             ),
         )
     finally:
-        duck.close()
+        cursor.close()
     unplaced = build.unplaced_rows(staged)
     if unplaced:
         note = f"{path}: skipped {unplaced} rows without a name or a start time"

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
+from perfledger.duck import duck
 from perfledger.errors import TraceFormatError
 from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
@@ -98,7 +99,7 @@ FROM comm c LEFT JOIN types t USING (name)
 
 def enrich(staged: build.Staged, kernels: pa.Table) -> build.Staged:
     """Join the kernel table onto the timeline's hardware tasks (start time and name)."""
-    con = build.duck()
+    con = duck()
     try:
         con.register("tasks", staged.tasks)
         con.register("kernels", kernels)
@@ -258,7 +259,7 @@ def with_communication_info(comm: pa.Table, info: dict[str, dict[str, Any]]) -> 
         return comm
     names = comm.column("name").to_pylist()
     extra = [msgspec.json.encode({"hccl": info[n]}).decode() if n in info else None for n in names]
-    con = build.duck()
+    con = duck()
     try:
         con.register("comm", comm.append_column("extra", pa.array(extra, pa.string())))
         merged = con.sql(

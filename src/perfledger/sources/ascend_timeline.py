@@ -20,6 +20,7 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
+from perfledger.duck import duck
 from perfledger.errors import TraceFormatError, reason
 from perfledger.model import vendors_ascend
 from perfledger.sources import ascend_build as build
@@ -412,7 +413,7 @@ def read_timeline(paths: Sequence[Path], default_device: int) -> build.Staged:
     losses = tuple(note for _, notes in decoded for note in notes)
     raw = pa.concat_tables([t for t, _ in decoded]) if len(decoded) > 1 else decoded[0][0]
     del decoded
-    con = build.duck()
+    con = duck()
     try:
         con.register("raw", raw)
         con.execute(

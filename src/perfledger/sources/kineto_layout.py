@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from perfledger.memory import release_freed_memory
 from perfledger.sources import kineto_scan
 from perfledger.sources.kineto_columns import Block
 from perfledger.sources.kineto_text import Int64Array
@@ -110,8 +111,9 @@ def string_pieces(
             freed += part.get_total_buffer_size() if part is not None else 0
             parts[j] = None
         if release is not None and freed >= release:
-            # hand the freed text back, or the pool keeps it beside the growing output
-            pa.default_memory_pool().release_unused()
+            # hand the freed text back, or the pool keeps it beside the growing output (not
+            # where the output reuses it: perfledger.memory.holding_freed_memory)
+            release_freed_memory()
             freed = 0
         yield made
         del made

@@ -15,7 +15,6 @@ from concurrent.futures import Future
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Final
 
-import duckdb
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -26,6 +25,7 @@ from perfledger.analysis.critical_path import RankReplay, predicted_gains, prepa
 from perfledger.analysis.intervals import IntervalSet, union
 from perfledger.analysis.ops import launch_config, link_device_tasks, take_rows
 from perfledger.analysis.replay import effective_change
+from perfledger.duck import duck
 from perfledger.memory import arrow_maps, drop_mapped_pages
 from perfledger.model import devices, schema
 from perfledger.model.accounts import HostWindowAccount, WindowAccount
@@ -394,7 +394,7 @@ class AdvisorContext:
         values = np.full(self.tasks.num_rows, None, dtype=object)
         positions = self.ascend_task_positions
         if positions.size:
-            with duckdb.connect() as con:
+            with duck() as con:
                 con.register("tasks", pa.table({"args": self.task_args(positions)}))
                 found = con.sql(
                     "SELECT CASE WHEN json_valid(args) THEN json_extract_string(args, "

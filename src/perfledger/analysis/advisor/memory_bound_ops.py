@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,6 +25,7 @@ from perfledger.analysis.kernel_names import short_kernel_name
 from perfledger.analysis.roofline.arguments import is_packed_layout
 from perfledger.analysis.roofline.estimates import estimate_table
 from perfledger.analysis.roofline.families import DATA_MOVEMENT_FAMILIES, op_family
+from perfledger.duck import duck
 from perfledger.model.findings import TOP_OFFENDERS, Finding, Skipped, Threshold, ms, pct, us
 
 ID: Final = "memory_bound_ops"
@@ -136,7 +136,7 @@ def operator_units(ctx: AdvisorContext) -> pa.Table:
     kernels = kernels.append_column(
         "args", pa.array(args[positions], pa.string(), from_pandas=True)
     )
-    with duckdb.connect() as con:
+    with duck() as con:
         con.register("kernels", kernels)
         units = con.sql(query).to_arrow_table()
     formats = units["formats"].to_pylist()
@@ -441,7 +441,7 @@ def _signatures(
         FROM calls GROUP BY name, shapes, dtypes
         ORDER BY time_ns DESC, name, shapes, dtypes LIMIT {TOP_OFFENDERS}
     """
-    with duckdb.connect() as con:
+    with duck() as con:
         con.register("calls", calls)
         groups = con.sql(query).to_arrow_table().to_pylist()
     kernel_time = float(time.sum())

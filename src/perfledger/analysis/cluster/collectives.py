@@ -30,12 +30,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.analysis import columns
+from perfledger.duck import duck
 from perfledger.memory import drop_mapped_pages
 from perfledger.model import schema
 from perfledger.model.cluster import (
@@ -74,7 +74,7 @@ def collective_tasks(events: pa.Table) -> pa.Table:
                         END, '') AS "group"
         FROM comm ORDER BY rank, start_ns, device, name
     """
-    with duckdb.connect() as con:
+    with duck() as con:
         con.register("comm", comm)
         return con.sql(query).to_arrow_table().cast(COLLECTIVES_SCHEMA)
 
@@ -135,7 +135,7 @@ def link_usage(events: pa.Table) -> pa.Table:
                     ELSE 'NaN'::DOUBLE END AS gbps
         FROM figures GROUP BY rank, link ORDER BY rank, link
     """
-    with duckdb.connect() as con:
+    with duck() as con:
         con.register("comm", comm)
         return con.sql(query).to_arrow_table().cast(LINKS_SCHEMA)
 
@@ -262,7 +262,7 @@ def communication_matrix(parts: Sequence[pa.Table]) -> pa.Table:
         LEFT JOIN medians m USING (transport)
         ORDER BY p."group" NULLS FIRST, p.src_rank, p.dst_rank, p.transport
     """
-    with duckdb.connect() as con:
+    with duck() as con:
         con.register("rows", rows)
         return con.sql(query).to_arrow_table().cast(MATRIX_SCHEMA)
 
