@@ -88,9 +88,9 @@ def holding_freed_memory() -> Iterator[None]:
     thread): the memory a phase frees is what the next one allocates from, so the phases'
     high-water marks do not stack, and the pages are faulted in once. Handed back, each phase
     faults its pages in afresh, and on virtual machines that report freed pages to their host
-    (within a second or two) a page taken again then costs about thirty times what a page
-    just freed costs (``python bench/page_cost.py``: 3.1 against 0.10 s of system time per
-    GiB; bench/README.md, "Growth", has an analyze's figures both ways).
+    (within a second or two) such a page costs about thirty times one just freed and taken
+    again (``python bench/page_cost.py``: 3.1 against 0.10 s of system time per GiB;
+    bench/README.md, "Growth", has an analyze's figures both ways).
     """
     global _holders
     with _holding_lock:
