@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pytest
 
@@ -50,6 +51,7 @@ from perfledger.heap import keep_freed_heap
 keep_freed_heap()
 import duckdb
 import numpy as np
+import duckdb
 import pyarrow as pa
 from perfledger.duck import duck
 def resident_mb():
@@ -80,3 +82,19 @@ def test_queries_leave_the_freed_heap_memory_where_it_is() -> None:
 
     assert held("duck") >= 200
     assert held("connect") < 100  # what a database of its own per query would do
+
+
+def test_readers_query_on_duckdbs_threads_and_the_analysis_on_the_asking_one() -> None:
+    with duckdb.connect() as default:
+        cores = default.sql("SELECT current_setting('threads')").fetchall()[0][0]
+    with duck() as analysis, duck(parallel=True) as reader:
+        assert analysis.sql("SELECT current_setting('threads')").fetchall() == [(1,)]
+        assert reader.sql("SELECT current_setting('threads')").fetchall() == [(cores,)]
+        # two databases: a table one creates is not the other's
+        reader.execute("CREATE TABLE readers_own AS SELECT 1 AS x")
+        try:
+            assert reader.sql("SELECT x FROM readers_own").fetchall() == [(1,)]
+            with pytest.raises(duckdb.CatalogException):
+                analysis.sql("SELECT x FROM readers_own")
+        finally:
+            reader.execute("DROP TABLE readers_own")

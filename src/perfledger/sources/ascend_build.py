@@ -278,7 +278,7 @@ def _build_sql() -> str:
 
 def build_events(staged: Staged, rank: int) -> pa.Table:
     """The canonical events of one rank, sorted by start (then kind, stream, name)."""
-    con = duck()
+    con = duck(parallel=True)
     try:
         con.register("host", staged.host)
         con.register("cann", staged.cann)
@@ -309,7 +309,7 @@ def build_counters(staged: Staged, rank: int) -> pa.Table:
     table = staged.counters
     if table.num_rows == 0:
         return schema.empty_counters()
-    con = duck()
+    con = duck(parallel=True)
     try:
         con.register("counters", table)
         rows = con.sql(

@@ -273,7 +273,7 @@ def _read_kernel_file(path: Path, default_device: int) -> tuple[pa.Table, tuple[
             {args_sql}::VARCHAR AS args
         FROM kernel_csv
     """
-    con = duck()
+    con = duck(parallel=True)
     try:
         con.register("kernel_csv", table)
         rows = con.sql(sql).to_arrow_table()
@@ -330,7 +330,7 @@ def read_memory_counters(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
         )
     if not selects:
         return build.STAGED_COUNTER_SCHEMA.empty_table(), text.losses
-    con = duck()
+    con = duck(parallel=True)
     try:
         con.register("memory_csv", table)
         rows = con.sql(" UNION ALL ".join(selects)).to_arrow_table()

@@ -432,7 +432,7 @@ def _read_db(path: Path) -> tuple[build.Staged, dict[str, Any]]:
             )
         raw = {name: _fetch(con, path, name, tables) for name in _RAW}
         facts = _facts(con, tables)
-    cursor = duck()
+    cursor = duck(parallel=True)
     try:
         for name, table in raw.items():
             cursor.register(name.lower(), table)

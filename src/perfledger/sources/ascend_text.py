@@ -99,7 +99,7 @@ FROM comm c LEFT JOIN types t USING (name)
 
 def enrich(staged: build.Staged, kernels: pa.Table) -> build.Staged:
     """Join the kernel table onto the timeline's hardware tasks (start time and name)."""
-    con = duck()
+    con = duck(parallel=True)
     try:
         con.register("tasks", staged.tasks)
         con.register("kernels", kernels)
@@ -259,7 +259,7 @@ def with_communication_info(comm: pa.Table, info: dict[str, dict[str, Any]]) -> 
         return comm
     names = comm.column("name").to_pylist()
     extra = [msgspec.json.encode({"hccl": info[n]}).decode() if n in info else None for n in names]
-    con = duck()
+    con = duck(parallel=True)
     try:
         con.register("comm", comm.append_column("extra", pa.array(extra, pa.string())))
         merged = con.sql(

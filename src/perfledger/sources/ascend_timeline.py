@@ -413,7 +413,7 @@ def read_timeline(paths: Sequence[Path], default_device: int) -> build.Staged:
     losses = tuple(note for _, notes in decoded for note in notes)
     raw = pa.concat_tables([t for t, _ in decoded]) if len(decoded) > 1 else decoded[0][0]
     del decoded
-    con = duck()
+    con = duck(parallel=True)
     try:
         con.register("raw", raw)
         con.execute(
