@@ -7,47 +7,35 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/self/maps").exists() or not sys.platform.startswith("linux"),
-    reason="reads /proc/self/maps (glibc's heap)",
-)
+from tests.heap_probe import NEEDS_GLIBC_HEAP, PROBE
+
+pytestmark = NEEDS_GLIBC_HEAP
 
 # main() with the command line given, then a thread's 16 MB block: in the heap only where the
 # one-heap setting holds (by default a thread allocates from a heap of its own)
-_PROBE = """
-import os, sys, threading
+_CHILD = (
+    PROBE
+    + """
+import os, sys
 from perfledger.__main__ import main
 try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-import numpy as np
-def heap():
-    for line in open("/proc/self/maps"):
-        if line.rstrip().endswith("[heap]"):
-            return tuple(int(x, 16) for x in line.split()[0].split("-"))
-    return 0, 0
-seen = []
-def allocate():
-    block = np.ones(2 << 20)
-    start, end = heap()
-    seen.append(int(start <= block.ctypes.data < end))
-thread = threading.Thread(target=allocate)
-thread.start()
-thread.join()
-print("POOL", os.environ.get("ARROW_DEFAULT_MEMORY_POOL"), "HEAP", seen[0])
+_, in_heap_now = thread_block()
+print("POOL", os.environ.get("ARROW_DEFAULT_MEMORY_POOL"), "HEAP", in_heap_now)
 """
+)
 
 
 def _probe(*argv: str, env: dict[str, str] | None = None) -> tuple[str, int]:
     environment = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     environment.update(env or {})
     result = subprocess.run(
-        [sys.executable, "-c", _PROBE, *argv],
+        [sys.executable, "-c", _CHILD, *argv],
         capture_output=True,
         text=True,
         check=True,

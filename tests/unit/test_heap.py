@@ -8,34 +8,26 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
+from tests.heap_probe import NEEDS_GLIBC_HEAP, PROBE
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/self/maps").exists() or not sys.platform.startswith("linux"),
-    reason="reads /proc/self/maps (glibc's heap)",
-)
+pytestmark = NEEDS_GLIBC_HEAP
 
-_CHILD = """
+_CHILD = (
+    PROBE
+    + """
 import sys
 import numpy as np
 from perfledger.heap import keep_freed_heap
 if sys.argv[1] == "keep":
     keep_freed_heap()
-def heap():
-    for line in open("/proc/self/maps"):
-        if line.rstrip().endswith("[heap]"):
-            start, end = (int(x, 16) for x in line.split()[0].split("-"))
-            return start, end
-    return 0, 0
 first = np.ones(8 << 20)  # 64 MB: glibc maps such a block on its own by default
 at = first.ctypes.data
 del first
 second = np.ones(8 << 20)
-start, end = heap()
-print(int(start <= second.ctypes.data < end), int(second.ctypes.data == at))
+print(in_heap(second.ctypes.data), int(second.ctypes.data == at))
 """
+)
 
 
 def _child(mode: str) -> tuple[int, int]:
@@ -53,29 +45,18 @@ def test_a_freed_large_block_is_reused_from_the_heap() -> None:
 
 # Set before numpy loads (and with it any thread); a 16 MB block fits the heap glibc gives a
 # thread of its own by default (64 MB), so only the one-heap setting puts it in the heap.
-_THREADS_CHILD = """
-import sys, threading
+_THREADS_CHILD = (
+    PROBE
+    + """
+import sys
 from perfledger.heap import keep_freed_heap
 if sys.argv[1] == "keep":
     keep_freed_heap()
-import numpy as np
-def heap():
-    for line in open("/proc/self/maps"):
-        if line.rstrip().endswith("[heap]"):
-            return tuple(int(x, 16) for x in line.split()[0].split("-"))
-    return 0, 0
-seen = []
-def allocate():
-    block = np.ones(2 << 20)  # 16 MB
-    seen.append(block.ctypes.data)
-    start, end = heap()
-    seen.append(int(start <= block.ctypes.data < end))
-for _ in range(2):  # one thread after the other: the second may reuse the first's block
-    thread = threading.Thread(target=allocate)
-    thread.start()
-    thread.join()
-print(seen[1], seen[3], int(seen[0] == seen[2]))
+# one thread after the other: the second may reuse the first's block
+(first, first_in_heap), (second, second_in_heap) = thread_block(), thread_block()
+print(first_in_heap, second_in_heap, int(first == second))
 """
+)
 
 
 def _threads_child(mode: str) -> tuple[int, ...]:
