@@ -302,12 +302,23 @@ def system_counters() -> dict[str, int]:
 
 
 def warm(path: Path) -> None:
-    """Read ``path`` through once (outside any timing), so that the run timed next finds it
-    in the page cache whatever ran before it."""
-    with open(path, "rb", buffering=0) as source:
-        piece = bytearray(16 << 20)
-        while source.readinto(piece):
-            pass
+    """Read ``path`` (a file, or every file of an export folder) through once (outside any
+    timing), so that the run timed next finds it in the page cache whatever ran before it."""
+    piece = bytearray(16 << 20)
+    for file in trace_files(path):
+        with open(file, "rb", buffering=0) as source:
+            while source.readinto(piece):
+                pass
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The files of a trace: the file itself, or every file under an export folder."""
+    return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+
+
+def trace_bytes(path: Path) -> int:
+    """The size of a trace: its file's, or an export folder's files' together."""
+    return sum(p.stat().st_size for p in trace_files(path))
 
 
 def mb(n_bytes: float) -> float:

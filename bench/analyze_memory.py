@@ -9,6 +9,9 @@ different bytes.
 
     python bench/analyze_memory.py TRACE --trees /tmp/before /work/main --runs 2
 
+(TRACE: a trace file, or an export folder such as an Ascend one from make_ascend.py, whose
+files' sizes together are the size the peak is compared with.)
+
 prints, per tree, the peak RSS (MB, and as a multiple of the trace's size), the CPU, system
 and wall seconds of each run, what the machine did meanwhile (the MB of file pages dirtied and
 of huge pages faulted in, from /proc/vmstat: the fresh memory the run took, which its system
@@ -43,6 +46,7 @@ from _common import (  # noqa: E402
     perfledger_argv,
     run_measured,
     system_counters,
+    trace_bytes,
     warm,
 )
 
@@ -141,7 +145,7 @@ def main() -> None:
     if trees[0] == trees[1]:  # their runs would be filed together: compare a copy
         parser.error("--trees names one folder twice: give a copy of it as the second")
     results = alternate_trees(__file__, trees, args.runs, [str(trace), "--child"])
-    size_mb = mb(trace.stat().st_size)
+    size_mb = mb(trace_bytes(trace))
     medians: dict[str, dict[str, float]] = {}
     for tree in trees:
         runs = results[str(tree)]
