@@ -7,7 +7,9 @@ analysis allocates several GB over a run against a peak near 1 GB, so this cost 
 share of its CPU (bench/README.md, "Growth"). Each case runs in a fresh child process:
 
   - ``fresh``: an array of SIZE MiB allocated and written once (its pages touched for the
-    first time by this process);
+    first time by this process), on the huge pages numpy asks for by default;
+  - ``fresh 4k``: the same on ordinary pages (NUMPY_MADVISE_HUGEPAGE=0, as perfledger's own
+    processes run numpy: perfledger.heap.ordinary_pages);
   - ``again``: the same, freed (and handed back by ``malloc_trim``), then allocated and
     written again at once;
   - ``after Ns``: freed, N seconds waited (``--waits``), then allocated and written again;
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -66,7 +69,7 @@ def written(path):
             out.write(memoryview(data))
     return work
 
-if case == "fresh":
+if case in ("fresh", "fresh 4k"):
     result = measured(touched)
 elif case == "again" or case == "after":
     block = touched()
@@ -90,11 +93,16 @@ print(json.dumps(result))
 
 
 def _case(size_mb: int, case: str, wait: float, folder: str) -> dict[str, float]:
+    # numpy's own default (huge pages for large arrays) but where the case says otherwise
+    environment = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    if case == "fresh 4k":
+        environment["NUMPY_MADVISE_HUGEPAGE"] = "0"
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, str(size_mb), case, str(wait), folder],
         capture_output=True,
         text=True,
         check=True,
+        env=environment,
     )
     result: dict[str, float] = json.loads(done.stdout)
     return result
@@ -109,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cases = [
         ("fresh", "fresh", 0.0),
+        ("fresh 4k", "fresh 4k", 0.0),
         ("again", "again", 0.0),
         *((f"after {w:g}s", "after", w) for w in args.waits),
         ("file", "file", 0.0),

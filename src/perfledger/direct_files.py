@@ -34,6 +34,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from perfledger.pages import write_pieces
+
 # The size every direct write is a multiple of, and its buffer's alignment: 4 KiB covers the
 # logical block sizes of the disks in use (512 B or 4 KiB).
 ALIGNMENT: Final = 4096
@@ -195,9 +197,8 @@ class DirectFile:
         return True
 
     def _write_all(self, view: memoryview) -> None:
-        done = 0
-        while done < len(view):
-            done += os.pwrite(self._fd, view[done:], self._written + done)
+        # through the page cache: in pieces, which it takes in ordinary pages
+        write_pieces(self._fd, view, self._written)
         self._written += len(view)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from perfledger.heap import keep_freed_heap
 from perfledger.orphans import exit_with_parent
+from perfledger.pages import ordinary_pages
 
 # This process reads, cuts and takes the blocks back at about a fifth of the workers' cost
 # (bench/import_workers.py measures both): beyond about five workers it sets the pace, and
@@ -58,6 +59,8 @@ def start_worker(parent_pid: int, preload: str) -> None:
     # of the command: a worker is ended by it, as a spawned one is
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     importlib.import_module(preload)
+    # numpy loaded now (a spawned worker of ``record``'s analysis has no environment of ours)
+    ordinary_pages()
 
 
 def new_pool(workers: int, preload: str, *, fork: bool = False) -> ProcessPoolExecutor:

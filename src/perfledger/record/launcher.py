@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from perfledger.errors import PerfledgerError
+from perfledger.pages import ordinary_pages
 from perfledger.profiledir import StoredProfile
 from perfledger.profiledir.writer import check_target
 from perfledger.record import inprocess
@@ -394,6 +395,8 @@ def _build_profile(traces: Sequence[Path], output: Path, **kwargs: Any) -> Store
         from perfledger.run.pipeline import build_profile
     except ImportError as error:
         raise PerfledgerError(f"the analysis pipeline is not available ({error})") from error
+    # the program's environment is not ours to change: numpy's pages set in this process
+    ordinary_pages()
     return build_profile(traces, output, **kwargs).stored
 
 

@@ -32,6 +32,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.files import temporary_name
+from perfledger.pages import writable_map
 from perfledger.sources.kineto_layout import TextPiece
 
 __all__ = ["FilledColumns", "filled_columns", "filled_text"]
@@ -201,7 +202,7 @@ def _laid_out(
             ):
                 raise OSError("the IPC writer laid the columns out otherwise")
             reserve(file.fileno(), 0, size)
-            writable = mmap.mmap(file.fileno(), size)
+            writable = writable_map(file.fileno(), size)
     except (OSError, ValueError, pa.ArrowException):
         temporary.unlink(missing_ok=True)
         return None

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from perfledger.files import replacing, temporary_name
+from perfledger.pages import PieceSink
 from perfledger.run.filled_columns import FilledColumns, filled_columns, filled_text
 from perfledger.sources.kineto_layout import TextPiece
 
@@ -161,8 +162,8 @@ def _in_heap(
 
 
 def _sink(path: Path) -> pa.NativeFile:
-    """The file an IPC writer writes at ``path``."""
-    return pa.OSFile(str(path), "wb")
+    """The file an IPC writer writes at ``path`` (in pieces: perfledger.pages)."""
+    return pa.PythonFile(PieceSink(path), mode="w")
 
 
 def with_columns(table: pa.Table, columns: pa.Table) -> pa.Table:

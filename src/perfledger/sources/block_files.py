@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfledger.pages import write_pieces
+
 # A small buffer starts at a multiple of this in its file (Arrow's own alignment)...
 _ALIGN = 64
 # ... a buffer of at least this many bytes at a page of its own, mapped on its own.
@@ -93,10 +95,8 @@ def to_file(value: Any, folder: str) -> BlockFile | Any:
         return value
     try:
         try:
-            for view, (offset, length) in zip(views, spans, strict=True):
-                written = 0
-                while written < length:
-                    written += os.pwrite(descriptor, view[written:], offset + written)
+            for view, (offset, _) in zip(views, spans, strict=True):
+                write_pieces(descriptor, view, offset)
             os.ftruncate(descriptor, size)
         finally:
             os.close(descriptor)
