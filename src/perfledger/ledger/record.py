@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from perfledger.analysis import figures
@@ -46,7 +47,9 @@ DEVICE_SHARES: Final = (
     "idle_other",
 )
 HOST_SHARES: Final = ("dataloader", "forward", "backward", "optimizer", "overhead")
-BATCH_READ_BYTES: Final = 64 * 1024 * 1024
+# The rows of op_summary the batch size is read from: every step has its loss or first layer
+# in far fewer, and registering must stay cheap next to a gigabyte profile.
+BATCH_READ_ROWS: Final = 500_000
 _BATCH_COLUMNS: Final = {
     "step": pa.int32(),
     "start_ns": pa.int64(),
@@ -122,9 +125,11 @@ def run_record(
 
 
 def profile_batch_size(stored: StoredProfile) -> int | None:
-    """Samples per step (:func:`perfledger.analysis.diff.workload.batch_size`), read from the
-    first :data:`BATCH_READ_BYTES` of op_summary.csv: every step has its loss or first layer,
-    and registering must stay cheap next to a gigabyte profile."""
+    """Samples per step (:func:`perfledger.analysis.diff.workload.batch_size`) of the first
+    :data:`BATCH_READ_ROWS` rows of op_summary: those the profile holds in memory where it
+    was just written (:attr:`StoredProfile.op_summary_head`), else those of op_summary.csv."""
+    if stored.op_summary_head is not None:
+        return batch_samples(stored.op_summary_head)
     path = stored.path / OP_SUMMARY_CSV
     if not path.is_file():
         return None
@@ -143,14 +148,28 @@ def profile_batch_size(stored: StoredProfile) -> int | None:
         batches, read = [], 0
         for batch in reader:
             batches.append(batch)
-            read += batch.nbytes
-            if read >= BATCH_READ_BYTES:
+            read += batch.num_rows
+            if read >= BATCH_READ_ROWS:
                 break
     except (OSError, pa.ArrowInvalid):
         return None  # the batch size is a hint: an unreadable table only loses it
     if not batches:
         return None
-    found = batch_size(pa.Table.from_batches(batches))
+    return batch_samples(pa.Table.from_batches(batches))
+
+
+def batch_samples(op_summary: pa.Table) -> int | None:
+    """The batch size of the first :data:`BATCH_READ_ROWS` rows of ``op_summary`` (its
+    columns as op_summary.csv reads back: plain types, no text empty but null)."""
+    head = op_summary.slice(0, BATCH_READ_ROWS)
+    columns = {}
+    for name, kind in _BATCH_COLUMNS.items():
+        if name in head.column_names:
+            column = head.column(name).cast(kind)
+            if pa.types.is_string(kind):  # the CSV reads an empty cell as null
+                column = pc.if_else(pc.equal(column, ""), pa.scalar(None, kind), column)
+            columns[name] = column
+    found = batch_size(pa.table(columns))
     return None if found is None else found.samples
 
 

@@ -64,6 +64,9 @@ class StoredProfile:
         kernel_names: the distinct names of kernel_details.csv where the profile was just
             written (the ledger then need not read that CSV of millions of rows again);
             None: read from the file when asked.
+        op_summary_head: the first rows of op_summary (``perfledger.ledger.record``'s
+            BATCH_READ_ROWS or more) where the profile was just written, for the ledger's
+            batch size; None: read from op_summary.csv when asked.
     """
 
     path: Path
@@ -71,6 +74,7 @@ class StoredProfile:
     summary: Document
     format_version: int
     kernel_names: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    op_summary_head: pa.Table | None = field(default=None, compare=False, repr=False)
 
     # --- figures the profile holds ----------------------------------------------------------
 

@@ -29,6 +29,7 @@ from perfledger.analysis.columns import distinct_strings
 from perfledger.analysis.profile import step_trace
 from perfledger.errors import PerfledgerError
 from perfledger.files import write_json
+from perfledger.ledger.record import BATCH_READ_ROWS
 from perfledger.memory import (
     drop_mapped_pages,
     release_freed_memory,
@@ -242,7 +243,15 @@ def build_profile(
         for removal in removals:
             removal.join()
     names = tuple(distinct_strings(analysis.kernel_details.column("name")))
-    stored = StoredProfile(out_dir, document, summary, schema.FORMAT_VERSION, kernel_names=names)
+    stored = StoredProfile(
+        out_dir,
+        document,
+        summary,
+        schema.FORMAT_VERSION,
+        kernel_names=names,
+        # op_summary.csv's first rows, for the ledger: not read back from the file
+        op_summary_head=analysis.op_summary.slice(0, BATCH_READ_ROWS),
+    )
     return ProfileResult(path=out_dir, analysis=analysis, summary=summary, stored=stored)
 
 
