@@ -210,3 +210,18 @@ def test_thread_times_worked_out_in_small_slices_are_the_same(
     # THEN every row's replayed times are still the replayed table's
     for prepared in prepared_ranks("kineto/v100_rank1_ddp.json.gz"):
         assert_same_row_times(prepared, changes(prepared.graph, prepared.events)[1:4])
+
+
+def test_every_rows_node_spread_out_is_the_searched_one() -> None:
+    # rows given several times (the last node wins), rows outside the table (before its
+    # first row, past its last) and none at all: the spread table answers as the search does
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        count, size = int(rng.integers(0, 40)), int(rng.integers(0, 50))
+        rows = rng.integers(-3, size + 5, count).astype(np.int64)
+        nodes = rng.integers(0, 1000, count).astype(np.int64)
+        table = replay_windows._RowNodes(rows, nodes)
+        spread = table.every(size)
+        searched = table(np.arange(size, dtype=np.int64))
+        assert spread.dtype == searched.dtype
+        assert np.array_equal(spread, searched)

@@ -327,8 +327,10 @@ class RankRows:
     ) -> tuple[npt.NDArray[np.signedinteger[Any]], npt.NDArray[np.signedinteger[Any]]]:
         """The node whose start, and the one whose end, each row ``at`` (None: every row)
         takes; -1 where none."""
-        rows = np.arange(self.events.num_rows, dtype=np.int64) if at is None else at
-        return self._start_node(rows), self._end_node(rows)
+        if at is None:  # every row: each table spread out, no search
+            rows = self.events.num_rows
+            return self._start_node.every(rows), self._end_node.every(rows)
+        return self._start_node(at), self._end_node(at)
 
     def thread_of(self, rows: Int64Array) -> Int64Array:
         """The graph's thread whose nodes each host row moves with (its own, else the busiest
@@ -353,6 +355,13 @@ class _RowNodes:
         self.rows = rows[last]
         index = np.int32 if nodes.size < np.iinfo(np.int32).max else np.int64
         self.nodes = nodes[last].astype(index)
+
+    def every(self, rows: int) -> npt.NDArray[np.signedinteger[Any]]:
+        """The node of each of the first ``rows`` rows (as ``self(np.arange(rows))``)."""
+        nodes = np.full(rows, -1, dtype=self.nodes.dtype)
+        low, high = np.searchsorted(self.rows, [0, rows])  # the rows known among them
+        nodes[self.rows[low:high]] = self.nodes[low:high]
+        return nodes
 
     def __call__(self, at: Int64Array) -> npt.NDArray[np.signedinteger[Any]]:
         """The node of each row ``at``."""
