@@ -1,5 +1,6 @@
 """columns.isin and columns.matches: row masks of dictionary and plain string columns, against
-the values tested row by row; columns.pair_order against a sort of the pairs."""
+the values tested row by row (a null row is in none); columns.texts against the values row
+by row; columns.pair_order against a sort of the pairs."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from perfledger.analysis import columns
 ALPHABET = ["kernel", "memcpy", "memset", "cpu_op", "runtime", "annotation", "step", "comm"]
 
 chunked = st.lists(st.lists(st.sampled_from(ALPHABET), max_size=12), min_size=1, max_size=4)
+with_nulls = st.lists(
+    st.lists(st.sampled_from([*ALPHABET, None]), max_size=12), min_size=1, max_size=4
+)
 wanted = st.sets(st.sampled_from(ALPHABET))
 
 
-def _table(chunks: list[list[str]], dictionary: bool) -> pa.Table:
+def _table(chunks: list[list[str | None]], dictionary: bool) -> pa.Table:
     arrays = [pa.array(c, pa.string()) for c in chunks]
     if dictionary:
         # each chunk with a dictionary of its own, as concatenated imports have them
@@ -26,17 +30,25 @@ def _table(chunks: list[list[str]], dictionary: bool) -> pa.Table:
     return pa.table({"kind": pa.chunked_array(arrays, pa.string())})
 
 
-@given(chunked, wanted, st.booleans())
+@given(with_nulls, wanted, st.booleans())
 def test_isin_marks_the_rows_holding_one_of_the_values(chunks, values, dictionary) -> None:
     mask = columns.isin(_table(chunks, dictionary), "kind", values)
     assert mask.dtype == bool
     assert mask.tolist() == [v in values for c in chunks for v in c]
 
 
-@given(chunked, wanted, st.booleans())
+@given(with_nulls, wanted, st.booleans())
 def test_matches_marks_the_rows_whose_value_passes(chunks, values, dictionary) -> None:
     mask = columns.matches(_table(chunks, dictionary), "kind", lambda v: v not in values)
-    assert mask.tolist() == [v not in values for c in chunks for v in c]
+    assert mask.tolist() == [v is not None and v not in values for c in chunks for v in c]
+
+
+@given(with_nulls, st.booleans())
+def test_texts_are_the_rows_values_a_null_empty(chunks, dictionary) -> None:
+    found = columns.texts(_table(chunks, dictionary), "kind")
+    assert found.dtype.kind == "U"
+    assert found.tolist() == [v or "" for c in chunks for v in c]
+    assert (found == "kernel").tolist() == [v == "kernel" for c in chunks for v in c]
 
 
 def test_a_dictionary_of_many_values_marks_the_rows_of_each() -> None:

@@ -78,20 +78,31 @@ def _chunk_rows(
 def _dictionary_mask(
     column: pa.ChunkedArray, wanted: Callable[[npt.NDArray[np.object_]], BoolArray]
 ) -> BoolArray:
-    """Evaluate a predicate once per distinct value of a dictionary (or string) column."""
+    """Evaluate a predicate once per distinct value of a dictionary (or string) column (a
+    plain chunk is encoded first, in Arrow: no Python string per row); a null row is False."""
     masks: list[BoolArray] = []
     for chunk in column.chunks:
-        if pa.types.is_dictionary(chunk.type):
-            values = np.asarray(chunk.dictionary.to_pylist(), dtype=object)
-            hit = wanted(values) if values.size else np.zeros(0, dtype=bool)
-            indices = chunk.indices.to_numpy(zero_copy_only=False)
-            masks.append(_code_mask(hit, indices))
-        else:
-            values = np.asarray(chunk.to_pylist(), dtype=object)
-            masks.append(wanted(values) if values.size else np.zeros(0, dtype=bool))
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = pc.dictionary_encode(chunk)
+        values = np.asarray(chunk.dictionary.to_pylist(), dtype=object)
+        hit = wanted(values) if values.size else np.zeros(0, dtype=bool)
+        indices = chunk.indices
+        if indices.null_count:  # a null row: a code past the values', which none wants
+            hit = np.append(hit, False)
+            indices = indices.fill_null(values.size)
+        masks.append(_code_mask(hit, indices.to_numpy(zero_copy_only=False)))
     if not masks:
         return np.zeros(0, dtype=bool)
     return np.concatenate(masks)
+
+
+def texts(table: pa.Table, column: str) -> npt.NDArray[np.str_]:
+    """A string column (dictionary or plain) as a numpy array of text, a null row as "":
+    each distinct value decoded once, and compared with a string in C (an object array
+    compares row by row in Python)."""
+    codes, values = dictionary_codes(table, column, null=-1)
+    distinct = np.array([*("" if v is None else v for v in values), ""], dtype=np.str_)
+    return distinct[codes]  # -1: the "" at the end
 
 
 # A mask of this many codes (or all codes but this many) is a few comparisons of the codes

@@ -268,8 +268,7 @@ class AdvisorContext:
         gaps = self.analysis.gaps
         if not self.data_loading or gaps.num_rows == 0:
             return 0
-        cause = np.asarray(gaps["cause"].to_numpy(zero_copy_only=False), dtype=object)
-        chosen = np.flatnonzero(np.isin(cause, list(causes)))
+        chosen = np.flatnonzero(columns.isin(gaps, "cause", causes))
         rank = np.asarray(gaps["rank"], dtype=np.int64)[chosen]
         g0 = np.asarray(gaps["start_ns"], dtype=np.int64)[chosen]
         g1 = np.asarray(gaps["end_ns"], dtype=np.int64)[chosen]
@@ -346,9 +345,9 @@ class AdvisorContext:
         return device_tasks(self.analysis.events, self.analysis.device_links)
 
     @cached_property
-    def task_kind(self) -> npt.NDArray[np.object_]:
-        """Each task's kind (a column of :attr:`tasks`) as an object array."""
-        return np.asarray(self.tasks["kind"].to_numpy(zero_copy_only=False), dtype=object)
+    def task_kind(self) -> npt.NDArray[np.str_]:
+        """Each task's kind (a column of :attr:`tasks`) as a numpy array of text."""
+        return columns.texts(self.tasks, "kind")
 
     @cached_property
     def task_rows(self) -> IntArray:

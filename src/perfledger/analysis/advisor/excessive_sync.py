@@ -210,8 +210,7 @@ def _idle_caused(ctx: AdvisorContext, sync_rows: np.ndarray) -> np.ndarray:
     caused = np.zeros(sync_rows.size, dtype=np.int64)
     if gaps.num_rows == 0 or sync_rows.size == 0:
         return caused
-    cause = np.asarray(gaps["cause"].to_numpy(zero_copy_only=False), dtype=object)
-    is_sync_gap = cause == IDLE_SYNC
+    is_sync_gap = columns.isin(gaps, "cause", [IDLE_SYNC])
     g_rank = np.asarray(gaps["rank"], dtype=np.int64)[is_sync_gap]
     g0 = np.asarray(gaps["start_ns"], dtype=np.int64)[is_sync_gap]
     g_dur = np.asarray(gaps["dur_ns"], dtype=np.int64)[is_sync_gap]
