@@ -118,3 +118,25 @@ def test_a_table_written_into_a_removed_staging_folder_does_not_bring_it_back(
     with pytest.raises(FileNotFoundError):
         write_table(staging, "counters", pa.table({"value": [1.0]}))
     assert not staging.exists()
+
+
+def test_a_stored_tables_text_columns_alone_have_a_dictionary(tmp_path: Path) -> None:
+    rows = 50_000
+    table = pa.table(
+        {
+            "rank": pa.array([r % 4 for r in range(rows)], pa.int32()),
+            "track": pa.array([f"track {r % 3}" for r in range(rows)]),
+            "name": pa.array([f"n{r % 5}" for r in range(rows)]).dictionary_encode(),
+            "ts_ns": pa.array(range(rows), pa.int64()),
+            "value": pa.array([r / 7 for r in range(rows)], pa.float64()),
+        }
+    )
+    path = write_table(tmp_path, "counters", table)
+    stored = pq.ParquetFile(path)
+    encodings = {
+        stored.schema_arrow.names[c]: stored.metadata.row_group(0).column(c).encodings
+        for c in range(stored.metadata.num_columns)
+    }
+    coded = {name for name, used in encodings.items() if any("DICTIONARY" in e for e in used)}
+    assert coded == {"track", "name"}
+    assert pq.read_table(path).equals(table)
