@@ -13,14 +13,17 @@ share of its CPU (bench/README.md, "Growth"). Each case runs in a fresh child pr
   - ``again``: the same, freed (and handed back by ``malloc_trim``), then allocated and
     written again at once;
   - ``after Ns``: freed, N seconds waited (``--waits``), then allocated and written again;
-  - ``file``: SIZE MiB written into a new file (the file cache's pages), then the file
-    removed; ``file again``: the same at once after.
+  - ``file``: SIZE MiB written into a new file (the file cache's pages) in one write, then
+    the file removed; ``file again``: the same at once after; ``file 1m`` and ``file 64k``:
+    a new file written 1 MiB and 64 KiB at a time (perfledger.pages.write_pieces' writes).
+    Each file case but ``file again`` waits ``--settle`` seconds first, so that the memory
+    the case before freed has gone back to the host: its pages are fresh.
 
 Per case: wall and system seconds of the write, minor page faults, and system seconds per
 GiB; and, in the same run, the first case's figures as the reference the others are read
 against (``x fresh``). Nothing here depends on the project.
 
-Usage: python bench/page_cost.py [--size-mb 1024] [--waits 3 10] [--rounds 2]
+Usage: python bench/page_cost.py [--size-mb 1024] [--waits 3 10] [--rounds 2] [--settle 4]
 """
 
 from __future__ import annotations
@@ -79,8 +82,21 @@ elif case == "again" or case == "after":
         time.sleep(wait)
     result = measured(touched)
 elif case == "file":
+    time.sleep(wait)
     path = os.path.join(folder, "page_cost.bin")
     result = measured(written(path))
+    os.remove(path)
+elif case in ("file 1m", "file 64k"):
+    time.sleep(wait)
+    path = os.path.join(folder, "page_cost.bin")
+    piece = (1 << 20) if case == "file 1m" else (64 << 10)
+    data = np.ones(size, np.uint8)
+    def pieces():
+        view = memoryview(data)
+        with open(path, "wb", buffering=0) as out:
+            for at in range(0, size, piece):
+                out.write(view[at : at + piece])
+    result = measured(pieces)
     os.remove(path)
 elif case == "file again":
     path = os.path.join(folder, "page_cost.bin")
@@ -113,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--waits", type=float, nargs="*", default=[3.0, 10.0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--settle", type=float, default=4.0, help="seconds a file case waits before it starts"
+    )
     parser.add_argument("--folder", type=Path, default=None, help="where the file cases write")
     args = parser.parse_args(argv)
     cases = [
@@ -120,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         ("fresh 4k", "fresh 4k", 0.0),
         ("again", "again", 0.0),
         *((f"after {w:g}s", "after", w) for w in args.waits),
-        ("file", "file", 0.0),
+        ("file", "file", args.settle),
         ("file again", "file again", 0.0),
+        ("file 1m", "file 1m", args.settle),
+        ("file 64k", "file 64k", args.settle),
     ]
     results: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in cases}
     with tempfile.TemporaryDirectory(dir=args.folder) as folder:

@@ -25,9 +25,11 @@ from typing import Any, Final
 NUMPY_HUGE_PAGES: Final = "NUMPY_MADVISE_HUGEPAGE"
 # its value for none: the environment of perfledger's own processes before numpy loads
 ORDINARY_PAGES_ENVIRONMENT: Final = {NUMPY_HUGE_PAGES: "0"}
-# The largest write given to the system at once: below 2 MB, the file cache's blocks that a
-# write takes stay below a huge page's size.
-WRITE_PIECE_BYTES: Final = 1 << 20
+# The largest write given to the system at once. The file cache takes the pages of a write in
+# blocks as large as the write (up to 2 MB), and here a block of 512 KiB or more cost as much
+# as a huge page, some hours even 1 MiB ones, while 256 KiB and less always cost as ordinary
+# pages (bench/page_cost.py's file cases): 64 KiB, well below, for a few thousand writes a GB.
+WRITE_PIECE_BYTES: Final = 64 << 10
 
 
 def ordinary_pages() -> None:
