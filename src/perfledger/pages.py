@@ -1,5 +1,5 @@
 """Fresh memory taken in ordinary pages: numpy's large arrays kept off huge pages, files
-written in pieces, file maps written a page at a time.
+written in pieces.
 
 On a virtual machine whose host takes the guest's freed memory back, a page the process takes
 afresh must first be found by the host; taken as a 2 MB huge page (numpy asks for them for
@@ -16,8 +16,6 @@ switch here before they load anything heavy.
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 import os
 from typing import Any, Final
 
@@ -92,16 +90,3 @@ class PieceSink:
 
     def seekable(self) -> bool:
         return False
-
-
-def writable_map(descriptor: int, size: int) -> mmap.mmap:
-    """A shared writable map of the first ``size`` bytes of the open file ``descriptor``,
-    whose pages the system takes one at a time as they are first written (no read-ahead,
-    which would take the file cache's blocks up to 2 MB at a time)."""
-    writable = mmap.mmap(descriptor, size)
-    advice = getattr(mmap, "MADV_RANDOM", None)
-    if advice is not None:
-        # only how the pages are taken: the map works the same where it is refused
-        with contextlib.suppress(OSError):
-            writable.madvise(advice)
-    return writable

@@ -1,6 +1,7 @@
-"""Number columns made in place in the memory map of their Arrow IPC file: the file read back
-holds what was written, a file that cannot be made gives None (the caller uses the heap), and
-nothing is left behind of a file given up."""
+"""Columns made a body at a time and written into their places in their Arrow IPC file: the
+file read back holds what was written (a body written as soon as it is made, or at the end), a
+file that cannot be made gives None (the caller uses the heap), and nothing is left behind of
+a file given up."""
 
 from __future__ import annotations
 
@@ -163,6 +164,9 @@ def test_text_is_filled_into_the_holes_its_offsets_leave(tmp_path: Path) -> None
             expected = b"" if data is None else data.to_pybytes()[: int(piece.offsets[-1])]
             assert target.nbytes == len(expected)
             target[:] = np.frombuffer(expected, np.uint8)
+            if index % 2:  # half the pieces written as soon as made, the rest by finish
+                place.written(name, index)
+                target[:] = 0  # the file has the piece's text: the target is no longer read
     del target
     table = place.finish()
     assert in_mapped_files(table)
@@ -176,8 +180,8 @@ def test_text_is_filled_into_the_holes_its_offsets_leave(tmp_path: Path) -> None
 def test_where_space_cannot_be_reserved_ahead_nothing_is_made_in_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # a system without posix_fallocate (macOS): a write through the map could meet a full
-    # disk as a fault, so the caller makes its columns in the heap
+    # a system without posix_fallocate (macOS): no room is reserved ahead, so the caller
+    # makes its columns in the heap
     monkeypatch.delattr(filled_columns.os, "posix_fallocate")
     assert filled(tmp_path / "numbers.arrow", SCHEMA, 1000) is None
     assert not list(tmp_path.iterdir())
@@ -187,7 +191,7 @@ def test_a_target_still_held_elsewhere_does_not_stop_the_columns_being_read(
     tmp_path: Path,
 ) -> None:
     """A frame that outlived its call (a profiler's sample) may still hold a target when the
-    columns are finished: the file is read as written, and the map goes with that holder."""
+    columns are finished: the file is read as written, the target stays its holder's."""
     path = tmp_path / "numbers.arrow"
     place = filled(path, SCHEMA, 100, None)
     assert place is not None
@@ -198,6 +202,6 @@ def test_a_target_still_held_elsewhere_does_not_stop_the_columns_being_read(
     table = place.finish()
     for name, column in values.items():
         np.testing.assert_array_equal(table[name].to_numpy(), column)
-    assert held.size == 100  # still readable by its holder: the map open for it
+    assert held.size == 100  # still readable by its holder
     del held
     assert sorted(p.name for p in tmp_path.iterdir()) == ["numbers.arrow"]

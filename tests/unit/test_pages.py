@@ -1,10 +1,8 @@
-"""Files written in pieces and maps written a page at a time (perfledger.pages): the bytes
-are the same as one write's, no write is larger than a piece, and a writable map reads
-nothing ahead."""
+"""Files written in pieces (perfledger.pages): the bytes are the same as one write's, and no
+write is larger than a piece."""
 
 from __future__ import annotations
 
-import mmap
 import os
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from perfledger import pages
-from perfledger.pages import WRITE_PIECE_BYTES, PieceSink, writable_map, write_pieces
+from perfledger.pages import WRITE_PIECE_BYTES, PieceSink, write_pieces
 from perfledger.run.mapped_files import read_ipc, write_ipc
 
 
@@ -80,31 +78,3 @@ def test_the_sink_counts_what_it_wrote(tmp_path: Path) -> None:
     sink.close()  # a second close does nothing
     assert sink.closed
     assert (tmp_path / "s.bin").read_bytes() == b"abc" + np.arange(4, dtype=np.int64).tobytes()
-
-
-@pytest.mark.skipif(
-    not Path("/proc/self/smaps").exists() or not hasattr(mmap, "MADV_RANDOM"),
-    reason="reads /proc/self/smaps (Linux)",
-)
-def test_a_writable_map_reads_nothing_ahead(tmp_path: Path) -> None:
-    path = tmp_path / "m.bin"
-    size = 8 << 20
-    with open(path, "w+b") as file:
-        file.truncate(size)
-        writable = writable_map(file.fileno(), size)
-    target = np.frombuffer(writable, np.uint8)
-    target[:] = 7
-    address = target.ctypes.data
-    flags: list[str] = []
-    inside = False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()
-        if head and "-" in head[0] and not head[0].endswith(":"):
-            start, end = (int(x, 16) for x in head[0].split("-"))
-            inside = start <= address < end
-        elif inside and line.startswith("VmFlags:"):
-            flags = head[1:]
-    del target
-    writable.close()
-    assert "rr" in flags  # the kernel's mark of MADV_RANDOM: no read-ahead
-    assert path.read_bytes() == bytes([7]) * size

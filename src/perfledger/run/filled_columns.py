@@ -1,20 +1,21 @@
-"""Columns made straight into the memory map of the Arrow IPC file that will hold them.
+"""Columns written straight into their places in the Arrow IPC file that will hold them.
 
-A table written to an IPC file (``mapped_files.mapped_batches``) is first made in the heap,
-then copied into the file: its pages are taken twice, once for the heap and once for the
-system's file cache. Here the file is laid out first with the columns' bodies left as holes
-(only the schema, the batches' metadata, what the caller gives whole and the footer are
-written: the IPC writer is given placeholder buffers for the rest, and the sink it writes
+A table written to an IPC file (``mapped_files.mapped_batches``) is first made whole in the
+heap, then copied into the file. Here the file is laid out first with the columns' bodies left
+as holes (only the schema, the batches' metadata, what the caller gives whole and the footer
+are written: the IPC writer is given placeholder buffers for the rest, and the sink it writes
 through skips them), the holes are reserved on disk (``posix_fallocate``: a full disk shows
-now, as an error, and never later as a fault in a write through the map), and the caller
-writes each body through a shared writable map of the file as it computes it. Read back
-through a read-only map, the columns are then the file's pages, as ``mapped_batches`` gives
-them.
+now, as an error), and the caller makes each body in the heap and has it written into its hole
+once made (:meth:`FilledColumns.written`: the text a piece at a time, so that the heap holds a
+piece, never the whole text), in the small writes whose pages the file cache takes as ordinary
+pages (``perfledger.pages``; through a shared writable map of the file it took them up to 2 MB
+at a time, at twice the system time here). Read back through a read-only map, the columns are
+then the file's pages, as ``mapped_batches`` gives them.
 
 Two layouts: :func:`filled_columns`, fixed-width columns without nulls (integers, floats) in
 one batch, each column's values a hole; :func:`filled_text`, string columns in batches whose
 offsets and validity are known before their text (given whole), each text a hole. A file that
-cannot be made, reserved or mapped gives None: the caller makes its columns in the heap.
+cannot be made or reserved gives None: the caller makes its columns in the heap.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from perfledger.files import temporary_name
-from perfledger.pages import writable_map
+from perfledger.pages import write_pieces
 from perfledger.sources.kineto_layout import TextPiece
 
 __all__ = ["FilledColumns", "filled_columns", "filled_text"]
@@ -41,73 +42,80 @@ Done = Callable[[Path, pa.Table], None]
 
 
 class FilledColumns:
-    """The columns of one IPC file being filled through a writable map (:func:`filled_columns`,
-    :func:`filled_text`).
+    """The columns of one IPC file being filled (:func:`filled_columns`, :func:`filled_text`).
 
-    :meth:`target` gives a body's place in the map, as a numpy array to write into;
-    :meth:`finish` ends the writing (every target let go by then) and gives the columns read
-    back through a read-only map of the file."""
+    :meth:`target` gives a body to make, as a numpy array; :meth:`written` writes a body made
+    into its place in the file (and lets it go); :meth:`finish` writes those not written yet
+    and gives the columns read back through a read-only map of the file."""
 
     def __init__(
         self,
         path: Path,
         temporary: Path,
-        targets: dict[tuple[int, str], npt.NDArray[Any]],
-        writable: mmap.mmap,
+        bodies: dict[tuple[int, str], tuple[int, int, Any]],
+        descriptor: int,
         done: Done | None,
     ) -> None:
         self.path = path
         self._temporary = temporary
-        self._targets = targets
-        self._writable: mmap.mmap | None = writable
+        self._bodies = bodies  # (batch, name): offset in the file, count, numpy type
+        self._made: dict[tuple[int, str], npt.NDArray[Any]] = {}
+        self._descriptor = descriptor
         self._done = done
 
     def target(self, name: str, batch: int = 0) -> npt.NDArray[Any]:
         """Column ``name``'s body in record batch ``batch``: its values (an array of the
         column's type and the batch's length), or its text (bytes, as many as the batch's
-        offsets say)."""
-        return self._targets[batch, name]
+        offsets say); the same array until it is written."""
+        key = (batch, name)
+        made = self._made.get(key)
+        if made is None:
+            _, count, dtype = self._bodies[key]
+            made = self._made[key] = np.empty(count, dtype)
+        return made
+
+    def written(self, name: str, batch: int = 0) -> None:
+        """Column ``name``'s body in record batch ``batch`` is made: written into its place
+        in the file now (in pieces: perfledger.pages), and let go here."""
+        made = self._made.pop((batch, name), None)
+        if made is not None and made.size:
+            write_pieces(self._descriptor, made, self._bodies[batch, name][0])
 
     def finish(self) -> pa.Table:
-        """The columns as written, read through a read-only map of the file (renamed to its
-        path now); where the file cannot be renamed or mapped, the same columns read from a
-        copy of it in the heap (the file removed). The targets must be let go first: the
-        writable map closes here."""
-        self._targets.clear()
-        writable, self._writable = self._writable, None
-        assert writable is not None, "finished twice"
+        """The columns as written (the bodies not written yet written now), read through a
+        read-only map of the file (renamed to its path now); where the file cannot be renamed
+        or mapped, the same columns read from a copy of it in the heap (the file removed)."""
+        for batch, name in list(self._made):
+            self.written(name, batch)
+        os.close(self._descriptor)
+        self._descriptor = -1
         try:
             os.replace(self._temporary, self.path)
             with pa.memory_map(str(self.path), "r") as source:
                 table = pa.ipc.open_file(source).read_all()
         except OSError:
-            with pa.BufferReader(pa.py_buffer(bytes(writable))) as copy:
+            with open(self._existing(), "rb") as file:
+                data = file.read()
+            with pa.BufferReader(pa.py_buffer(data)) as copy:
                 table = pa.ipc.open_file(copy).read_all()
-            _close(writable)
             self._temporary.unlink(missing_ok=True)
             self.path.unlink(missing_ok=True)
             return table
-        _close(writable)
         if self._done is not None:
             self._done(self.path, table)
         return table
 
+    def _existing(self) -> Path:
+        """The file's name now: its path once renamed, else the temporary one."""
+        return self._temporary if self._temporary.exists() else self.path
+
     def abandon(self) -> None:
         """Give the file up (the caller makes its columns otherwise)."""
-        self._targets.clear()
-        writable, self._writable = self._writable, None
-        if writable is not None:
-            _close(writable)
+        self._made.clear()
+        if self._descriptor >= 0:
+            os.close(self._descriptor)
+            self._descriptor = -1
         self._temporary.unlink(missing_ok=True)
-
-
-def _close(writable: mmap.mmap) -> None:
-    """Close the writable map, unless a target of it is still held somewhere: a frame that
-    outlives its call keeps its locals (a profiler's sampled frame, as a Dask worker's
-    profiler takes them every few ms); the map then goes with its last holder, the columns
-    being in the file either way (a shared map writes the file's own pages)."""
-    with contextlib.suppress(BufferError):
-        writable.close()
 
 
 class _HoleSink:
@@ -202,7 +210,7 @@ def _laid_out(
             ):
                 raise OSError("the IPC writer laid the columns out otherwise")
             reserve(file.fileno(), 0, size)
-            writable = writable_map(file.fileno(), size)
+            descriptor = os.dup(file.fileno())
     except (OSError, ValueError, pa.ArrowException):
         temporary.unlink(missing_ok=True)
         return None
@@ -211,16 +219,12 @@ def _laid_out(
         # a column of the placeholder still held (an error mid-write): it goes with it
         with contextlib.suppress(BufferError):
             space.close()
-    targets: dict[tuple[int, str], npt.NDArray[Any]] = {}
+    places: dict[tuple[int, str], tuple[int, int, Any]] = {}
     found = iter(holes)
     for batch, name, body in bodies:
         count = body.nbytes // np.dtype(body.dtype).itemsize
-        targets[batch, name] = (
-            np.frombuffer(writable, body.dtype, count, next(found)[0])
-            if body.nbytes
-            else np.empty(0, body.dtype)
-        )
-    return FilledColumns(path, temporary, targets, writable, done)
+        places[batch, name] = (next(found)[0] if body.nbytes else 0, count, body.dtype)
+    return FilledColumns(path, temporary, places, descriptor, done)
 
 
 def filled_columns(

@@ -179,6 +179,9 @@ class ColumnFiller(Protocol):
         array of the table's length and the column's type), a text column's text (bytes,
         as many as the batch's offsets say)."""
 
+    def written(self, name: str, batch: int = 0) -> None:
+        """Column ``name``'s body in record batch ``batch`` is made (its target let go)."""
+
     def finish(self) -> pa.Table:
         """The columns as written (every target let go before)."""
 
@@ -370,6 +373,7 @@ def text_in_place(
                 kineto_scan.copy_spans(
                     parts.data, block, starts, lengths, filler.target(column, index)
                 )
+                filler.written(column, index)  # the piece's text in its file: let go
             for j in read_last(plan, begin, end):
                 for parts in texts.values():
                     parts.let_go(j)  # its last row read
