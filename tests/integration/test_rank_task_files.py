@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from perfledger.run import filled_columns
+from perfledger.pages import PieceSink
+from perfledger.run import filled_columns, mapped_files
 from perfledger.run.tasks import RankResult, RankTask, loaded, run_rank_task
 from tests.synth import assert_same_events
 
@@ -104,7 +105,8 @@ def test_a_task_whose_folder_cannot_be_mapped_keeps_its_events_in_the_heap(
     if failing == "map":
         monkeypatch.setattr(pa, "memory_map", refused)
     else:
-        monkeypatch.setattr(pa, "OSFile", refused)
+        # the files the tables are written to (in pieces: perfledger.pages)
+        monkeypatch.setattr(mapped_files, "PieceSink", refused)
         # the numbers' file, made to be filled in place: no room to reserve for them
         monkeypatch.setattr(filled_columns.os, "posix_fallocate", refused)
     task = RankTask(0, "kineto", trace, tmp_path / "heap", spill=False)
@@ -121,12 +123,12 @@ def test_a_spilled_task_whose_text_file_cannot_be_written_hands_on_the_text_with
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trace = DATA / "v100_rank1_ddp.json.gz"
-    original = pa.OSFile
+    original = mapped_files.PieceSink
 
-    def refusing_text(path: str, *args: object, **kwargs: object) -> pa.OSFile:
+    def refusing_text(path: Path) -> PieceSink:
         if "events-text" in str(path):
             raise OSError(28, "No space left on device", str(path))
-        return original(path, *args, **kwargs)
+        return original(path)
 
     reserve = filled_columns.os.posix_fallocate
 
@@ -136,7 +138,7 @@ def test_a_spilled_task_whose_text_file_cannot_be_written_hands_on_the_text_with
             raise OSError(28, "No space left on device")
         reserve(fd, offset, length)
 
-    monkeypatch.setattr(pa, "OSFile", refusing_text)
+    monkeypatch.setattr(mapped_files, "PieceSink", refusing_text)
     monkeypatch.setattr(filled_columns.os, "posix_fallocate", no_room_for_text)
     task = RankTask(0, "kineto", trace, tmp_path / "task", spill=True)
     result = run_rank_task(task)
