@@ -1,9 +1,12 @@
 """Source text for the child processes of the heap tests: where glibc put a block (in its
 heap, the ``[heap]`` line of /proc/self/maps, or mapped elsewhere), and a block made by a new
-thread. Prepend it to a child's own text; it loads nothing until called."""
+thread. Prepend it to a child's own text; it loads nothing until called. Also how the tests
+of the command line's process settings run such a child (:func:`child_line`)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Final
@@ -36,3 +39,23 @@ def thread_block():
     thread.join()
     return seen[0]
 """
+
+
+def child_line(
+    source: str, *argv: str, unset: str, env: dict[str, str] | None = None, prefix: str
+) -> list[str]:
+    """The words of the last line starting with ``prefix`` that the child running ``source``
+    (with ``argv``) prints, the prefix left out: its environment this one's without the
+    variable ``unset``, plus ``env``."""
+    environment = {k: v for k, v in os.environ.items() if k != unset}
+    environment.update(env or {})
+    result = subprocess.run(
+        [sys.executable, "-c", source, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env=environment,
+    )
+    lines = [x for x in result.stdout.splitlines() if x.startswith(prefix)]
+    return lines[-1][len(prefix) :].split()

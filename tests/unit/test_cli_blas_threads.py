@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+
+from tests.heap_probe import child_line
 
 _PROBE = (
     "import os, sys\n"
@@ -22,17 +20,8 @@ _PROBE = (
 
 
 def _blas_threads(*argv: str, env: dict[str, str] | None = None, first: str = "-") -> str:
-    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    environment.update(env or {})
-    result = subprocess.run(
-        [sys.executable, "-c", _PROBE, first, *argv],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env=environment,
-    )
-    return [line for line in result.stdout.splitlines() if line.startswith("BLAS ")][-1][5:]
+    words = child_line(_PROBE, first, *argv, unset="OPENBLAS_NUM_THREADS", env=env, prefix="BLAS ")
+    return words[0]
 
 
 @pytest.mark.parametrize("command", ["analyze", "query", "timeline", "whatif", "diff", "runs"])

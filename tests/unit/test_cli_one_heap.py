@@ -4,13 +4,9 @@ other commands leave both alone."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.heap_probe import NEEDS_GLIBC_HEAP, PROBE
+from tests.heap_probe import NEEDS_GLIBC_HEAP, PROBE, child_line
 
 pytestmark = NEEDS_GLIBC_HEAP
 
@@ -32,18 +28,8 @@ print("POOL", os.environ.get("ARROW_DEFAULT_MEMORY_POOL"), "HEAP", in_heap_now)
 
 
 def _probe(*argv: str, env: dict[str, str] | None = None) -> tuple[str, int]:
-    environment = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    environment.update(env or {})
-    result = subprocess.run(
-        [sys.executable, "-c", _CHILD, *argv],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env=environment,
-    )
-    line = [x for x in result.stdout.splitlines() if x.startswith("POOL ")][-1].split()
-    return line[1], int(line[3])
+    words = child_line(_CHILD, *argv, unset="ARROW_DEFAULT_MEMORY_POOL", env=env, prefix="POOL ")
+    return words[0], int(words[2])
 
 
 def test_analyze_takes_one_heap_and_arrow_from_it() -> None:

@@ -5,14 +5,12 @@ program's environment alone, and the user's own choice is kept."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from perfledger.pages import NUMPY_HUGE_PAGES
+from tests.heap_probe import child_line
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/smaps").exists(), reason="reads /proc/self/smaps (Linux)"
@@ -63,18 +61,8 @@ print("PAGES", os.environ.get("NUMPY_MADVISE_HUGEPAGE"), core.multiarray._get_ma
 
 def _probe(setup: str, *argv: str, env: dict[str, str] | None = None) -> tuple[str, bool, bool]:
     """The variable, numpy's switch and whether the array asks for huge pages."""
-    environment = {k: v for k, v in os.environ.items() if k != NUMPY_HUGE_PAGES}
-    environment.update(env or {})
-    result = subprocess.run(
-        [sys.executable, "-c", _CHILD, setup, *argv],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env=environment,
-    )
-    words = [x for x in result.stdout.splitlines() if x.startswith("PAGES ")][-1].split()
-    return words[1], words[2] == "True", words[3] == "True"
+    words = child_line(_CHILD, setup, *argv, unset=NUMPY_HUGE_PAGES, env=env, prefix="PAGES ")
+    return words[0], words[1] == "True", words[2] == "True"
 
 
 @pytest.mark.parametrize("command", ["analyze", "query", "timeline", "whatif", "diff", "runs"])
