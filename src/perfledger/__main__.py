@@ -64,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, value in _ONE_HEAP.items():
             os.environ.setdefault(name, value)
     if arguments[:1] != [_OWN_ENVIRONMENT] and "numpy" not in sys.modules:
-        # and numpy's large arrays on ordinary pages, not huge ones (perfledger.pages:
-        # ordinary_pages: ten times cheaper to take fresh here)
+        # and numpy's large arrays on ordinary pages, not huge ones (perfledger.pages: several
+        # times cheaper to take fresh here)
         for name, value in {**_BLAS_THREADS, **ORDINARY_PAGES_ENVIRONMENT}.items():
             os.environ.setdefault(name, value)
     _remember_missing_modules()

@@ -3,12 +3,14 @@ written in pieces.
 
 On a virtual machine whose host takes the guest's freed memory back, a page the process takes
 afresh must first be found by the host; taken as a 2 MB huge page (numpy asks for them for
-every array of 4 MB or more), or as a large block of the file cache (the system gives a
-write of 2 MB or more, and a write through a map as the map reads ahead, blocks of up to 2
-MB), it costs the guest five to ten times what the same memory costs in 4 KiB pages (``python
-bench/page_cost.py``: 5–7 s of system time per GiB against 0.5–0.8; bench/README.md, "What
-touching memory costs here"). The analysis of a large trace takes a few GB of such memory in
-a run. Everything here changes only how memory is taken, never what is written.
+every array of 4 MB or more), or as a large block of the file cache (the system gives a write
+of 1 MB or more, and a write through a shared map as the map reads ahead, blocks of up to 2
+MB), it costs the guest several times what the same memory costs in 4 KiB pages
+(``python bench/page_cost.py``: 1.1–3.0 s of system time per GiB in huge pages against
+0.6–0.9 in ordinary ones; a new file written at once 4.6–5.9 s per GiB, 1 MiB at a time up to
+3.5, 64 KiB at a time 0.6; bench/README.md, "What touching memory costs here"). The analysis
+of a large trace takes a few GB of such memory in a run. Everything here changes only how
+memory is taken, never what is written.
 
 The standard library only at import: the command line and the import's workers set numpy's
 switch here before they load anything heavy.
@@ -24,9 +26,9 @@ NUMPY_HUGE_PAGES: Final = "NUMPY_MADVISE_HUGEPAGE"
 # its value for none: the environment of perfledger's own processes before numpy loads
 ORDINARY_PAGES_ENVIRONMENT: Final = {NUMPY_HUGE_PAGES: "0"}
 # The largest write given to the system at once. The file cache takes the pages of a write in
-# blocks as large as the write (up to 2 MB), and here a block of 512 KiB or more cost as much
-# as a huge page, some hours even 1 MiB ones, while 256 KiB and less always cost as ordinary
-# pages (bench/page_cost.py's file cases): 64 KiB, well below, for a few thousand writes a GB.
+# blocks as large as the write (up to 2 MB), and the large ones cost as huge pages do
+# (bench/page_cost.py's file cases: 1 MiB writes up to 3.5 s per GiB, 64 KiB writes 0.6):
+# 64 KiB, for a few thousand writes a GB.
 WRITE_PIECE_BYTES: Final = 64 << 10
 
 

@@ -9,8 +9,8 @@ now, as an error), and the caller makes each body in the heap and has it written
 once made (:meth:`FilledColumns.written`: the text a piece at a time, so that the heap holds a
 piece, never the whole text), in the small writes whose pages the file cache takes as ordinary
 pages (``perfledger.pages``; through a shared writable map of the file it took them up to 2 MB
-at a time, at twice the system time here). Read back through a read-only map, the columns are
-then the file's pages, as ``mapped_batches`` gives them.
+at a time: bench/README.md, "Growth", 2026-12-06 14:10). Read back through a read-only map,
+the columns are then the file's pages, as ``mapped_batches`` gives them.
 
 Two layouts: :func:`filled_columns`, fixed-width columns without nulls (integers, floats) in
 one batch, each column's values a hole; :func:`filled_text`, string columns in batches whose
