@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from perfledger import pages
 from perfledger.memory import in_mapped_files
 from perfledger.run import filled_columns
 from perfledger.run.filled_columns import filled_columns as filled
@@ -205,3 +206,20 @@ def test_a_target_still_held_elsewhere_does_not_stop_the_columns_being_read(
     assert held.size == 100  # still readable by its holder
     del held
     assert sorted(p.name for p in tmp_path.iterdir()) == ["numbers.arrow"]
+
+
+def test_a_write_refused_at_the_end_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    place = filled(tmp_path / "numbers.arrow", SCHEMA, 1000)
+    assert place is not None
+    for name, column in _values(1000, 4).items():
+        place.target(name)[:] = column
+
+    def refused(*args: object) -> int:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(pages.os, "pwrite", refused)  # the bodies' writes
+    with pytest.raises(OSError):
+        place.finish()
+    assert not list(tmp_path.iterdir())

@@ -85,8 +85,12 @@ class FilledColumns:
         """The columns as written (the bodies not written yet written now), read through a
         read-only map of the file (renamed to its path now); where the file cannot be renamed
         or mapped, the same columns read from a copy of it in the heap (the file removed)."""
-        for batch, name in list(self._made):
-            self.written(name, batch)
+        try:
+            for batch, name in list(self._made):
+                self.written(name, batch)
+        except BaseException:  # a write refused (a disk error): nothing of the file left
+            self.abandon()
+            raise
         os.close(self._descriptor)
         self._descriptor = -1
         try:
