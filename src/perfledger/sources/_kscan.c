@@ -1016,9 +1016,9 @@ static void *copy_span_range(void *arg) {
 }
 
 /* At least this many bytes to copy, and copy_spans copies the second half of them on a
- * thread of its own while the caller copies the first. The copy writes into pages the system
- * has to find (a file's map laid out with holes): most of its time is the system's, which
- * two threads spend at once (bench/README.md, "Growth"). */
+ * thread of its own while the caller copies the first. The copy may write into pages the
+ * system has to find (a text piece's buffer the first time, or a file's map): then most of
+ * its time is the system's, which two threads spend at once (bench/README.md, "Growth"). */
 #define COPY_SPLIT_BYTES ((Py_ssize_t)8 << 20)
 
 /* copy_spans(sources, source, starts, lengths, out): span i (source[i], an index into the
