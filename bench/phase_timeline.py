@@ -132,16 +132,28 @@ def main() -> None:
     parser.add_argument("trace")
     parser.add_argument("-o", "--out", default="bench/out/phase_timeline")
     args = parser.parse_args()
+    # the process set up as the command line sets up its own before numpy loads (one BLAS
+    # thread, ordinary pages, one heap): the wrapped modules load numpy first
+    import os
+
+    from perfledger import __main__ as command_line
+    from perfledger.heap import keep_freed_heap
+
+    for name, value in {
+        **command_line._BLAS_THREADS,
+        **command_line.ORDINARY_PAGES_ENVIRONMENT,
+        **command_line._ONE_HEAP,
+    }.items():
+        os.environ.setdefault(name, value)
+    keep_freed_heap()
     for module_name, name in STEPS:
         module = importlib.import_module(module_name)
         if hasattr(module, name):
             setattr(module, name, _wrapped(name, getattr(module, name)))
         else:
             print(f"skipped: {module_name}.{name}", file=sys.stderr)
-    from perfledger.__main__ import main as perfledger_main
-
     cpu = time.process_time()
-    code = perfledger_main(["analyze", args.trace, "-o", args.out, "--force", "--no-ledger"])
+    code = command_line.main(["analyze", args.trace, "-o", args.out, "--force", "--no-ledger"])
     end = time.perf_counter() - _START
     print(
         f"{'start':>7} {'end':>7} {'wall':>6} {'cpu':>6} {'sys':>5} {'proc':>6} {'faults':>8}"
