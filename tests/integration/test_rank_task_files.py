@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -37,6 +38,23 @@ def test_events_parquet_reads_back_as_the_events_table(tmp_path: Path) -> None:
     assert {"kind", "name", "rank", "device", "step"} <= coded
     unique = {"start_ns", "dur_ns", "correlation", "external_id", "bytes", "flops", "args"}
     assert not coded & unique, coded
+    # ranges kept for the numbers (a reader's filter on times or steps skips row groups by
+    # them), none for the texts
+    ranged = {
+        name
+        for position, name in enumerate(events.column_names)
+        if all(g.column(position).is_stats_set for g in chunks)
+    }
+    unranged = {
+        name
+        for position, name in enumerate(events.column_names)
+        if not any(g.column(position).is_stats_set for g in chunks)
+    }
+    assert ranged == {"rank", "device", "stream", "pid", "step", *unique} - {"args"}, ranged
+    assert unranged == {"kind", "name", "shapes", "dtypes", "args"}, unranged
+    first = chunks[0].column(events.column_names.index("start_ns")).statistics
+    starts = events.column("start_ns")
+    assert first.min == pc.min(starts.slice(0, chunks[0].num_rows)).as_py()
 
 
 def _mapped_files(table_column: pa.ChunkedArray) -> set[str]:
