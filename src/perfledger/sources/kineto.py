@@ -59,6 +59,7 @@ from perfledger.sources.kineto_columns import (
     Block,
     Side,
 )
+from perfledger.sources.kineto_counters import counters_table
 from perfledger.sources.kineto_layout import (
     ColumnFiller,
     ColumnFilling,
@@ -215,7 +216,7 @@ def load_kineto(
     # the counters (their sort and their texts' copies: a third of a second at 1.5 GB of
     # trace) made beside the events' layout, which leaves part of a core free
     with ThreadPoolExecutor(1, thread_name_prefix="kineto-counters") as pool:
-        counted = pool.submit(_counters_table, side, trace_rank, base_ns)
+        counted = pool.submit(counters_table, side, trace_rank, base_ns)
         events = _events_table(blocks, side, trace_rank, base_ns, meta, place_columns, fill_columns)
         counters = counted.result()
     # None tells a caller holding several traces that this one does not know its rank.
@@ -777,24 +778,3 @@ def _vendor(
     if _of_kinds(kind, _DEVICE_SIDE_KINDS).any() or runtime_rows.any():
         return vendors.VENDOR_CUDA
     return vendors.VENDOR_CPU
-
-
-def _counters_table(side: Side, rank: int, base_ns: int) -> pa.Table:
-    if not side.counter_ts:
-        return schema.empty_counters()
-    ts = _concat(side.counter_ts) + base_ns
-    track = pa.chunked_array(side.counter_track, pa.string()).combine_chunks()
-    name = pa.chunked_array(side.counter_name, pa.string()).combine_chunks()
-    value = _concat(side.counter_value)
-    order = np.argsort(ts, kind="stable")
-    take = pa.array(order)
-    table = pa.table(
-        {
-            "rank": np.full(ts.size, rank, np.int32),
-            "track": track.take(take),
-            "name": name.take(take),
-            "ts_ns": ts[order],
-            "value": value[order],
-        }
-    )
-    return table.cast(schema.COUNTERS_SCHEMA)

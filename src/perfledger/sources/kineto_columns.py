@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfledger.model import vendors
+from perfledger.sources.kineto_counters import memory_counters
 from perfledger.sources.kineto_stream import DECODE_ERRORS, Chunk, FastEvent, TextEvent
 from perfledger.sources.kineto_text import (
     SEPARATOR,
@@ -379,6 +380,7 @@ class Side:
     flow_id: list[Int64Array] = field(default_factory=list)
     flow_start: list[BoolArray] = field(default_factory=list)
     counter_ts: list[Int64Array] = field(default_factory=list)
+    # texts, or dictionary arrays of them (int32 codes)
     counter_track: list[pa.Array] = field(default_factory=list)
     counter_name: list[pa.Array] = field(default_factory=list)
     counter_value: list[FloatArray] = field(default_factory=list)
@@ -661,7 +663,7 @@ def _args_columns(
         rows = np.flatnonzero(group == g)
         fields, values = texts.group_values(rows, g)
         if g == GROUP_INSTANT:
-            _memory_counters(values, rows.size, ts[rows], side)
+            memory_counters(values, rows.size, ts[rows], side)
             continue
         for attr in fields:
             if attr in RAW_ARGS:
@@ -763,38 +765,3 @@ def _other_phases(events: Sequence[Any], codes: Int64Array, side: Side) -> None:
                 side.counter_track.append(pa.array([event.name], pa.string()))
                 side.counter_name.append(pa.array([str(key)], pa.string()))
                 side.counter_value.append(np.array([float(value)]))
-
-
-def _memory_counters(values: dict[str, Any], n: int, ts: Int64Array, side: Side) -> None:
-    """``[memory]`` instants carry the allocator totals: device and host memory counters."""
-    if "total_allocated" not in values and "total_reserved" not in values:
-        return
-    get = {
-        attr: values[attr] if attr in values else np.full(n, -1, np.int64)
-        for attr in ("total_allocated", "total_reserved", "device_type", "device_id")
-    }
-    rows = np.flatnonzero((get["total_allocated"] >= 0) | (get["total_reserved"] >= 0))
-    if rows.size == 0:
-        return
-    # one label per distinct (device type, device id), taken for every row
-    types, type_code = np.unique(get["device_type"][rows], return_inverse=True)
-    ids, id_code = np.unique(get["device_id"][rows], return_inverse=True)
-    pair_codes, row_pair = np.unique(type_code * ids.size + id_code, return_inverse=True)
-    labels = []
-    for code in pair_codes.tolist():
-        device_type, device_id = int(types[code // ids.size]), int(ids[code % ids.size])
-        kind = vendors.TORCH_DEVICE_TYPES.get(device_type, f"device_type_{device_type}")
-        labels.append(kind if device_id < 0 else f"{kind}:{device_id}")
-    tracks = pa.array(labels, pa.string()).take(pa.array(row_pair.reshape(-1)))
-    for name, attr in (
-        ("allocated_bytes", "total_allocated"),
-        ("reserved_bytes", "total_reserved"),
-    ):
-        totals = get[attr][rows]
-        present = totals >= 0
-        side.counter_ts.append(ts[rows][present])
-        side.counter_track.append(tracks.filter(pa.array(present)))
-        side.counter_name.append(
-            pa.array([name], pa.string()).take(np.zeros(int(present.sum()), np.int32))
-        )
-        side.counter_value.append(totals[present].astype(np.float64))
