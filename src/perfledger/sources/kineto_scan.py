@@ -87,7 +87,7 @@ def _kinds_in(kinds: npt.NDArray[np.uint8], allowed: tuple[int, ...]) -> npt.NDA
     isin sorts (it costs more than the scan of a chunk's small arrays)."""
     table = np.zeros(256, np.bool_)
     table[list(allowed)] = True
-    return table[kinds]
+    return np.take(table, kinds)  # take: about twice as fast as indexing the table
 
 
 # Column of each args field in the scanner's arg_* arrays.
@@ -139,7 +139,7 @@ class _ScannedArgs:
 
     def group_values(self, rows: Int64Array, group: int) -> tuple[tuple[str, ...], dict[str, Any]]:
         at = self.kept[rows]
-        kinds = self.arg_kinds[at]
+        kinds = np.take(self.arg_kinds, at, axis=0)  # rows gathered whole: take's fast path
         found = self.arg_found[at]
         # the keys some string of the rows' args equals: those their texts hold quoted
         quoted = int(np.bitwise_or.reduce(found)) if found.size else 0
@@ -164,7 +164,7 @@ class _ScannedArgs:
                 values[attr], odd = self._floats(at, column)
                 other |= odd
             else:
-                values[attr] = np.where(kind == K_INT, self.arg_values[at, column], -1)
+                values[attr] = np.where(kind == K_INT, self.arg_values[:, column][at], -1)
                 other |= ~_kinds_in(kind, _INT_KINDS)
         if other.any():
             _decoded_rows(values, fields, rows, np.flatnonzero(other), self.text)
@@ -172,15 +172,15 @@ class _ScannedArgs:
 
     def _texts(self, at: Int64Array, column: int) -> pa.Array:
         """A raw field's texts at events ``at`` as written; null where absent."""
-        starts, ends = self.arg_starts[at, column], self.arg_ends[at, column]
+        starts, ends = self.arg_starts[:, column][at], self.arg_ends[:, column][at]
         present = starts >= 0
         data = _gather(self.payload, starts, ends, b"", b"", b"")
         return string_array(data, np.where(present, ends - starts, 0), present)
 
     def _floats(self, at: Int64Array, column: int) -> tuple[FloatArray, BoolArray]:
         """flops at events ``at`` as float64 (NaN absent), and those msgspec must read."""
-        kind = self.arg_kinds[at, column]
-        values = self.arg_values[at, column].astype(np.float64)
+        kind = self.arg_kinds[:, column][at]
+        values = self.arg_values[:, column][at].astype(np.float64)
         values[kind == K_ABSENT] = np.nan
         odd = ~_kinds_in(kind, _FLOAT_KINDS)
         numbers = np.flatnonzero(kind == K_NUMBER)
@@ -379,13 +379,13 @@ class _Scan:
         """The string values of ``field`` (quotes off, no escapes; "" if absent) at ``rows``
         as ``pc.dictionary_encode`` encodes them, without a string array made first: the
         distinct texts in order of first appearance and each row's int32 code."""
-        starts = self.starts[:, field] if rows is None else self.starts[rows, field]
-        ends = self.ends[:, field] if rows is None else self.ends[rows, field]
+        starts = self.starts[:, field] if rows is None else self.starts[:, field][rows]
+        ends = self.ends[:, field] if rows is None else self.ends[:, field][rows]
         return encoded_spans(self.payload, starts, ends)
 
     def raw_strings(self, field: int, rows: Int64Array) -> pa.Array:
         """The texts of ``field`` at ``rows`` as written (all present)."""
-        starts, ends = self.starts[rows, field], self.ends[rows, field]
+        starts, ends = self.starts[:, field][rows], self.ends[:, field][rows]
         return string_array(_gather(self.payload, starts, ends, b"", b"", b""), ends - starts, None)
 
     def text(self, field: int, row: int) -> str:
@@ -395,8 +395,8 @@ class _Scan:
 
     def ids(self, slot: int, field: int, rows: Int64Array) -> Int64Array:
         """Integer ids at ``rows``: strings read as :func:`_to_int` reads them; -1 if absent."""
-        kinds = self.kinds[rows, slot]
-        ids = np.where(kinds == K_INT, self.values[rows, slot], -1)
+        kinds = self.kinds[:, slot][rows]
+        ids = np.where(kinds == K_INT, self.values[:, slot][rows], -1)
         for i in np.flatnonzero(kinds == K_STRING).tolist():
             ids[i] = _to_int(self.text(field, int(rows[i])))
         return ids
@@ -409,8 +409,8 @@ class _Scan:
     def args_at(self, rows: Int64Array) -> _ScannedArgs:
         return _ScannedArgs(
             self.payload,
-            self.starts[rows, _ARGS],
-            self.ends[rows, _ARGS],
+            self.starts[:, _ARGS][rows],
+            self.ends[:, _ARGS][rows],
             rows,
             self.arg_starts,
             self.arg_ends,
@@ -424,7 +424,9 @@ class _Scan:
         decoder reads them: FastEvent, or TextEvent when the times need their text)."""
         if rows.size == 0:
             return []
-        joined = _gather(self.payload, self.starts[rows, 0], self.ends[rows, 0], b",", b"[", b"]")
+        joined = _gather(
+            self.payload, self.starts[:, 0][rows], self.ends[:, 0][rows], b",", b"[", b"]"
+        )
         try:
             decoded: list[Any] = event_decoder(text=text).decode(joined)
         except DECODE_ERRORS:
@@ -631,7 +633,7 @@ def _phase_codes(scan: _Scan) -> Int64Array:
     """Each row's phase code; -1 for phases not imported (read again from the event)."""
     codes = np.full(scan.n, -1, np.int64)
     one_byte = np.flatnonzero(scan.ends[:, _PH] - scan.starts[:, _PH] == 3)  # "X"
-    codes[one_byte] = PH_CODES_BY_BYTE[scan.bytes[scan.starts[one_byte, _PH] + 1]]
+    codes[one_byte] = np.take(PH_CODES_BY_BYTE, scan.bytes[scan.starts[:, _PH][one_byte] + 1])
     return codes
 
 
