@@ -659,7 +659,7 @@ def _args_columns(
     columns: dict[str, Any] = {attr: np.full(m, -1, np.int64) for attr in _INT_DEFAULTS}
     raw_columns: dict[str, list[pa.Array]] = {}
     raw_rows: dict[str, list[Int64Array]] = {}
-    for g in np.unique(group).tolist():
+    for g in np.flatnonzero(np.bincount(group)).tolist():  # the groups present (few codes)
         rows = np.flatnonzero(group == g)
         fields, values = texts.group_values(rows, g)
         if g == GROUP_INSTANT:
