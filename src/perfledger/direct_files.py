@@ -46,12 +46,19 @@ BUFFER_BYTES: Final = 8 << 20
 # Direct writes slower than this (bytes a second) leave the page cache to do the writing: a
 # spinning disk, a busy or throttled one, whose writes behind the command's back cost it
 # less than waiting for them (the disks the system calls rotational cannot be told apart:
-# virtual ones call themselves so whatever backs them).
+# virtual ones call themselves so whatever backs them). The disk's pace is judged on a
+# file's first JUDGED_AFTER bytes written around the cache, not on one write (a virtual
+# disk's single writes stall now and then), and shared among the files written around the
+# cache at the time (two of them each get about half of it).
 SLOWEST_DIRECT: Final = 400 << 20
+JUDGED_AFTER: Final = 4 * BUFFER_BYTES
 
 _O_DIRECT: Final = getattr(os, "O_DIRECT", 0)
 # The devices whose direct writes were found slower than SLOWEST_DIRECT.
 _slow_devices: set[int] = set()
+# The files being written around the page cache now (their disks' pace shared among them).
+_direct_files = 0
+_direct_lock = threading.Lock()
 # Each thread's buffer, kept from file to file: its pages taken once.
 _buffers = threading.local()
 
@@ -85,6 +92,8 @@ class DirectFile:
         self._direct = False
         self._held = 0  # bytes in the buffer
         self._written = 0  # bytes of the file written
+        self._direct_bytes = 0  # of them written around the page cache, and in how long
+        self._direct_s = 0.0
 
     @property
     def direct(self) -> bool:
@@ -147,6 +156,7 @@ class DirectFile:
     def abandon(self) -> None:
         """Close the file without writing what the buffer holds (an error came first)."""
         if self._fd >= 0:
+            self._count_direct(False)
             os.close(self._fd)
             self._fd = -1
 
@@ -155,7 +165,7 @@ class DirectFile:
         the file's disk; the usual way otherwise."""
         assert self._buffer is not None
         if not self._direct and self._written == 0:
-            self._direct = direct_writes_suit(self._fd) and self._set_direct(True)
+            self._count_direct(direct_writes_suit(self._fd) and self._set_direct(True))
         if self._direct:
             self._flush_direct(BUFFER_BYTES, BUFFER_BYTES)
         else:  # a file the page cache keeps: no buffer of ours in the way any more
@@ -174,18 +184,37 @@ class DirectFile:
             done = 0
             while done < size:
                 done += os.pwrite(self._fd, view[done:size], self._written + done)
-            if time.perf_counter() - began > size / SLOWEST_DIRECT:
-                # a slow disk: the rest of this file and the next ones through the cache
+            self._direct_s += time.perf_counter() - began
+            self._direct_bytes += size
+            if self._slow_disk():
+                # the rest of this file and the next ones through the cache
                 _slow_devices.add(os.fstat(self._fd).st_dev)
-                self._direct = not self._set_direct(False)
+                self._count_direct(not self._set_direct(False))
         except OSError:
             os.ftruncate(self._fd, self._written)  # what the failed write may have left
             self._set_direct(False)
-            self._direct = False
+            self._count_direct(False)
             self._buffer = None
             self._write_all(view[:kept])
             return
         self._written += kept
+
+    def _slow_disk(self) -> bool:
+        """Whether this file's writes around the cache so far (once there are enough to
+        tell) show a disk slower than SLOWEST_DIRECT, shared among the files written so."""
+        if self._direct_bytes < JUDGED_AFTER:
+            return False
+        with _direct_lock:
+            sharing = max(1, _direct_files)
+        return self._direct_bytes / max(self._direct_s, 1e-9) < SLOWEST_DIRECT / sharing
+
+    def _count_direct(self, direct: bool) -> None:
+        """The file is (no longer) written around the cache: counted among those that are."""
+        global _direct_files
+        if direct != self._direct:
+            with _direct_lock:
+                _direct_files += 1 if direct else -1
+        self._direct = direct
 
     def _set_direct(self, on: bool) -> bool:
         """Turn O_DIRECT on or off for the file; whether the system did."""

@@ -118,7 +118,7 @@ def test_a_slow_disk_goes_back_to_the_page_cache(
     with direct_file(path) as probe:
         if not direct_files.direct_writes_suit(probe.fileno()):
             return  # a filesystem here that takes no direct writes: nothing to find slow
-    pieces = _pieces(3 * BUFFER_BYTES + 5)
+    pieces = _pieces(direct_files.JUDGED_AFTER + 3 * BUFFER_BYTES + 5)
     with direct_file(path) as sink:
         for piece in pieces:
             sink.write(piece)
@@ -145,3 +145,74 @@ def test_a_large_file_goes_direct_where_the_disk_takes_it(
             sink.write(piece)
         assert sink.direct == takes
     assert path.read_bytes() == b"".join(pieces)
+
+
+class _Clock:
+    """``time.perf_counter`` for direct_files: each direct write (a pair of calls) takes the
+    next of ``seconds`` (the last one again once they run out)."""
+
+    def __init__(self, seconds: list[float]) -> None:
+        self.seconds = seconds
+        self.now = 0.0
+        self.calls = 0
+
+    def perf_counter(self) -> float:
+        self.calls += 1
+        if self.calls % 2 == 0:  # a write's end
+            index = min(self.calls // 2 - 1, len(self.seconds) - 1)
+            self.now += self.seconds[index]
+        return self.now
+
+
+def _write_with_clock(
+    path: Path, monkeypatch: pytest.MonkeyPatch, seconds: list[float], writers: int = 1
+) -> tuple[bool, bytes]:
+    """A file of several buffers written while ``writers - 1`` other files are written
+    around the cache, each direct write taking the next of ``seconds``: whether it is still
+    written around the cache at its end, and the bytes written."""
+    monkeypatch.setattr(direct_files, "_slow_devices", set())
+    monkeypatch.setattr(direct_files, "time", _Clock(seconds))
+    monkeypatch.setattr(direct_files, "_direct_files", writers - 1)
+    pieces = _pieces(direct_files.JUDGED_AFTER + 2 * BUFFER_BYTES + 5)
+    with direct_file(path) as sink:
+        for piece in pieces:
+            sink.write(piece)
+        direct = sink.direct
+    assert path.read_bytes() == b"".join(pieces)
+    return direct, b"".join(pieces)
+
+
+def _pace(seconds: float) -> float:
+    """Seconds of a buffer's write at ``seconds`` times the slowest pace kept."""
+    return seconds * BUFFER_BYTES / direct_files.SLOWEST_DIRECT
+
+
+def test_a_disk_whose_one_write_stalls_keeps_the_direct_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_suits: None
+) -> None:
+    # the first write three times too slow, the others four times faster than needed: the
+    # file's pace over its first writes is the disk's, and it is fast enough
+    path = tmp_path / "out.bin"
+    direct, _ = _write_with_clock(path, monkeypatch, [_pace(3.0), _pace(0.25)])
+    assert direct
+    assert not direct_files._slow_devices
+
+
+def test_a_disk_slow_over_many_writes_goes_back_to_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_suits: None
+) -> None:
+    path = tmp_path / "out.bin"
+    direct, _ = _write_with_clock(path, monkeypatch, [_pace(1.5)])
+    assert not direct
+    assert os.stat(path).st_dev in direct_files._slow_devices
+
+
+def test_a_disk_shared_by_two_direct_files_is_judged_on_their_pace_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_suits: None
+) -> None:
+    # each of two files written at 1.5 times the slowest pace's time: the disk writes both
+    # at 1.33 times that pace, fast enough
+    path = tmp_path / "out.bin"
+    direct, _ = _write_with_clock(path, monkeypatch, [_pace(1.5)], writers=2)
+    assert direct
+    assert direct_files._direct_files == 1  # the other file's count left as it was
