@@ -7,6 +7,7 @@ results; the writers in :mod:`perfledger.render` only lay those results out.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import sys
@@ -57,6 +58,7 @@ from perfledger.profiledir.writer import (
 )
 from perfledger.render.csvs import write_csv
 from perfledger.run.execution import Execution, open_runner
+from perfledger.run.file_jobs import FileJobs
 from perfledger.run.merge import analysis_from_results
 from perfledger.run.progress import (
     PHASE_ADVISOR,
@@ -352,17 +354,10 @@ def _write_profile(
         show(PHASE_ADVISOR)
     stop = threading.Event()
     raw_placed = threading.Event()  # set by the writer once raw/ is complete (or it failed)
+    files = _file_jobs(staging, analysis, step_times, csvs, stop)
     with ThreadPoolExecutor(1, thread_name_prefix="profile-writer") as writer:
         written = writer.submit(
-            _write_independent,
-            staging,
-            analysis,
-            inputs,
-            step_times,
-            copies,
-            csvs,
-            stop,
-            raw_placed,
+            _write_independent, staging, analysis, inputs, copies, stop, raw_placed, files
         )
         try:
             advised = time.perf_counter()
@@ -410,11 +405,21 @@ def _write_profile(
                     on_phase=show,
                     timelines=timelines,
                 )
+                # the files the writer has not begun yet written here too, now that the
+                # report is: the largest first, on both threads
+                helped = time.perf_counter()
+                files.work()
                 waited = time.perf_counter()
-                tables_timings = written.result()
+                started_tables = written.result()
                 # tables_s and csv_s ran beside the advisor, the timelines and the report;
-                # this is what was left of them after those
+                # tables_help_s is this thread's share of them after the report, and
+                # tables_wait_s what was left of the writer's after that
                 wait_s = time.perf_counter() - waited
+                tables_timings = {
+                    "tables_s": files.span_s(_TABLES, since=started_tables),
+                    "csv_s": files.span_s(_CSVS),
+                    "tables_help_s": waited - helped,
+                }
                 timeline_s = timelines_written.result()
         except BaseException:
             stop.set()  # the writer ends with the file it is writing; the pool waits for it
@@ -440,23 +445,22 @@ def _write_independent(
     staging: Path,
     analysis: ProfileAnalysis,
     inputs: Sequence[Path],
-    step_times: pa.Table | None,
     copies: Mapping[Path, Path] | None,
-    csvs: Mapping[str, Path] | None,
     stop: threading.Event,
-    raw_placed: threading.Event | None = None,
-) -> dict[str, float]:
-    """The raw copies, the Parquet tables and the CSVs (none of them needs the findings;
-    those in ``csvs``, written by the rank task, moved in place); the seconds each took.
+    raw_placed: threading.Event,
+    files: FileJobs,
+) -> float:
+    """The raw copies, then ``files`` (the Parquet tables and the CSVs: none of them needs
+    the findings), with whichever thread helps; when this began (``time.perf_counter``).
     Ends early, between two files, once ``stop`` is set. ``raw_placed``: set once raw/ is
     complete, or when this fails before."""
+    started = time.perf_counter()
     try:
-        started = time.perf_counter()
         _place_raw(staging, analysis, inputs, copies, stop)
     finally:
-        if raw_placed is not None:
-            raw_placed.set()
-    return _write_tables(staging, analysis, step_times, csvs, stop, started)
+        raw_placed.set()
+    files.work()
+    return started
 
 
 def _place_raw(
@@ -480,32 +484,42 @@ def _place_raw(
             copy_source(source, raw / name)
 
 
-def _write_tables(
+_TABLES: Final = "tables"
+_CSVS: Final = "csv"
+
+
+def _file_jobs(
     staging: Path,
     analysis: ProfileAnalysis,
     step_times: pa.Table | None,
     csvs: Mapping[str, Path] | None,
     stop: threading.Event,
-    started: float,
-) -> dict[str, float]:
-    """The Parquet tables and the CSVs; the seconds each took (the tables' from ``started``)."""
+) -> FileJobs:
+    """The Parquet tables and the CSVs to write (those in ``csvs``, written by the rank task,
+    moved in place), each table's pages of a mapped file let go once it is written."""
+    files = FileJobs(stop)
     tables = {"counters": analysis.counters, "steps": analysis.steps, "gaps": analysis.gaps}
     if step_times is not None:
         tables["step_times"] = step_times.cast(STEP_TIMES_SCHEMA)
     for name, table in tables.items():
-        _check(stop)
-        write_table(staging, name, table)
-        drop_mapped_pages(table)  # of a mapped table: read whole for the file
-    csv_started = time.perf_counter()
+        files.add(table.nbytes, _TABLES, functools.partial(_table_file, staging, name, table))
     for name, table in artefacts.csv_tables(analysis).items():
-        _check(stop)
-        written = (csvs or {}).get(name)
-        if written is not None and written.exists():
-            os.replace(written, staging / name)
-            continue
-        write_csv(table, staging / name)
-        drop_mapped_pages(table)
-    return {"tables_s": csv_started - started, "csv_s": time.perf_counter() - csv_started}
+        moved = (csvs or {}).get(name)
+        if moved is not None and moved.exists():
+            files.add(table.nbytes, _CSVS, functools.partial(os.replace, moved, staging / name))
+        else:
+            files.add(table.nbytes, _CSVS, functools.partial(_csv_file, staging / name, table))
+    return files
+
+
+def _table_file(staging: Path, name: str, table: pa.Table) -> None:
+    write_table(staging, name, table)
+    drop_mapped_pages(table)  # of a mapped table: read whole for the file
+
+
+def _csv_file(path: Path, table: pa.Table) -> None:
+    write_csv(table, path)
+    drop_mapped_pages(table)
 
 
 def _check(stop: threading.Event) -> None:
