@@ -243,7 +243,7 @@ def event_tracks(
         main = 0 if step_rows[rows].any() else 1
         first = int(track_start.min())
         del track_start
-        for k in np.unique(lane[lane >= 0]):
+        for k in np.flatnonzero(np.bincount(lane[lane >= 0])):  # the lanes used (few)
             suffix = f" (overlap {k})" if k else ""
             if cat == HOST:
                 sort: tuple[Any, ...] = (main, first, strm, int(k))

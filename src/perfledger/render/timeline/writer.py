@@ -612,6 +612,8 @@ def _counter_owners(
     """The part of each counter row (one pass per distinct rank, not per row)."""
     if counters is None or parts == 0:
         return None
+    if parts == 1:  # every rank's part is the only one: no column read
+        return np.zeros(counters.num_rows, dtype=np.int32)
     rank = int64(counters, "rank") if counters.num_rows else np.zeros(0, np.int64)
     owners = np.empty(rank.size, dtype=np.int32)
     for r in distinct(rank).tolist():
