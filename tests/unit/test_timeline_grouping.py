@@ -35,6 +35,32 @@ def test_unique_rows_matches_numpy(rows: list[list[int]]) -> None:
     assert inverse.tolist() == want_inverse.reshape(-1).tolist()
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=40
+    )
+)
+def test_runs_of_equal_rows_are_numbered_as_numpy_numbers_them(
+    runs: list[tuple[int, int, int]],
+) -> None:
+    # rows in runs of equal ones (a trace's rows in time order, a track after a track), and
+    # rows that differ from the one before in one column only
+    table = np.array([[a, b] for a, b, length in runs for _ in range(length)], dtype=np.int64)
+    columns = [table[:, j].copy() for j in range(2)]
+    keys, inverse = unique_rows(columns)
+    want_keys, want_inverse = np.unique(table, axis=0, return_inverse=True)
+    assert keys.tolist() == want_keys.tolist()
+    assert inverse.tolist() == want_inverse.reshape(-1).tolist()
+    ids = columns_module.first_seen_ids(columns)
+    if ids is not None:  # numbered in order of first appearance
+        _, first = np.unique(table, axis=0, return_index=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(order.size, np.int64)
+        rank[order] = np.arange(order.size)
+        assert ids.tolist() == rank[want_inverse.reshape(-1)].tolist()
+
+
 def test_unique_rows_renumbers_before_the_code_overflows() -> None:
     # Five columns of 2000 distinct values each: 2000**5 > 2**62 combinations.
     rng = np.random.default_rng(7)

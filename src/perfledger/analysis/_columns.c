@@ -116,7 +116,15 @@ static int grow(Numbering *t) {
 static int number_rows(Numbering *t) {
     int64_t row[MAX_COLUMNS];
     for (Py_ssize_t i = 0; i < t->n; i++) {
-        for (int j = 0; j < t->m; j++) row[j] = t->col[j][i];
+        int same = i > 0; /* the row before's number, for a row equal to it: no hashing */
+        for (int j = 0; j < t->m; j++) {
+            row[j] = t->col[j][i];
+            same = same && row[j] == t->col[j][i - 1];
+        }
+        if (same) {
+            t->codes[i] = t->codes[i - 1];
+            continue;
+        }
         Py_ssize_t s = (Py_ssize_t)(key_hash(t, row) & (uint64_t)t->mask);
         while (t->slots[s] != EMPTY &&
                memcmp(t->keys + t->slots[s] * t->m, row, (size_t)t->m * sizeof(int64_t)) != 0)
