@@ -4,8 +4,9 @@
  * (1 <= m <= MAX_COLUMNS) as n rows of m values, writes into codes (an int64 array of n) each
  * row's number among the distinct rows in the order they first appear, and returns the
  * distinct rows in that order as bytes (k rows of m int64 values). An open-addressing table of
- * the distinct rows (linear probing, grown at half full) is the only memory besides them. The
- * loop runs without the GIL. perfledger.analysis.columns.unique_rows sorts the few distinct
+ * the distinct rows (linear probing, grown at half full) is the only memory besides them; a row
+ * equal to the one before takes its number without being hashed (rows come in runs: a trace's
+ * rows in time order, a track's after a track's). The loop runs without the GIL. perfledger.analysis.columns.unique_rows sorts the few distinct
  * rows afterwards.
  *
  * laminar(start, end) tells whether a track's intervals (int64 arrays of one length) are
