@@ -1250,15 +1250,18 @@ static inline int name_byte(unsigned char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
 }
 
-/* Whether t[0:n] holds `"name"`, name one of NAMED_KEYS or [a-z0-9_]+_ratio. A match
- * starts at a quote, and the name's bytes cannot hold one: from each quote, the longest
- * run of name bytes is the only name that can follow it. */
+/* Whether t[0:n] holds `"name"`, name one of NAMED_KEYS or [a-z0-9_]+_ratio. Every such
+ * name holds an underscore, which other args (CUDA's) seldom do: the search goes from
+ * underscore to underscore. An underscore's name is the run of name bytes around it; it is a
+ * match where a quote comes right before the run and right after it (the quotes are not name
+ * bytes, so the run is the longest after the quote: the name a scan from that quote reads). */
 static int holds_named_key(const char *t, Py_ssize_t n) {
-    const char *end = t + n, *q = t;
-    while ((q = memchr(q, '"', (size_t)(end - q))) != NULL) {
-        const char *name = q + 1, *r = name;
+    const char *end = t + n, *u = t;
+    while ((u = memchr(u, '_', (size_t)(end - u))) != NULL) {
+        const char *name = u, *r = u + 1;
+        while (name > t && name_byte((unsigned char)name[-1])) name--;
         while (r < end && name_byte((unsigned char)*r)) r++;
-        if (r < end && *r == '"') {
+        if (name > t && name[-1] == '"' && r < end && *r == '"') {
             size_t len = (size_t)(r - name);
             if (len >= 7 && memcmp(r - 6, "_ratio", 6) == 0) return 1;
             for (size_t k = 0; k < N_NAMED_KEYS; k++) {
@@ -1266,7 +1269,7 @@ static int holds_named_key(const char *t, Py_ssize_t n) {
                     return 1;
             }
         }
-        q = r; /* the next quote lies at r or after it */
+        u = r; /* the run's other underscores are the same name */
     }
     return 0;
 }
