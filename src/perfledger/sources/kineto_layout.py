@@ -49,6 +49,7 @@ class GatherPlan:
     block: npt.NDArray[np.int32]  # per sorted row
     local: npt.NDArray[np.int32]  # per sorted row
     last: Int64Array  # per block: the last sorted position that reads it
+    first: Int64Array  # per block: its first row in file order (the blocks one after another)
 
 
 def gather_plan(sizes: list[int], order: Int64Array) -> GatherPlan:
@@ -58,7 +59,7 @@ def gather_plan(sizes: list[int], order: Int64Array) -> GatherPlan:
     local = (order - starts[block]).astype(np.int32)
     last = np.full(len(sizes), -1, np.int64)
     np.maximum.at(last, block, np.arange(order.size))
-    return GatherPlan(block, local, last)
+    return GatherPlan(block, local, last, starts)
 
 
 # The string columns are laid out in pieces of at least this many rows (and at most 32 pieces):
@@ -257,33 +258,38 @@ class NumbersInto:
 
 
 class _TextParts:
-    """One text column of every block, as the in-place layout reads it: each block's offsets
-    (int32, from its first row), validity (None: no null; a block without the column: all
-    null) and text buffer."""
+    """One text column of every block, as the in-place layout reads it: each block's text
+    buffer, and every row's span in its block's buffer (start, end, valid) in file order, in
+    arrays of all the rows: a row's span is then read by one index, whatever its block (a
+    block without the column, or a null: no text)."""
 
-    def __init__(self, parts: list[pa.Array | None]) -> None:
-        self.offsets: list[npt.NDArray[np.int32] | None] = []
-        self.valid: list[npt.NDArray[np.bool_] | None] = []
+    def __init__(self, parts: list[pa.Array | None], first: Int64Array, rows: int) -> None:
         self.data: list[Any] = []
-        for part in parts:
+        self.first = first
+        self.null = all(p is None or p.null_count == len(p) for p in parts)  # no text at all
+        size = 0 if self.null else rows
+        self.start = np.zeros(size, np.int32)
+        self.end = np.zeros(size, np.int32)
+        self.valid = np.zeros(size, np.bool_)
+        for j, part in enumerate(parts):
             if part is None or part.null_count == len(part):
-                self.offsets.append(None)
-                self.valid.append(None)
                 self.data.append(b"")
                 continue
             validity, offsets, data = part.buffers()
-            self.offsets.append(np.frombuffer(offsets, np.int32, len(part) + 1, part.offset * 4))
-            self.valid.append(
-                None
+            at, count = int(first[j]), len(part)
+            own = np.frombuffer(offsets, np.int32, count + 1, part.offset * 4)
+            self.start[at : at + count] = own[:-1]
+            self.end[at : at + count] = own[1:]
+            self.valid[at : at + count] = (
+                True
                 if part.null_count == 0
                 else np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[
-                    part.offset : part.offset + len(part)
+                    part.offset : part.offset + count
                 ].astype(np.bool_)
             )
             self.data.append(data if data is not None else b"")
 
     def let_go(self, block: int) -> None:
-        self.offsets[block] = self.valid[block] = None
         self.data[block] = b""
 
     def spans(
@@ -291,22 +297,13 @@ class _TextParts:
     ) -> tuple[Int64Array, Int64Array, npt.NDArray[np.bool_]]:
         """The rows' texts (block, row in it): where each starts in its block's buffer, its
         length (0 for a null) and whether it is valid."""
-        starts = np.zeros(block.size, np.int64)
-        lengths = np.zeros(block.size, np.int64)
-        valid = np.zeros(block.size, np.bool_)
-        by_block = np.argsort(block, kind="stable")
-        runs = np.flatnonzero(np.diff(block[by_block], prepend=-1))
-        for head, tail in zip(runs.tolist(), [*runs[1:].tolist(), block.size], strict=True):
-            rows = by_block[head:tail]
-            j = int(block[rows[0]])
-            offsets = self.offsets[j]
-            if offsets is None:
-                continue  # all null
-            at = local[rows]
-            starts[rows] = offsets[at]
-            lengths[rows] = offsets[at + 1] - offsets[at]
-            valid_here = self.valid[j]
-            valid[rows] = True if valid_here is None else valid_here[at]
+        if self.null:
+            none = np.zeros(block.size, np.int64)
+            return none, none.copy(), np.zeros(block.size, np.bool_)
+        rows = self.first[block] + local  # the rows in file order
+        starts = self.start[rows].astype(np.int64)
+        lengths = self.end[rows] - starts
+        valid = self.valid[rows]
         lengths[~valid] = 0
         return starts, lengths, valid
 
@@ -334,8 +331,8 @@ def text_in_place(
     ):
         return None
     ranges = piece_ranges(plan.block.size)
-    texts = {c: _TextParts(parts) for c, parts in taken.items()}
-    null = {c: all(o is None for o in texts[c].offsets) for c in columns}  # all rows null
+    texts = {c: _TextParts(parts, plan.first, plan.block.size) for c, parts in taken.items()}
+    null = {c: texts[c].null for c in columns}  # all rows null
     laid: list[list[TextPiece]] = []
     for begin, end in ranges:
         block, local = plan.block[begin:end], plan.local[begin:end]
