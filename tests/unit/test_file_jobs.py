@@ -4,6 +4,7 @@ profile's abandonment stopping the others between two files."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -89,9 +90,14 @@ def test_an_abandoned_profile_begins_no_other_file() -> None:
 
 def test_the_span_of_a_kind_runs_from_its_first_file_begun_to_its_last_written() -> None:
     files = FileJobs(threading.Event())
-    files.add(1, "csv", lambda: None)
-    files.add(2, "tables", lambda: None)
+    files.add(3, "csv", lambda: time.sleep(0.05))
+    files.add(2, "tables", lambda: time.sleep(0.05))
+    files.add(1, "csv", lambda: time.sleep(0.05))
+    began = time.perf_counter()
     files.work()
-    assert files.span_s("csv") >= 0
-    assert files.span_s("tables", since=0.0) > 0  # from the start of the clock
+    ended = time.perf_counter()
+    # the two csv files and the table between them: the csv span holds all three
+    assert 0.15 <= files.span_s("csv") <= ended - began
+    assert 0.05 <= files.span_s("tables") < 0.15
+    assert files.span_s("tables", since=began) >= 0.10  # the table ended second
     assert files.span_s("none") == 0.0

@@ -19,10 +19,6 @@ if TYPE_CHECKING:
     from perfledger.sources.kineto_text import Int64Array
 
 
-def _joined(arrays: list[Any]) -> Any:
-    return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
-
-
 def memory_counters(values: dict[str, Any], n: int, ts: Int64Array, side: Side) -> None:
     """``[memory]`` instants carry the allocator totals: device and host memory counters.
 
@@ -68,8 +64,8 @@ def counters_table(side: Side, rank: int, base_ns: int) -> pa.Table:
     """The counters the chunks found (``side``), in order of time, as the rank's table."""
     if not side.counter_ts:
         return schema.empty_counters()
-    ts = _joined(side.counter_ts) + base_ns
-    value = _joined(side.counter_value)
+    ts = np.concatenate(side.counter_ts) + base_ns
+    value = np.concatenate(side.counter_value)
     order = np.argsort(ts, kind="stable")
     take = pa.array(order)
     table = pa.table(

@@ -296,10 +296,8 @@ class _TextParts:
         self, block: npt.NDArray[np.int32], local: npt.NDArray[np.int32]
     ) -> tuple[Int64Array, Int64Array, npt.NDArray[np.bool_]]:
         """The rows' texts (block, row in it): where each starts in its block's buffer, its
-        length (0 for a null) and whether it is valid."""
-        if self.null:
-            none = np.zeros(block.size, np.int64)
-            return none, none.copy(), np.zeros(block.size, np.bool_)
+        length (0 for a null) and whether it is valid. Not for a column of no text
+        (:attr:`null`: the layout gives it whole)."""
         rows = self.first[block] + local  # the rows in file order
         starts = self.start[rows].astype(np.int64)
         lengths = self.end[rows] - starts
