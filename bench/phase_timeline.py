@@ -1,17 +1,18 @@
 """When each step of one ``perfledger analyze`` ran, on which thread, and for how much CPU.
 
-``python bench/phase_timeline.py TRACE [-o OUT]`` runs the analyze in this process with the
-functions below wrapped: each call prints its start and end (seconds from this script's
-start), its wall and its thread's CPU seconds, of those the system's (page faults, file
-writes), the whole process's CPU seconds meanwhile (all its threads: ``proc`` / ``wall`` is
-how many cores it kept busy; the import's worker processes are not counted), its thread's
-minor page faults, the MB of huge pages the system zeroed for new anonymous memory meanwhile
-(``thp_fault_alloc`` of /proc/vmstat, 2 MB each: any thread's, this process's workers' too),
-the process's anonymous memory when the step ended (/proc/self/smaps_rollup), and the thread
-it ran on, in order of start.
-What runs beside what (``analysis.beside``, the writer threads) shows as overlapping lines of
-other threads; a step whose wall time is well above its CPU waited (for a thread beside it,
-for the GIL, or for the other core).
+``python bench/phase_timeline.py TRACE [-o OUT] [--also MODULE:NAME ...]`` runs the analyze in
+this process with the functions below (and each ``--also``: a module's function, or
+``Class.method``, as its callers look it up) wrapped: each call prints its start and end
+(seconds from this script's start), its wall and its thread's CPU seconds, of those the
+system's (page faults, file writes), the whole process's CPU seconds meanwhile (all its
+threads: ``proc`` / ``wall`` is how many cores it kept busy; the import's worker processes are
+not counted), its thread's minor page faults, the MB of huge pages the system zeroed for new
+anonymous memory meanwhile (``thp_fault_alloc`` of /proc/vmstat, 2 MB each: any thread's, this
+process's workers' too), the process's anonymous memory when the step ended
+(/proc/self/smaps_rollup), and the thread it ran on, in order of start. What runs beside what
+(``analysis.beside``, the writer threads) shows as overlapping lines of other threads; a step
+whose wall time is well above its CPU waited (for a thread beside it, for the GIL, or for the
+other core).
 
 The wrappers replace the names where the calling module looks them up; a name a module no
 longer has is listed as skipped. The figures are one run's: rerun it for the spread.
@@ -131,6 +132,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace")
     parser.add_argument("-o", "--out", default="bench/out/phase_timeline")
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="a further function to time (NAME may be Class.method), as its callers look it up",
+    )
     args = parser.parse_args()
     # the process set up as the command line sets up its own before numpy loads (one BLAS
     # thread, ordinary pages, one heap): the wrapped modules load numpy first
@@ -146,10 +154,14 @@ def main() -> None:
     }.items():
         os.environ.setdefault(name, value)
     keep_freed_heap()
-    for module_name, name in STEPS:
-        module = importlib.import_module(module_name)
-        if hasattr(module, name):
-            setattr(module, name, _wrapped(name, getattr(module, name)))
+    also = [tuple(step.split(":", 1)) for step in args.also]
+    for module_name, name in [*STEPS, *also]:
+        owner: Any = importlib.import_module(module_name)
+        *classes, attribute = name.split(".")
+        for part in classes:
+            owner = getattr(owner, part, None)
+        if owner is not None and hasattr(owner, attribute):
+            setattr(owner, attribute, _wrapped(name, getattr(owner, attribute)))
         else:
             print(f"skipped: {module_name}.{name}", file=sys.stderr)
     cpu = time.process_time()

@@ -708,3 +708,63 @@ def test_named_key_rows_of_ascend_and_cuda_kernels() -> None:
     scanner: Any = kineto_scan._kscan
     with pytest.raises(ValueError, match="beyond the table"):
         scanner.named_keys(b"{}", np.array([0, 2], np.int32), np.array([1], np.int64))
+
+
+_SCATTERED = [
+    (np.int8, np.int8),
+    (np.int8, np.int64),
+    (np.int16, np.int32),
+    (np.int32, np.int64),
+    (np.int64, np.int64),
+    (np.float64, np.float64),
+    # none the compiled loop takes: numpy's assignment, through the same function
+    (np.uint8, np.int64),
+    (np.int64, np.int32),
+    (np.float32, np.float64),
+    (np.int32, np.float64),
+]
+
+
+@needs_scanner
+@given(
+    size=st.integers(0, 3000),
+    types=st.sampled_from(_SCATTERED),
+    seed=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_block_is_scattered_into_place_as_numpy_assigns_it(
+    size: int, types: tuple[Any, Any], seed: int
+) -> None:
+    from perfledger.sources.kineto import _scatter
+
+    rng = np.random.default_rng(seed)
+    values_type, out_type = types
+    values = rng.integers(-128, 128, size).astype(values_type)
+    position = rng.permutation(size + 5)[:size].astype(np.int64)  # some places left alone
+    expected = np.full(size + 5, 7, out_type)
+    expected[position] = values
+    out = np.full(size + 5, 7, out_type)
+    _scatter(values, position, out)
+    assert np.array_equal(out, expected)
+    assert out.dtype == out_type
+
+
+@needs_scanner
+def test_scatter_refuses_places_outside_and_types_it_does_not_take() -> None:
+    scatter: Any = kineto_scan._kscan.scatter
+    values = np.array([1, 2, 3], np.int64)
+    out = np.zeros(4, np.int64)
+    for outside in ([0, 1, 4], [0, -1, 2]):
+        with pytest.raises(IndexError, match="outside"):
+            scatter(values, np.array(outside, np.int64), out)
+    for args in (
+        (values, np.array([0, 1, 2], np.int64), np.zeros(4, np.int32)),  # narrower
+        (values, np.array([0, 1], np.int64), out),  # a position short
+        (values, np.array([0, 1, 2], np.int32), out),  # int32 positions
+        (values.astype(np.uint64), np.array([0, 1, 2], np.int64), out),
+        (values.astype(np.float64), np.array([0, 1, 2], np.int64), out),
+    ):
+        with pytest.raises(TypeError):
+            scatter(*args)
+    scatter(values, np.array([3, 0, 2], np.int64), out)
+    assert out.tolist() == [2, 0, 3, 1]

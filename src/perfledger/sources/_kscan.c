@@ -34,6 +34,10 @@
  * named_keys(data, offsets, rows) tells, for each row of a string table, whether its text
  * holds a quoted name of NAMED_KEYS or a quoted [a-z0-9_]+_ratio (what the regular
  * expression ASCEND_ARG_KEYS of analysis/advisor/context.py finds).
+ *
+ * scatter(values, position, out) writes out[position[i]] = values[i] for every i: integers
+ * (int8, int16, int32, int64) into integers at least as wide, float64 into float64, as
+ * numpy's out[position] = values does; IndexError where a position lies outside out.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1313,6 +1317,103 @@ out:
     return result;
 }
 
+/* An integer or float64 buffer's element kind: 'i' or 'f' (0: neither), its width in bytes. */
+static char number_kind(const Py_buffer *view) {
+    const char *f = view->format ? view->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (f[1] != '\0') return 0;
+    switch (*f) {
+    case 'b': case 'h': case 'i': case 'l': case 'q':
+        return 'i';
+    case 'd':
+        return view->itemsize == 8 ? 'f' : 0;
+    default:
+        return 0;
+    }
+}
+
+static inline int64_t int_at(const char *p, Py_ssize_t width, Py_ssize_t i) {
+    switch (width) {
+    case 1: return ((const int8_t *)p)[i];
+    case 2: return ((const int16_t *)p)[i];
+    case 4: return ((const int32_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+    }
+}
+
+static PyObject *scatter(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *values_obj, *position_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &values_obj, &position_obj, &out_obj)) return NULL;
+    Py_buffer values, position, out;
+    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(position_obj, &position, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) <
+        0) {
+        PyBuffer_Release(&position);
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    char vk = number_kind(&values), ok = number_kind(&out);
+    Py_ssize_t vw = values.itemsize, ow = out.itemsize;
+    Py_ssize_t n = vw > 0 ? values.len / vw : 0, size = ow > 0 ? out.len / ow : 0;
+    if (number_kind(&position) != 'i' || position.itemsize != 8 ||
+        position.len / 8 != n || vk == 0 || vk != ok || (vk == 'i' && ow < vw) ||
+        (ow != 1 && ow != 2 && ow != 4 && ow != 8)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scatter takes integers into integers as wide or wider, or float64 into "
+                        "float64, and an int64 position per value");
+        goto done;
+    }
+    const int64_t *at = (const int64_t *)position.buf;
+    int outside = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((uint64_t)at[i] >= (uint64_t)size) {
+            outside = 1;
+            break;
+        }
+    }
+    if (!outside) {
+        const char *v = (const char *)values.buf;
+        char *o = (char *)out.buf;
+        if (vk == 'f') {
+            for (Py_ssize_t i = 0; i < n; i++) ((double *)o)[at[i]] = ((const double *)v)[i];
+        } else if (ow == 8 && vw == 8) {
+            for (Py_ssize_t i = 0; i < n; i++) ((int64_t *)o)[at[i]] = ((const int64_t *)v)[i];
+        } else if (ow == 8 && vw == 4) {
+            for (Py_ssize_t i = 0; i < n; i++) ((int64_t *)o)[at[i]] = ((const int32_t *)v)[i];
+        } else if (ow == 1) {
+            for (Py_ssize_t i = 0; i < n; i++) ((int8_t *)o)[at[i]] = ((const int8_t *)v)[i];
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int64_t x = int_at(v, vw, i);
+                switch (ow) {
+                case 2: ((int16_t *)o)[at[i]] = (int16_t)x; break;
+                case 4: ((int32_t *)o)[at[i]] = (int32_t)x; break;
+                default: ((int64_t *)o)[at[i]] = x; break;
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "a position lies outside out");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&position);
+    PyBuffer_Release(&values);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) -> events found, "
@@ -1344,6 +1445,9 @@ static PyMethodDef methods[] = {
     {"named_keys", named_keys, METH_VARARGS,
      "named_keys(data, offsets, rows) -> one byte per row of rows (int64), 1 where the text "
      "of that row holds a quoted name of NAMED_KEYS or a quoted [a-z0-9_]+_ratio."},
+    {"scatter", scatter, METH_VARARGS,
+     "scatter(values, position, out) -> None: out[position[i]] = values[i] for each i (integers "
+     "into integers as wide or wider, float64 into float64; int64 positions)."},
     {NULL, NULL, 0, NULL},
 };
 
