@@ -298,3 +298,29 @@ def test_a_block_another_thread_is_in_keeps_the_memory_held() -> None:
     pool, inside, after = _holding_child("threads")
     assert inside >= 200  # this thread's block ended; the other thread's still holds
     assert after < 50  # handed back when the last block ends
+
+
+def test_values_let_go_beside_are_freed_on_their_own_thread(tmp_path: Path) -> None:
+    # a map of a removed file, as a trace's blocks hold them: unmapped where it is freed
+    path = tmp_path / "block"
+    path.write_bytes(b"x" * mmap.PAGESIZE * 4)
+    with open(path, "rb") as file:
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+    path.unlink()
+    freed_on: list[str] = []
+
+    class Holder:
+        def __init__(self, value: object) -> None:
+            self.value = value
+
+        def __del__(self) -> None:
+            freed_on.append(threading.current_thread().name)
+
+    held: list[object] = [Holder(np.frombuffer(mapped, np.uint8))]
+    del mapped
+    thread = memory.let_go_beside(held)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert held == []
+    assert freed_on == [thread.name]
+    assert freed_on != [threading.current_thread().name]

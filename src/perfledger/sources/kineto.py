@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from perfledger.errors import TraceFormatError
 from perfledger.import_pool import PARALLEL_MIN_BYTES
-from perfledger.memory import release_freed_memory
+from perfledger.memory import let_go_beside, release_freed_memory
 from perfledger.model import schema, vendors
 from perfledger.model.quality import (
     NEGATIVE_DURATIONS,
@@ -228,7 +228,11 @@ def load_kineto(
     if side.other_phases:
         meta["skipped_phases"] = dict(sorted(side.other_phases.items()))
     negative = side.negative_durations
+    # the side data holds the last maps of the blocks' removed files: their pages freed on
+    # a thread of its own, beside the analysis that follows
+    held: list[Any] = [side]
     del side
+    let_go_beside(held)
     release_freed_memory()
     return Trace(
         events=events,
