@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +20,7 @@ from perfledger.memory import in_mapped_files
 from perfledger.run import filled_columns
 from perfledger.run.filled_columns import filled_columns as filled
 from perfledger.run.filled_columns import filled_text
-from perfledger.sources.kineto_layout import TextPiece
+from perfledger.sources.kineto_layout import NumbersInto, TextPiece
 
 SCHEMA = pa.schema(
     [
@@ -222,4 +224,57 @@ def test_a_write_refused_at_the_end_leaves_nothing(
     monkeypatch.setattr(pages.os, "pwrite", refused)  # the bodies' writes
     with pytest.raises(OSError):
         place.finish()
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("done", [(), ("start_ns",), ("rank", "device", "start_ns", "flops")])
+def test_columns_done_early_are_written_beside_and_read_back_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, done: tuple[str, ...]
+) -> None:
+    # the layout's way: a column written into the file on a thread of its own as soon as it
+    # is made, the others at the end
+    writers: list[str] = []
+    write = filled_columns.write_pieces
+
+    def noted(*args: Any) -> None:
+        writers.append(threading.current_thread().name)
+        write(*args)
+
+    monkeypatch.setattr(filled_columns, "write_pieces", noted)
+    place = filled(tmp_path / "numbers.arrow", SCHEMA, 100_003)
+    into = NumbersInto(place, tuple(SCHEMA.names))
+    values = _values(100_003, 5)
+    columns: dict[str, object] = {}
+    for name, column in values.items():
+        columns[name] = target = into.array(name, 100_003, column.dtype)
+        target[:] = column
+        if name in done:
+            into.done(name)
+    del target
+    table = into.finish(columns)
+    assert all(columns[name] is None for name in SCHEMA.names)  # the targets let go
+    for name, column in values.items():
+        np.testing.assert_array_equal(table[name].to_numpy(), column)
+        assert in_mapped_files(pa.table({name: table[name]}))
+    beside = [w for w in writers if w != threading.current_thread().name]
+    assert len(beside) == len(done) and len(writers) == len(SCHEMA.names)
+
+
+def test_a_write_refused_beside_is_raised_at_the_end_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    place = filled(tmp_path / "numbers.arrow", SCHEMA, 1000)
+    into = NumbersInto(place, tuple(SCHEMA.names))
+    columns: dict[str, object] = {}
+
+    def refused(*args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pages.os, "pwrite", refused)
+    for name, column in _values(1000, 6).items():
+        columns[name] = into.array(name, 1000, column.dtype)
+        into.done(name)
+    with pytest.raises(OSError, match="No space"):
+        into.finish(columns)
+    into.abandon()  # as the layout answers the error
     assert not list(tmp_path.iterdir())

@@ -581,7 +581,9 @@ def _events_table(
         sorted_start = into.array("start_ns", start.size, np.int64)
         order = _start_order(start, dur, out=sorted_start)
         start, sorted_start = sorted_start, None
+        into.done("start_ns")
         dur = into.take("dur_ns", dur, order)
+        into.done("dur_ns")
         position = np.empty_like(order)
         position[order] = np.arange(order.size)
         plan = gather_plan(sizes, order)
@@ -613,6 +615,8 @@ def _events_table(
                 "flops": other["flops"],
             }
             del kind, other, start, dur
+            into.done("rank")
+            into.done("step")
             if into.filler is not None:  # made in place: read back as the file holds them
                 columns.update(into.finish(columns))
             elif place_columns is not None:  # while the text is laid out (and placed) there
@@ -695,6 +699,7 @@ def _other_columns(
     pid = _sorted_column(
         blocks, sizes, "pid", position, np.int64, out=into.array("pid", n, np.int64)
     )
+    into.done("pid")
     kind, unmapped = _classify(
         cat, name, _sorted_column(blocks, sizes, "phase", position, np.int8), pid
     )
@@ -720,6 +725,7 @@ def _other_columns(
         ),
     )
     correlation = into.put("correlation", correlation, np.int64)
+    into.done("correlation")
     del start_in_file
     on_host = ~_of_kinds(kind, _DEVICE_SIDE_KINDS)
     device = _sorted_column(blocks, sizes, "device", position, np.int64)
@@ -730,6 +736,7 @@ def _other_columns(
         blocks, sizes, "stream", position, np.int64, out=into.array("stream", n, np.int64)
     )
     np.copyto(stream, tid, where=on_host)
+    into.done("stream")
     del tid, on_host
     nbytes = _copy_sizes(
         kind,
@@ -749,7 +756,7 @@ def _other_columns(
     )
     nbytes[~moves_bytes] = schema.NO_ID
     del moves_bytes
-    return {
+    columns = {
         "kind": kind,
         "name": name,
         "device": into.put("device", device, np.int16),
@@ -775,6 +782,9 @@ def _other_columns(
             out=into.array("flops", n, np.float64),
         ),
     }
+    for done in ("device", "external_id", "bytes", "flops"):
+        into.done(done)
+    return columns
 
 
 def _vendor(

@@ -12,6 +12,7 @@ else in the heap.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -210,11 +211,16 @@ ColumnFilling = Callable[[str, pa.Schema, "int | list[list[TextPiece]]"], Column
 
 class NumbersInto:
     """Where the layout makes the number columns: each in its place in ``filler``'s file
-    (load_kineto's ``fill_columns``), else a new array in the heap."""
+    (load_kineto's ``fill_columns``), else a new array in the heap.
+
+    A column the layout is done with (:meth:`done`) is written into the file on a thread of
+    its own while the layout goes on, rather than all of them at its end (:meth:`finish`)."""
 
     def __init__(self, filler: ColumnFiller | None, names: tuple[str, ...]) -> None:
         self.filler = filler
         self.names = names  # the columns the filler holds
+        self._writer: ThreadPoolExecutor | None = None
+        self._writes: list[Future[None]] = []
 
     def array(self, name: str, length: int, dtype: Any) -> Any:
         """An array to make column ``name`` in."""
@@ -241,10 +247,20 @@ class NumbersInto:
             np.copyto(target, values, casting="unsafe")
         return target
 
+    def done(self, name: str) -> None:
+        """Column ``name`` is made and will not change: written into the filler's file now,
+        on a thread of its own (nothing without a filler)."""
+        if self.filler is None:
+            return
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="kineto-numbers")
+        self._writes.append(self._writer.submit(self.filler.written, name))
+
     def finish(self, columns: dict[str, Any]) -> dict[str, Any]:
         """The number columns read back from the filler's file; ``columns`` lets go of the
         targets first (they must be the last references to them)."""
         assert self.filler is not None
+        self._settle(raising=True)
         for name in self.names:
             columns[name] = None
         filler, self.filler = self.filler, None
@@ -252,9 +268,22 @@ class NumbersInto:
         return {name: table[name] for name in self.names}
 
     def abandon(self) -> None:
+        self._settle(raising=False)  # no write left going into the file given up
         if self.filler is not None:
             self.filler.abandon()
             self.filler = None
+
+    def _settle(self, *, raising: bool) -> None:
+        """Wait for the writes :meth:`done` started (the first one's error raised, if
+        ``raising``: the file is then given up by the caller's :meth:`abandon`)."""
+        writes, self._writes = self._writes, []
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
+        for write in writes:
+            error = write.exception()
+            if error is not None and raising:
+                raise error
 
 
 class _TextParts:
