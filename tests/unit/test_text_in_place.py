@@ -57,13 +57,37 @@ def _blocks(seed: int) -> tuple[list[Any], list[int], np.ndarray]:
     return blocks, sizes, np.argsort(keys, kind="stable")
 
 
+def _inverse(order: np.ndarray) -> np.ndarray:
+    position = np.empty_like(order)
+    position[order] = np.arange(order.size)
+    return position
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(0, 30), min_size=1, max_size=12), seed=st.integers(0, 10_000))
+def test_the_plan_says_where_each_sorted_row_comes_from(sizes: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(sum(sizes)).astype(np.int64)
+    plan = gather_plan(sizes, order, _inverse(order))
+    # each sorted row's block and row inside it, counted from the blocks one after another
+    file_block = np.repeat(np.arange(len(sizes)), sizes)
+    np.testing.assert_array_equal(plan.block, file_block[order])
+    first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    np.testing.assert_array_equal(plan.first, first)
+    np.testing.assert_array_equal(plan.local, order - first[file_block[order]])
+    # a block's last sorted place: the greatest of its rows' places; none for an empty block
+    for b, size in enumerate(sizes):
+        places = np.flatnonzero(file_block[order] == b)
+        assert plan.last[b] == (places.max() if size else -1)
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_the_text_made_in_place_is_the_text_laid_out_in_the_heap(seed: int) -> None:
     import tempfile
 
     blocks, sizes, order = _blocks(seed)
-    plan = gather_plan(sizes, order)
+    plan = gather_plan(sizes, order, _inverse(order))
     copies = [types.SimpleNamespace(**vars(b)) for b in blocks]
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
         patch.setattr(kineto_layout, "LAYOUT_PIECE_ROWS", 16)
@@ -89,7 +113,8 @@ def test_the_text_made_in_place_is_the_text_laid_out_in_the_heap(seed: int) -> N
 def test_no_place_leaves_the_blocks_as_they_were() -> None:
     blocks, sizes, order = _blocks(7)
     before = [dict(vars(b)) for b in blocks]
-    assert text_in_place(blocks, COLUMNS, gather_plan(sizes, order), lambda *a: None, "t") is None
+    plan = gather_plan(sizes, order, _inverse(order))
+    assert text_in_place(blocks, COLUMNS, plan, lambda *a: None, "t") is None
     assert [dict(vars(b)) for b in blocks] == before
 
 
@@ -98,6 +123,6 @@ def test_a_column_of_another_type_is_left_to_the_heap_layout() -> None:
     blocks[0].args = pa.array(["{}"] * sizes[0], pa.large_string())
     calls: list[object] = []
     made = text_in_place(
-        blocks, COLUMNS, gather_plan(sizes, order), lambda *a: calls.append(a), "t"
+        blocks, COLUMNS, gather_plan(sizes, order, _inverse(order)), lambda *a: calls.append(a), "t"
     )
     assert made is None and not calls

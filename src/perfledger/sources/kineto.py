@@ -63,7 +63,6 @@ from perfledger.sources.kineto_counters import counters_table
 from perfledger.sources.kineto_layout import (
     ColumnFiller,
     ColumnFilling,
-    GatherPlan,
     NumbersInto,
     gather_plan,
     sorted_strings,
@@ -586,12 +585,11 @@ def _events_table(
         into.done("dur_ns")
         position = np.empty_like(order)
         position[order] = np.arange(order.size)
-        plan = gather_plan(sizes, order)
         with ThreadPoolExecutor(1, thread_name_prefix="kineto-text") as pool:
+            # the text's plan made there too: the other columns need none
             laid_out = pool.submit(
-                _strings_in_order, blocks, sizes, plan, place_columns, fill_columns
+                _strings_in_order, blocks, sizes, order, position, place_columns, fill_columns
             )
-            del plan
             other = _other_columns(
                 blocks, sizes, order, position, start - base_ns, side, meta, into
             )
@@ -646,14 +644,18 @@ def _placed_numbers(columns: dict[str, Any], place_columns: ColumnPlacer) -> dic
 def _strings_in_order(
     blocks: list[Block],
     sizes: list[int],
-    plan: GatherPlan,
+    order: Int64Array,
+    position: Int64Array,
     place_columns: ColumnPlacer | None,
     fill_columns: ColumnFilling | None = None,
 ) -> dict[str, Any]:
-    """The text columns in sorted row order (``kineto_layout.string_pieces``); given
-    ``place_columns``, as it places them, a batch of pieces at a time (the pieces let go once
-    it has read them: the layout never holds the whole text); given ``fill_columns``, made
-    in the place it gives them where it gives one (``kineto_layout.text_in_place``)."""
+    """The text columns in sorted row order ``order`` (``position``: its inverse;
+    ``kineto_layout.string_pieces``); given ``place_columns``, as it places them, a batch
+    of pieces at a time (the pieces let go once it has read them: the layout never holds
+    the whole text); given ``fill_columns``, made in the place it gives them where it gives
+    one (``kineto_layout.text_in_place``)."""
+    plan = gather_plan(sizes, order, position)
+    del order, position
     filled = (
         text_in_place(blocks, TEXT_COLUMNS, plan, fill_columns, TEXT)
         if fill_columns is not None

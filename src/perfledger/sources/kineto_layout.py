@@ -53,13 +53,18 @@ class GatherPlan:
     first: Int64Array  # per block: its first row in file order (the blocks one after another)
 
 
-def gather_plan(sizes: list[int], order: Int64Array) -> GatherPlan:
+def gather_plan(sizes: list[int], order: Int64Array, position: Int64Array) -> GatherPlan:
+    """The plan of the sorted rows ``order`` (file-order rows, as many as ``sizes`` add up
+    to; ``position``: each file-order row's place among them, the inverse of ``order``)."""
     starts = np.zeros(len(sizes), np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     block = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)[order]
     local = (order - starts[block]).astype(np.int32)
+    # a block's last place: the greatest place of its rows, which lie one after another
     last = np.full(len(sizes), -1, np.int64)
-    np.maximum.at(last, block, np.arange(order.size))
+    rows = np.asarray(sizes, np.int64) > 0
+    if order.size:
+        last[rows] = np.maximum.reduceat(position, starts[rows])
     return GatherPlan(block, local, last, starts)
 
 
