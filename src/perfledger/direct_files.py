@@ -8,8 +8,9 @@ pages are most of what the write costs: on a virtual machine that hands its free
 to its host, a page taken afresh costs several times the copy into it (``python
 bench/direct_writes.py``, 1 GiB: 0.23–3.16 s through the cache, 0.59–0.74 s around it;
 bench/README.md, "Growth", 2026-12-06).
-Written with ``O_DIRECT``, the bytes go from one buffer of this process, reused for every
-file, straight to the disk.
+Written with ``O_DIRECT``, the bytes go from the buffers of this process, reused for every
+file, straight to the disk: each full buffer on a thread of its own while the file's writer
+fills the other, so that the disk's time is not the writer's.
 
 :func:`direct_file` gathers a file's first :data:`BUFFER_BYTES` in that buffer: a file that
 ends before is written the usual way. A longer one turns to ``O_DIRECT`` only on a filesystem of a
@@ -28,7 +29,10 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -59,16 +63,50 @@ _slow_devices: set[int] = set()
 # The files being written around the page cache now (their disks' pace shared among them).
 _direct_files = 0
 _direct_lock = threading.Lock()
-# Each thread's buffer, kept from file to file: its pages taken once.
+# Each thread's two buffers, kept from file to file: their pages taken once.
 _buffers = threading.local()
+# The threads the direct writes are made on (a file has at most one at a time).
+_WRITE_THREADS: Final = 4
+_writes: ThreadPoolExecutor | None = None
+_writes_lock = threading.Lock()
 
 
-def _buffer() -> mmap.mmap:
-    held: mmap.mmap | None = getattr(_buffers, "held", None)
+def _buffer_pair() -> tuple[mmap.mmap, mmap.mmap]:
+    held: tuple[mmap.mmap, mmap.mmap] | None = getattr(_buffers, "held", None)
     if held is None:
-        held = mmap.mmap(-1, BUFFER_BYTES)  # anonymous: page-aligned
+        # anonymous: page-aligned
+        held = (mmap.mmap(-1, BUFFER_BYTES), mmap.mmap(-1, BUFFER_BYTES))
         _buffers.held = held
     return held
+
+
+def _write_threads() -> ThreadPoolExecutor:
+    global _writes
+    with _writes_lock:
+        if _writes is None:
+            _writes = ThreadPoolExecutor(_WRITE_THREADS, thread_name_prefix="direct-writes")
+        return _writes
+
+
+def _timed_write(fd: int, view: memoryview, offset: int) -> float:
+    """``view`` written at ``offset`` of ``fd``; the seconds it took."""
+    began = time.perf_counter()
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+    return time.perf_counter() - began
+
+
+@dataclass
+class _Pending:
+    """A direct write under way: the file's bytes ``offset`` on, ``kept`` of the ``size``
+    written (the rest: padding), from ``buffer``."""
+
+    done: Future[float]
+    offset: int
+    kept: int
+    size: int
+    buffer: mmap.mmap
 
 
 def direct_writes_suit(fd: int) -> bool:
@@ -88,10 +126,12 @@ class DirectFile:
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._buffer: mmap.mmap | None = _buffer()
+        self._buffer: mmap.mmap | None
+        self._buffer, self._spare = _buffer_pair()
+        self._pending: _Pending | None = None  # the other buffer's write, under way
         self._direct = False
         self._held = 0  # bytes in the buffer
-        self._written = 0  # bytes of the file written
+        self._written = 0  # bytes of the file written, or being written
         self._direct_bytes = 0  # of them written around the page cache, and in how long
         self._direct_s = 0.0
 
@@ -139,23 +179,31 @@ class DirectFile:
         if self._fd < 0:
             return
         try:
+            padded = False
             if self._buffer is not None and self._held:
                 held = self._held
                 if not self._direct:
+                    self._settle()
                     self._write_all(memoryview(self._buffer)[:held])
                 else:
-                    padded = -(-held // ALIGNMENT) * ALIGNMENT
-                    self._buffer[held:padded] = bytes(padded - held)
-                    self._flush_direct(padded, held)
-                    if padded != held:
-                        os.ftruncate(self._fd, self._written)
+                    size = -(-held // ALIGNMENT) * ALIGNMENT
+                    self._buffer[held:size] = bytes(size - held)
+                    self._write_direct(size, held)
+                    padded = size != held
                 self._held = 0
+            self._settle()
+            if padded:  # the padding written past the file's end cut off
+                os.ftruncate(self._fd, self._written)
         finally:
             self.abandon()
 
     def abandon(self) -> None:
-        """Close the file without writing what the buffer holds (an error came first)."""
+        """Close the file without writing what the buffer holds (an error came first); a
+        write under way is waited for first."""
         if self._fd >= 0:
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                futures.wait([pending.done])
             self._count_direct(False)
             os.close(self._fd)
             self._fd = -1
@@ -167,37 +215,50 @@ class DirectFile:
         if not self._direct and self._written == 0:
             self._count_direct(direct_writes_suit(self._fd) and self._set_direct(True))
         if self._direct:
-            self._flush_direct(BUFFER_BYTES, BUFFER_BYTES)
+            self._write_direct(BUFFER_BYTES, BUFFER_BYTES)
         else:  # a file the page cache keeps: no buffer of ours in the way any more
+            self._settle()
             self._write_all(memoryview(self._buffer)[:BUFFER_BYTES])
             self._buffer = None
         self._held = 0
 
-    def _flush_direct(self, size: int, kept: int) -> None:
-        """Write the buffer's first ``size`` bytes (a multiple of ALIGNMENT) around the page
-        cache, of which the first ``kept`` are the file's; where the system fails the write,
-        them and the rest of the file the usual way."""
+    def _write_direct(self, size: int, kept: int) -> None:
+        """Have the buffer's first ``size`` bytes (a multiple of ALIGNMENT), of which the
+        first ``kept`` are the file's, written around the page cache on a write thread, once
+        the write before is done, and fill the other buffer meanwhile; the usual way where
+        that write failed or found the disk slow."""
         assert self._buffer is not None
-        view = memoryview(self._buffer)
+        self._settle()
+        if not self._direct:
+            self._write_all(memoryview(self._buffer)[:kept])
+            return
+        view = memoryview(self._buffer)[:size]
+        done = _write_threads().submit(_timed_write, self._fd, view, self._written)
+        self._pending = _Pending(done, self._written, kept, size, self._buffer)
+        self._written += kept
+        self._buffer, self._spare = self._spare, self._buffer
+
+    def _settle(self) -> None:
+        """Wait for the direct write under way, if any. Where it failed, its bytes and the
+        rest of the file go the usual way; where the disk is found slow, the rest of this
+        file and the next ones."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
         try:
-            began = time.perf_counter()
-            done = 0
-            while done < size:
-                done += os.pwrite(self._fd, view[done:size], self._written + done)
-            self._direct_s += time.perf_counter() - began
-            self._direct_bytes += size
-            if self._slow_disk():
-                # the rest of this file and the next ones through the cache
-                _slow_devices.add(os.fstat(self._fd).st_dev)
-                self._count_direct(not self._set_direct(False))
+            seconds = pending.done.result()
         except OSError:
-            os.ftruncate(self._fd, self._written)  # what the failed write may have left
+            os.ftruncate(self._fd, pending.offset)  # what the failed write may have left
             self._set_direct(False)
             self._count_direct(False)
-            self._buffer = None
-            self._write_all(view[:kept])
+            write_pieces(self._fd, memoryview(pending.buffer)[: pending.kept], pending.offset)
             return
-        self._written += kept
+        self._direct_s += seconds
+        self._direct_bytes += pending.size
+        if self._slow_disk():
+            # the rest of this file and the next ones through the cache
+            _slow_devices.add(os.fstat(self._fd).st_dev)
+            self._count_direct(not self._set_direct(False))
 
     def _slow_disk(self) -> bool:
         """Whether this file's writes around the cache so far (once there are enough to

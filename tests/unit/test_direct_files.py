@@ -4,6 +4,7 @@ filesystem that takes O_DIRECT, one that refuses it and one that fails a direct 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -216,3 +217,33 @@ def test_a_disk_shared_by_two_direct_files_is_judged_on_their_pace_together(
     direct, _ = _write_with_clock(path, monkeypatch, [_pace(1.5)], writers=2)
     assert direct
     assert direct_files._direct_files == 1  # the other file's count left as it was
+
+
+def test_a_full_buffer_is_written_beside_while_the_writer_fills_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_suits: None
+) -> None:
+    real = os.pwrite
+    writer = threading.current_thread()
+    started, release = threading.Event(), threading.Event()
+    threads: set[str] = set()
+
+    def held(fd: int, data: memoryview, offset: int) -> int:
+        if threading.current_thread() is not writer:
+            threads.add(threading.current_thread().name)
+            started.set()
+            release.wait(10)  # the disk busy until the writer has filled the next buffer
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(direct_files.os, "pwrite", held)
+    data = np.random.default_rng(9).integers(0, 256, 2 * BUFFER_BYTES + 77, np.uint8).tobytes()
+    path = tmp_path / "out.bin"
+    with direct_file(path) as sink:
+        sink.write(data[:BUFFER_BYTES])  # the first buffer full: its write begins beside
+        assert started.wait(10)
+        sink.write(data[BUFFER_BYTES : 2 * BUFFER_BYTES - 1])  # filled meanwhile
+        assert not release.is_set()
+        release.set()
+        sink.write(data[2 * BUFFER_BYTES - 1 :])
+        assert sink.direct
+    assert path.read_bytes() == data
+    assert threads and writer.name not in threads
