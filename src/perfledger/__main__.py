@@ -119,6 +119,9 @@ def _command(arguments: list[str], argv: Sequence[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    # the command line of the process (not main() called with arguments by a program that
+    # goes on): the process ends with the command
+    args.process_ends = argv is None
     code: int = args.run(args)
     sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
     return code

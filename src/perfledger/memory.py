@@ -78,10 +78,11 @@ _holders = 0
 
 
 @contextlib.contextmanager
-def holding_freed_memory() -> Iterator[None]:
+def holding_freed_memory(*, release: bool = True) -> Iterator[None]:
     """:func:`release_freed_memory` hands nothing back inside the block (everything once the
-    last block of any thread ends), and Arrow allocates from the C heap meanwhile
-    (:func:`returning_pool`).
+    last block of any thread ends, unless ``release`` is False: a process that ends with the
+    block, whose memory the system takes back whole, need not hand it back first), and Arrow
+    allocates from the C heap meanwhile (:func:`returning_pool`).
 
     For a process whose allocators all draw from glibc's one heap
     (:func:`perfledger.heap.keep_freed_heap`: no block mapped on its own, one heap for every
@@ -101,7 +102,8 @@ def holding_freed_memory() -> Iterator[None]:
     finally:
         with _holding_lock:
             _holders -= 1
-        release_freed_memory()
+        if release:
+            release_freed_memory()
 
 
 _pool_lock = threading.Lock()

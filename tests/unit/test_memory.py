@@ -251,8 +251,8 @@ def freed_then_released():
     release_freed_memory()
     return resident_mb()
 before = resident_mb()
-if sys.argv[1] == "hold":
-    with holding_freed_memory():
+if sys.argv[1] in ("hold", "keep"):
+    with holding_freed_memory(release=sys.argv[1] == "hold"):
         pool = pa.default_memory_pool().backend_name
         inside = freed_then_released()
     print(pool, inside - before, resident_mb() - before)
@@ -292,6 +292,13 @@ def test_freed_memory_is_held_inside_the_block_and_handed_back_after_it() -> Non
     assert after < 50  # handed back when the block ends
     _, released, _ = _holding_child("release")
     assert released < 50  # outside the block: handed back at once
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
+def test_a_process_that_ends_with_the_block_keeps_its_freed_memory_to_the_end() -> None:
+    pool, inside, after = _holding_child("keep")
+    assert inside >= 200
+    assert after >= 200  # nothing handed back: the system takes it all at the exit
 
 
 def test_a_block_another_thread_is_in_keeps_the_memory_held() -> None:

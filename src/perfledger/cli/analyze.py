@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     # DuckDB's database opened first: opening it hands the heap's free memory back
     duck().close()
-    with holding_freed_memory():
+    # the freed memory handed back at the end, unless the process ends with the command
+    with holding_freed_memory(release=not getattr(args, "process_ends", False)):
         result = build_profile(
             args.inputs,
             out,
