@@ -12,7 +12,7 @@ Written with ``O_DIRECT``, the bytes go from the buffers of this process, reused
 file, straight to the disk: each full buffer on a thread of its own while the file's writer
 fills the other, so that the disk's time is not the writer's.
 
-:func:`direct_file` gathers a file's first :data:`BUFFER_BYTES` in that buffer: a file that
+:func:`direct_file` gathers a file's first :data:`BUFFER_BYTES` in a buffer: a file that
 ends before is written the usual way. A longer one turns to ``O_DIRECT`` only on a filesystem of a
 block device, and keeps to it only while the disk writes at :data:`SLOWEST_DIRECT` or more: a
 network filesystem (NFS and the like), tmpfs, FUSE or a slow (spinning) disk keeps the page
@@ -86,6 +86,16 @@ def _write_threads() -> ThreadPoolExecutor:
         if _writes is None:
             _writes = ThreadPoolExecutor(_WRITE_THREADS, thread_name_prefix="direct-writes")
         return _writes
+
+
+def _forget_write_threads() -> None:
+    """In a forked child: the parent's write threads are not there; new ones when needed."""
+    global _writes, _writes_lock
+    _writes, _writes_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_write_threads)
 
 
 def _timed_write(fd: int, view: memoryview, offset: int) -> float:

@@ -247,3 +247,29 @@ def test_a_full_buffer_is_written_beside_while_the_writer_fills_the_other(
         assert sink.direct
     assert path.read_bytes() == data
     assert threads and writer.name not in threads
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_forked_child_writes_around_the_cache_on_threads_of_its_own(
+    tmp_path: Path, direct_suits: None
+) -> None:
+    # the parent's write threads exist (a file written), the child has none of them
+    pieces = _pieces(2 * BUFFER_BYTES + 5)
+    with direct_file(tmp_path / "parent.bin") as sink:
+        for piece in pieces:
+            sink.write(piece)
+    pid = os.fork()
+    if pid == 0:  # the child: its file written, or a non-zero exit within the alarm
+        import signal
+
+        signal.alarm(20)
+        try:
+            with direct_file(tmp_path / "child.bin") as sink:
+                for piece in pieces:
+                    sink.write(piece)
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (tmp_path / "child.bin").read_bytes() == b"".join(pieces)
