@@ -1317,7 +1317,7 @@ out:
     return result;
 }
 
-/* An integer or float64 buffer's element kind: 'i' or 'f' (0: neither), its width in bytes. */
+/* A buffer's element kind: 'i' (a signed integer), 'f' (float64) or 0 (neither). */
 static char number_kind(const Py_buffer *view) {
     const char *f = view->format ? view->format : "B";
     if (*f == '<' || *f == '=' || *f == '@') f++;

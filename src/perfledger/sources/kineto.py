@@ -344,6 +344,7 @@ def _scatter(values: Any, position: Int64Array, out: Any) -> None:
         and (values.dtype.kind == "i" or values.dtype.itemsize == out.dtype.itemsize == 8)
         and values.flags.c_contiguous
         and out.flags.c_contiguous
+        and position.dtype == np.int64
     ):
         scatter(values, position, out)
     else:
