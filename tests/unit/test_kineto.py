@@ -1071,6 +1071,11 @@ class _Filler:
         self.schema = schema_
         self.targets = {f.name: np.full(length, 7, f.type.to_pandas_dtype()) for f in schema_}
         self.abandoned = False
+        self.written_names: list[str] = []  # the columns marked made, in order
+
+    def written(self, name: str, batch: int = 0) -> None:
+        assert batch == 0 and name in self.targets
+        self.written_names.append(name)
 
     def target(self, name: str, batch: int = 0) -> Any:
         assert batch == 0
@@ -1111,6 +1116,8 @@ def test_the_numbers_are_made_where_fill_columns_places_them(
 
     filled = load_kineto(trace, place_columns=place, fill_columns=fill)
     assert len(made) == 1 and not made[0].abandoned
+    # each column marked made once, before the layout's end read them back
+    assert sorted(made[0].written_names) == sorted(kineto.NUMBER_COLUMNS)
     assert_same_events(filled.events, plain.events)
     # every number column written through its target (none left at the filler's 7s)
     for name, target in made[0].targets.items():

@@ -735,7 +735,7 @@ _SCATTERED = [
 def test_a_block_is_scattered_into_place_as_numpy_assigns_it(
     size: int, types: tuple[Any, Any], seed: int
 ) -> None:
-    from perfledger.sources.kineto import _scatter
+    from perfledger.sources.kineto_layout import scatter_into as _scatter
 
     rng = np.random.default_rng(seed)
     values_type, out_type = types

@@ -65,6 +65,7 @@ from perfledger.sources.kineto_layout import (
     ColumnFilling,
     NumbersInto,
     gather_plan,
+    sorted_column,
     sorted_strings,
     string_pieces,
     text_in_place,
@@ -300,55 +301,6 @@ def _take_column(blocks: list[Block], column: str) -> Any:
     for block in blocks:
         setattr(block, column, None)
     return _concat(parts)
-
-
-def _sorted_column(
-    blocks: list[Block],
-    sizes: list[int],
-    column: str,
-    position: Int64Array,
-    dtype: Any,
-    fill: Any = None,
-    out: Any = None,
-) -> Any:
-    """One column of all blocks, written straight into sorted row order (into ``out`` if
-    given: an array of ``dtype``, as long as the table).
-
-    ``position`` is each file-order row's place in the sorted table. Blocks let go of their
-    part as it is copied, so the column never exists twice; blocks without the column
-    (None) get ``fill``.
-    """
-    out = np.empty(position.size, dtype) if out is None else out
-    begin = 0
-    for block, size in zip(blocks, sizes, strict=True):
-        part = getattr(block, column)
-        setattr(block, column, None)
-        end = begin + size
-        if part is None:
-            out[position[begin:end]] = fill
-        else:
-            _scatter(part, position[begin:end], out)
-        begin = end
-    return out
-
-
-def _scatter(values: Any, position: Int64Array, out: Any) -> None:
-    """``out[position] = values``: by the compiled loop where it was built and takes these
-    types (numpy's takes several times longer, casting through buffers)."""
-    scatter = getattr(kineto_scan._kscan, "scatter", None)
-    if (
-        scatter is not None
-        and values.dtype.kind == out.dtype.kind
-        and values.dtype.kind in "if"
-        and values.dtype.itemsize <= out.dtype.itemsize
-        and (values.dtype.kind == "i" or values.dtype.itemsize == out.dtype.itemsize == 8)
-        and values.flags.c_contiguous
-        and out.flags.c_contiguous
-        and position.dtype == np.int64
-    ):
-        scatter(values, position, out)
-    else:
-        out[position] = values
 
 
 def _dictionary(blocks: list[Block], column: str) -> pa.DictionaryArray:
@@ -699,26 +651,26 @@ def _other_columns(
     cat = _dictionary(blocks, "cat").take(take)
     name = _dictionary(blocks, "name").take(take)
     del take
-    pid = _sorted_column(
+    pid = sorted_column(
         blocks, sizes, "pid", position, np.int64, out=into.array("pid", n, np.int64)
     )
     into.done("pid")
     kind, unmapped = _classify(
-        cat, name, _sorted_column(blocks, sizes, "phase", position, np.int8), pid
+        cat, name, sorted_column(blocks, sizes, "phase", position, np.int8), pid
     )
     if unmapped:
         meta["unmapped_categories"] = unmapped
     meta["vendor"] = _vendor(cat, name, kind, meta)
     del cat
     release_freed_memory()
-    tid = _sorted_column(blocks, sizes, "tid", position, np.int64)
+    tid = sorted_column(blocks, sizes, "tid", position, np.int64)
     correlation = _flow_correlation(
         side,
         kind,
         pid,
         tid,
         start_in_file,
-        _sorted_column(
+        sorted_column(
             blocks,
             sizes,
             "correlation",
@@ -731,11 +683,11 @@ def _other_columns(
     into.done("correlation")
     del start_in_file
     on_host = ~_of_kinds(kind, _DEVICE_SIDE_KINDS)
-    device = _sorted_column(blocks, sizes, "device", position, np.int64)
+    device = sorted_column(blocks, sizes, "device", position, np.int64)
     device[on_host] = 0
     device = _device_index(device)
     device[on_host] = schema.HOST_DEVICE
-    stream = _sorted_column(
+    stream = sorted_column(
         blocks, sizes, "stream", position, np.int64, out=into.array("stream", n, np.int64)
     )
     np.copyto(stream, tid, where=on_host)
@@ -744,7 +696,7 @@ def _other_columns(
     nbytes = _copy_sizes(
         kind,
         correlation,
-        _sorted_column(
+        sorted_column(
             blocks,
             sizes,
             "nbytes",
@@ -766,7 +718,7 @@ def _other_columns(
         "stream": stream,
         "pid": pid,
         "correlation": correlation,
-        "external_id": _sorted_column(
+        "external_id": sorted_column(
             blocks,
             sizes,
             "external_id",
@@ -775,7 +727,7 @@ def _other_columns(
             out=into.array("external_id", n, np.int64),
         ),
         "bytes": into.put("bytes", nbytes, np.int64),
-        "flops": _sorted_column(
+        "flops": sorted_column(
             blocks,
             sizes,
             "flops",

@@ -38,6 +38,8 @@ __all__ = [
     "piece",
     "piece_ranges",
     "read_last",
+    "scatter_into",
+    "sorted_column",
     "sorted_strings",
     "string_pieces",
 ]
@@ -66,6 +68,55 @@ def gather_plan(sizes: list[int], order: Int64Array, position: Int64Array) -> Ga
     if order.size:
         last[rows] = np.maximum.reduceat(position, starts[rows])
     return GatherPlan(block, local, last, starts)
+
+
+def sorted_column(
+    blocks: list[Block],
+    sizes: list[int],
+    column: str,
+    position: Int64Array,
+    dtype: Any,
+    fill: Any = None,
+    out: Any = None,
+) -> Any:
+    """One column of all blocks, written straight into sorted row order (into ``out`` if
+    given: an array of ``dtype``, as long as the table).
+
+    ``position`` is each file-order row's place in the sorted table. Blocks let go of their
+    part as it is copied, so the column never exists twice; blocks without the column
+    (None) get ``fill``.
+    """
+    out = np.empty(position.size, dtype) if out is None else out
+    begin = 0
+    for block, size in zip(blocks, sizes, strict=True):
+        part = getattr(block, column)
+        setattr(block, column, None)
+        end = begin + size
+        if part is None:
+            out[position[begin:end]] = fill
+        else:
+            scatter_into(part, position[begin:end], out)
+        begin = end
+    return out
+
+
+def scatter_into(values: Any, position: Int64Array, out: Any) -> None:
+    """``out[position] = values``: by the compiled loop where it was built and takes these
+    types (numpy's takes several times longer, casting through buffers)."""
+    scatter = getattr(kineto_scan._kscan, "scatter", None)
+    if (
+        scatter is not None
+        and values.dtype.kind == out.dtype.kind
+        and values.dtype.kind in "if"
+        and values.dtype.itemsize <= out.dtype.itemsize
+        and (values.dtype.kind == "i" or values.dtype.itemsize == out.dtype.itemsize == 8)
+        and values.flags.c_contiguous
+        and out.flags.c_contiguous
+        and position.dtype == np.int64
+    ):
+        scatter(values, position, out)
+    else:
+        out[position] = values
 
 
 # The string columns are laid out in pieces of at least this many rows (and at most 32 pieces):
