@@ -71,7 +71,7 @@ STEPS = (
     ("perfledger.sources.kineto", "_other_columns"),
     ("perfledger.sources.kineto", "_start_order"),
     ("perfledger.sources.kineto", "_placed_numbers"),
-    ("perfledger.sources.kineto", "_counters_table"),
+    ("perfledger.sources.kineto", "counters_table"),
     ("perfledger.run.tasks", "_mapped_plain"),
     ("perfledger.analysis.profile", "repair_trace"),
     ("perfledger.analysis.profile", "launch_starts"),
