@@ -224,7 +224,7 @@ def test_a_full_buffer_is_written_beside_while_the_writer_fills_the_other(
 ) -> None:
     real = os.pwrite
     writer = threading.current_thread()
-    started, release = threading.Event(), threading.Event()
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
     threads: set[str] = set()
 
     def held(fd: int, data: memoryview, offset: int) -> int:
@@ -232,6 +232,7 @@ def test_a_full_buffer_is_written_beside_while_the_writer_fills_the_other(
             threads.add(threading.current_thread().name)
             started.set()
             release.wait(10)  # the disk busy until the writer has filled the next buffer
+            finished.set()
         return real(fd, data, offset)
 
     monkeypatch.setattr(direct_files.os, "pwrite", held)
@@ -241,7 +242,7 @@ def test_a_full_buffer_is_written_beside_while_the_writer_fills_the_other(
         sink.write(data[:BUFFER_BYTES])  # the first buffer full: its write begins beside
         assert started.wait(10)
         sink.write(data[BUFFER_BYTES : 2 * BUFFER_BYTES - 1])  # filled meanwhile
-        assert not release.is_set()
+        assert not finished.is_set()  # the writer did not wait for the held write
         release.set()
         sink.write(data[2 * BUFFER_BYTES - 1 :])
         assert sink.direct
