@@ -768,3 +768,32 @@ def test_scatter_refuses_places_outside_and_types_it_does_not_take() -> None:
             scatter(*args)
     scatter(values, np.array([3, 0, 2], np.int64), out)
     assert out.tolist() == [2, 0, 3, 1]
+
+
+@given(
+    sizes=st.lists(st.integers(0, 40), min_size=1, max_size=8),
+    lacking=st.lists(st.booleans(), min_size=8, max_size=8),
+    seed=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_column_some_blocks_lack_is_laid_out_with_their_rows_filled(
+    sizes: list[int], lacking: list[bool], seed: int
+) -> None:
+    from types import SimpleNamespace
+
+    from perfledger.sources.kineto_layout import sorted_column
+
+    rng = np.random.default_rng(seed)
+    parts = [
+        None if lacking[i] else rng.uniform(0, 1e6, size).round() for i, size in enumerate(sizes)
+    ]
+    blocks: Any = [SimpleNamespace(flops=part) for part in parts]
+    position = rng.permutation(sum(sizes)).astype(np.int64)
+    # the rows in file order, each block's values or NaN, then moved to their places
+    filled = [np.full(n, np.nan) if p is None else p for n, p in zip(sizes, parts, strict=True)]
+    in_file = np.concatenate(filled or [np.zeros(0)])
+    expected = np.empty(in_file.size)
+    expected[position] = in_file
+    out = sorted_column(blocks, sizes, "flops", position, np.float64, np.nan)
+    assert np.array_equal(out, expected, equal_nan=True)
+    assert all(block.flops is None for block in blocks)  # each part let go as it is copied

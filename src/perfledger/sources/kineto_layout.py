@@ -84,17 +84,19 @@ def sorted_column(
 
     ``position`` is each file-order row's place in the sorted table. Blocks let go of their
     part as it is copied, so the column never exists twice; blocks without the column
-    (None) get ``fill``.
+    (None) get ``fill``: the whole column is filled first, in order, and the blocks that
+    have it written over it (their rows' places are scattered over the column: a scattered
+    fill costs several times the ordered one).
     """
     out = np.empty(position.size, dtype) if out is None else out
+    if any(size and getattr(b, column) is None for b, size in zip(blocks, sizes, strict=True)):
+        out[:] = fill
     begin = 0
     for block, size in zip(blocks, sizes, strict=True):
         part = getattr(block, column)
         setattr(block, column, None)
         end = begin + size
-        if part is None:
-            out[position[begin:end]] = fill
-        else:
+        if part is not None:
             scatter_into(part, position[begin:end], out)
         begin = end
     return out
