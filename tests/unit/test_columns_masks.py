@@ -1,6 +1,7 @@
 """columns.isin and columns.matches: row masks of dictionary and plain string columns, against
 the values tested row by row (a null row is in none); columns.texts against the values row
-by row; columns.pair_order against a sort of the pairs."""
+by row; columns.pair_order against a sort of the pairs; columns.codes_among against each
+code's membership."""
 
 from __future__ import annotations
 
@@ -105,3 +106,15 @@ def test_first_seen_ids_number_rows_in_their_first_appearance_order(rows) -> Non
     first: dict[tuple[int, int], int] = {}
     assert numbered is not None
     assert numbered.tolist() == [first.setdefault(r, len(first)) for r in rows]
+
+
+@given(
+    codes=st.lists(st.integers(-1, 20), max_size=60),
+    wanted_codes=st.lists(st.integers(-3, 24), max_size=8),
+    width=st.sampled_from([np.int8, np.int32, np.int64]),
+)
+def test_codes_among_is_isin(codes: list[int], wanted_codes: list[int], width: type) -> None:
+    values = np.array(codes, dtype=width)
+    found = columns.codes_among(values, wanted_codes)
+    assert found.dtype == np.bool_
+    assert found.tolist() == [c in set(wanted_codes) for c in codes]

@@ -64,7 +64,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.columns import codes_taken, first_seen_ids, strings_at
+from perfledger.analysis.columns import codes_among, codes_taken, first_seen_ids, strings_at
 from perfledger.analysis.nesting import innermost_enclosing, operator_nesting, self_time
 from perfledger.duck import duck
 from perfledger.memory import drop_mapped_pages, release_freed_memory
@@ -383,10 +383,10 @@ def _kind_mask(events: pa.Table, kinds: Sequence[str]) -> BoolArray:
         if not pa.types.is_dictionary(chunk.type):
             masks.append(np.asarray(pc.fill_null(pc.is_in(chunk, value_set=value_set), False)))
             continue
-        # one test per distinct kind, then a lookup per row (a null row reads the last entry)
+        # a test per distinct kind, a pass per wanted one (null: a code past the dictionary)
         wanted = pc.fill_null(pc.is_in(chunk.dictionary, value_set=value_set), False)
-        lookup = np.append(np.asarray(wanted, dtype=bool), False)
-        masks.append(lookup[np.asarray(pc.fill_null(chunk.indices, len(chunk.dictionary)))])
+        codes = np.asarray(pc.fill_null(chunk.indices, len(chunk.dictionary)))
+        masks.append(codes_among(codes, np.flatnonzero(np.asarray(wanted, dtype=bool))))
     return np.concatenate(masks).astype(bool, copy=False) if masks else np.zeros(0, dtype=bool)
 
 
