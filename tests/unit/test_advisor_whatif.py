@@ -10,6 +10,8 @@ the last host call before it (host time after the last call is not moved by a ch
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from perfledger.analysis.advisor import Finding, advise, diagnose
@@ -253,3 +255,69 @@ def test_fixes_of_the_same_work_do_not_compound() -> None:
     # launch overhead x0.1 (the stronger fix), not x0.05; other work keeps its own scale
     assert sorted(both.scales, key=lambda s: s.selector) == [Scale(HOST, 0.8), Scale(LAUNCH, 0.1)]
     assert both.no_sync
+
+
+def test_the_rules_that_replay_are_those_marked_so() -> None:
+    # the advisor checks the marked rules first and replays their top fixes together while
+    # the others run: a rule that replays its fix says so
+    import inspect
+
+    from perfledger.analysis.advisor import RULES
+
+    for rule in RULES:
+        source = inspect.getsource(inspect.getmodule(rule.check))  # type: ignore[arg-type]
+        assert rule.replays == ("whatif_ms(" in source), rule.id
+
+
+def test_the_combination_replayed_ahead_is_replayed_once_and_reported() -> None:
+    from perfledger.analysis.advisor import context as advisor_context
+    from perfledger.analysis.advisor import whatif
+    from perfledger.model.findings import AdvisorConfig
+    from perfledger.model.whatif import together
+
+    analysis = analyse(sync_after_each_kernel())
+    replayed: list[object] = []
+    original = advisor_context.predicted_gains
+
+    def counted(prepared: Any, change: Any) -> Any:
+        replayed.append(change)
+        return original(prepared, change)
+
+    combine = whatif.combined_here
+
+    def combined_here(*args: Any) -> Any:
+        replayed.append("combined_here")
+        return combine(*args)
+
+    advisor_context.predicted_gains = counted  # type: ignore[assignment]
+    whatif.combined_here = combined_here  # type: ignore[assignment]
+    try:
+        report = diagnose(analysis)
+    finally:
+        advisor_context.predicted_gains = original  # type: ignore[assignment]
+        whatif.combined_here = combine  # type: ignore[assignment]
+    combined = report.combined
+    assert combined is not None and len(combined.findings) > 1
+    change = advisor_context.effective_change(
+        together([report.fixes[i] for i in combined.findings])
+    )
+    # replayed once, ahead of the combination, which takes it from the context
+    assert replayed.count(change) == 1
+    assert replayed.index(change) < replayed.index("combined_here")
+    # what a context of its own replays for those fixes, after every rule has run
+    fresh = advisor_context.AdvisorContext(analysis, AdvisorConfig()).step_gains(change)
+    assert combined.gains == fresh
+
+
+def test_a_rule_that_replays_unmarked_still_joins_the_combination() -> None:
+    from dataclasses import replace
+
+    from perfledger.analysis.advisor import RULES
+
+    analysis = analyse(sync_after_each_kernel())
+    marked = diagnose(analysis)
+    unmarked = [replace(r, replays=False) if r.id == "excessive_sync" else r for r in RULES]
+    report = diagnose(analysis, rules=unmarked)
+    assert marked.combined is not None and "excessive_sync" in marked.combined.findings
+    assert report.combined == marked.combined
+    assert report.findings == marked.findings

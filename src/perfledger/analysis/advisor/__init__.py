@@ -9,7 +9,7 @@ fire; :func:`skipped_rules` says which and why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
@@ -32,7 +32,7 @@ from perfledger.analysis.advisor import (
     small_op_explosion,
     whatif,
 )
-from perfledger.analysis.advisor.base import Rule
+from perfledger.analysis.advisor.base import Outcome, Rule
 from perfledger.analysis.advisor.context import AdvisorContext
 from perfledger.analysis.advisor.ranks import PROFILE_RULES, SPLIT_RULES, merge_rank_findings
 from perfledger.analysis.advisor.together import advice_together
@@ -48,7 +48,7 @@ from perfledger.model.findings import (
     Skipped,
     Threshold,
 )
-from perfledger.model.whatif import StepGains
+from perfledger.model.whatif import StepGains, together
 
 if TYPE_CHECKING:
     from perfledger.analysis.critical_path import RankReplay
@@ -130,7 +130,17 @@ def diagnose(
         skipped.extend(merged_skips)
         rules = [r for r in rules if r.id in PROFILE_RULES]
     enabled = [rule for rule in rules if config.runs(rule.id)]
-    for outcome in _outcomes(enabled, context, config, analysis):
+
+    def combine_ahead(replayed: Sequence[Finding | Skipped | None]) -> None:
+        # the top fixes of the replaying rules replayed together while the others run: the
+        # combination below takes that replay from the context unless their findings change
+        # the top fixes
+        ids = whatif.top_fixes([f for f in replayed if isinstance(f, Finding)])
+        if len(ids) > 1:
+            context.step_gains(together([context.fixes[i] for i in ids]))
+
+    ahead = combine_ahead if not advice else None
+    for outcome in _outcomes(enabled, context, config, analysis, ahead):
         if isinstance(outcome, Finding):
             findings.append(outcome)
         elif isinstance(outcome, Skipped):
@@ -163,12 +173,14 @@ def _outcomes(
     context: AdvisorContext,
     config: AdvisorConfig,
     analysis: ProfileAnalysis,
-) -> list[Finding | Skipped | None]:
+    ahead: Callable[[list[Outcome]], None] | None = None,
+) -> list[Outcome]:
     """Each rule's outcome, in the rules' order, the rules checked on
     :data:`RULE_THREADS` threads (the context computes each of its tables and replays once,
-    whichever rule asks first)."""
+    whichever rule asks first): those that replay first, then ``ahead`` given their outcomes
+    on this thread while the others are checked."""
 
-    def check(rule: Rule) -> Finding | Skipped | None:
+    def check(rule: Rule) -> Outcome:
         outcome = rule.check(context, config.params(rule))
         # the pages of mapped tables it read (the events' args) let go before the next rule
         # reads others; what the rule derived and freed stays in the heap, for the next
@@ -179,8 +191,13 @@ def _outcomes(
 
     if len(rules) < 2:
         return [check(rule) for rule in rules]
+    first = [rule for rule in rules if rule.replays]
+    then = [rule for rule in rules if not rule.replays]
     with ThreadPoolExecutor(RULE_THREADS, thread_name_prefix="advisor") as pool:
-        return list(pool.map(check, rules))
+        futures = {rule.id: pool.submit(check, rule) for rule in [*first, *then]}
+        if ahead is not None:
+            ahead([futures[rule.id].result() for rule in first])
+        return [futures[rule.id].result() for rule in rules]
 
 
 def diagnose_rank(

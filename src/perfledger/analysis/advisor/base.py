@@ -25,6 +25,10 @@ class Rule:
     checks: str  # what the rule looks at, one line (the rules table)
     thresholds: tuple[Threshold, ...]
     check: Callable[[AdvisorContext, Params], Outcome]
+    # whether its finding may carry a replayed gain (it calls AdvisorContext.whatif_ms): the
+    # advisor checks those rules first and replays their top fixes together while the others
+    # run (the combination is made again, from the replays kept, once all have run)
+    replays: bool = False
 
     def defaults(self) -> dict[str, float]:
         """Threshold name → default value."""

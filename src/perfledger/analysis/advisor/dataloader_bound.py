@@ -149,4 +149,5 @@ RULE: Final = Rule(
         ),
     ),
     check=check,
+    replays=True,
 )

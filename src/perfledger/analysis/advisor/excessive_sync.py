@@ -259,4 +259,5 @@ RULE: Final = Rule(
         ),
     ),
     check=check,
+    replays=True,
 )

@@ -191,4 +191,5 @@ RULE: Final = Rule(
         ),
     ),
     check=check,
+    replays=True,
 )

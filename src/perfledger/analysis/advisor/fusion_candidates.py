@@ -381,4 +381,5 @@ RULE: Final = Rule(
         ),
     ),
     check=check,
+    replays=True,
 )

@@ -172,4 +172,5 @@ RULE: Final = Rule(
         ),
     ),
     check=check,
+    replays=True,
 )

@@ -262,4 +262,5 @@ RULE: Final = Rule(
         ),
     ),
     check=check,
+    replays=True,
 )

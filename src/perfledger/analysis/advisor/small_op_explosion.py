@@ -171,4 +171,5 @@ RULE: Final = Rule(
         ),
     ),
     check=check,
+    replays=True,
 )
