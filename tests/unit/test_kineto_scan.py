@@ -582,6 +582,24 @@ def test_compact_removes_the_line_breaks_as_the_three_replaces_do(
 
 
 @needs_scanner
+def test_compact_takes_pretty_args_in_one_pass_and_blank_lines_as_the_replaces_do() -> None:
+    pretty = b'{\n      "External id": 7,\n      "grid": [1, 1, 1]\n    }'
+    # a break, two spaces and a break with six: the first removal makes "\n    " of the
+    # rest, which the second removes (one removal per break would leave four spaces)
+    joined = b"{\n  \n        z}"
+    texts = [pretty, joined, b"\n", b"\n\n      \n    ", b"no breaks"]
+    payload = b"".join(texts)
+    ends = np.cumsum([len(t) for t in texts], dtype=np.int64)
+    starts = ends - [len(t) for t in texts]
+    scanner: Any = kineto_scan._kscan
+    data, lengths = scanner.compact(payload, starts, ends, b"{}")
+    assert data == b"".join(_replaced(t) for t in texts)
+    assert _replaced(pretty) == b'{"External id": 7,"grid": [1, 1, 1]}'
+    assert _replaced(joined) == b"{z}"
+    assert np.frombuffer(lengths, np.int64).tolist() == [len(_replaced(t)) for t in texts]
+
+
+@needs_scanner
 def test_compact_refuses_spans_outside_the_text() -> None:
     scanner: Any = kineto_scan._kscan
     with pytest.raises(ValueError, match="outside"):

@@ -888,6 +888,26 @@ static size_t remove_breaks(char *text, size_t n, const char *pattern, size_t m)
     }
 }
 
+/* text[0:n] copied to dst with its line breaks removed as the three remove_breaks passes
+ * remove them, in one pass: each break with the six spaces after it where there are six, else
+ * with the four after it where there are four, else alone. The same where no two breaks have
+ * only spaces between them (a removal then never joins a break to spaces that make a new
+ * match: pretty-printed JSON has no blank line); -1 otherwise, for the three passes. */
+static Py_ssize_t copy_without_breaks(char *dst, const char *text, size_t n) {
+    size_t r = 0, w = 0;
+    for (;;) {
+        const char *at = memchr(text + r, '\n', n - r);
+        size_t stop = at == NULL ? n : (size_t)(at - text);
+        memcpy(dst + w, text + r, stop - r);
+        w += stop - r;
+        if (at == NULL) return (Py_ssize_t)w;
+        size_t after = stop + 1, spaces = 0;
+        while (after + spaces < n && text[after + spaces] == ' ') spaces++;
+        if (after + spaces < n && text[after + spaces] == '\n') return -1;
+        r = after + (spaces >= 6 ? 6 : spaces >= 4 ? 4 : 0);
+    }
+}
+
 static PyObject *compact(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *payload_obj, *starts_obj, *ends_obj;
@@ -914,8 +934,12 @@ static PyObject *compact(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS;
     for (Py_ssize_t i = 0; i < n; i++) {
         size_t len = s[i] < 0 ? (size_t)fill_len : (size_t)(e[i] - s[i]);
-        memcpy(dst, s[i] < 0 ? fill : src + s[i], len);
-        if (memchr(dst, '\n', len) != NULL) {
+        const char *text = s[i] < 0 ? fill : src + s[i];
+        Py_ssize_t kept = copy_without_breaks(dst, text, len);
+        if (kept >= 0) {
+            len = (size_t)kept;
+        } else {
+            memcpy(dst, text, len);
             len = remove_breaks(dst, len, "\n      ", 7);
             len = remove_breaks(dst, len, "\n    ", 5);
             len = remove_breaks(dst, len, "\n", 1);
