@@ -815,3 +815,33 @@ def test_a_column_some_blocks_lack_is_laid_out_with_their_rows_filled(
     out = sorted_column(blocks, sizes, "flops", position, np.float64, np.nan)
     assert np.array_equal(out, expected, equal_nan=True)
     assert all(block.flops is None for block in blocks)  # each part let go as it is copied
+
+
+@needs_scanner
+@given(
+    phases=st.lists(
+        st.one_of(
+            st.none(), st.sampled_from(["X", "i", "I", "M", "s", "f", "C", "B", "", "XX", "é", "Z"])
+        ),
+        max_size=20,
+    )
+)
+@settings(max_examples=100, deadline=None)
+def test_phase_codes_are_each_events_one_character_looked_up(phases: list[str | None]) -> None:
+    from perfledger.sources.kineto_columns import PH_CODES_BY_BYTE
+
+    events = [{"name": "a"} if ph is None else {"ph": ph, "name": "a"} for ph in phases]
+    payload = json.dumps(events, ensure_ascii=False).encode()
+    arrays = kineto_scan._scan_arrays(len(phases) + 1)
+    assert kineto_scan._scanned(payload, arrays) == len(phases)
+    codes = np.empty(len(phases), np.int64)
+    scanner: Any = kineto_scan._kscan
+    scanner.phase_codes(payload, arrays.spans, PH_CODES_BY_BYTE, codes)
+    # one byte between the quotes: its code; absent, empty, longer (é is two bytes): -1
+    expected = [
+        int(PH_CODES_BY_BYTE[ph.encode()[0]]) if ph is not None and len(ph.encode()) == 1 else -1
+        for ph in phases
+    ]
+    assert codes.tolist() == expected
+    with pytest.raises(ValueError, match="fewer events"):
+        scanner.phase_codes(payload, arrays.spans[:0], PH_CODES_BY_BYTE, np.empty(1, np.int64))

@@ -13,6 +13,9 @@
  * of the short string fields, nesting deeper than MAX_DEPTH) returns UNSUPPORTED: the caller
  * then decodes the chunk the general way. Bytes >= 0x80 are left to the caller's UTF-8 check.
  *
+ * phase_codes(payload, spans, code_of_byte, out) reads the phase of each event scan found:
+ * the code of its one character (out of 256 int64 codes), -1 where absent or longer.
+ *
  * gather(payload, starts, ends, sep, prefix, suffix, fill) concatenates byte spans of payload
  * (a span starting below 0 gives fill).
  *
@@ -1438,6 +1441,53 @@ done:
     return result;
 }
 
+static PyObject *phase_codes(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objects[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objects[0], &objects[1], &objects[2], &objects[3]))
+        return NULL;
+    /* payload, spans (as scan writes them), the int64 code of each byte, out (int64) */
+    Py_buffer views[4];
+    int held = 0;
+    PyObject *result = NULL;
+    for (; held < 4; held++)
+        if (PyObject_GetBuffer(objects[held], &views[held],
+                               held == 3 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
+                                         : PyBUF_C_CONTIGUOUS) < 0)
+            goto out;
+    Py_ssize_t n = views[3].len / (Py_ssize_t)sizeof(int64_t);
+    if (views[1].len < n * N_SPANS * (Py_ssize_t)sizeof(int64_t) ||
+        views[2].len != 256 * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError,
+                         "phase_codes: spans for fewer events than out, or no code per byte");
+        goto out;
+    }
+    const unsigned char *data = (const unsigned char *)views[0].buf;
+    Py_ssize_t size = views[0].len;
+    const int64_t *spans = (const int64_t *)views[1].buf, *code = (const int64_t *)views[2].buf;
+    int64_t *codes = (int64_t *)views[3].buf;
+    int outside = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t *ph = spans + i * N_SPANS + 2 + 2 * F_PH;
+        codes[i] = -1;
+        if (ph[0] < 0 || ph[1] - ph[0] != 3) continue; /* absent, or not one character */
+        if (ph[1] > size) {
+            outside = 1;
+            break;
+        }
+        codes[i] = code[data[ph[0] + 1]];
+    }
+    Py_END_ALLOW_THREADS;
+    if (outside)
+        PyErr_SetString(PyExc_ValueError, "phase_codes: a span outside the payload");
+    else
+        result = Py_NewRef(Py_None);
+out:
+    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) -> events found, "
@@ -1469,6 +1519,10 @@ static PyMethodDef methods[] = {
     {"named_keys", named_keys, METH_VARARGS,
      "named_keys(data, offsets, rows) -> one byte per row of rows (int64), 1 where the text "
      "of that row holds a quoted name of NAMED_KEYS or a quoted [a-z0-9_]+_ratio."},
+    {"phase_codes", phase_codes, METH_VARARGS,
+     "phase_codes(payload, spans, code_of_byte, out) -> None: for each event of spans (as scan "
+     "wrote them) the code of its one-character phase (code_of_byte: 256 int64) into out "
+     "(int64), -1 where its phase is absent or longer."},
     {"scatter", scatter, METH_VARARGS,
      "scatter(values, position, out) -> None: out[position[i]] = values[i] for each i (integers "
      "into integers as wide or wider, float64 into float64; int64 positions)."},

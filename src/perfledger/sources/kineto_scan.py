@@ -361,7 +361,7 @@ class _Scan:
     def __init__(self, payload: bytes | bytearray, arrays: _Arrays, n: int) -> None:
         self.payload = payload
         self.bytes = np.frombuffer(payload, np.uint8)
-        spans = arrays.spans[:n]
+        self.spans = spans = arrays.spans[:n]
         self.starts = spans[:, 0::2]
         self.ends = spans[:, 1::2]
         self.values = arrays.values[:n]
@@ -631,9 +631,9 @@ def _decoded_us(
 
 def _phase_codes(scan: _Scan) -> Int64Array:
     """Each row's phase code; -1 for phases not imported (read again from the event)."""
-    codes = np.full(scan.n, -1, np.int64)
-    one_byte = np.flatnonzero(scan.ends[:, _PH] - scan.starts[:, _PH] == 3)  # "X"
-    codes[one_byte] = np.take(PH_CODES_BY_BYTE, scan.bytes[scan.starts[:, _PH][one_byte] + 1])
+    assert _kscan is not None
+    codes = np.empty(scan.n, np.int64)
+    _kscan.phase_codes(scan.payload, scan.spans, PH_CODES_BY_BYTE, codes)  # "X": one byte
     return codes
 
 
