@@ -845,3 +845,44 @@ def test_phase_codes_are_each_events_one_character_looked_up(phases: list[str | 
     assert codes.tolist() == expected
     with pytest.raises(ValueError, match="fewer events"):
         scanner.phase_codes(payload, arrays.spans[:0], PH_CODES_BY_BYTE, np.empty(1, np.int64))
+
+
+@needs_scanner
+@given(
+    # no character json.dumps escapes: an escape in a name leaves the event to the decoder
+    text=st.text(
+        alphabet=st.characters(codec="utf-8", exclude_categories=["Cc"], exclude_characters='"\\'),
+        max_size=30,
+    ),
+    where=st.sampled_from(["name", "cat", "arg value", "arg key", "nested"]),
+    pad=st.integers(0, 9),
+)
+@settings(max_examples=150, deadline=None)
+def test_the_scan_tells_whether_a_string_held_a_byte_past_ascii(
+    text: str, where: str, pad: int
+) -> None:
+    args: dict[str, Any] = {"k": " " * pad}
+    event: dict[str, Any] = {"ph": "X", "name": "n", "cat": "c", "ts": 1, "dur": 2, "args": args}
+    if where in ("name", "cat"):
+        event[where] = " " * pad + text
+    elif where == "arg value":
+        args["v"] = text
+    elif where == "arg key":
+        args[text + "!"] = 1
+    else:
+        args["deep"] = [{"x": [text]}]
+    payload = json.dumps([event], ensure_ascii=False).encode()
+    arrays = kineto_scan._Arrays.empty(2)
+    assert kineto_scan._scanned(payload, arrays) == 1
+    assert arrays.high[0] == (not payload.isascii())
+
+
+@needs_scanner
+def test_a_string_that_is_not_utf8_is_left_to_the_general_decoder() -> None:
+    good = b'[{"ph": "X", "name": "caf\xc3\xa9", "ts": 1, "dur": 2, "args": {"a": "\xc3\xa9"}}]'
+    assert kineto_scan._scanned_fields(good) is not None
+    for bad in (b"caf\xe9", b"\xc3", b"\xed\xa0\x80"):  # Latin-1, cut short, a surrogate
+        payload = good.replace(b"caf\xc3\xa9", bad)
+        assert kineto_scan._scanned_fields(payload) is None
+        payload = good.replace(b'"a": "\xc3\xa9"', b'"a": "' + bad + b'"')
+        assert kineto_scan._scanned_fields(payload) is None

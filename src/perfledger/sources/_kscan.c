@@ -1,6 +1,6 @@
 /* Kineto event chunks scanned in one pass: where each event's fields lie, no objects made.
  *
- * scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds, arg_found) reads
+ * scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds, arg_found, high) reads
  * "[{...},...]" (a chunk of the traceEvents array) and, for every event, writes the byte spans
  * of the event and of its fields ph, cat, name, pid, tid, ts, dur, id and args (-1 where
  * absent), the kind of each of the five scalar fields and, for plain integers, their value;
@@ -11,7 +11,9 @@
  * (strings, escapes, numbers, literals, nesting); anything this scanner does not settle
  * alone (invalid text, a key written with escapes, a field or args key named twice, an escape inside one
  * of the short string fields, nesting deeper than MAX_DEPTH) returns UNSUPPORTED: the caller
- * then decodes the chunk the general way. Bytes >= 0x80 are left to the caller's UTF-8 check.
+ * then decodes the chunk the general way. Bytes >= 0x80 are left to the caller's UTF-8 check:
+ * high (one writable byte) is set to 1 where a string held one (or a few bytes after a
+ * string's end did: never 0 where one did), else 0.
  *
  * phase_codes(payload, spans, code_of_byte, out) reads the phase of each event scan found:
  * the code of its one character (out of 256 int64 codes), -1 where absent or longer.
@@ -76,6 +78,8 @@ typedef struct {
     const unsigned char *p;
     const unsigned char *end;
     int escaped; /* the last string scanned held a backslash escape */
+    uint64_t high; /* the bytes of the strings scanned (and a few after them) or-ed: bit 7 of
+                    * a byte set where a byte >= 0x80 was read */
 } Cursor;
 
 static inline void skip_ws(Cursor *c) {
@@ -133,6 +137,7 @@ static inline int scan_string(Cursor *c) {
         while (c->end - c->p >= 8) {
             uint64_t w;
             memcpy(&w, c->p, 8);
+            c->high |= w;
             uint64_t flags = special_bytes(w);
             if (flags != 0) {
                 c->p += __builtin_ctzll(flags) >> 3;
@@ -143,13 +148,14 @@ static inline int scan_string(Cursor *c) {
 #else
         while (c->end - c->p >= 8) {
             const unsigned char *q = c->p;
+            c->high |= q[0] | q[1] | q[2] | q[3] | q[4] | q[5] | q[6] | q[7];
             if (SPECIAL[q[0]] | SPECIAL[q[1]] | SPECIAL[q[2]] | SPECIAL[q[3]] | SPECIAL[q[4]] |
                 SPECIAL[q[5]] | SPECIAL[q[6]] | SPECIAL[q[7]])
                 break;
             c->p += 8;
         }
 #endif
-        while (c->p < c->end && !SPECIAL[*c->p]) c->p++;
+        while (c->p < c->end && !SPECIAL[*c->p]) c->high |= *c->p++;
         if (c->p >= c->end) return 0;
         unsigned char ch = *c->p;
         if (ch == '"') {
@@ -523,8 +529,8 @@ static int scan_args(Cursor *c, const unsigned char *data, int64_t *span, int64_
 static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64_t *spans,
                                int64_t *values, uint8_t *kinds, int64_t *arg_spans,
                                int64_t *arg_values, uint8_t *arg_kinds, uint32_t *arg_found,
-                               Py_ssize_t capacity) {
-    Cursor c = {data, data + size, 0};
+                               Py_ssize_t capacity, uint8_t *high) {
+    Cursor c = {data, data + size, 0, 0};
     skip_ws(&c);
     if (c.p >= c.end || *c.p != '[') return UNSUPPORTED;
     c.p++;
@@ -611,17 +617,18 @@ static Py_ssize_t scan_payload(const unsigned char *data, Py_ssize_t size, int64
     }
 done:
     skip_ws(&c);
+    *high = (c.high & UINT64_C(0x8080808080808080)) != 0;
     return c.p == c.end ? n : UNSUPPORTED;
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
-    enum { N_OBJECTS = 8 };
+    enum { N_OBJECTS = 9 };
     PyObject *objects[N_OBJECTS];
-    if (!PyArg_ParseTuple(args, "OOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3],
-                          &objects[4], &objects[5], &objects[6], &objects[7]))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &objects[4], &objects[5], &objects[6], &objects[7], &objects[8]))
         return NULL;
-    /* payload; spans, values, kinds; arg spans, arg values, arg kinds, arg found */
+    /* payload; spans, values, kinds; arg spans, arg values, arg kinds, arg found; high */
     Py_buffer views[N_OBJECTS];
     int held = 0;
     PyObject *result = NULL;
@@ -641,7 +648,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         N_ARGS * (Py_ssize_t)sizeof(int64_t),
         N_ARGS,
         (Py_ssize_t)sizeof(uint32_t),
+        0,
     };
+    if (views[8].len < 1) {
+        PyErr_SetString(PyExc_ValueError, "scan: no byte to tell of bytes >= 0x80");
+        goto out;
+    }
     for (int i = 2; i < N_OBJECTS; i++)
         if (views[i].len < capacity * row_bytes[i]) {
             PyErr_SetString(PyExc_ValueError, "an output array holds fewer rows than spans");
@@ -652,7 +664,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     n = scan_payload((const unsigned char *)views[0].buf, views[0].len, (int64_t *)views[1].buf,
                      (int64_t *)views[2].buf, (uint8_t *)views[3].buf, (int64_t *)views[4].buf,
                      (int64_t *)views[5].buf, (uint8_t *)views[6].buf, (uint32_t *)views[7].buf,
-                     capacity);
+                     capacity, (uint8_t *)views[8].buf);
     Py_END_ALLOW_THREADS;
     result = PyLong_FromSsize_t(n);
 out:
@@ -1490,8 +1502,9 @@ out:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds) -> events found, "
-     "-1 when the payload needs the general decoder, -2 when spans holds too few rows."},
+     "scan(payload, spans, values, kinds, arg_spans, arg_values, arg_kinds, arg_found, high) -> "
+     "events found, -1 when the payload needs the general decoder, -2 when spans holds too few "
+     "rows; high[0] set to 1 where a string held a byte >= 0x80 (for the UTF-8 check), else 0."},
     {"gather", gather, METH_VARARGS,
      "gather(payload, starts, ends, sep, prefix, suffix, fill) -> the spans joined by sep "
      "(fill for a span starting below 0)."},

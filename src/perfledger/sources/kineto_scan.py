@@ -445,6 +445,7 @@ class _Arrays:
     arg_values: Int64Array
     arg_kinds: Any
     arg_found: npt.NDArray[np.uint32]
+    high: npt.NDArray[np.uint8]  # 1: a string held a byte >= 0x80 (the UTF-8 check's to read)
 
     @classmethod
     def empty(cls, capacity: int) -> _Arrays:
@@ -457,6 +458,7 @@ class _Arrays:
             np.empty((capacity, args), np.int64),
             np.empty((capacity, args), np.uint8),
             np.empty(capacity, np.uint32),
+            np.zeros(1, np.uint8),
         )
 
 
@@ -515,11 +517,6 @@ def release_scan_arrays() -> None:
 def _scanned_fields(payload: bytes | bytearray) -> ChunkFields | None:
     if _kscan is None:
         return None
-    if not payload.isascii():
-        try:
-            str(payload, "utf-8")
-        except UnicodeDecodeError:
-            return None
     # Kineto's events take a few hundred bytes each; where they are shorter, the count of
     # opening braces bounds their number
     arrays = _scan_arrays(len(payload) // _FEW_BYTES + 1)
@@ -529,6 +526,11 @@ def _scanned_fields(payload: bytes | bytearray) -> ChunkFields | None:
         n = _scanned(payload, arrays)
     if n <= 0:
         return None
+    if arrays.high[0]:  # a string held a byte >= 0x80: the text must be UTF-8
+        try:
+            str(payload, "utf-8")
+        except UnicodeDecodeError:
+            return None
     try:
         return _fields(_Scan(payload, arrays, n))
     except _Unsupported:
@@ -546,6 +548,7 @@ def _scanned(payload: bytes | bytearray, arrays: _Arrays) -> int:
         arrays.arg_values,
         arrays.arg_kinds,
         arrays.arg_found,
+        arrays.high,
     )
     return n
 
