@@ -360,7 +360,6 @@ class _Scan:
 
     def __init__(self, payload: bytes | bytearray, arrays: _Arrays, n: int) -> None:
         self.payload = payload
-        self.bytes = np.frombuffer(payload, np.uint8)
         self.spans = spans = arrays.spans[:n]
         self.starts = spans[:, 0::2]
         self.ends = spans[:, 1::2]
