@@ -1,7 +1,7 @@
 """columns.isin and columns.matches: row masks of dictionary and plain string columns, against
 the values tested row by row (a null row is in none); columns.texts against the values row
-by row; columns.pair_order against a sort of the pairs; columns.codes_among against each
-code's membership."""
+by row; columns.pair_order against a sort of the pairs; kineto_layout.codes_among (the kind masks'
+comparisons) against each code's membership."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfledger.analysis import columns
+from perfledger.sources.kineto_layout import codes_among
 
 ALPHABET = ["kernel", "memcpy", "memset", "cpu_op", "runtime", "annotation", "step", "comm"]
 
@@ -115,6 +116,6 @@ def test_first_seen_ids_number_rows_in_their_first_appearance_order(rows) -> Non
 )
 def test_codes_among_is_isin(codes: list[int], wanted_codes: list[int], width: type) -> None:
     values = np.array(codes, dtype=width)
-    found = columns.codes_among(values, wanted_codes)
+    found = codes_among(values, wanted_codes)
     assert found.dtype == np.bool_
     assert found.tolist() == [c in set(wanted_codes) for c in codes]

@@ -35,16 +35,6 @@ def int64_at(table: pa.Table, column: str, rows: Int64Array) -> Int64Array:
     return result
 
 
-def codes_among(codes: npt.NDArray[np.integer], wanted: Sequence[int] | Int64Array) -> BoolArray:
-    """Which of ``codes`` are among the few ``wanted``: ``np.isin(codes, wanted)`` by one
-    comparison per wanted code (several times cheaper than a lookup table indexed per row, or
-    ``np.isin``'s sort, for the one-byte codes of a few kinds)."""
-    found = np.zeros(codes.shape, dtype=np.bool_)
-    for code in np.unique(np.asarray(wanted, dtype=np.int64)).tolist():
-        found |= codes == code
-    return found
-
-
 def codes_at(table: pa.Table, column: str, rows: Int64Array) -> tuple[Int64Array, list[str | None]]:
     """A dictionary column's values at ``rows`` as codes into its distinct values (in the
     order the chunks' dictionaries first give them) and those values: equal codes for equal

@@ -64,7 +64,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.columns import codes_among, codes_taken, first_seen_ids, strings_at
+from perfledger.analysis.columns import codes_taken, first_seen_ids, strings_at
 from perfledger.analysis.nesting import innermost_enclosing, operator_nesting, self_time
 from perfledger.duck import duck
 from perfledger.memory import drop_mapped_pages, release_freed_memory
@@ -76,7 +76,7 @@ from perfledger.model.tables import (
     OP_STATISTIC_SCHEMA,
     OP_SUMMARY_SCHEMA,
 )
-from perfledger.sources import kineto_scan
+from perfledger.sources import kineto_layout, kineto_scan
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -386,7 +386,7 @@ def _kind_mask(events: pa.Table, kinds: Sequence[str]) -> BoolArray:
         # a test per distinct kind, a pass per wanted one (null: a code past the dictionary)
         wanted = pc.fill_null(pc.is_in(chunk.dictionary, value_set=value_set), False)
         codes = np.asarray(pc.fill_null(chunk.indices, len(chunk.dictionary)))
-        masks.append(codes_among(codes, np.flatnonzero(np.asarray(wanted, dtype=bool))))
+        masks.append(kineto_layout.codes_among(codes, np.flatnonzero(np.asarray(wanted))))
     return np.concatenate(masks).astype(bool, copy=False) if masks else np.zeros(0, dtype=bool)
 
 

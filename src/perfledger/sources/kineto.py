@@ -64,6 +64,7 @@ from perfledger.sources.kineto_layout import (
     ColumnFiller,
     ColumnFilling,
     NumbersInto,
+    codes_among,
     gather_plan,
     sorted_column,
     sorted_strings,
@@ -396,10 +397,7 @@ def _of_kinds(kind: KindArray, kinds: tuple[str, ...]) -> npt.NDArray[np.bool_]:
     """Which rows have one of ``kinds``: a comparison of the one-byte codes per kind (a
     table looked up per row, or ``np.isin``, costs several times the few comparisons). A row
     of no kind yet (``_UNKNOWN``) has none of them."""
-    found = np.zeros(kind.size, np.bool_)
-    for code in sorted({_KIND_CODE[name] for name in kinds}):
-        found |= kind == code
-    return found
+    return codes_among(kind, [_KIND_CODE[name] for name in kinds])
 
 
 def _device_index(values: Int64Array) -> Int64Array:

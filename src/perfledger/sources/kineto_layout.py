@@ -11,7 +11,7 @@ else in the heap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,7 +23,7 @@ import pyarrow as pa
 from perfledger.memory import release_freed_memory
 from perfledger.sources import kineto_scan
 from perfledger.sources.kineto_columns import Block
-from perfledger.sources.kineto_text import Int64Array
+from perfledger.sources.kineto_text import BoolArray, Int64Array
 
 __all__ = [
     "ColumnFiller",
@@ -100,6 +100,16 @@ def sorted_column(
             scatter_into(part, position[begin:end], out)
         begin = end
     return out
+
+
+def codes_among(codes: npt.NDArray[np.integer], wanted: Sequence[int] | Int64Array) -> BoolArray:
+    """Which of ``codes`` are among the few ``wanted``: ``np.isin(codes, wanted)`` by one
+    comparison per wanted code (several times cheaper than a lookup table indexed per row, or
+    ``np.isin``'s sort, for the one-byte codes of a few kinds)."""
+    found = np.zeros(codes.shape, dtype=np.bool_)
+    for code in np.unique(np.asarray(wanted, dtype=np.int64)).tolist():
+        found |= codes == code
+    return found
 
 
 def scatter_into(values: Any, position: Int64Array, out: Any) -> None:
