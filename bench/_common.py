@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -272,8 +273,26 @@ def run_hta(python: Path, trace_dir: Path) -> HtaRun:
     )
 
 
+@functools.cache
+def compile_bytecode() -> None:
+    """Compile perfledger's modules to bytecode in its checkout, as an installed package has
+    them: pip compiles a wheel's modules as it installs them, and Python caches a module's
+    bytecode at its first import, unless PYTHONDONTWRITEBYTECODE is set, as it is on these
+    machines. Without this every perfledger command of an editable checkout compiles its 200
+    modules afresh (about half a second of CPU here), which no installed perfledger does (nor
+    HTA, pip-installed in its venv). Once per benchmark process; a module edited since is
+    compiled again."""
+    import compileall
+
+    package = PROJECT_ROOT / "src" / "perfledger"
+    if package.is_dir() and not compileall.compile_dir(str(package), quiet=1):
+        raise RuntimeError(f"{package}: a module did not compile")
+
+
 def perfledger_argv(trace: Path, out_dir: Path) -> list[str]:
-    """The command line of ``perfledger analyze`` run from this project's interpreter."""
+    """The command line of ``perfledger analyze`` run from this project's interpreter, its
+    modules compiled to bytecode first (:func:`compile_bytecode`)."""
+    compile_bytecode()
     return [
         sys.executable,
         "-m",

@@ -7,6 +7,8 @@ previous run read it), each in a child process:
     analyze, each analyze compared with the mean of the two around it (the machine is
     shared: the spread is printed);
   - ``perfledger analyze TRACE -o DIR --force --no-ledger``, ``--runs`` times (default once),
+    its modules compiled to bytecode first, as an installed perfledger has them
+    (``_common.compile_bytecode``: these machines set PYTHONDONTWRITEBYTECODE),
     a floor after each: wall, CPU, peak RSS, the largest RSS of each second, the phases
     meta.json records, and what the machine did meanwhile (/proc/vmstat: the MB of file
     pages dirtied and of anonymous huge pages faulted in; run it on an otherwise quiet
