@@ -8,6 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfledger.analysis.columns import dictionary_codes
 from perfledger.model import schema
@@ -15,7 +17,13 @@ from perfledger.model.accounts import StepWindow
 from perfledger.render.report.budgets import PayloadLimits
 from perfledger.render.report.data import ReportData, report_data_from_profile
 from perfledger.render.report.payload import report_payload
-from perfledger.render.report.rows import held_codes, prepare_rows, take, take_ascending
+from perfledger.render.report.rows import (
+    _overlap_window,
+    held_codes,
+    prepare_rows,
+    take,
+    take_ascending,
+)
 from perfledger.render.report.steps import timeline_spans
 from tests.paths import DATA
 from tests.synth import EventsBuilder, gaps_table
@@ -206,6 +214,30 @@ def test_take_batch_by_batch_equals_arrow_take() -> None:
     table = pa.concat_tables([rank_events(r) for r in range(RANKS)]).drop_columns(["flops"])
     rows = rng.integers(0, table.num_rows, 50)
     assert take(table, rows).to_pylist() == table.take(rows).to_pylist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(-5, 40)), max_size=40),
+    st.lists(st.tuples(st.integers(-10, 80), st.integers(0, 30)), min_size=1, max_size=5),
+    st.booleans(),
+)
+def test_overlap_window_holds_every_row_that_overlaps_a_span(
+    rows: list[tuple[int, int]], spans: list[tuple[int, int]], ascending: bool
+) -> None:
+    # starts ascending (a rank's rows: binary searches) or not (every row); durations of
+    # any sign: whatever a row's end, the window never leaves out a row that overlaps
+    if ascending:
+        rows = sorted(rows)
+    start = np.array([r[0] for r in rows], dtype=np.int64)
+    end = start + np.array([r[1] for r in rows], dtype=np.int64)
+    window = _overlap_window(start, end)
+    for lo, length in spans:
+        hi = lo + length
+        first, last = window(lo, hi)
+        assert 0 <= first <= last <= start.size
+        overlapping = np.flatnonzero((start < hi) & (end > lo))
+        assert all(first <= row < last for row in overlapping)
 
 
 @pytest.mark.parametrize("dictionary", [False, True])
