@@ -143,8 +143,8 @@ def _held_rows(
             end, order = end_and_order(batch, start)
             window = _overlap_window(start, end)
             for i, (lo, hi) in enumerate(spans):
-                first, last = window(lo, hi)
-                inside = first + np.flatnonzero((start[first:last] < hi) & (end[first:last] > lo))
+                low, high = window(lo, hi)
+                inside = low + np.flatnonzero((start[low:high] < hi) & (end[low:high] > lo))
                 totals[i] += int(inside.size)
                 r = np.concatenate([rows[i], inside + offset])
                 k = np.concatenate([keys[i], order[inside]])
