@@ -1,5 +1,6 @@
 """CPU seconds and file size of a profile's events table written as analyze writes it
-(``tables/events.parquet``: the same dictionary columns), under each Parquet codec.
+(``tables/events.parquet``: the same dictionary columns, encodings and statistics), under
+each Parquet codec.
 
 ``python bench/parquet_codecs.py PROFILE [--codecs zstd lz4 snappy none] [--rounds 3]``
 (a codec as ``NAME:LEVEL``, e.g. ``zstd:-1``, at that compression level; else the default)
@@ -22,13 +23,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# the events' columns stored with a dictionary (perfledger.run.tasks.EVENTS_PARQUET_DICTIONARY)
-DICTIONARY_COLUMNS = ("rank", "kind", "name", "device", "stream", "pid", "step", "shapes", "dtypes")
+from perfledger.profiledir.writer import events_parquet_options
 
 
 def _write(table: pa.Table, path: Path, codec: str) -> tuple[float, float, int]:
-    """CPU and system seconds of one write, and the file's size."""
-    coded = [c for c in DICTIONARY_COLUMNS if c in table.column_names]
+    """CPU and system seconds of one write, and the file's size (the options analyze writes
+    the events with, but the codec)."""
     before = resource.getrusage(resource.RUSAGE_SELF)
     cpu = time.process_time()
     name, _, level = codec.partition(":")
@@ -37,7 +37,7 @@ def _write(table: pa.Table, path: Path, codec: str) -> tuple[float, float, int]:
         path,
         compression=name,
         compression_level=int(level) if level else None,
-        use_dictionary=coded or False,
+        **events_parquet_options(table),
     )
     cpu = time.process_time() - cpu
     system = resource.getrusage(resource.RUSAGE_SELF).ru_stime - before.ru_stime

@@ -41,7 +41,6 @@ from perfledger.analysis.critical_path import prepare_rank, rank_report
 from perfledger.analysis.profile import analyze_rank, profile_of_rank, rank_counters
 from perfledger.analysis.steps import mark_steps
 from perfledger.analysis.transfers import copy_spellings
-from perfledger.direct_files import write_parquet
 from perfledger.errors import PerfledgerError
 from perfledger.files import replacing
 from perfledger.memory import (
@@ -59,7 +58,7 @@ from perfledger.model.profile import ProfileAnalysis, RankAnalysis
 from perfledger.model.quality import QualityCheck
 from perfledger.model.trace import Trace
 from perfledger.model.whatif import ReplayReport
-from perfledger.profiledir.writer import copy_source
+from perfledger.profiledir.writer import copy_source, write_events_parquet
 from perfledger.render.csvs import write_csv
 from perfledger.run.mapped_files import (
     PlacedColumns,
@@ -84,27 +83,6 @@ RAW_COPIES: Final = "raw"
 # ones, written beside the replay and the advisor rather than after them
 RANK_CSVS: Final = {"op_summary.csv": "op_summary", "kernel_details.csv": "kernel_details"}
 CSV_DIR: Final = "csv"
-# The events' columns stored with a Parquet dictionary: those of few distinct values. On the
-# others (times, ids, sizes, args) the writer would build a dictionary, holding every page of
-# the column chunk until it gives up on it (tens of MB on a large trace, a fifth of the
-# write's CPU) for a larger file; the table read back is the same either way.
-EVENTS_PARQUET_DICTIONARY: Final = frozenset(
-    {"rank", "kind", "name", "device", "stream", "pid", "step", "shapes", "dtypes"}
-)
-
-
-def _ranged_columns(schema: pa.Schema) -> list[str]:
-    """The events' columns stored with their minimum and maximum (per row group and page):
-    the numbers, by whose ranges a reader's filter skips row groups (times, steps, ranks).
-    A text column's range (names, args) skips nothing, since every row group holds texts from
-    all over the alphabet, and it costs a tenth of the file's CPU."""
-    return [
-        field.name
-        for field in schema
-        if not (pa.types.is_string(field.type) or pa.types.is_dictionary(field.type))
-    ]
-
-
 _RANK_IN_NAME: Final = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -623,14 +601,7 @@ def _write_files(
     events = tables["events"]
     # every args page is read for the file: let go as the writing goes (the replay runs now)
     with replacing(parquet) as temporary, dropping_mapped_pages(events):
-        coded = [name for name in events.column_names if name in EVENTS_PARQUET_DICTIONARY]
-        write_parquet(
-            events,
-            temporary,
-            compression="zstd",
-            use_dictionary=coded,
-            write_statistics=_ranged_columns(events.schema),
-        )
+        write_events_parquet(events, temporary)
     paths = dict(spilled)
     if task.spill:
         for name, table in tables.items():
