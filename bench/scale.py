@@ -47,6 +47,7 @@ from _common import (  # noqa: E402
     run_hta,
     run_measured,
     system_counters,
+    warm,
 )
 from ingest import _decode_floor, _perfledger_phases, _trace_rank  # noqa: E402
 from make_trace import DEFAULT_SOURCE, make_scaled_trace  # noqa: E402
@@ -188,6 +189,9 @@ def _measure(
     runs: int = 1,
 ) -> SizeFigures:
     profile = workdir / f"scale_profile_{label}"
+    # read through once first: the first floor would otherwise read what a previous size or
+    # another program pushed out of the page cache, and seem slower than the runs beside it
+    warm(path)
     print(f"[{label}] decode floor ...", flush=True)
     floors = [floor(path)]
     analyzed: list[tuple[ChildRun, dict[str, float]]] = []
