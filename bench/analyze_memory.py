@@ -66,9 +66,22 @@ _COUNTED = (("sys_s", "system s"), ("dirtied_mb", "dirtied MB"), ("huge_mb", "hu
 UNCOMPARED = frozenset({"meta.json", "report.html"})
 
 
+def _table_bytes(path: Path) -> bytes:
+    """A Parquet file's table (schema, metadata and values) as Arrow IPC stream bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
 def _digest(out_dir: Path) -> str:
     """One hash of every output file's path and bytes but the UNCOMPARED ones (a .gz file's
-    decompressed bytes: versions may deflate the same text with different libraries)."""
+    decompressed bytes: versions may deflate the same text with different libraries; a
+    Parquet file's table: versions may store the same columns in other encodings)."""
     total = hashlib.sha256()
     for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
         if path.name in UNCOMPARED:
@@ -77,6 +90,8 @@ def _digest(out_dir: Path) -> str:
         data = path.read_bytes()
         if path.suffix == ".gz":
             data = gzip.decompress(data)
+        elif path.suffix == ".parquet":
+            data = _table_bytes(path)
         total.update(hashlib.sha256(data).digest())
     return total.hexdigest()
 
