@@ -31,8 +31,21 @@ def int64_at(table: pa.Table, column: str, rows: Int64Array) -> Int64Array:
     own buffers, without the whole column joined and widened to 8 bytes a row first."""
     result = np.zeros(rows.size, dtype=np.int64)
     for chunk, target, local in _chunk_rows(table.column(column), rows):
-        result[target] = chunk.to_numpy(zero_copy_only=False)[local]
+        gather_into(result, target, chunk.to_numpy(zero_copy_only=False), local)
     return result
+
+
+def gather_into(
+    result: npt.NDArray[Any], target: slice | Int64Array, values: np.ndarray, rows: Int64Array
+) -> None:
+    """``result[target] = values[rows]`` (``rows`` within ``values``), into a slice of
+    ``result`` of the same type without a temporary: numpy's take writes in place, at half
+    the time of a gather copied over (8-byte values, a few million rows)."""
+    if isinstance(target, slice) and values.dtype == result.dtype:
+        # "wrap" only lets take write in place; every row is within values already
+        np.take(values, rows, out=result[target], mode="wrap")
+    else:
+        result[target] = values.take(rows)
 
 
 def codes_at(table: pa.Table, column: str, rows: Int64Array) -> tuple[Int64Array, list[str | None]]:
@@ -48,7 +61,7 @@ def codes_at(table: pa.Table, column: str, rows: Int64Array) -> tuple[Int64Array
             dtype=np.int64,
         )
         indices = chunk.indices
-        codes[target] = code_of[np.asarray(indices.fill_null(0).to_numpy())[local]]
+        gather_into(codes, target, code_of, np.asarray(indices.fill_null(0).to_numpy()).take(local))
         if indices.null_count:
             null = ~np.asarray(indices.is_valid(), dtype=bool)[local]
             codes[np.arange(rows.size)[target][null]] = values.setdefault(None, len(values))
@@ -71,7 +84,8 @@ def _chunk_rows(
         lo, hi = (int(x) for x in np.searchsorted(ordered, [offset, offset + size]))
         if hi > lo:
             target = slice(lo, hi) if order is None else order[lo:hi]
-            yield chunk, target, ordered[lo:hi] - offset
+            # the first chunk's positions are the rows themselves: no copy
+            yield chunk, target, ordered[lo:hi] - offset if offset else ordered[lo:hi]
         offset += size
 
 
@@ -452,7 +466,7 @@ def _hashed_rows(columns: Sequence[Int64Array]) -> tuple[Int64Array, Int64Array]
     order = np.lexsort(seen.T[::-1])  # the first column first
     place = np.empty(order.size, dtype=np.int64)
     place[order] = np.arange(order.size, dtype=np.int64)
-    return seen[order], place[codes]
+    return seen[order], place.take(codes)  # take: faster than indexing for scattered codes
 
 
 def widest_gap(start: Int64Array, dur: Int64Array) -> tuple[int, int, int, int] | None:

@@ -508,8 +508,11 @@ def _sync_waits(
         scope_device[i] = device[mark]
         if "stream" in str(mark_names[at]).lower():
             scope_stream[i] = stream[mark]
-    issued = np.where(launch_of_task >= 0, start[np.maximum(launch_of_task, 0)], start[task_rows])
-    t_device, t_stream = device[task_rows], stream[task_rows]
+    # take: faster than indexing where the rows scatter (the launches)
+    issued = np.where(
+        launch_of_task >= 0, start.take(np.maximum(launch_of_task, 0)), start.take(task_rows)
+    )
+    t_device, t_stream = device.take(task_rows), stream.take(task_rows)
     lanes = unique_pairs(t_device, t_stream)[0]
     src: list[Int64Array] = []
     dst: list[Int64Array] = []

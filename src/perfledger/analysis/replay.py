@@ -168,8 +168,9 @@ def node_changes(graph: StepGraph, change: WhatIf) -> NodeChanges:
     fused = np.zeros(graph.size, dtype=bool)
     if change.tasks:  # the tasks by row, sorted only for a change of some tasks
         tasks = np.flatnonzero(graph.kind == TASK)
-        by_row = np.argsort(graph.row[tasks], kind="stable")
-        task_rows = graph.row[tasks][by_row]
+        task_rows = graph.row.take(tasks)
+        by_row = np.argsort(task_rows, kind="stable")
+        task_rows = task_rows.take(by_row)
     for task_change in change.tasks:
         rows = np.asarray(task_change.rows, dtype=np.int64)
         factors = np.asarray(task_change.factors, dtype=np.float64)
