@@ -1,13 +1,13 @@
 """columns.isin and columns.matches: row masks of dictionary and plain string columns, against
 the values tested row by row (a null row is in none); columns.texts against the values row
 by row; columns.pair_order against a sort of the pairs; kineto_layout.codes_among (the kind masks'
-comparisons) against each code's membership."""
+comparisons) against each code's membership; columns.lexsort against np.lexsort."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfledger.analysis import columns
@@ -119,3 +119,26 @@ def test_codes_among_is_isin(codes: list[int], wanted_codes: list[int], width: t
     found = codes_among(values, wanted_codes)
     assert found.dtype == np.bool_
     assert found.tolist() == [c in set(wanted_codes) for c in codes]
+
+
+_INTEGER_KEYS = st.sampled_from(["int8", "int16", "int32", "int64", "uint8", "uint64", "bool"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.lists(_INTEGER_KEYS, min_size=1, max_size=4), st.integers(0, 60))
+def test_lexsort_is_numpys_whatever_the_keys_ranges(
+    data: st.DataObject, dtypes: list[str], size: int
+) -> None:
+    # keys of every integer type, narrow (packed together) or spanning their whole type
+    # (sorted as they are), many ties: the order of np.lexsort, row for row
+    keys = []
+    for dtype in dtypes:
+        info = np.iinfo(dtype) if dtype != "bool" else None
+        if info is None:
+            values = data.draw(st.lists(st.booleans(), min_size=size, max_size=size))
+        else:
+            wide = data.draw(st.booleans())
+            low, high = (info.min, info.max) if wide else (max(info.min, -3), min(info.max, 3))
+            values = data.draw(st.lists(st.integers(low, high), min_size=size, max_size=size))
+        keys.append(np.array(values, dtype=dtype))
+    assert columns.lexsort(keys).tolist() == np.lexsort(keys).tolist()

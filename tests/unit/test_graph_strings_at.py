@@ -60,6 +60,29 @@ def test_int64_at_is_the_whole_columns_values_at_the_rows() -> None:
     assert int64_at(table, "wide", np.zeros(0, dtype=np.int64)).size == 0
 
 
+def test_values_at_rows_of_a_column_of_one_chunk() -> None:
+    # GIVEN columns of one chunk each (a rank's events), of several integer widths, and a
+    # dictionary column
+    rng = np.random.default_rng(3)
+    values = rng.integers(-(10**12), 10**12, 500)
+    names = [f"op{v % 7}" for v in values.tolist()]
+    table = pa.table(
+        {
+            "wide": pa.array(values, pa.int64()),
+            "narrow": pa.array(values % 1000, pa.int16()),
+            "name": pa.array(names).dictionary_encode(),
+        }
+    )
+    # WHEN rows are read in any order, repeated, ascending, or none
+    for rows in (rng.integers(0, 500, 800), np.sort(rng.integers(0, 500, 300)), np.arange(0)):
+        rows = rows.astype(np.int64)
+        # THEN the values are the whole column's at those rows
+        for name in ("wide", "narrow"):
+            assert np.array_equal(int64_at(table, name, rows), columns.int64(table, name)[rows])
+        codes, distinct = codes_at(table, "name", rows)
+        assert [distinct[c] for c in codes.tolist()] == [names[r] for r in rows.tolist()]
+
+
 def test_codes_at_are_equal_where_the_values_are() -> None:
     # GIVEN a dictionary column in chunks with dictionaries of their own, a null code and a
     # repeated text among the values

@@ -75,6 +75,12 @@ def _chunk_rows(
     the result (a slice when ``rows`` ascend, as they mostly do: no sort), and their
     positions in the chunk."""
     rows = np.asarray(rows, dtype=np.int64)
+    # one chunk (a rank's events): the rows within it are read where they are, in any order,
+    # without sorting them first
+    one = column.num_chunks == 1 and rows.size > 0
+    if one and int(rows.min()) >= 0 and int(rows.max()) < len(column):
+        yield column.chunk(0), slice(0, rows.size), rows
+        return
     ascending = rows.size < 2 or bool((rows[1:] >= rows[:-1]).all())
     order = None if ascending else np.argsort(rows, kind="stable")
     ordered = rows if order is None else rows[order]
@@ -266,6 +272,44 @@ def codes_taken(column: pa.ChunkedArray, rows: Int64Array) -> pa.DictionaryArray
     values = pc.cast(dictionary.filter(pa.array(used)), pa.string())
     indices = pa.array(picked.astype(np.int32), pa.int32(), mask=~valid)
     return pa.DictionaryArray.from_arrays(indices, values)
+
+
+def lexsort(keys: Sequence[npt.NDArray[Any]]) -> Int64Array:
+    """``np.lexsort(keys)`` (the last key first), each run of neighbouring integer keys whose
+    ranges multiply to less than 2**63 packed into one key: one stable sort of 8-byte keys
+    where ``np.lexsort`` sorts by each key in turn (a graph's nodes by time then kind: 53 ->
+    21 ms for 1.25 M nodes). The same order: ties keep the rows in place."""
+    packed: list[npt.NDArray[Any]] = []  # the first key first
+    span = 0  # of the key being packed (0: none is)
+    for key in reversed(keys):
+        key = np.asarray(key)
+        if key.size == 0 or not (np.issubdtype(key.dtype, np.integer) or key.dtype == bool):
+            return np.asarray(np.lexsort(keys), dtype=np.int64)
+        low, high = int(key.min()), int(key.max())
+        width = high - low + 1
+        if span and span * width < 2**63:
+            packed[-1] = packed[-1] * width + _from_zero(key, low)
+            span *= width
+        elif width < 2**63:
+            packed.append(_from_zero(key, low))
+            span = width
+        else:  # a range as wide as int64's: the key as it is
+            packed.append(key)
+            span = 0
+    if len(packed) == 1:
+        return np.asarray(np.argsort(packed[0], kind="stable"), dtype=np.int64)
+    return np.asarray(np.lexsort(packed[::-1]), dtype=np.int64)
+
+
+def _from_zero(key: npt.NDArray[Any], low: int) -> Int64Array:
+    """``key - low`` as int64 (a range under 2**63), whatever the key's integer type."""
+    if key.dtype.kind == "u":  # subtracted before the cast: values past int64's
+        unsigned = key.astype(np.uint64)
+        unsigned -= np.uint64(low)
+        return unsigned.view(np.int64)
+    shifted = key.astype(np.int64)
+    shifted -= low
+    return shifted
 
 
 def pair_order(keys: Int64Array, names: npt.NDArray[np.integer[Any]]) -> Int64Array:

@@ -542,13 +542,13 @@ def _topological(graph: StepGraph) -> StepGraph:
         return graph
     key = graph.start.copy()
     roots, depth = _chain_positions(graph)
-    chain_order = np.lexsort((depth, roots))
+    chain_order = columns.lexsort((depth, roots))
     chain_ids = roots[chain_order]
     same = np.zeros(size, dtype=bool)
     same[1:] = chain_ids[1:] == chain_ids[:-1]
     if not columns.relax_keys(key, graph, chain_order, same, _RELAX_ROUNDS):
         relaxed_keys(key, graph, chain_order, same, _RELAX_ROUNDS)
-    order = np.lexsort((graph.kind, key))
+    order = columns.lexsort((graph.kind, key))
     rank = np.empty(size, dtype=np.int64)
     rank[order] = np.arange(size)
     del key, roots, depth, chain_order, chain_ids, same

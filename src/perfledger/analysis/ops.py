@@ -64,7 +64,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.columns import codes_taken, first_seen_ids, strings_at
+from perfledger.analysis.columns import codes_taken, first_seen_ids, lexsort, strings_at
 from perfledger.analysis.nesting import innermost_enclosing, operator_nesting, self_time
 from perfledger.duck import duck
 from perfledger.memory import drop_mapped_pages, release_freed_memory
@@ -781,7 +781,7 @@ def _stream_waits(
     wait = np.zeros(start.size, dtype=np.int64)
     if start.size == 0:
         return wait
-    order = np.lexsort((row, end - start, start, stream, device, rank))
+    order = lexsort((row, end - start, start, stream, device, rank))
     r, d, s = rank[order], device[order], stream[order]
     bounds = np.flatnonzero((r[1:] != r[:-1]) | (d[1:] != d[:-1]) | (s[1:] != s[:-1])) + 1
     for a, b in itertools.pairwise([0, *bounds.tolist(), order.size]):  # a loop over streams

@@ -47,7 +47,7 @@ def check(ctx: AdvisorContext, p: Params) -> Outcome:
     rows = np.flatnonzero(keep & sized)
     group = _groups(tasks, rows, grid, block)
     dur = np.asarray(tasks["dur_ns"], dtype=np.int64)[rows]
-    order = np.lexsort((dur, group))
+    order = columns.lexsort((dur, group))
     group_sorted, dur_sorted = group[order], dur[order]
     first = np.flatnonzero(np.r_[True, group_sorted[1:] != group_sorted[:-1]])
     size = np.diff(np.r_[first, group_sorted.size])

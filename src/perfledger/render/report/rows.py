@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfledger.analysis.columns import dictionary_codes
+from perfledger.analysis.columns import dictionary_codes, lexsort
 from perfledger.model import schema
 from perfledger.model.accounts import GAPS_SCHEMA
 from perfledger.render.report.data import ReportData
@@ -149,7 +149,7 @@ def _held_rows(
                 r = np.concatenate([rows[i], inside + offset])
                 k = np.concatenate([keys[i], order[inside]])
                 if r.size > limit:
-                    first = np.sort(np.lexsort((r, k))[:limit])
+                    first = np.sort(lexsort((r, k))[:limit])
                     r, k = r[first], k[first]
                 rows[i], keys[i] = r, k
         offset += batch.num_rows

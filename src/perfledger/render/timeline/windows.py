@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfledger.analysis.columns import lexsort
 from perfledger.render.timeline.grouping import BoolArray, Int64Array, row_type
 from perfledger.render.timeline.layout import RowArray
 from perfledger.render.timeline.records import CounterSeries, PreparedTimeline
@@ -66,7 +67,7 @@ class CounterIndex:
         kept while a rank's step files are written: millions of samples on a large trace)."""
         index_type = row_type(counters.ts.size)
         by_ts = np.argsort(counters.ts, kind="stable").astype(index_type)
-        by_series = np.lexsort((counters.ts, counters.series)).astype(index_type)
+        by_series = lexsort((counters.ts, counters.series)).astype(index_type)
         series = counters.series[by_series]
         cuts = np.flatnonzero(series[1:] != series[:-1]) + 1
         starts = [0, *cuts.tolist()]
