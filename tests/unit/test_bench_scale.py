@@ -43,7 +43,18 @@ def test_several_runs_give_the_median_run_and_the_largest_peak(
             (_child(15.0, 25.0, peak=200), {"total_s": 14.0}),
         ]
     )
-    monkeypatch.setattr(scale, "_analyze", lambda path, profile: next(runs))
+    done: list[str] = []
+
+    def analyze(path: Path, profile: Path) -> tuple[Any, dict[str, float]]:
+        done.append("analyze")
+        return next(runs)
+
+    def floor(path: Path) -> Any:
+        done.append("floor")
+        return next(floors)
+
+    monkeypatch.setattr(scale, "_analyze", analyze)
+    monkeypatch.setattr(scale, "warm", lambda path: done.append(f"warm {path.name}"))
     floors = iter([_child(4.0, 4.0), _child(5.0, 4.0), _child(3.0, 3.0), _child(4.0, 5.0)])
 
     figures = scale._measure(
@@ -52,11 +63,13 @@ def test_several_runs_give_the_median_run_and_the_largest_peak(
         1000,
         10,
         workdir=tmp_path,
-        floor=lambda path: next(floors),
+        floor=floor,
         hta=False,
         runs=3,
     )
 
+    # the trace read through once before the first floor, then floors around each run
+    assert done == ["warm trace.json", "floor", *["analyze", "floor"] * 3]
     assert figures.floor_s == [4.0, 5.0, 3.0, 4.0]
     assert figures.analyze_runs_wall_s == [12.0, 9.0, 15.0]
     # the run of the median wall time gives the run's own figures
