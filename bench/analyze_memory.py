@@ -4,8 +4,8 @@ Each run is a child process per tree (``PYTHONPATH=<tree>/src``, A B B A ...) th
 ``perfledger analyze TRACE`` (its own CPU and its workers', and the largest RSS of any of its
 processes, see _common.run_measured). The outputs of every run are hashed file by file
 (meta.json and report.html left out: they carry the run's timings and its folder name; a
-.gz file by its decompressed bytes): the script fails when two runs, of either tree, wrote
-different bytes.
+.gz file by its decompressed bytes, a Parquet file by its table): the script fails when two
+runs, of either tree, wrote different bytes.
 
     python bench/analyze_memory.py TRACE --trees /tmp/before /work/main --runs 2
 
