@@ -17,6 +17,7 @@ from typing import Any, Final
 from perfledger import import_pool
 from perfledger.errors import PerfledgerError
 from perfledger.heap import keep_freed_heap
+from perfledger.interrupts import interrupts_held
 from perfledger.pages import ORDINARY_PAGES_ENVIRONMENT
 from perfledger.render.shown import escaped
 from perfledger.version import __version__
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 # a second Ctrl-C or a SIGTERM while they stop is held, then answered as the
                 # command's: the read's block files go with it
-                with _interrupts_held():
+                with interrupts_held():
                     _stop_workers()
     except BrokenPipeError:
         return _reader_gone()
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(arguments: list[str], argv: Sequence[str] | None) -> int:
     """The command line's own work: load, parse, run; its exit code."""
-    with _interrupts_held():
+    with interrupts_held():
         # the import's workers of one large trace start now, and read it while this process
         # loads its own libraries (stopped by the caller if the run does not take them)
         started = import_pool.prestart_for(arguments, _DECODER)
@@ -256,36 +257,6 @@ def _lost_interrupts_raised_again() -> Iterator[None]:
     finally:
         if sys.unraisablehook is hook:  # not one set meanwhile
             sys.unraisablehook = previous
-
-
-@contextlib.contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM (as :func:`_signals_as_interrupts` raises them) received in the block
-    raised when it ends (in place of the block's own error, if any), not inside it.
-
-    The block loads the libraries and forks the import's workers: an exception raised in a
-    library's loading or in a fork handler may be lost there (printed as ignored, the command
-    going on as if never interrupted) or abort the process (a compiled module's registration
-    cut short). A signal left ignored, or handled by another handler, stays as it was."""
-    held: list[int] = []
-
-    def hold(signum: int, frame: object) -> None:
-        held.append(signum)
-
-    replaced = []
-    with contextlib.suppress(ValueError):  # not the main thread: nothing to hold
-        for signum, handler in _RAISING.items():
-            if signal.getsignal(signum) is handler:
-                signal.signal(signum, hold)
-                replaced.append(signum)
-    try:
-        yield
-    finally:
-        for signum in replaced:
-            if signal.getsignal(signum) is hold:  # not one a library set meanwhile
-                signal.signal(signum, _RAISING[signum])
-        if held:  # also in place of an error of the block's: the user stopped the command
-            raise _interrupt(held[0])
 
 
 # A file that cannot be read or written for reasons of the machine, not of perfledger.

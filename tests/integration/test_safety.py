@@ -170,6 +170,28 @@ def test_another_runs_profile_made_meanwhile_is_replaced_only_with_force(tmp_pat
     assert (empty / "mine").read_text() == "new"
 
 
+def test_an_interrupt_while_the_profile_is_replaced_is_answered_once_it_is_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import perfledger.profiledir.writer as writer
+
+    target = tmp_path / "prof"
+    _fake_profile(target)
+    real_check = writer.is_profile_dir
+
+    def checked_then_interrupted(folder: Path) -> bool:
+        # Ctrl-C as the old profile is aside under its leftover's name, the new one not placed
+        if folder.name.startswith(".prof.old-"):
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_check(folder)
+
+    monkeypatch.setattr(writer, "is_profile_dir", checked_then_interrupted)
+    with pytest.raises(KeyboardInterrupt), staged_directory(target, force=True) as staging:
+        (staging / "mine").write_text("new")
+    # not the old profile hidden away and no profile in its place: the new one, whole
+    assert listing(tmp_path) == ["prof", "prof/mine"]
+
+
 def test_a_failed_run_removes_the_folders_it_made_for_the_output(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("this is not json")
@@ -190,6 +212,21 @@ def test_sigterm_stops_the_run_as_ctrl_c_does(tmp_path: Path) -> None:
     _, stderr = child.communicate(timeout=120)
     assert child.returncode == 143, stderr
     assert stderr.strip() == "perfledger: terminated"
+    assert listing(tmp_path) == []
+
+
+def test_an_interrupt_as_the_staging_folder_is_marked_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the signal of the test above lands at any instant; this is its narrowest one: the
+    # staging folder made and its mark written, the block not yet entered
+    def marked_then_interrupted(folder: Path) -> None:
+        (folder / STAGING_MARK).write_text(f"{os.getpid()}\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("perfledger.profiledir.writer.mark_staging", marked_then_interrupted)
+    with pytest.raises(KeyboardInterrupt), staged_directory(tmp_path / "new" / "prof", force=False):
+        pytest.fail("the block is not entered")
     assert listing(tmp_path) == []
 
 

@@ -18,7 +18,7 @@ MAX_LINES: Final = 800
 # The layers, bottom first: a module may import its own layer and the ones below.
 LAYERS: Final = (
     ("perfledger.errors", "perfledger.direct_files", "perfledger.duck", "perfledger.files",
-     "perfledger.heap",
+     "perfledger.heap", "perfledger.interrupts",
      "perfledger.import_pool",
      "perfledger.memory", "perfledger.orphans", "perfledger.pages", "perfledger.version",
      "perfledger.vcs"),

@@ -29,6 +29,7 @@ from perfledger.files import (
     unmark_staging,
     write_json,
 )
+from perfledger.interrupts import interrupts_held
 from perfledger.profiledir.layout import PROFILE_ENTRIES, TABLES_DIR, TIMELINE_DIR
 
 # Errors that only writing the output can raise: no space, a read-only file system.
@@ -200,16 +201,23 @@ def staged_directory(
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             remove_stale_staging(target.parent)
-            if staging.exists():
-                shutil.rmtree(staging)
-            staging.mkdir()
-            mark_staging(staging)
         except OSError as error:
             raise output_error(target, error) from error
+        # from here on the staging folder (of this process's name) goes on any way out: an
+        # interrupt (Ctrl-C, SIGTERM) may land between its making and its mark
         try:
+            try:
+                if staging.exists():
+                    shutil.rmtree(staging)
+                staging.mkdir()
+                mark_staging(staging)
+            except OSError as error:
+                raise output_error(target, error) from error
             yield staging
             _readable_by_all(staging)
-            _replace(target, staging, force=force, removals=removals)
+            # the renames done whole: never the old profile aside and the new one not in place
+            with interrupts_held():
+                _replace(target, staging, force=force, removals=removals)
         except BaseException as error:
             shutil.rmtree(staging, ignore_errors=True)
             if isinstance(error, OSError) and _is_output_error(error, target, staging):
