@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from perfledger.sources import block_files
 from perfledger.sources.block_files import BlockFile, loaded, spill_folder, to_file
@@ -50,3 +52,20 @@ def test_the_folder_goes_with_what_is_left_in_it_and_needs_room() -> None:
     free = block_files.shutil.disk_usage(block_files.tempfile.gettempdir()).free
     with spill_folder(free * 2) as folder:
         assert folder is None
+
+
+def test_an_interrupt_as_the_folder_is_made_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = block_files.tempfile.mkdtemp
+
+    def made_then_interrupted(**options: str) -> str:
+        folder = made(**options)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the folder is made, before its use
+        return folder
+
+    monkeypatch.setattr(block_files.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(block_files.tempfile, "mkdtemp", made_then_interrupted)
+    with pytest.raises(KeyboardInterrupt), spill_folder(1):
+        pytest.fail("the block is not entered")
+    assert list(tmp_path.iterdir()) == []

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfledger.interrupts import interrupts_held
 from perfledger.pages import write_pieces
 
 # A small buffer starts at a multiple of this in its file (Arrow's own alignment)...
@@ -118,13 +119,15 @@ def spill_folder(needed: int) -> Iterator[str | None]:
     removed after it with whatever is left in it (the files not taken back); None where the
     space has less than ``needed`` bytes free (the blocks then come through the pipes)."""
     base = tempfile.gettempdir()
+    folder: str | None = None
     try:
-        free = shutil.disk_usage(base).free
-        room = free >= needed
-        folder = tempfile.mkdtemp(prefix=".perfledger-blocks-", dir=base) if room else None
-    except OSError:
-        folder = None
-    try:
+        try:
+            room = shutil.disk_usage(base).free >= needed
+            # a Ctrl-C or SIGTERM answered once the folder is named here, to be removed below
+            with interrupts_held():
+                folder = tempfile.mkdtemp(prefix=".perfledger-blocks-", dir=base) if room else None
+        except OSError:
+            folder = None
         yield folder
     finally:
         if folder is not None:
