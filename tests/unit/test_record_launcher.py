@@ -73,6 +73,22 @@ def test_force_never_replaces_a_folder_that_is_not_a_profile(tmp_path: Path) -> 
     assert (tmp_path / "prof" / "notes.txt").read_text() == "the user's"
 
 
+def test_an_interrupt_as_the_staging_folder_is_claimed_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfledger.record import launcher, leftovers
+
+    def claimed_then_interrupted(staging: Path) -> None:
+        leftovers.claim(staging)
+        raise KeyboardInterrupt  # Ctrl-C as the owner file is written
+
+    monkeypatch.setattr(launcher, "claim", claimed_then_interrupted)
+    marker = tmp_path / "ran"
+    with pytest.raises(KeyboardInterrupt):
+        record(["touch", str(marker)], RecordOptions(output=Path("prof")), cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_environment_summary_keeps_tuning_variables_and_drops_secrets() -> None:
     summary = environment_summary(
         {

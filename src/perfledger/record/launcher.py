@@ -183,15 +183,20 @@ def record(
     if staging.exists():  # an older process of our pid left it
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    claim(staging)
-
-    _say(
-        console,
-        f"{' '.join(command)}  (skip {driver_options.skip}, "
-        f"steps {driver_options.steps or 'all'}"
-        f"{', interleaved' if driver_options.interleave else ''}, level {driver_options.level})",
-        "[bold]perfledger record[/]: ",
-    )
+    try:
+        # a Ctrl-C here leaves no folder behind (one without its owner file is never removed)
+        claim(staging)
+        _say(
+            console,
+            f"{' '.join(command)}  (skip {driver_options.skip}, "
+            f"steps {driver_options.steps or 'all'}"
+            f"{', interleaved' if driver_options.interleave else ''}, "
+            f"level {driver_options.level})",
+            "[bold]perfledger record[/]: ",
+        )
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     started_ns = time.time_ns()
     try:
         returncode, samples = _run_program(
