@@ -156,7 +156,7 @@ def run_measured(
         watched = psutil.Process(popen.pid)
         peak = 0
         by_second: list[int] = []
-        cpu_until: list[float] = []  # the tree's CPU seconds at the last poll of each second
+        polls: list[tuple[float, float]] = []  # (seconds from the start, the tree's CPU s)
         seen: dict[int, float] = {}
         done = threading.Event()
 
@@ -168,10 +168,7 @@ def run_measured(
                 second = int(time.perf_counter() - start)
                 by_second.extend([0] * (second + 1 - len(by_second)))
                 by_second[second] = max(by_second[second], rss)
-                used = _tree_cpu(watched, seen)
-                last = cpu_until[-1] if cpu_until else 0.0
-                cpu_until.extend([last] * (second + 1 - len(cpu_until)))
-                cpu_until[second] = used
+                polls.append((time.perf_counter() - start, _tree_cpu(watched, seen)))
                 done.wait(poll_s)
 
         poller = threading.Thread(target=poll, daemon=True)
@@ -197,10 +194,27 @@ def run_measured(
             cpu_s=usage.ru_utime + usage.ru_stime,
             sys_s=usage.ru_stime,
             minor_faults=usage.ru_minflt,
-            cores_by_second=tuple(
-                b - a for a, b in zip([0.0, *cpu_until[:-1]], cpu_until, strict=True)
-            ),
+            cores_by_second=_cores_by_second(polls),
         )
+
+
+def _cores_by_second(polls: list[tuple[float, float]]) -> tuple[float, ...]:
+    """The CPU seconds used in each whole second of the run, from polls of (time, CPU so far):
+    what was used between two polls spread evenly over the time between them, so that a
+    late poll never piles two seconds' CPU into one."""
+    if not polls:
+        return ()
+    cores = [0.0] * (int(polls[-1][0]) + 1)
+    for (at_a, cpu_a), (at_b, cpu_b) in zip([(0.0, 0.0), *polls[:-1]], polls, strict=True):
+        if at_b <= at_a:
+            continue
+        rate = (cpu_b - cpu_a) / (at_b - at_a)
+        second = int(at_a)
+        while second < at_b:
+            overlap = min(at_b, second + 1) - max(at_a, second)
+            cores[min(second, len(cores) - 1)] += rate * overlap
+            second += 1
+    return tuple(cores)
 
 
 def ensure_hta_venv(workdir: Path) -> Path:

@@ -75,6 +75,13 @@ def test_cores_by_second_count_the_busy_processes_of_the_tree() -> None:
     assert max(cores) <= 2.2
 
 
+def test_a_late_poll_spreads_its_cpu_over_the_seconds_it_spans() -> None:
+    # one core to 0.5 s, then two cores to 2.5 s, polled at 0.5 s and (late) at 2.5 s only
+    cores = common._cores_by_second([(0.5, 0.5), (2.5, 4.5)])
+    assert cores == pytest.approx((1.5, 2.0, 1.0))  # never 4 cores in the second it lands
+    assert common._cores_by_second([]) == ()
+
+
 def test_page_cost_touches_the_pages_of_each_case(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
