@@ -71,15 +71,21 @@ def test_the_step_graph_lets_the_pages_it_reads_of_the_mapped_events_go(
     def watched(nodes: Any) -> Any:
         # the graph's nodes made: the events' times, ids, devices ... read whole
         read = _resident_kb("events-plain.arrow")
-        time.sleep(0.6)  # still building: what it read goes meanwhile, not only at its end
-        seen.append((read, _resident_kb("events-plain.arrow")))
+        # still building: what it read goes meanwhile (the dropper passes every 0.25 s), not
+        # only at its end; waited for up to 10 s, a loaded machine's thread may run late
+        deadline = time.monotonic() + 10.0
+        later = _resident_kb("events-plain.arrow")
+        while later and time.monotonic() < deadline:
+            time.sleep(0.05)
+            later = _resident_kb("events-plain.arrow")
+        seen.append((read, later))
         built.set()
         return order(nodes)
 
     def held_back(*args: Any, **kwargs: Any) -> Any:
         # the events' Parquet file (whose writing lets the pages of the events go too)
         # written once the graph is built
-        built.wait()
+        built.wait(timeout=60)  # never forever where the graph is not built
         return write(*args, **kwargs)
 
     monkeypatch.setattr(graph, "_topological", watched)

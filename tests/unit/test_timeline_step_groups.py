@@ -336,7 +336,9 @@ def test_a_group_is_written_while_the_next_is_prepared_one_group_in_flight(
             # first's) step-th; a rank's last group has no next one: the wait runs out
             step = int(self.path.name.split("_")[1].split(".")[0])
             mine = step + (STEPS if kwargs["rank"] == 3 else 0)
-            overlapped.append(prepared.wait_for(lambda: preparations[0] > mine, timeout=0.5))
+            # long for a next group that comes (a loaded machine), short where none comes
+            waited = 0.5 if step == STEPS else 10.0
+            overlapped.append(prepared.wait_for(lambda: preparations[0] > mine, timeout=waited))
         try:
             add(self, *args, **kwargs)
         finally:
