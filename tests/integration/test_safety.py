@@ -208,6 +208,7 @@ def test_sigterm_stops_the_run_as_ctrl_c_does(tmp_path: Path) -> None:
     while not list(tmp_path.glob(".prof.partial-*")) and child.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.02)
+    assert child.poll() is None, "the run ended before it could be stopped"
     child.send_signal(signal.SIGTERM)
     _, stderr = child.communicate(timeout=120)
     assert child.returncode == 143, stderr
