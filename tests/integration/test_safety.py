@@ -170,6 +170,7 @@ def test_another_runs_profile_made_meanwhile_is_replaced_only_with_force(tmp_pat
     assert (empty / "mine").read_text() == "new"
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_an_interrupt_while_the_profile_is_replaced_is_answered_once_it_is_in_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

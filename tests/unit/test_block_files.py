@@ -54,6 +54,7 @@ def test_the_folder_goes_with_what_is_left_in_it_and_needs_room() -> None:
         assert folder is None
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_an_interrupt_as_the_folder_is_made_leaves_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
