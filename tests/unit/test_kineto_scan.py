@@ -213,6 +213,42 @@ def _args(rng: random.Random) -> dict[str, Any]:
     return {key: rng.choice(values) for key in rng.sample(_ARG_KEYS, rng.randint(0, 4))}
 
 
+# Integers of every length up to past int64's, each as its largest, its smallest and a mixed
+# value of that many digits.
+_INTEGERS = sorted(
+    {
+        value
+        for digits in range(1, 22)
+        for value in (10**digits - 1, 10 ** (digits - 1), int("1234567890987654321012"[:digits]))
+    }
+)
+# Those the scanner settles itself: up to 18 digits (longer ones are decoded the general way)
+_SCANNED_DIGITS = 18
+
+
+@needs_scanner
+@pytest.mark.parametrize("sign", [1, -1])
+def test_integers_of_every_length_are_read_as_the_decoder_reads_them(sign: int) -> None:
+    for value in _INTEGERS:
+        number = sign * value
+        event = {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": number,
+            "tid": 2,
+            "ts": number,
+            "dur": number,
+            "args": {"External id": number, "correlation": 7},
+        }
+        for indent in (None, 2):
+            settled = _check(json.dumps([event, event], indent=indent).encode())
+            # and the value the last thing of its text: fewer than eight bytes after it
+            settled_last = _check(b'[{"ph": "X", "pid": 1, "tid": 2, "ts": %d}]' % number)
+            if len(str(value)) <= _SCANNED_DIGITS:
+                assert settled and settled_last, number
+
+
 def test_clean_random_events_are_settled_by_the_scanner() -> None:
     """Events of every phase with the value types Kineto writes: none is left to msgspec."""
     rng = random.Random(7)
