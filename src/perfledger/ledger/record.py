@@ -20,6 +20,7 @@ from perfledger.analysis.diff.workload import (
     Workload,
     batch_size,
     device_of,
+    layer_rows,
     operator_digests,
     program_of,
     vendor_of,
@@ -168,12 +169,7 @@ def batch_samples(op_summary: pa.Table) -> int | None:
         shapes = head.column("shapes")
         if not (pa.types.is_string(shapes.type) or pa.types.is_large_string(shapes.type)):
             shapes = shapes.cast(pa.string())
-        head = head.filter(
-            pc.and_(
-                pc.fill_null(pc.greater(pc.utf8_length(shapes), 2), False),
-                pc.fill_null(pc.greater_equal(head.column("step"), 0), False),
-            )
-        )
+        head = head.filter(layer_rows(shapes, head.column("step")))
     columns = {}
     for name, kind in _BATCH_COLUMNS.items():
         if name in head.column_names:

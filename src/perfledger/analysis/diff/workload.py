@@ -350,12 +350,7 @@ def batch_size(op_summary: pa.Table) -> BatchSize | None:
             "layer": names,
             "shapes": shapes,
         }
-    ).filter(
-        pc.and_(
-            pc.fill_null(pc.greater(pc.utf8_length(shapes), 2), False),
-            pc.fill_null(pc.greater_equal(op_summary.column("step"), 0), False),
-        )
-    )
+    ).filter(layer_rows(shapes, op_summary.column("step")))
     for table in (LOSS_INPUTS, BATCH_INPUTS):
         per_step = _first_per_step(rows, table)
         if per_step:
@@ -364,6 +359,15 @@ def batch_size(op_summary: pa.Table) -> BatchSize | None:
             operator = next(layer for s, layer in per_step if s == samples)
             return BatchSize(samples, operator, steps=agreeing, of_steps=len(per_step))
     return None
+
+
+def layer_rows(shapes: pa.ChunkedArray, step: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The rows :func:`batch_size` reads: with shapes recorded (more than ``[]``), in a step
+    (``shapes`` a string column)."""
+    return pc.and_(
+        pc.fill_null(pc.greater(pc.utf8_length(shapes), 2), False),
+        pc.fill_null(pc.greater_equal(step, 0), False),
+    )
 
 
 def _first_per_step(rows: pa.Table, inputs: Mapping[str, tuple[int, int]]) -> list[tuple[int, str]]:
