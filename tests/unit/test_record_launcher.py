@@ -6,6 +6,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,6 +84,23 @@ def test_an_interrupt_as_the_staging_folder_is_claimed_leaves_nothing(
         raise KeyboardInterrupt  # Ctrl-C as the owner file is written
 
     monkeypatch.setattr(launcher, "claim", claimed_then_interrupted)
+    marker = tmp_path / "ran"
+    with pytest.raises(KeyboardInterrupt):
+        record(["touch", str(marker)], RecordOptions(output=Path("prof")), cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_as_the_staging_folder_is_made_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make = Path.mkdir
+
+    def made_then_interrupted(self: Path, *args: Any, **kwargs: Any) -> None:
+        make(self, *args, **kwargs)
+        if self.name.startswith(".prof"):
+            raise KeyboardInterrupt  # Ctrl-C answered as the mkdir returns
+
+    monkeypatch.setattr(Path, "mkdir", made_then_interrupted)
     marker = tmp_path / "ran"
     with pytest.raises(KeyboardInterrupt):
         record(["touch", str(marker)], RecordOptions(output=Path("prof")), cwd=tmp_path)

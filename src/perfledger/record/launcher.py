@@ -182,9 +182,10 @@ def record(
     staging = staging_name(output, os.getpid())
     if staging.exists():  # an older process of our pid left it
         shutil.rmtree(staging)
-    staging.mkdir(parents=True)
     try:
-        # a Ctrl-C here leaves no folder behind (one without its owner file is never removed)
+        # a Ctrl-C from the folder's making to its claim leaves no folder behind (one without
+        # its owner file is never removed)
+        staging.mkdir(parents=True)
         claim(staging)
         _say(
             console,
