@@ -28,11 +28,13 @@ def test_single_process_peak() -> None:
 
 def test_tree_peak_adds_concurrent_children() -> None:
     # Parent and child each hold 150 MB at the same time: the tree holds 300 MB, no single
-    # process more than about 150 MB.
+    # process more than about 150 MB. The parent fills its block before it starts the child,
+    # so that both are held for the whole of the child's sleep however slowly pages are given
+    # (filled alongside each other, a slow machine left the polls too short a window).
+    hold = "import time; block = b'x' * 150_000_000; time.sleep(1.0)"
     script = (
-        "import subprocess, sys, time; "
-        f"child = subprocess.Popen([sys.executable, '-c', {HOLD_150MB!r}]); "
-        "block = b'y' * 150_000_000; child.wait()"
+        "import subprocess, sys; block = b'y' * 150_000_000; "
+        f"subprocess.run([sys.executable, '-c', {hold!r}], check=True)"
     )
     run = common.run_measured([sys.executable, "-c", script])
     assert run.returncode == 0
