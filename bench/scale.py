@@ -7,7 +7,8 @@ previous run read it), each in a child process:
     analyze, each analyze compared with the mean of the two around it (the machine is
     shared: the spread is printed);
   - ``perfledger analyze TRACE -o DIR --force --no-ledger``, ``--runs`` times (default once),
-    its modules compiled to bytecode first, as an installed perfledger has them
+    each into a new DIR (the previous run's removed before it, outside the timing), its
+    modules compiled to bytecode first, as an installed perfledger has them
     (``_common.compile_bytecode``: these machines set PYTHONDONTWRITEBYTECODE),
     a floor after each: wall, CPU, peak RSS, the largest RSS of each second, the phases
     meta.json records, and what the machine did meanwhile (/proc/vmstat: the MB of file
@@ -154,6 +155,9 @@ def _median_ratio(runs: list[float], floors: list[float]) -> float:
 def _analyze(path: Path, profile: Path) -> tuple[ChildRun, dict[str, float]]:
     """One analyze: the child's figures, and its phases with (``dirtied_mb``, ``huge_mb``)
     what the machine did meanwhile."""
+    # each run writes a new profile: the last run's, which --force would replace, is removed
+    # first, outside the timing (removing an old profile is not the analysis's work)
+    shutil.rmtree(profile, ignore_errors=True)
     counted = system_counters()
     # --no-ledger: the experiments ledger is not the analysis (and its git children, started
     # by vfork, would be counted with the parent's pages by the RSS poll)

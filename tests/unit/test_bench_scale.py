@@ -82,3 +82,26 @@ def test_several_runs_give_the_median_run_and_the_largest_peak(
     assert figures.floor_ratio == pytest.approx(12.0 / 4.5)
     # CPU: 20 / 4, 18 / 3.5, 25 / 4: the median 5.14
     assert figures.cpu_ratio == pytest.approx(18.0 / 3.5)
+
+
+def test_each_analyze_writes_a_new_profile(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # the last run's profile is gone before the next run starts: its removal (which --force
+    # would do inside the run) is not timed with the analysis
+    profile = tmp_path / "scale_profile_t"
+    (profile / "tables").mkdir(parents=True)
+    (profile / "tables" / "events.parquet").write_bytes(b"x" * 100)
+    seen: list[bool] = []
+
+    def measured(argv: list[str]) -> Any:
+        seen.append(profile.exists())
+        profile.mkdir()  # what the run writes
+        return _child(10.0, 18.0)
+
+    monkeypatch.setattr(scale, "run_measured", measured)
+    monkeypatch.setattr(scale, "perfledger_argv", lambda trace, out: ["analyze", str(out)])
+    monkeypatch.setattr(scale, "_perfledger_phases", lambda profile, output: {"total_s": 9.0})
+    for _ in range(2):
+        child, phases = scale._analyze(tmp_path / "trace.json", profile)
+        assert child.wall_s == 10.0 and phases["total_s"] == 9.0
+    assert seen == [False, False]
+    assert profile.is_dir()  # the last run's profile stays until the size is done
