@@ -113,7 +113,29 @@ def launch_keys(events: pa.Table) -> LaunchKeys:
     task_keys = columns.int64_at(events, "rank", task_rows) * (1 << 40) + task_correlation
     pos = np.clip(np.searchsorted(keys_unique, task_keys), 0, keys_unique.size - 1)
     found = keys_unique[pos] == task_keys
-    return LaunchKeys(task_rows[found], pos[found], grouped, bounds)
+    return _of_tasks(LaunchKeys(task_rows[found], pos[found], grouped, bounds))
+
+
+def _of_tasks(keys: LaunchKeys) -> LaunchKeys:
+    """``keys`` without the keys no task carries, and their calls: the calls of a runtime
+    that launch nothing (stream waits, event queries, occupancy queries: half the calls with
+    a correlation id in a CUDA trace), whose starts every replay would otherwise map again
+    for no task."""
+    used = np.zeros(keys.bounds.size, dtype=bool)
+    used[keys.task_key] = True
+    if used.all():
+        return keys
+    calls = np.diff(np.append(keys.bounds, keys.launch_rows.size))
+    kept_calls = calls[used]
+    bounds = np.zeros(kept_calls.size, dtype=np.int64)
+    np.cumsum(kept_calls[:-1], out=bounds[1:])
+    renumbered = np.cumsum(used) - 1  # each kept key's place among the kept
+    return LaunchKeys(
+        keys.task_rows,
+        renumbered[keys.task_key],
+        keys.launch_rows[np.repeat(used, calls)],
+        bounds,
+    )
 
 
 def mark_steps(events: pa.Table, name: str, source: str) -> pa.Table:

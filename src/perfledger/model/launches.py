@@ -21,7 +21,8 @@ class LaunchKeys:
     Attributes:
         task_rows: the tasks whose (rank, correlation) some call carries unambiguously.
         task_key: for each of them, its key (an index into ``bounds``).
-        launch_rows: the calls carrying those keys, grouped by key.
+        launch_rows: the calls carrying those keys, grouped by key (no call of a key that
+            no task carries: every key is some task's).
         bounds: where each key's calls begin in ``launch_rows``.
     """
 
