@@ -87,3 +87,13 @@ def test_the_keys_a_rank_keeps_for_its_replays_are_those_of_its_events(name: str
             assert getattr(kept, field).dtype == np.int32
         launch_start = rank.events.column("start_ns").to_numpy()[found.launch_rows]
         assert np.array_equal(kept.starts(launch_start), found.starts(launch_start))
+
+
+def test_no_call_is_kept_when_no_task_carries_an_id_of_theirs() -> None:
+    t = Timeline()
+    _call(t, "cudaLaunchKernel", 10, 1)
+    _call(t, "cudaEventQuery", 12, 3)
+    _kernel(t, 50, 2)
+    keys = launch_keys(t.table())
+    assert keys.launch_rows.size == keys.bounds.size == keys.task_rows.size == 0
+    assert launch_starts(t.table()).tolist() == [-1, -1, -1]
