@@ -97,3 +97,55 @@ def test_no_call_is_kept_when_no_task_carries_an_id_of_theirs() -> None:
     keys = launch_keys(t.table())
     assert keys.launch_rows.size == keys.bounds.size == keys.task_rows.size == 0
     assert launch_starts(t.table()).tolist() == [-1, -1, -1]
+
+
+def test_calls_that_launch_no_task_are_not_kept() -> None:
+    # a stream wait and an event query carry correlation ids of their own, which no task
+    # carries: the replays would map their starts for nothing
+    t = Timeline()
+    _call(t, "cudaLaunchKernel", 10, 1)
+    _call(t, "cudaStreamWaitEvent", 12, 2)
+    _call(t, "cudaEventQuery", 14, 3)
+    _call(t, "cudaLaunchKernel", 16, 4)
+    _kernel(t, 50, 4)
+    _kernel(t, 60, 1)
+    events = t.table()
+    keys = launch_keys(events)
+    start = events.column("start_ns").to_numpy()
+    assert sorted(start[keys.launch_rows].tolist()) == [10 * US, 16 * US]
+    assert keys.bounds.tolist() == [0, 1]
+    assert sorted(keys.task_key.tolist()) == [0, 1]
+    starts = _by_start(events)
+    assert (starts[50 * US], starts[60 * US]) == (16 * US, 10 * US)
+
+
+def test_the_launches_of_a_real_trace_are_the_earliest_call_of_each_task() -> None:
+    # worked out here row by row: each task's (rank, correlation), the host calls carrying
+    # it, none of one name twice, the earliest of them
+    (trace,) = load_traces([data_file("kineto/v100_rank1_ddp.json.gz")])
+    events = analyze_rank(trace).events
+    rows = events.select(["kind", "name", "rank", "device", "correlation", "start_ns"]).to_pylist()
+    calls: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for row in rows:
+        if row["kind"] in schema.LAUNCH_KINDS and row["device"] < 0 and row["correlation"] >= 0:
+            key = (row["rank"], row["correlation"])
+            calls.setdefault(key, []).append((row["name"], row["start_ns"]))
+    expected = []
+    carried = set()
+    for row in rows:
+        launch = -1
+        if row["kind"] in schema.DEVICE_TASK_KINDS and row["correlation"] >= 0:
+            key = (row["rank"], row["correlation"])
+            carried.add(key)
+            names = [name for name, _ in calls.get(key, [])]
+            if names and len(set(names)) == len(names):
+                launch = min(start for _, start in calls[key])
+        expected.append(launch)
+    assert launch_starts(events).tolist() == expected
+    # every key kept is some task's; no call kept of an id that no task carries, which the
+    # trace has (stream waits, event queries ...)
+    keys = launch_keys(events)
+    assert np.unique(keys.task_key).size == keys.bounds.size
+    kept = {(rows[r]["rank"], rows[r]["correlation"]) for r in keys.launch_rows.tolist()}
+    assert kept <= carried
+    assert set(calls) - carried
