@@ -3,6 +3,8 @@ calls share and ids that come out of order."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -15,12 +17,17 @@ from tests.paths import data_file
 from tests.scenarios import US, Timeline
 
 
-def _kernel(t: Timeline, start_us: float, correlation: int) -> None:
-    t.event(schema.KERNEL, "k", start_us, 1, device=0, stream=7, correlation=correlation)
-
-
-def _call(t: Timeline, name: str, start_us: float, correlation: int) -> None:
-    t.event(schema.RUNTIME, name, start_us, 1, correlation=correlation)
+def _events(
+    calls: Sequence[tuple[str, float, int]], kernels: Sequence[tuple[float, int]]
+) -> pa.Table:
+    """Runtime calls (name, start µs, correlation id) on one thread, then kernels (start µs,
+    correlation id) on one stream, each 1 µs long."""
+    t = Timeline()
+    for name, start_us, correlation in calls:
+        t.event(schema.RUNTIME, name, start_us, 1, correlation=correlation)
+    for start_us, correlation in kernels:
+        t.event(schema.KERNEL, "k", start_us, 1, device=0, stream=7, correlation=correlation)
+    return t.table()
 
 
 def _by_start(events: pa.Table) -> dict[int, int]:
@@ -30,19 +37,18 @@ def _by_start(events: pa.Table) -> dict[int, int]:
 
 
 def test_tasks_find_their_calls_by_id_whatever_the_order_of_the_ids() -> None:
-    t = Timeline()
     # ids counted down as the calls go, as no runtime does, and one id a request and its
-    # reply share (different names): the earlier of the two is the launch
-    _call(t, "cudaLaunchKernel", 10, 30)
-    _call(t, "cudaLaunchKernel", 20, 20)
-    _call(t, "cuLaunchKernel", 30, 10)
-    _call(t, "cudaStreamWait", 35, 10)
-    _kernel(t, 50, 30)
-    _kernel(t, 60, 20)
-    _kernel(t, 70, 10)
-    # a task whose call is not in the trace
-    _kernel(t, 80, 99)
-    events = t.table()
+    # reply share (different names): the earlier of the two is the launch; the last task's
+    # call is not in the trace
+    events = _events(
+        [
+            ("cudaLaunchKernel", 10, 30),
+            ("cudaLaunchKernel", 20, 20),
+            ("cuLaunchKernel", 30, 10),
+            ("cudaStreamWait", 35, 10),
+        ],
+        [(50, 30), (60, 20), (70, 10), (80, 99)],
+    )
     starts = _by_start(events)
     assert starts[50 * US] == 10 * US
     assert starts[60 * US] == 20 * US
@@ -53,14 +59,15 @@ def test_tasks_find_their_calls_by_id_whatever_the_order_of_the_ids() -> None:
 
 
 def test_an_id_two_calls_of_one_name_carry_leaves_its_task_without_a_launch() -> None:
-    t = Timeline()
-    _call(t, "cudaLaunchKernel", 10, 5)
-    _call(t, "cudaLaunchKernel", 12, 5)
-    _call(t, "cudaMemsetAsync", 14, 5)
-    _call(t, "cudaLaunchKernel", 16, 6)
-    _kernel(t, 50, 5)
-    _kernel(t, 60, 6)
-    events = t.table()
+    events = _events(
+        [
+            ("cudaLaunchKernel", 10, 5),
+            ("cudaLaunchKernel", 12, 5),
+            ("cudaMemsetAsync", 14, 5),
+            ("cudaLaunchKernel", 16, 6),
+        ],
+        [(50, 5), (60, 6)],
+    )
     starts = _by_start(events)
     assert starts[50 * US] == -1
     assert starts[60 * US] == 16 * US
@@ -90,26 +97,24 @@ def test_the_keys_a_rank_keeps_for_its_replays_are_those_of_its_events(name: str
 
 
 def test_no_call_is_kept_when_no_task_carries_an_id_of_theirs() -> None:
-    t = Timeline()
-    _call(t, "cudaLaunchKernel", 10, 1)
-    _call(t, "cudaEventQuery", 12, 3)
-    _kernel(t, 50, 2)
-    keys = launch_keys(t.table())
+    events = _events([("cudaLaunchKernel", 10, 1), ("cudaEventQuery", 12, 3)], [(50, 2)])
+    keys = launch_keys(events)
     assert keys.launch_rows.size == keys.bounds.size == keys.task_rows.size == 0
-    assert launch_starts(t.table()).tolist() == [-1, -1, -1]
+    assert launch_starts(events).tolist() == [-1, -1, -1]
 
 
 def test_calls_that_launch_no_task_are_not_kept() -> None:
     # a stream wait and an event query carry correlation ids of their own, which no task
     # carries: the replays would map their starts for nothing
-    t = Timeline()
-    _call(t, "cudaLaunchKernel", 10, 1)
-    _call(t, "cudaStreamWaitEvent", 12, 2)
-    _call(t, "cudaEventQuery", 14, 3)
-    _call(t, "cudaLaunchKernel", 16, 4)
-    _kernel(t, 50, 4)
-    _kernel(t, 60, 1)
-    events = t.table()
+    events = _events(
+        [
+            ("cudaLaunchKernel", 10, 1),
+            ("cudaStreamWaitEvent", 12, 2),
+            ("cudaEventQuery", 14, 3),
+            ("cudaLaunchKernel", 16, 4),
+        ],
+        [(50, 4), (60, 1)],
+    )
     keys = launch_keys(events)
     start = events.column("start_ns").to_numpy()
     assert sorted(start[keys.launch_rows].tolist()) == [10 * US, 16 * US]
