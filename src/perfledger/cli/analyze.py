@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from perfledger.memory import holding_freed_memory
 from perfledger.profiledir.layout import default_profile_name
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
+from perfledger.vcs import revision_beside
 
 
 def add_parser(subparsers: Any) -> None:
@@ -86,16 +88,19 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     # DuckDB's database opened first: opening it hands the heap's free memory back
     duck().close()
-    # the freed memory handed back at the end, unless the process ends with the command
-    with holding_freed_memory(release=not getattr(args, "process_ends", False)):
-        result = build_profile(
-            args.inputs,
-            out,
-            force=args.force,
-            console=terminal_console(),
-            advisor_config=config,
-            execution=Execution(workers=args.workers, dask=args.dask),
-            step_mark=args.step_mark,
-        )
-    register_from_args(result.stored, args)
+    # the ledger's record reads the folder's git state: read beside the analysis
+    registers = not getattr(args, "no_ledger", False)
+    with revision_beside(Path.cwd()) if registers else contextlib.nullcontext():
+        # the freed memory handed back at the end, unless the process ends with the command
+        with holding_freed_memory(release=not getattr(args, "process_ends", False)):
+            result = build_profile(
+                args.inputs,
+                out,
+                force=args.force,
+                console=terminal_console(),
+                advisor_config=config,
+                execution=Execution(workers=args.workers, dask=args.dask),
+                step_mark=args.step_mark,
+            )
+        register_from_args(result.stored, args)
     return 0
