@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from perfledger.errors import PerfledgerError
-from perfledger.sources import kineto_stream
+from perfledger.sources import gunzip, kineto_stream
 from perfledger.sources.kineto import load_kineto
 from tests.paths import data_file
 
@@ -26,7 +26,7 @@ def _read(path: Path, monkeypatch: pytest.MonkeyPatch, *, fast: bool) -> tuple[A
     """What the import makes of ``path``: its events and loss, or its error."""
     with monkeypatch.context() as patch:
         if not fast:
-            patch.setattr(kineto_stream, "_FAST_GZIP", None)
+            patch.setattr(gunzip, "_FAST", None)
         try:
             trace = load_kineto(path)
         except PerfledgerError as error:
@@ -95,4 +95,4 @@ def test_a_gzip_trace_reads_as_zlibs_reader_reads_it_intact_or_damaged(
 
 @pytest.mark.skipif(not HAS_ISAL, reason="ISA-L has no wheel for this platform: zlib reads")
 def test_isal_inflates_the_gzip_traces_where_installed() -> None:
-    assert kineto_stream._FAST_GZIP is not None
+    assert gunzip.fast()

@@ -36,7 +36,7 @@ from perfledger import import_pool
 from perfledger.model.trace import Trace
 from perfledger.run.execution import Execution
 from perfledger.run.pipeline import build_profile
-from perfledger.sources import kineto, kineto_parallel, kineto_stream
+from perfledger.sources import gunzip, kineto, kineto_parallel, kineto_stream
 from perfledger.sources.kineto import load_kineto
 from tests import kineto_gen as gen
 from tests.paths import data_file
@@ -103,21 +103,32 @@ def _ops(count: int) -> list[dict[str, Any]]:
 
 
 def test_clean_documents_of_every_shape_are_read_by_the_workers(
-    tmp_path: Path, small_chunks: Seen
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events = _ops(2000)  # about 300 kB: the reader's first 64 kB leave most of it to the workers
-    for name, style in (("a.json", "pretty"), ("b.json", "compact"), ("c.json.gz", "pretty")):
+    shapes = (
+        ("a.json", "pretty", True),
+        ("b.json", "compact", True),
+        ("c.json.gz", "pretty", True),
+        ("d.json.gz", "pretty", False),  # inflated by zlib: chunk by chunk, here
+    )
+    for name, style, isal in shapes:
         sent = small_chunks.sent
         path = gen.write_kineto(tmp_path / name, events, style=style, _after={"x": 1})
-        parallel, alone = _load_both(path)
+        with monkeypatch.context() as patch:
+            if not isal:
+                patch.setattr(gunzip, "_FAST", None)
+            parallel, alone = _load_both(path)
         _assert_same(parallel, alone)
         assert parallel.events.num_rows == 2000
         assert parallel.meta["trace_keys"] == {"x": 1}
         assert small_chunks.sent - sent > 10
         calls = small_chunks.call_bytes[sent:]
-        if name.endswith(".gz"):  # inflated here: the chunks' text goes to the workers
+        if name.endswith(".gz") and not (isal and gunzip.fast()):
+            # inflated here chunk by chunk: the chunks' text goes to the workers
             assert min(calls) > kineto_stream.CHUNK_BYTES // 2
-        else:  # the workers read their chunks from the file: only where they lie is sent
+        else:  # the workers read their chunks from a file (a gzip one inflated into a file
+            # first): only where they lie is sent
             assert max(calls) < 1000
     assert small_chunks.again == []
 
@@ -794,3 +805,35 @@ def test_the_command_line_reads_ahead_and_stops_the_read_when_the_run_ends_early
     assert len(taken) == 2 and not taken[1].thread.is_alive()
     assert isinstance(taken[1].done.exception(), kineto_parallel._Abandoned)
     assert kineto_parallel._ahead is None and import_pool._started is None
+
+
+@pytest.mark.skipif(not gunzip.fast(), reason="ISA-L has no wheel for this platform: zlib reads")
+def test_a_gzip_trace_is_inflated_into_a_file_the_workers_read_and_removed_after(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    text = gen.document_text(_ops(2000), schemaVersion=1).encode()
+    at = text.index(b'"op1000"')
+    inflated: list[tuple[Path, int]] = []
+    inflate_to = gunzip.inflate_to
+
+    def seen(source: Path, target: Path, progress: Any = None) -> bool:
+        done = inflate_to(source, target, progress)
+        inflated.append((target, target.stat().st_size))
+        return done
+
+    monkeypatch.setattr(gunzip, "inflate_to", seen)
+    # intact, and intact gzip of a damaged text: the damage is named as a one-process read
+    # of the gzip file names it
+    for name, data in (("clean", text), ("damaged", text[:at] + b"}}}" + text[at:])):
+        path = tmp_path / f"{name}.json.gz"
+        path.write_bytes(gzip.compress(data, mtime=0))
+        sent = small_chunks.sent
+        parallel, alone = _load_both(path)
+        _assert_same(parallel, alone)
+        assert inflated[-1][0].name == "inflated.json" and inflated[-1][1] == len(data)
+        assert max(small_chunks.call_bytes[sent:]) < 1000  # the workers read the file
+        assert list(temporary.iterdir()) == []  # the inflated text went with the read
+    assert alone.loss is not None and "the trace is damaged at byte" in alone.loss

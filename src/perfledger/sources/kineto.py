@@ -279,6 +279,10 @@ def _read_blocks(
         from perfledger.sources import kineto_parallel
 
         try:
+            # a gzip file inflated whole first, then read as a plain one, where it can be
+            inflated = kineto_parallel.read_inflated_blocks(path, workers, progress)
+            if inflated is not None:
+                return inflated
             return kineto_parallel.read_blocks(path, workers, progress)
         except kineto_parallel.WorkersUnavailable:
             pass  # no pool here, or a worker died (out of memory, killed): read in this process

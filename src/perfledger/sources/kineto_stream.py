@@ -14,21 +14,20 @@ the array and any damage. A file cut short (a killed job) or damaged is read up 
 
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import re
-import zlib
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol, cast
+from typing import IO, Any
 
 import msgspec
 import numpy as np
 
 from perfledger.errors import TraceFormatError
 from perfledger.files import NotAFile, broken_link, open_regular
+from perfledger.sources import gunzip
 
 CHUNK_BYTES = 4 << 20
 _SCAN_BLOCK = 1 << 20
@@ -142,46 +141,6 @@ class ReadResult:
     loss: list[str] = field(default_factory=list)
 
 
-class _Inflater(Protocol):
-    """What the source reads gzip data through (``gzip.GzipFile`` and ISA-L's alike)."""
-
-    def read1(self, size: int = -1, /) -> bytes: ...
-
-    def close(self) -> None: ...
-
-
-def _fast_inflate() -> tuple[Callable[[IO[bytes]], _Inflater] | None, tuple[type[Exception], ...]]:
-    """ISA-L's gzip reader (python-isal's ``igzip``, written to read as ``gzip.GzipFile``
-    does, about four times as fast; a dependency where it has wheels) and the errors it adds
-    to zlib's; None where it is not installed."""
-    try:
-        from isal import igzip, isal_zlib
-    except ImportError:  # pragma: no cover - platforms without its wheels read with zlib
-        return None, ()
-    reader: Any = igzip.IGzipFile
-    error = cast(type[Exception], isal_zlib.error)
-    return (lambda raw: cast(_Inflater, reader(fileobj=raw, mode="rb"))), (error,)
-
-
-_FAST_GZIP, _FAST_GZIP_ERRORS = _fast_inflate()
-# What either reader raises on damaged data (gzip.BadGzipFile is an OSError). After the fast
-# reader's, the reading goes on with zlib's (_Source._slow_from).
-_INFLATE_ERRORS: tuple[type[Exception], ...] = (
-    EOFError,
-    OSError,
-    zlib.error,
-    *_FAST_GZIP_ERRORS,
-)
-
-
-def _inflating(raw: IO[bytes], *, fast: bool = True) -> _Inflater:
-    """A reader of the gzip data of ``raw`` from its current place: ISA-L's where installed
-    (and ``fast``), else zlib's."""
-    if fast and _FAST_GZIP is not None:
-        return _FAST_GZIP(raw)
-    return gzip.GzipFile(fileobj=raw, mode="rb")
-
-
 class _Source:
     """The bytes of a trace file, gunzipped on the fly; reports progress as it goes."""
 
@@ -192,8 +151,8 @@ class _Source:
         self._progress = progress
         magic = self._raw.read(2)
         self._raw.seek(0)
-        self._gzip = _inflating(self._raw) if magic == _GZIP_MAGIC else None
-        self._fast = _FAST_GZIP is not None  # the gzip data read by ISA-L's reader
+        self._gzip = gunzip.inflating(self._raw) if magic == _GZIP_MAGIC else None
+        self._fast = gunzip.fast()  # the gzip data read by ISA-L's reader
         self.eof = False
         self.damage: str | None = None
         self.offset = 0  # decompressed bytes delivered so far
@@ -210,7 +169,7 @@ class _Source:
                     if self._gzip is not None
                     else self._raw.read(size - got)
                 )
-            except _INFLATE_ERRORS as exc:
+            except gunzip.INFLATE_ERRORS as exc:
                 if self._fast and self._gzip is not None:
                     # damaged: read again by zlib's reader, which gives every byte before
                     # the damage (the fast one may hold back the last it inflated) and
@@ -264,8 +223,8 @@ class _Source:
         """Start over at the first byte of the data (same open file)."""
         self._raw.seek(0)
         if self._gzip is not None:
-            self._fast = _FAST_GZIP is not None
-            self._gzip = _inflating(self._raw)
+            self._fast = gunzip.fast()
+            self._gzip = gunzip.inflating(self._raw)
         self.eof = False
         self.damage = None
         self.offset = 0
@@ -275,12 +234,12 @@ class _Source:
         fast reader gave already) read again and dropped."""
         self._raw.seek(0)
         self._fast = False
-        self._gzip = inflater = _inflating(self._raw, fast=False)
+        self._gzip = inflater = gunzip.inflating(self._raw, prefer_fast=False)
         left = delivered
         while left > 0:
             try:
                 dropped = len(inflater.read1(min(CHUNK_BYTES, left)))
-            except _INFLATE_ERRORS:
+            except gunzip.INFLATE_ERRORS:
                 dropped = 0
             if dropped == 0:  # never: zlib's reader gives at least what the fast one did
                 raise TraceFormatError(f"{self.path}: the compressed data reads differently twice")
