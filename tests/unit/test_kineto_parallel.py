@@ -14,6 +14,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -837,3 +838,21 @@ def test_a_gzip_trace_is_inflated_into_a_file_the_workers_read_and_removed_after
         assert max(small_chunks.call_bytes[sent:]) < 1000  # the workers read the file
         assert list(temporary.iterdir()) == []  # the inflated text went with the read
     assert alone.loss is not None and "the trace is damaged at byte" in alone.loss
+
+
+def test_a_gzip_trace_without_room_for_its_text_goes_to_the_workers_through_the_pipes(
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = gen.document_text(_ops(2000), schemaVersion=1).encode()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(text, mtime=0))
+    assert gunzip.inflated_size(path) == len(text)
+    room = 3 * path.stat().st_size  # the blocks' files, not twice the text
+    usage = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda where: usage(where)._replace(free=room))
+    inflated: list[Path] = []
+    monkeypatch.setattr(gunzip, "inflate_to", lambda *args: inflated.append(args[1]) or True)
+    parallel, alone = _load_both(path)
+    _assert_same(parallel, alone)
+    assert inflated == []
+    assert min(small_chunks.call_bytes) > kineto_stream.CHUNK_BYTES // 2

@@ -55,6 +55,20 @@ def is_gzip(path: Path) -> bool:
         return False
 
 
+def inflated_size(path: Path) -> int:
+    """The size gzip's trailer gives the data of ``path`` (its last member's, modulo 4 GiB:
+    a floor, not a measure, for a large or many-member file); 0 where it cannot be read."""
+    try:
+        with open_regular(path) as raw:
+            size = os.fstat(raw.fileno()).st_size
+            if size < 18:  # a header and a trailer at least
+                return 0
+            raw.seek(size - 4)
+            return int.from_bytes(raw.read(4), "little")
+    except OSError:
+        return 0
+
+
 def fast() -> bool:
     """Whether gzip data is inflated by ISA-L here."""
     return _FAST is not None

@@ -216,8 +216,10 @@ def read_inflated_blocks(
     if not gunzip.fast() or not gunzip.is_gzip(path):
         return None
     size = path.stat().st_size
-    # the text (its size estimated) and, inside read_blocks, the blocks' files
-    with spill_folder(decoded_bytes(path)) as folder:
+    # room for the text (gzip's own figure, or the usual tenfold where larger) and the
+    # blocks' files (about as large): a disk short of it is not filled up to find out
+    text = max(decoded_bytes(path), gunzip.inflated_size(path))
+    with spill_folder(2 * text) as folder:
         if folder is None:
             return None
         plain = Path(folder) / "inflated.json"
