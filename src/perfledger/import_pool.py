@@ -39,6 +39,8 @@ MAX_WORKERS = 6
 # Below this much JSON, starting worker processes (a spawned interpreter imports numpy and
 # pyarrow: about half a second of CPU each) costs more than they save.
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+# gzip shrinks trace JSON about tenfold: a gzip file counts as ten times its size.
+GZIP_RATIO = 10
 
 _lock = threading.Lock()
 _started: tuple[ProcessPoolExecutor, int] | None = None
@@ -149,10 +151,11 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 def prestart_for(argv: list[str], preload: str) -> tuple[str, int] | None:
     """Start the workers for ``perfledger analyze`` of one large trace (``argv``: the command
-    line's arguments): an uncompressed ``.json`` of at least :data:`PARALLEL_MIN_BYTES`, the
-    only file named, with the default workers (one per core; none with ``--workers`` or
-    ``--dask``, whose runs start their own, nor for help); ``preload``: the module they load
-    as they start (the decoder's). The trace and the workers started for it, if any."""
+    line's arguments): a ``.json`` of at least :data:`PARALLEL_MIN_BYTES` (a ``.json.gz``
+    counted at :data:`GZIP_RATIO` times its size), the only file named, with the default
+    workers (one per core; none with ``--workers`` or ``--dask``, whose runs start their own,
+    nor for help); ``preload``: the module they load as they start (the decoder's). The trace
+    and the workers started for it, if any."""
     if not argv or argv[0] != "analyze" or (os.cpu_count() or 1) < 2:
         return None
     if any(a.startswith(("--workers", "--dask", "-h", "--help")) for a in argv[1:]):
@@ -166,8 +169,8 @@ def prestart_for(argv: list[str], preload: str) -> tuple[str, int] | None:
 
 
 def _large_json(path: str) -> bool:
-    candidate = Path(path)
+    ratio = 1 if path.endswith(".json") else GZIP_RATIO if path.endswith(".json.gz") else 0
     try:
-        return candidate.suffix == ".json" and candidate.stat().st_size >= PARALLEL_MIN_BYTES
+        return ratio > 0 and Path(path).stat().st_size * ratio >= PARALLEL_MIN_BYTES
     except (OSError, ValueError):
         return False

@@ -473,10 +473,13 @@ def test_the_pipe_the_blocks_come_back_through_is_widened_as_far_as_allowed(
     assert kineto_parallel.widen_result_pipe(Elsewhere()) == 0  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("name", ["a.json", "a.json.gz"])
 def test_workers_started_by_the_command_line_decode_the_trace_and_stop_with_the_import(
-    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    path = gen.write_kineto(tmp_path / "a.json", _ops(2000))
+    path = gen.write_kineto(tmp_path / name, _ops(2000))
+    if name.endswith(".gz"):  # not read ahead: the import inflates it, then takes the workers
+        assert not kineto_parallel.read_ahead(path, WORKERS)
     monkeypatch.setattr(import_pool, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(os, "cpu_count", lambda: WORKERS)
     import_pool.prestart_for(
@@ -501,7 +504,8 @@ def test_workers_started_by_the_command_line_decode_the_trace_and_stop_with_the_
         ["analyze", "{trace}", "--workers", "2"],
         ["analyze", "{trace}", "--dask", "local"],
         ["analyze", "{trace}", "{trace}"],
-        ["analyze", "{trace}.gz"],
+        ["analyze", "{small}.gz"],  # ten times 50 bytes: under the 1024
+        ["analyze", "{trace}.txt"],
         ["diff", "{trace}"],
         ["analyze", "{small}"],
     ],
@@ -511,16 +515,21 @@ def test_the_command_line_starts_no_workers_where_the_import_would_not_take_them
 ) -> None:
     trace = tmp_path / "t.json"
     trace.write_bytes(b" " * 2048)
-    (tmp_path / "t.json.gz").write_bytes(b" " * 2048)
+    (tmp_path / "t.json.txt").write_bytes(b" " * 2048)
     small = tmp_path / "s.json"
     small.write_bytes(b" " * 10)
+    (tmp_path / "s.json.gz").write_bytes(b" " * 50)
     monkeypatch.setattr(import_pool, "PARALLEL_MIN_BYTES", 1024)
     started: list[int] = []
     monkeypatch.setattr(import_pool, "prestart", lambda workers, preload: started.append(workers))
     import_pool.prestart_for([a.format(trace=trace, small=small) for a in argv], "x")
     assert started == []
-    import_pool.prestart_for(["analyze", str(trace), "-o", str(tmp_path / "p")], "x")
-    assert started == [os.cpu_count()] or (os.cpu_count() or 1) < 2
+    # a large trace, and a gzip one counted at ten times its size (120 bytes: 1200)
+    (tmp_path / "z.json.gz").write_bytes(b" " * 120)
+    for large in (trace, tmp_path / "z.json.gz"):
+        started.clear()
+        import_pool.prestart_for(["analyze", str(large), "-o", str(tmp_path / "p")], "x")
+        assert started == [os.cpu_count()] or (os.cpu_count() or 1) < 2
 
 
 def test_workers_started_for_nothing_are_stopped(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 
 from perfledger.files import open_regular
+from perfledger.import_pool import GZIP_RATIO
 
-# gzip shrinks trace JSON about tenfold.
-GZIP_RATIO = 10
 _GZIP_MAGIC = b"\x1f\x8b"
 
 

@@ -366,6 +366,8 @@ def read_ahead(path: str | Path, workers: int) -> bool:
     False where it cannot be read (the import then says why). A read nobody takes is
     stopped by :func:`discard_read_ahead`."""
     global _ahead
+    if gunzip.is_gzip(Path(path)):
+        return False  # inflated first by the import itself (read_inflated_blocks)
     try:
         ahead = _Ahead(Path(path), max(1, min(workers, MAX_WORKERS)))
     except (OSError, ValueError):
