@@ -232,6 +232,8 @@ class _Source:
     def _slow_from(self, delivered: int) -> None:
         """Inflate with zlib's reader from now on, its first ``delivered`` bytes (those the
         fast reader gave already) read again and dropped."""
+        if self._gzip is not None:
+            self._gzip.close()  # the file itself stays open (the reader was given it)
         self._raw.seek(0)
         self._fast = False
         self._gzip = inflater = gunzip.inflating(self._raw, prefer_fast=False)
