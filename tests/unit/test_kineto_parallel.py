@@ -95,6 +95,15 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Seen]:
     yield seen
 
 
+@pytest.fixture
+def spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The system's temporary space, where the read's folders go: a folder of the test's."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
 def _load_both(path: Path) -> tuple[Trace, Trace]:
     return load_kineto(path, workers=WORKERS), load_kineto(path)
 
@@ -717,11 +726,8 @@ def test_no_thread_for_a_read_ahead_leaves_the_read_to_the_import(
 
 
 def test_a_read_ahead_nobody_takes_is_stopped_with_its_workers_and_files(
-    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch, spill: Path
 ) -> None:
-    spill = tmp_path / "tmp"
-    spill.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(spill))
     path = gen.write_kineto(tmp_path / "a.json", _ops(20_000))
     assert kineto_parallel.read_ahead(path, WORKERS)
     ahead = kineto_parallel._ahead
@@ -819,11 +825,8 @@ def test_the_command_line_reads_ahead_and_stops_the_read_when_the_run_ends_early
 
 @pytest.mark.skipif(not gunzip.fast(), reason="ISA-L has no wheel for this platform: zlib reads")
 def test_a_gzip_trace_is_inflated_into_a_file_the_workers_read_and_removed_after(
-    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, small_chunks: Seen, monkeypatch: pytest.MonkeyPatch, spill: Path
 ) -> None:
-    temporary = tmp_path / "tmp"
-    temporary.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     text = gen.document_text(_ops(2000), schemaVersion=1).encode()
     at = text.index(b'"op1000"')
     inflated: list[tuple[Path, int]] = []
@@ -845,7 +848,7 @@ def test_a_gzip_trace_is_inflated_into_a_file_the_workers_read_and_removed_after
         _assert_same(parallel, alone)
         assert inflated[-1][0].name == "inflated.json" and inflated[-1][1] == len(data)
         assert max(small_chunks.call_bytes[sent:]) < 1000  # the workers read the file
-        assert list(temporary.iterdir()) == []  # the inflated text went with the read
+        assert list(spill.iterdir()) == []  # the inflated text went with the read
     assert alone.loss is not None and "the trace is damaged at byte" in alone.loss
 
 
