@@ -7,8 +7,7 @@ from pathlib import Path
 
 from perfledger.files import open_regular
 from perfledger.import_pool import GZIP_RATIO
-
-_GZIP_MAGIC = b"\x1f\x8b"
+from perfledger.sources.gunzip import GZIP_MAGIC
 
 
 def decoded_bytes(path: Path) -> int:
@@ -17,6 +16,6 @@ def decoded_bytes(path: Path) -> int:
     try:
         with open_regular(path) as raw:
             size = os.fstat(raw.fileno()).st_size
-            return size * GZIP_RATIO if raw.read(2) == _GZIP_MAGIC else size
+            return size * GZIP_RATIO if raw.read(2) == GZIP_MAGIC else size
     except OSError:
         return 0

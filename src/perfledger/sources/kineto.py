@@ -52,7 +52,7 @@ from perfledger.model.quality import (
     QualityCheck,
 )
 from perfledger.model.trace import Trace
-from perfledger.sources import kineto_scan
+from perfledger.sources import gunzip, kineto_scan
 from perfledger.sources.base import decoded_bytes
 from perfledger.sources.kineto_columns import (
     PHASE_INSTANT,
@@ -122,7 +122,7 @@ def is_kineto(path: Path) -> bool:
         with path.open("rb") as raw:
             magic = raw.read(2)
             raw.seek(0)
-            if magic == b"\x1f\x8b":
+            if magic == gunzip.GZIP_MAGIC:
                 with gzip.GzipFile(fileobj=raw) as unzipped:
                     start = unzipped.read(_SNIFF_BYTES)
             else:

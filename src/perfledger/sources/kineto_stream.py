@@ -31,7 +31,6 @@ from perfledger.sources import gunzip
 
 CHUNK_BYTES = 4 << 20
 _SCAN_BLOCK = 1 << 20
-_GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -151,7 +150,7 @@ class _Source:
         self._progress = progress
         magic = self._raw.read(2)
         self._raw.seek(0)
-        self._gzip = gunzip.inflating(self._raw) if magic == _GZIP_MAGIC else None
+        self._gzip = gunzip.inflating(self._raw) if magic == gunzip.GZIP_MAGIC else None
         self._fast = gunzip.fast()  # the gzip data read by ISA-L's reader
         self.eof = False
         self.damage: str | None = None
