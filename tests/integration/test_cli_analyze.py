@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +159,22 @@ def test_inputs_with_the_same_name_are_copied_and_left_untouched(tmp_path: Path)
     assert len(raw) == 2 and "trace.json.gz" in raw
     for copy in (out / "raw").iterdir():
         assert copy.stat().st_nlink == 1
+
+
+def test_a_working_folder_removed_before_the_run_gives_the_one_line_error(tmp_path: Path) -> None:
+    """The run's git state is read from the working folder as the run begins: a folder
+    removed under the shell is the output path's error, as ever, not an internal one."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    trace = data_file("kineto/a100_triton.json.gz")
+    script = f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m perfledger "$@"'
+    result = subprocess.run(
+        ["sh", "-c", script, "sh", "analyze", str(trace), "-o", str(tmp_path / "p")],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=600,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("perfledger: error: -o "), result.stderr

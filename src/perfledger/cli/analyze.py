@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     # DuckDB's database opened first: opening it hands the heap's free memory back
     duck().close()
     # the ledger's record reads the folder's git state: read beside the analysis
-    registers = not getattr(args, "no_ledger", False)
-    with revision_beside(Path.cwd()) if registers else contextlib.nullcontext():
+    here = _working_folder() if not getattr(args, "no_ledger", False) else None
+    with revision_beside(here) if here is not None else contextlib.nullcontext():
         # the freed memory handed back at the end, unless the process ends with the command
         with holding_freed_memory(release=not getattr(args, "process_ends", False)):
             result = build_profile(
@@ -104,3 +104,11 @@ def run(args: argparse.Namespace) -> int:
             )
         register_from_args(result.stored, args)
     return 0
+
+
+def _working_folder() -> Path | None:
+    """The current folder; None where it is gone (removed while the shell stood in it)."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
