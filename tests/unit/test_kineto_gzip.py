@@ -39,17 +39,17 @@ def _read(path: Path, monkeypatch: pytest.MonkeyPatch, *, fast: bool) -> tuple[A
     return events, trace.loss
 
 
-def _damaged(source: Path, folder: Path) -> dict[str, bytes]:
+def _damaged(source: Path) -> dict[str, bytes]:
     """``source`` recompressed, and damaged in the ways files get damaged."""
-    packed = gzip.compress(gzip.decompress(source.read_bytes()), mtime=0)
+    text = gzip.decompress(source.read_bytes())
+    packed = gzip.compress(text, mtime=0)
     rng = random.Random(11)
     flipped = {}
     for i in range(4):
         data = bytearray(packed)
         data[rng.randrange(20, len(data) - 20)] ^= 0x5A
         flipped[f"flipped {i}"] = bytes(data)
-    half = len(gzip.decompress(packed)) // 2
-    text = gzip.decompress(packed)
+    half = len(text) // 2
     return {
         "intact": packed,
         **{f"cut at {f}": packed[: int(len(packed) * f)] for f in (0.05, 0.4, 0.8, 0.999)},
@@ -74,7 +74,7 @@ def test_a_gzip_trace_reads_as_zlibs_reader_reads_it_intact_or_damaged(
         slow_from(self, delivered)
 
     monkeypatch.setattr(kineto_stream._Source, "_slow_from", counted)
-    for name, data in _damaged(source, tmp_path).items():
+    for name, data in _damaged(source).items():
         if trace in LARGE and name not in LARGE_CASES:
             continue  # the large trace (several chunks) for a few cases: its reads take seconds
         path = tmp_path / f"{name.replace(' ', '_')}.json.gz"
