@@ -42,10 +42,9 @@ except ImportError:  # not a POSIX system: the pipe keeps its size
 
 from perfledger import import_pool
 from perfledger.errors import TraceFormatError
-from perfledger.import_pool import MAX_WORKERS
+from perfledger.import_pool import GZIP_RATIO, MAX_WORKERS
 from perfledger.memory import returning_pool
 from perfledger.sources import gunzip
-from perfledger.sources.base import decoded_bytes
 from perfledger.sources.block_files import BlockFile, loaded, spill_folder, to_file
 from perfledger.sources.kineto_columns import Block, Side, chunk_columns
 from perfledger.sources.kineto_scan import scanned_block
@@ -218,7 +217,7 @@ def read_inflated_blocks(
     size = path.stat().st_size
     # room for the text (gzip's own figure, or the usual tenfold where larger) and the
     # blocks' files (about as large): a disk short of it is not filled up to find out
-    text = max(decoded_bytes(path), gunzip.inflated_size(path))
+    text = max(size * GZIP_RATIO, gunzip.inflated_size(path))
     with spill_folder(2 * text) as folder:
         if folder is None:
             return None
