@@ -130,23 +130,29 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="thread-cpu-") as scratch:
         out = args.out or Path(scratch) / "profile"
         command = [sys.executable, "-c", _CHILD, "analyze", str(args.trace), "-o", str(out)]
-        command += ["--force", "--no-ledger"]
+        # a folder of the caller's is never replaced: analyze refuses one that exists
+        command += ["--no-ledger"] if args.out else ["--force", "--no-ledger"]
         errors_path = Path(scratch) / "stderr.txt"
         polling = resource.getrusage(resource.RUSAGE_SELF)
         with open(errors_path, "wb") as errors_file:
             began = time.perf_counter()
             child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors_file)
-            while True:
-                # reaped here, with what the child and the children it waited for used
-                pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-                if pid:
-                    break
-                polls.append((time.perf_counter() - began, poll(child.pid, threads, tick)))
-                time.sleep(args.every)
+            try:
+                while True:
+                    # reaped here, with what the child and the children it waited for used
+                    pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+                    if pid:
+                        child.returncode = os.waitstatus_to_exitcode(status)
+                        break
+                    polls.append((time.perf_counter() - began, poll(child.pid, threads, tick)))
+                    time.sleep(args.every)
+            except BaseException:
+                child.kill()
+                child.wait()
+                raise
             wall = time.perf_counter() - began
         polled = resource.getrusage(resource.RUSAGE_SELF)
         errors = errors_path.read_text(errors="replace")
-    child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         print(f"analyze failed ({child.returncode}): {errors[-2000:]}", file=sys.stderr)
         return 1
