@@ -75,7 +75,8 @@ for path in sorted(Path(sys.argv[1]).rglob("*")):
     elif path.suffix == ".csv":
         rows += pv.read_csv(path).num_rows
     elif path.suffix == ".db":
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # as the importer opens it: read-only, no -wal or -shm file made beside it
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
         names = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         for (table,) in names:
             for batch in iter(db.execute(f'SELECT * FROM "{table}"').fetchmany, []):
