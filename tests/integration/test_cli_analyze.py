@@ -161,6 +161,32 @@ def test_inputs_with_the_same_name_are_copied_and_left_untouched(tmp_path: Path)
         assert copy.stat().st_nlink == 1
 
 
+def test_a_database_export_is_left_as_it_was(tmp_path: Path) -> None:
+    """torch_npu writes its database in WAL mode, where a reader that opens it as a
+    database (read-only or not) makes a -wal and a -shm file beside it: the export's folder
+    holds exactly its files, with their bytes, after the analysis."""
+    import hashlib
+    import shutil
+
+    export = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(data_file("ascend/torch_npu_db/level1/rank0_ascend_pt"), export)
+    database = next(export.rglob("ascend_pytorch_profiler_*.db"))
+    # the file format's write and read versions (header bytes 18 and 19): 2, WAL mode
+    assert database.read_bytes()[18:20] == b"\x02\x02"
+
+    def files() -> dict[str, str]:
+        return {
+            str(p.relative_to(export)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(export.rglob("*"))
+            if p.is_file()
+        }
+
+    before = files()
+    result = perfledger("analyze", export, "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert files() == before
+
+
 def test_a_working_folder_removed_before_the_run_gives_the_one_line_error(tmp_path: Path) -> None:
     """The run's git state is read from the working folder as the run begins: a folder
     removed under the shell is the output path's error, as ever, not an internal one."""
