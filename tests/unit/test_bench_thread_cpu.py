@@ -30,6 +30,7 @@ def rest():
 busy = threading.Thread(target=spin, name="probe-busy_3")
 idle = threading.Thread(target=rest, name="probe-idle_12")
 busy.start(); idle.start()
+time.sleep(0.1)  # the resting thread waiting by now
 print("started", flush=True)
 sys.stdin.readline()
 stop.set(); busy.join(); idle.join()
